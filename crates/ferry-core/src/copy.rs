@@ -1,0 +1,103 @@
+//! `copy`: a local tree into another local tree, the walker feeding the local-tree sink
+//! directly (no serialisation in between).
+
+use crate::data::{Mover, Reflink, Sparse};
+use crate::entry::{InodeKey, RelPath};
+use crate::error::{Error, Reporter, Result};
+use crate::local::{LocalTreeSink, Update};
+use crate::stats::Stats;
+use crate::walk::{walk, WalkConfig};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Everything a copy can be asked to do differently.
+#[derive(Clone, Debug)]
+pub struct CopyOptions {
+    /// Worker threads.
+    pub threads: usize,
+    /// Clone policy.
+    pub reflink: Reflink,
+    /// Hole policy.
+    pub sparse: Sparse,
+    /// Compare content, not size and mtime, to decide a file is up to date.
+    pub checksum: bool,
+    /// Re-read every written file and compare hashes.
+    pub verify: bool,
+}
+
+impl Default for CopyOptions {
+    fn default() -> Self {
+        CopyOptions { threads: default_threads(), reflink: Reflink::Auto, sparse: Sparse::Auto, checksum: false, verify: false }
+    }
+}
+
+/// Workers to use when not told: four per core keeps both cores busy on a warm cache
+/// and keeps enough requests in flight for a cold disk (see docs/benchmarks.md).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()) * 4
+}
+
+fn shown(p: &Path) -> RelPath {
+    RelPath::from_bytes(p.as_os_str().as_encoded_bytes().to_vec())
+}
+
+/// `dst` made absolute and free of symlinks as far as it exists.
+fn resolve_partly(dst: &Path) -> io::Result<PathBuf> {
+    let mut rest = Vec::new();
+    let mut cur = std::path::absolute(dst)?;
+    loop {
+        match cur.canonicalize() {
+            Ok(c) => {
+                let mut out = c;
+                out.extend(rest.iter().rev());
+                return Ok(out);
+            }
+            Err(_) => match (cur.file_name().map(|n| n.to_owned()), cur.parent()) {
+                (Some(name), Some(parent)) => {
+                    rest.push(name);
+                    cur = parent.to_path_buf();
+                }
+                _ => return Err(io::Error::other("no existing ancestor")),
+            },
+        }
+    }
+}
+
+/// Copies the tree `src` into `dst` (created if missing) like `cp -a src/. dst`.
+/// Per-path failures go to `reporter` and are counted in `stats.errors`; the returned
+/// error means the copy could not start.
+pub fn copy_tree(src: &Path, dst: &Path, opts: &CopyOptions, stats: &Stats, reporter: &dyn Reporter) -> Result<()> {
+    let src_real = src.canonicalize().map_err(|e| Error::new(&shown(src), "open source", e))?;
+    if !src_real.is_dir() {
+        return Err(Error::new(&shown(src), "open source", io::Error::other("not a directory")));
+    }
+    let dst_real = resolve_partly(dst).map_err(|e| Error::new(&shown(dst), "resolve destination", e))?;
+    if dst_real.starts_with(&src_real) {
+        return Err(Error::new(&shown(dst), "copy", io::Error::other("cannot copy a directory into itself")));
+    }
+    // The destination may still be reachable from inside the source through a bind
+    // mount; the walker skips it by inode.
+    let skip_dir = std::fs::metadata(dst).ok().map(|m| InodeKey { dev: m.dev(), ino: m.ino() });
+    let mover = Mover::new(opts.reflink, opts.sparse);
+    let counting = CountingReporter { inner: reporter, stats };
+    let sink = LocalTreeSink::new(dst, &mover, Update { checksum: opts.checksum, verify: opts.verify }, stats, &counting);
+    let cfg = WalkConfig { threads: opts.threads.max(1), skip_dir, ..WalkConfig::default() };
+    walk(src, &sink, &cfg, &counting)
+}
+
+/// Counts every error it passes on.
+struct CountingReporter<'a> {
+    inner: &'a dyn Reporter,
+    stats: &'a Stats,
+}
+
+impl Reporter for CountingReporter<'_> {
+    fn error(&self, err: &Error) {
+        Stats::bump(&self.stats.errors);
+        self.inner.error(err);
+    }
+    fn warn(&self, msg: &str) {
+        self.inner.warn(msg);
+    }
+}

@@ -1,0 +1,56 @@
+//! Counting a tree (files and bytes) without reading any data: the progress total,
+//! counted concurrently with the job so the job never waits for it.
+
+use crate::data::SourceData;
+use crate::entry::{Entry, EntryKind};
+use crate::error::{Error, Reporter, Result};
+use crate::sink::TreeSink;
+use crate::walk::{walk, WalkConfig};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+/// Running totals of a tree being counted.
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Non-directory entries seen.
+    pub entries: AtomicU64,
+    /// Bytes of regular files seen.
+    pub bytes: AtomicU64,
+    /// Set once the whole tree has been counted.
+    pub complete: AtomicBool,
+}
+
+struct CountSink<'a>(&'a Totals);
+
+impl TreeSink for CountSink<'_> {
+    type Dir = ();
+    fn wants_data(&self) -> bool {
+        false
+    }
+    fn root(&self, _: &Entry) -> Result<()> {
+        Ok(())
+    }
+    fn dir(&self, _: &(), _: &Entry) -> Result<()> {
+        Ok(())
+    }
+    fn leaf(&self, _: &(), entry: &Entry, _: Option<&SourceData<'_>>) -> Result<()> {
+        self.0.entries.fetch_add(1, Relaxed);
+        if let EntryKind::File { size, .. } = entry.kind {
+            self.0.bytes.fetch_add(size, Relaxed);
+        }
+        Ok(())
+    }
+}
+
+struct Silent;
+impl Reporter for Silent {
+    fn error(&self, _: &Error) {}
+    fn warn(&self, _: &str) {}
+}
+
+/// Counts the tree at `root` into `totals` on one thread; errors are the job's to report.
+pub fn count_tree(root: &Path, totals: &Totals) {
+    let cfg = WalkConfig { threads: 1, ..WalkConfig::default() };
+    let _ = walk(root, &CountSink(totals), &cfg, &Silent);
+    totals.complete.store(true, Relaxed);
+}

@@ -1,0 +1,47 @@
+//! Errors: one line naming the path, the operation and the OS error.
+
+use crate::entry::RelPath;
+use std::io;
+
+/// A failure on one path. Most are per-file: the job goes on and counts them.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {op}: {source}")]
+pub struct Error {
+    /// The path, relative to the side the operation touched (source or destination).
+    pub path: RelPath,
+    /// What was being done, e.g. "open source", "clone".
+    pub op: &'static str,
+    /// The OS error.
+    #[source]
+    pub source: io::Error,
+}
+
+impl Error {
+    /// Builds an error for `path` and `op`.
+    pub fn new(path: &RelPath, op: &'static str, source: impl Into<io::Error>) -> Self {
+        Error { path: path.clone(), op, source: source.into() }
+    }
+}
+
+/// A result whose error names a path.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Adds the path and operation to an `io::Result`.
+pub trait Context<T> {
+    /// Turns an OS error into an [`Error`] naming `path` and `op`.
+    fn at(self, path: &RelPath, op: &'static str) -> Result<T>;
+}
+
+impl<T, E: Into<io::Error>> Context<T> for std::result::Result<T, E> {
+    fn at(self, path: &RelPath, op: &'static str) -> Result<T> {
+        self.map_err(|e| Error::new(path, op, e))
+    }
+}
+
+/// Where per-file errors and warnings go. The binary prints them; tests collect them.
+pub trait Reporter: Sync {
+    /// A failure on one path; the job goes on.
+    fn error(&self, err: &Error);
+    /// Something the user should know that is not a failure.
+    fn warn(&self, msg: &str);
+}

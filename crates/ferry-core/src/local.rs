@@ -1,0 +1,352 @@
+//! The local-tree sink: makes the tree on disk, as `cp -a` would.
+//!
+//! Every node is made relative to its parent's descriptor with `O_NOFOLLOW`/`O_EXCL`, so
+//! nothing is written through a symlink and paths deeper than `PATH_MAX` work. Into a
+//! directory this sink created itself, files are created without looking first; into
+//! one that existed, each name is checked: a file whose size and mtime (or, with
+//! `checksum`, content) match is left alone, so rerunning an interrupted job resumes it.
+//! A file's times are set last: a half-written file never looks complete.
+
+use crate::data::{self, Mover, SourceData};
+use crate::entry::{Entry, EntryKind, Metadata, RelPath};
+use crate::error::{Context, Error, Reporter, Result};
+use crate::links::{Claim, Links, Made};
+use crate::meta::{self, MetaNotice, MetaWriter};
+use crate::sink::TreeSink;
+use crate::stats::Stats;
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// How an existing destination is brought up to date.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Update {
+    /// Compare content instead of size and mtime.
+    pub checksum: bool,
+    /// Re-read every file written and compare its hash with the source's.
+    pub verify: bool,
+}
+
+/// Writes a tree under a destination directory.
+pub struct LocalTreeSink<'a> {
+    dst: PathBuf,
+    mover: &'a Mover,
+    update: Update,
+    meta: MetaWriter,
+    links: Links,
+    stats: &'a Stats,
+    reporter: &'a dyn Reporter,
+}
+
+/// A destination directory the sink has entered.
+pub struct DstDir {
+    fd: Arc<OwnedFd>,
+    /// Created by this job, so it was empty: no need to look before creating.
+    fresh: bool,
+}
+
+impl DstDir {
+    /// The open directory.
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+}
+
+fn cname(path: &RelPath) -> Result<CString> {
+    CString::new(path.file_name()).map_err(|_| Error::new(path, "name", io::Error::other("contains a NUL byte")))
+}
+
+fn other(msg: &str) -> io::Error {
+    io::Error::other(msg.to_string())
+}
+
+impl<'a> LocalTreeSink<'a> {
+    /// A sink writing under `dst`, which is created if missing.
+    pub fn new(dst: &Path, mover: &'a Mover, update: Update, stats: &'a Stats, reporter: &'a dyn Reporter) -> Self {
+        LocalTreeSink {
+            dst: dst.to_path_buf(),
+            mover,
+            update,
+            meta: MetaWriter::new(),
+            links: Links::default(),
+            stats,
+            reporter,
+        }
+    }
+
+    fn notice(&self, n: MetaNotice) {
+        if n == MetaNotice::XattrsUnsupported {
+            self.reporter.warn("destination filesystem does not support extended attributes; not copying them");
+        }
+    }
+
+    fn apply(&self, fd: impl AsFd, path: &RelPath, meta: &Metadata, chmod: bool) -> Result<()> {
+        let n = self.meta.apply_fd(fd, meta, chmod).map_err(|(op, e)| Error::new(path, op, e))?;
+        self.notice(n);
+        Ok(())
+    }
+
+    /// Looks at what is already at `name` in a directory that existed before the job.
+    /// Returns it unless it was removed to make room.
+    fn existing(&self, dir: &DstDir, name: &CStr, path: &RelPath) -> Result<Option<Stat>> {
+        if dir.fresh {
+            return Ok(None);
+        }
+        match rfs::statat(&*dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(st)),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(Error::new(path, "stat destination", e)),
+        }
+    }
+
+    /// Removes a non-directory in the way of a new node.
+    fn remove(&self, dir: &DstDir, name: &CStr, path: &RelPath, st: &Stat) -> Result<()> {
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+            return Err(Error::new(path, "replace", other("a directory is in the way in the destination")));
+        }
+        rfs::unlinkat(&*dir.fd, name, AtFlags::empty()).at(path, "remove old destination")
+    }
+
+    fn file(&self, dir: &DstDir, entry: &Entry, data: Option<&SourceData<'_>>) -> Result<()> {
+        let EntryKind::File { size, links } = &entry.kind else { unreachable!() };
+        let path = &entry.path;
+        let name = cname(path)?;
+        let Some(data) = data else {
+            return Err(Error::new(path, "copy", other("no data given for a file")));
+        };
+        let claim = links.map(|(key, _)| (key, self.links.claim(key)));
+        if let Some((_, Claim::Link(made))) = &claim {
+            return self.hardlink(dir, &name, path, made, entry, data);
+        }
+        let result = self.file_data(dir, &name, entry, *size, data);
+        if let Some((key, _)) = claim {
+            match &result {
+                Ok(()) => self.links.made(key, Made { dir: dir.fd.clone(), name }, links.map_or(1, |l| l.1)),
+                Err(_) => self.links.failed(key),
+            }
+        }
+        result
+    }
+
+    fn file_data(&self, dir: &DstDir, name: &CStr, entry: &Entry, size: u64, data: &SourceData<'_>) -> Result<()> {
+        let path = &entry.path;
+        if let Some(st) = self.existing(dir, name, path)? {
+            if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && self.up_to_date(dir, name, &st, entry, data)? {
+                self.fix_meta(dir, name, &st, entry)?;
+                Stats::bump(&self.stats.skipped);
+                self.stats.skipped_bytes.fetch_add(size, Relaxed);
+                return Ok(());
+            }
+            self.remove(dir, name, path, &st)?;
+        }
+        let (mode, chmod) = self.meta.create_mode(&entry.meta);
+        let access = if self.update.verify { OFlags::RDWR } else { OFlags::WRONLY };
+        let fd = rfs::openat(&*dir.fd, name, access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, mode)
+            .at(path, "create")?;
+        let written = self.write_data(&fd, path, data).and_then(|()| self.apply(&fd, path, &entry.meta, chmod));
+        if let Err(e) = written {
+            // Leave no partial file behind that could be taken for a copy.
+            let _ = rfs::unlinkat(&*dir.fd, name, AtFlags::empty());
+            return Err(e);
+        }
+        Stats::bump(&self.stats.files);
+        self.stats.bytes.fetch_add(size, Relaxed);
+        Ok(())
+    }
+
+    fn write_data(&self, fd: &OwnedFd, path: &RelPath, data: &SourceData<'_>) -> Result<()> {
+        let moved = self.mover.copy(data, fd.as_fd(), data.offset == 0, self.update.verify).at(path, "copy data")?;
+        Stats::bump(match moved.method {
+            data::Method::Clone => &self.stats.cloned,
+            data::Method::KernelCopy => &self.stats.kernel_copied,
+            data::Method::Buffered => &self.stats.buffered,
+        });
+        if let Some(want) = moved.hash {
+            let got = data::hash_range(fd, 0, data.len).at(path, "verify")?;
+            if got != want {
+                return Err(Error::new(path, "verify", other("destination content differs from source")));
+            }
+        }
+        Ok(())
+    }
+
+    /// True when the existing destination file already holds the source's content.
+    fn up_to_date(&self, dir: &DstDir, name: &CStr, st: &Stat, entry: &Entry, data: &SourceData<'_>) -> Result<bool> {
+        if st.st_size as u64 != data.len {
+            return Ok(false);
+        }
+        if !self.update.checksum {
+            return Ok(meta::mtime_of(st) == entry.meta.mtime);
+        }
+        let fd = rfs::openat(&*dir.fd, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+            .at(&entry.path, "open destination")?;
+        let theirs = data::hash_range(&fd, 0, data.len).at(&entry.path, "read destination")?;
+        let ours = data::hash_range(data.fd, data.offset, data.len).at(&entry.path, "read")?;
+        Ok(theirs == ours)
+    }
+
+    /// Brings an up-to-date file's owner, mode and times in line without touching data.
+    fn fix_meta(&self, dir: &DstDir, name: &CStr, st: &Stat, entry: &Entry) -> Result<()> {
+        let m = &entry.meta;
+        let same = st.st_mode & 0o7777 == m.mode
+            && (!self.meta.privileged || (st.st_uid == m.uid && st.st_gid == m.gid))
+            && meta::mtime_of(st) == m.mtime;
+        if same {
+            return Ok(());
+        }
+        let fd = rfs::openat(&*dir.fd, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+            .at(&entry.path, "open destination")?;
+        self.apply(&fd, &entry.path, m, true)
+    }
+
+    fn hardlink(&self, dir: &DstDir, name: &CStr, path: &RelPath, made: &Made, entry: &Entry, data: &SourceData<'_>) -> Result<()> {
+        if let Some(st) = self.existing(dir, name, path)? {
+            let first = rfs::statat(&*made.dir, made.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW);
+            if matches!(&first, Ok(f) if f.st_ino == st.st_ino && f.st_dev == st.st_dev) {
+                Stats::bump(&self.stats.skipped);
+                return Ok(());
+            }
+            self.remove(dir, name, path, &st)?;
+        }
+        match rfs::linkat(&*made.dir, made.name.as_c_str(), &*dir.fd, name, AtFlags::empty()) {
+            Ok(()) => {
+                Stats::bump(&self.stats.files);
+                Ok(())
+            }
+            // Too many links, or the first copy is gone: copy the data instead.
+            Err(Errno::MLINK | Errno::NOENT | Errno::XDEV) => {
+                let EntryKind::File { size, .. } = entry.kind else { unreachable!() };
+                self.file_data(dir, name, entry, size, data)
+            }
+            Err(e) => Err(Error::new(path, "link", e)),
+        }
+    }
+
+    fn symlink(&self, dir: &DstDir, entry: &Entry, target: &[u8]) -> Result<()> {
+        let path = &entry.path;
+        let name = cname(path)?;
+        if let Some(st) = self.existing(dir, &name, path)? {
+            let same = FileType::from_raw_mode(st.st_mode) == FileType::Symlink
+                && rfs::readlinkat(&*dir.fd, name.as_c_str(), Vec::new()).is_ok_and(|t| t.as_bytes() == target);
+            if same && meta::mtime_of(&st) == entry.meta.mtime {
+                Stats::bump(&self.stats.skipped);
+                return Ok(());
+            }
+            if !same {
+                self.remove(dir, &name, path, &st)?;
+            }
+            if same {
+                return self.meta_at(dir, &name, entry, true);
+            }
+        }
+        let target = CString::new(target).map_err(|_| Error::new(path, "symlink", other("target contains a NUL byte")))?;
+        rfs::symlinkat(target.as_c_str(), &*dir.fd, name.as_c_str()).at(path, "create symlink")?;
+        self.meta_at(dir, &name, entry, true)?;
+        Stats::bump(&self.stats.others);
+        Ok(())
+    }
+
+    fn special(&self, dir: &DstDir, entry: &Entry) -> Result<()> {
+        let path = &entry.path;
+        let name = cname(path)?;
+        let (kind, rdev) = match entry.kind {
+            EntryKind::Fifo => (FileType::Fifo, 0),
+            EntryKind::CharDevice { rdev } => (FileType::CharacterDevice, rdev),
+            EntryKind::BlockDevice { rdev } => (FileType::BlockDevice, rdev),
+            _ => unreachable!(),
+        };
+        if let Some(st) = self.existing(dir, &name, path)? {
+            if FileType::from_raw_mode(st.st_mode) == kind && st.st_rdev == rdev {
+                Stats::bump(&self.stats.skipped);
+                return self.meta_at(dir, &name, entry, false);
+            }
+            self.remove(dir, &name, path, &st)?;
+        }
+        rfs::mknodat(&*dir.fd, name.as_c_str(), kind, Mode::from_raw_mode(entry.meta.mode & 0o777), rdev)
+            .at(path, "create special file")?;
+        self.meta_at(dir, &name, entry, false)?;
+        Stats::bump(&self.stats.others);
+        Ok(())
+    }
+
+    fn meta_at(&self, dir: &DstDir, name: &CStr, entry: &Entry, is_symlink: bool) -> Result<()> {
+        self.meta.apply_at(&*dir.fd, name, &entry.meta, is_symlink).map_err(|(op, e)| Error::new(&entry.path, op, e))
+    }
+
+    /// Opens an existing destination directory, making sure this job can fill it.
+    fn open_existing_dir(&self, parent: &OwnedFd, name: &CStr, path: &RelPath) -> Result<OwnedFd> {
+        let fd = rfs::openat(parent, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| match e {
+                Errno::NOTDIR | Errno::LOOP => Error::new(path, "create directory", other("something that is not a directory is in the way in the destination")),
+                e => Error::new(path, "open destination directory", e),
+            })?;
+        if !self.meta.privileged {
+            let st = rfs::fstat(&fd).at(path, "stat destination")?;
+            if st.st_mode & 0o700 != 0o700 {
+                rfs::fchmod(&fd, Mode::from_raw_mode((st.st_mode & 0o7777) | 0o700)).at(path, "set mode")?;
+            }
+        }
+        Ok(fd)
+    }
+}
+
+impl TreeSink for LocalTreeSink<'_> {
+    type Dir = DstDir;
+
+    fn root(&self, entry: &Entry) -> Result<DstDir> {
+        let _ = entry;
+        let shown = RelPath::from_bytes(self.dst.as_os_str().as_encoded_bytes().to_vec());
+        let fresh = match std::fs::create_dir(&self.dst) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.dst).map_err(|e| Error::new(&shown, "create destination", e))?;
+                true
+            }
+            Err(e) => return Err(Error::new(&shown, "create destination", e)),
+        };
+        let fd = rfs::open(&self.dst, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| Error::new(&shown, "open destination", e))?;
+        Stats::bump(&self.stats.dirs);
+        Ok(DstDir { fd: Arc::new(fd), fresh })
+    }
+
+    fn dir(&self, parent: &DstDir, entry: &Entry) -> Result<DstDir> {
+        let path = &entry.path;
+        let name = cname(path)?;
+        let fresh = match rfs::mkdirat(&*parent.fd, name.as_c_str(), Mode::from_raw_mode(0o700)) {
+            Ok(()) => true,
+            Err(Errno::EXIST) => false,
+            Err(e) => return Err(Error::new(path, "create directory", e)),
+        };
+        let fd = if fresh {
+            rfs::openat(&*parent.fd, name.as_c_str(), OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+                .at(path, "open destination directory")?
+        } else {
+            self.open_existing_dir(&parent.fd, &name, path)?
+        };
+        Stats::bump(&self.stats.dirs);
+        Ok(DstDir { fd: Arc::new(fd), fresh })
+    }
+
+    fn leaf(&self, parent: &DstDir, entry: &Entry, data: Option<&SourceData<'_>>) -> Result<()> {
+        match &entry.kind {
+            EntryKind::File { .. } => self.file(parent, entry, data),
+            EntryKind::Symlink { target } => self.symlink(parent, entry, target),
+            EntryKind::Fifo | EntryKind::CharDevice { .. } | EntryKind::BlockDevice { .. } => self.special(parent, entry),
+            // Links by name come from archives; resolving their targets safely beneath
+            // the destination belongs to the archive reader, which does not exist yet.
+            EntryKind::HardLink { .. } => Err(Error::new(&entry.path, "link", other("hardlinks by name are not supported by this sink"))),
+            EntryKind::Dir => Err(Error::new(&entry.path, "copy", other("directory passed as a leaf"))),
+        }
+    }
+
+    fn finish_dir(&self, dir: &DstDir, entry: &Entry) -> Result<()> {
+        self.apply(&*dir.fd, &entry.path, &entry.meta, true)
+    }
+}

@@ -1,0 +1,190 @@
+//! Reading metadata from the source and applying it to the destination, in the order a
+//! correct copy needs: owner first (a chown clears setuid bits and `security.capability`),
+//! then mode, then xattrs, and the times last, so a half-written file never looks complete.
+
+use crate::entry::{Metadata, Timestamp, Xattr};
+use rustix::fs::{self as rfs, AtFlags, Gid, Mode, Stat, Timestamps, Uid};
+use rustix::io::Errno;
+use std::ffi::CStr;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// The metadata in a `stat`, without xattrs.
+pub fn from_stat(st: &Stat) -> Metadata {
+    Metadata {
+        mode: st.st_mode & 0o7777,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        atime: Timestamp { sec: st.st_atime, nsec: st.st_atime_nsec as u32 },
+        mtime: Timestamp { sec: st.st_mtime, nsec: st.st_mtime_nsec as u32 },
+        xattrs: Vec::new(),
+    }
+}
+
+/// The modification time in a `stat`.
+pub fn mtime_of(st: &Stat) -> Timestamp {
+    Timestamp { sec: st.st_mtime, nsec: st.st_mtime_nsec as u32 }
+}
+
+/// All extended attributes of an open file or directory. A filesystem without xattr
+/// support yields none.
+pub fn read_xattrs(fd: impl AsFd) -> std::io::Result<Vec<Xattr>> {
+    let fd = fd.as_fd();
+    let mut names = vec![0u8; 1024];
+    let n = loop {
+        match rfs::flistxattr(fd, &mut names[..]) {
+            Ok(n) => break n,
+            Err(Errno::RANGE) => names.resize(names.len() * 4, 0),
+            Err(Errno::NOTSUP) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        }
+    };
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for name in names[..n].split(|&b| b == 0).filter(|s| !s.is_empty()) {
+        let cname = match std::ffi::CString::new(name) {
+            Ok(c) => c,
+            Err(_) => continue,
+        };
+        let mut value = vec![0u8; 256];
+        let len = loop {
+            match rfs::fgetxattr(fd, cname.as_c_str(), &mut value[..]) {
+                Ok(len) => break Some(len),
+                Err(Errno::RANGE) => value.resize(value.len() * 4, 0),
+                // Removed between list and get, or not readable by us: nothing to copy.
+                Err(Errno::NODATA) | Err(Errno::PERM) | Err(Errno::ACCESS) => break None,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if let Some(len) = len {
+            value.truncate(len);
+            out.push(Xattr { name: name.to_vec(), value });
+        }
+    }
+    Ok(out)
+}
+
+/// Applies metadata to created nodes; remembers what the destination refuses so a
+/// filesystem without xattrs costs one warning, not one per file.
+#[derive(Debug)]
+pub struct MetaWriter {
+    /// Running as root: owners can be set and all xattr namespaces written.
+    pub privileged: bool,
+    umask: u32,
+    xattrs_refused: AtomicBool,
+}
+
+/// What went wrong applying metadata that the user should hear about once.
+#[derive(Debug, PartialEq, Eq)]
+pub enum MetaNotice {
+    /// Nothing to report.
+    None,
+    /// The destination filesystem refused xattrs for the first time in this job.
+    XattrsUnsupported,
+}
+
+impl MetaWriter {
+    /// A writer for this process; reads the umask once.
+    pub fn new() -> Self {
+        // umask can only be read by setting it; put it straight back.
+        let old = rustix::process::umask(Mode::empty());
+        rustix::process::umask(old);
+        MetaWriter {
+            privileged: rustix::process::geteuid().is_root(),
+            umask: old.bits(),
+            xattrs_refused: AtomicBool::new(false),
+        }
+    }
+
+    /// The mode to create a file with, and whether an explicit chmod is still needed after
+    /// the owner is set (setuid/setgid/sticky bits, or a umask that would mask bits).
+    pub fn create_mode(&self, meta: &Metadata) -> (Mode, bool) {
+        let perm = meta.mode & 0o777;
+        let needs_chmod = meta.mode & 0o7000 != 0 || perm & self.umask != 0;
+        (Mode::from_raw_mode(perm), needs_chmod)
+    }
+
+    /// Sets owner, mode, xattrs and times on an open file or directory, times last.
+    /// `chmod` says whether the mode must be set explicitly.
+    pub fn apply_fd(
+        &self,
+        fd: impl AsFd,
+        meta: &Metadata,
+        chmod: bool,
+    ) -> Result<MetaNotice, (&'static str, std::io::Error)> {
+        let fd = fd.as_fd();
+        if self.privileged {
+            rfs::fchown(fd, Some(Uid::from_raw(meta.uid)), Some(Gid::from_raw(meta.gid)))
+                .map_err(|e| ("set owner", e.into()))?;
+        }
+        if chmod {
+            rfs::fchmod(fd, Mode::from_raw_mode(meta.mode)).map_err(|e| ("set mode", e.into()))?;
+        }
+        let notice = self.set_xattrs(fd, &meta.xattrs).map_err(|e| ("set xattr", e))?;
+        rfs::futimens(fd, &timestamps(meta)).map_err(|e| ("set times", e.into()))?;
+        Ok(notice)
+    }
+
+    /// Sets owner, mode (unless a symlink) and times on `name` in `dir`, never following
+    /// a symlink. For nodes that cannot be opened: symlinks, fifos, devices.
+    pub fn apply_at(
+        &self,
+        dir: impl AsFd,
+        name: &CStr,
+        meta: &Metadata,
+        is_symlink: bool,
+    ) -> Result<(), (&'static str, std::io::Error)> {
+        let dir = dir.as_fd();
+        if self.privileged {
+            rfs::chownat(
+                dir,
+                name,
+                Some(Uid::from_raw(meta.uid)),
+                Some(Gid::from_raw(meta.gid)),
+                AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| ("set owner", e.into()))?;
+        }
+        if !is_symlink {
+            rfs::chmodat(dir, name, Mode::from_raw_mode(meta.mode), AtFlags::empty())
+                .map_err(|e| ("set mode", e.into()))?;
+        }
+        rfs::utimensat(dir, name, &timestamps(meta), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| ("set times", e.into()))?;
+        Ok(())
+    }
+
+    fn set_xattrs(&self, fd: impl AsFd, xattrs: &[Xattr]) -> std::io::Result<MetaNotice> {
+        let fd = fd.as_fd();
+        for x in xattrs {
+            let Ok(name) = std::ffi::CString::new(x.name.clone()) else { continue };
+            match rfs::fsetxattr(fd, name.as_c_str(), &x.value, rfs::XattrFlags::empty()) {
+                Ok(()) => {}
+                Err(Errno::NOTSUP) => {
+                    return Ok(if self.xattrs_refused.swap(true, Relaxed) {
+                        MetaNotice::None
+                    } else {
+                        MetaNotice::XattrsUnsupported
+                    });
+                }
+                // trusted.* and some security.* need privileges we may not have.
+                Err(Errno::PERM) if !self.privileged => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(MetaNotice::None)
+    }
+}
+
+impl Default for MetaWriter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn timestamps(meta: &Metadata) -> Timestamps {
+    let ts = |t: Timestamp| rfs::Timespec { tv_sec: t.sec, tv_nsec: t.nsec as _ };
+    Timestamps { last_access: ts(meta.atime), last_modification: ts(meta.mtime) }
+}

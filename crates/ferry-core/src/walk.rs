@@ -1,0 +1,340 @@
+//! The parallel walker: the local-tree source.
+//!
+//! Work is handed out by directory (CW-FFS, seed 004): a worker takes a whole directory,
+//! reads it, and pushes the entries of that directory into the sink together, in inode
+//! order (which follows the on-disk layout, so a cold cache reads sequentially). A
+//! directory with very many entries is cut into chunks that a bounded number of workers
+//! share. Subdirectories go on a shared stack, so the walk is depth first and the number
+//! of open directory descriptors stays bounded by depth times workers.
+//!
+//! Every name is opened relative to its parent's descriptor with `O_NOFOLLOW`, so paths
+//! deeper than `PATH_MAX` work and no symlink is ever followed out of the tree.
+
+use crate::data::SourceData;
+use crate::entry::{Entry, EntryKind, InodeKey, RelPath};
+use crate::error::{Context, Error, Reporter, Result};
+use crate::meta;
+use crate::sink::TreeSink;
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RawDir};
+use rustix::io::Errno;
+use std::ffi::{CStr, CString};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// How the walk is spread over threads.
+#[derive(Clone, Debug)]
+pub struct WalkConfig {
+    /// Worker threads.
+    pub threads: usize,
+    /// A directory with more entries than this is cut into chunks of this many.
+    pub chunk: usize,
+    /// At most this many workers share one directory.
+    pub max_ways: usize,
+    /// A directory never to descend into (the destination, when it lies in the source).
+    pub skip_dir: Option<InodeKey>,
+}
+
+impl Default for WalkConfig {
+    fn default() -> Self {
+        WalkConfig { threads: 8, chunk: 4096, max_ways: 4, skip_dir: None }
+    }
+}
+
+/// A directory being walked: alive until all its descendants are done.
+struct Node<D> {
+    entry: Entry,
+    src: OwnedFd,
+    dst: D,
+    /// This directory's own work items plus unfinished subdirectories.
+    pending: AtomicUsize,
+    parent: Option<Arc<Node<D>>>,
+}
+
+/// One name read from a directory.
+struct Name {
+    ino: u64,
+    kind: FileType,
+    name: CString,
+}
+
+enum Job<D> {
+    /// Enter the subdirectory `name` of `parent`.
+    Dir { parent: Arc<Node<D>>, name: CString },
+    /// Push these leaves of `node` into the sink.
+    Leaves { node: Arc<Node<D>>, names: Vec<Name> },
+}
+
+struct Queue<D> {
+    state: Mutex<(Vec<Job<D>>, usize)>, // (stack, busy workers)
+    ready: Condvar,
+}
+
+impl<D> Queue<D> {
+    fn push(&self, jobs: impl IntoIterator<Item = Job<D>>) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let before = st.0.len();
+        st.0.extend(jobs);
+        let added = st.0.len() - before;
+        drop(st);
+        for _ in 0..added {
+            self.ready.notify_one();
+        }
+    }
+
+    /// The next job, or None once the stack is empty and no worker can add to it.
+    fn pop(&self) -> Option<Job<D>> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(job) = st.0.pop() {
+                st.1 += 1;
+                return Some(job);
+            }
+            if st.1 == 0 {
+                self.ready.notify_all();
+                return None;
+            }
+            st = self.ready.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn done(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.1 -= 1;
+        if st.1 == 0 && st.0.is_empty() {
+            self.ready.notify_all();
+        }
+    }
+}
+
+/// Walks the tree at `root` and pushes it into `sink` with `cfg.threads` workers.
+/// Per-path failures go to `reporter` and the walk goes on; the returned error is for a
+/// root that cannot be read or made.
+pub fn walk<S: TreeSink>(root: &Path, sink: &S, cfg: &WalkConfig, reporter: &dyn Reporter) -> Result<()> {
+    let root_path = RelPath::root();
+    let fd = rfs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| Error::new(&RelPath::from_bytes(root.as_os_str().as_encoded_bytes().to_vec()), "open source", e))?;
+    let entry = dir_entry(&fd, root_path)?;
+    let dst = sink.root(&entry)?;
+    let walker = Walker {
+        sink,
+        cfg,
+        reporter,
+        queue: Queue { state: Mutex::new((Vec::new(), 0)), ready: Condvar::new() },
+        noatime: AtomicBool::new(true),
+    };
+    let node = Arc::new(Node { entry, src: fd, dst, pending: AtomicUsize::new(1), parent: None });
+    // This thread reads the root as one more worker; the others wait for what it queues.
+    walker.queue.state.lock().unwrap_or_else(|e| e.into_inner()).1 = 1;
+    std::thread::scope(|s| {
+        for _ in 1..cfg.threads.max(1) {
+            s.spawn(|| walker.work());
+        }
+        walker.read_dir(node);
+        walker.queue.done();
+        walker.work();
+    });
+    Ok(())
+}
+
+struct Walker<'a, S: TreeSink> {
+    sink: &'a S,
+    cfg: &'a WalkConfig,
+    reporter: &'a dyn Reporter,
+    queue: Queue<S::Dir>,
+    /// Whether O_NOATIME is still worth asking for (it needs ownership or root).
+    noatime: AtomicBool,
+}
+
+fn dir_entry(fd: &OwnedFd, path: RelPath) -> Result<Entry> {
+    let st = rfs::fstat(fd).at(&path, "stat")?;
+    let mut meta = meta::from_stat(&st);
+    meta.xattrs = meta::read_xattrs(fd).at(&path, "read xattrs")?;
+    Ok(Entry { path, kind: EntryKind::Dir, meta })
+}
+
+impl<S: TreeSink> Walker<'_, S> {
+    fn work(&self) {
+        while let Some(job) = self.queue.pop() {
+            match job {
+                Job::Dir { parent, name } => self.enter(parent, name),
+                Job::Leaves { node, names } => {
+                    for n in &names {
+                        self.leaf(&node, n);
+                    }
+                    self.complete(node);
+                }
+            }
+            self.queue.done();
+        }
+    }
+
+    fn report(&self, err: &Error) {
+        self.reporter.error(err);
+    }
+
+    /// Opens and enters a subdirectory, then reads it.
+    fn enter(&self, parent: Arc<Node<S::Dir>>, name: CString) {
+        let path = parent.entry.path.join(name.as_bytes());
+        let opened = rfs::openat(
+            &parent.src,
+            name.as_c_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .at(&path, "open directory");
+        let made = opened.and_then(|fd| {
+            if let Some(skip) = self.cfg.skip_dir {
+                let st = rfs::fstat(&fd).at(&path, "stat")?;
+                if st.st_dev == skip.dev && st.st_ino == skip.ino {
+                    self.reporter.warn(&format!("{path}: not copying the destination into itself"));
+                    return Ok(None);
+                }
+            }
+            let entry = dir_entry(&fd, path.clone())?;
+            let dst = self.sink.dir(&parent.dst, &entry)?;
+            Ok(Some(Node { entry, src: fd, dst, pending: AtomicUsize::new(1), parent: Some(parent.clone()) }))
+        });
+        match made {
+            Ok(Some(node)) => self.read_dir(Arc::new(node)),
+            Ok(None) => self.complete(parent),
+            Err(e) => {
+                self.report(&e);
+                self.complete(parent);
+            }
+        }
+    }
+
+    /// Reads a directory, queues its subdirectories and pushes its leaves into the sink.
+    fn read_dir(&self, node: Arc<Node<S::Dir>>) {
+        let names = match read_names(&node.src, &node.entry.path) {
+            Ok(n) => n,
+            Err(e) => {
+                self.report(&e);
+                return self.complete(node);
+            }
+        };
+        let (dirs, mut leaves): (Vec<Name>, Vec<Name>) =
+            names.into_iter().partition(|n| n.kind == FileType::Directory);
+        let chunk = self.cfg.chunk.max(leaves.len().div_ceil(self.cfg.max_ways.max(1))).max(1);
+        let mut shared = Vec::new();
+        while leaves.len() > chunk {
+            let rest = leaves.split_off(chunk);
+            shared.push(Job::Leaves { node: node.clone(), names: std::mem::replace(&mut leaves, rest) });
+        }
+        node.pending.fetch_add(dirs.len() + shared.len(), Ordering::AcqRel);
+        // Subdirectories first, then chunks, so idle workers take this directory's
+        // chunks before wandering off into subdirectories (the stack is LIFO).
+        self.queue.push(dirs.into_iter().map(|n| Job::Dir { parent: node.clone(), name: n.name }));
+        self.queue.push(shared);
+        for n in &leaves {
+            self.leaf(&node, n);
+        }
+        self.complete(node);
+    }
+
+    /// One of `node`'s work items is done; finishes directories whose work is all done.
+    fn complete(&self, node: Arc<Node<S::Dir>>) {
+        let mut cur = Some(node);
+        while let Some(n) = cur {
+            if n.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
+                return;
+            }
+            if let Err(e) = self.sink.finish_dir(&n.dst, &n.entry) {
+                self.report(&e);
+            }
+            cur = n.parent.clone();
+        }
+    }
+
+    /// Pushes one non-directory entry into the sink.
+    fn leaf(&self, node: &Node<S::Dir>, n: &Name) {
+        let path = node.entry.path.join(n.name.as_bytes());
+        if let Err(e) = self.leaf_inner(node, n, &path) {
+            self.report(&e);
+        }
+    }
+
+    fn leaf_inner(&self, node: &Node<S::Dir>, n: &Name, path: &RelPath) -> Result<()> {
+        if n.kind == FileType::RegularFile && self.sink.wants_data() {
+            let fd = self.open_file(&node.src, &n.name).at(path, "open")?;
+            let st = rfs::fstat(&fd).at(path, "stat")?;
+            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+                return Err(Error::new(path, "open", std::io::Error::other("changed type while copying")));
+            }
+            let mut meta = meta::from_stat(&st);
+            meta.xattrs = meta::read_xattrs(&fd).at(path, "read xattrs")?;
+            let size = st.st_size as u64;
+            let links = (st.st_nlink > 1).then(|| (InodeKey { dev: st.st_dev, ino: st.st_ino }, st.st_nlink));
+            let entry = Entry { path: path.clone(), kind: EntryKind::File { size, links }, meta };
+            let data = SourceData {
+                fd: fd.as_fd(),
+                offset: 0,
+                len: size,
+                maybe_sparse: (st.st_blocks as u64) * 512 < size,
+            };
+            return self.sink.leaf(&node.dst, &entry, Some(&data));
+        }
+        let st = rfs::statat(&node.src, n.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).at(path, "stat")?;
+        let meta = meta::from_stat(&st);
+        let kind = match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => EntryKind::File {
+                size: st.st_size as u64,
+                links: (st.st_nlink > 1).then(|| (InodeKey { dev: st.st_dev, ino: st.st_ino }, st.st_nlink)),
+            },
+            FileType::Symlink => EntryKind::Symlink {
+                target: rfs::readlinkat(&node.src, n.name.as_c_str(), Vec::new()).at(path, "read link")?.into_bytes(),
+            },
+            FileType::Fifo => EntryKind::Fifo,
+            FileType::CharacterDevice => EntryKind::CharDevice { rdev: st.st_rdev },
+            FileType::BlockDevice => EntryKind::BlockDevice { rdev: st.st_rdev },
+            FileType::Socket => {
+                self.reporter.warn(&format!("{path}: skipping socket"));
+                return Ok(());
+            }
+            FileType::Directory => {
+                return Err(Error::new(path, "stat", std::io::Error::other("became a directory while copying")));
+            }
+            FileType::Unknown => return Err(Error::new(path, "stat", std::io::Error::other("unknown file type"))),
+        };
+        self.sink.leaf(&node.dst, &Entry { path: path.clone(), kind, meta }, None)
+    }
+
+    fn open_file(&self, dir: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
+        // O_NONBLOCK: if the name was swapped for a fifo, open must not hang.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        if self.noatime.load(Ordering::Relaxed) {
+            match rfs::openat(dir, name, flags | OFlags::NOATIME, Mode::empty()) {
+                Err(Errno::PERM) => self.noatime.store(false, Ordering::Relaxed),
+                other => return other,
+            }
+        }
+        rfs::openat(dir, name, flags, Mode::empty())
+    }
+}
+
+/// All names in a directory except `.` and `..`, in inode order, with their types
+/// (looked up when the filesystem does not report them).
+fn read_names(dir: &OwnedFd, path: &RelPath) -> Result<Vec<Name>> {
+    let mut buf: Vec<MaybeUninit<u8>> = Vec::with_capacity(64 * 1024);
+    buf.resize(64 * 1024, MaybeUninit::uninit());
+    let mut raw = RawDir::new(dir, &mut buf);
+    let mut names = Vec::new();
+    while let Some(item) = raw.next() {
+        let item = item.at(path, "read directory")?;
+        let name = item.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let mut kind = item.file_type();
+        if kind == FileType::Unknown {
+            let st = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).at(&path.join(name.to_bytes()), "stat")?;
+            kind = FileType::from_raw_mode(st.st_mode);
+        }
+        names.push(Name { ino: item.ino(), kind, name: name.to_owned() });
+    }
+    names.sort_unstable_by_key(|n| n.ino);
+    Ok(names)
+}
