@@ -5,21 +5,20 @@ use std::io;
 
 /// A failure on one path. Most are per-file: the job goes on and counts them.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {op}: {source}")]
+#[error("{path}: {op}: {os}")]
 pub struct Error {
     /// The path, relative to the side the operation touched (source or destination).
     pub path: RelPath,
     /// What was being done, e.g. "open source", "clone".
     pub op: &'static str,
-    /// The OS error.
-    #[source]
-    pub source: io::Error,
+    /// The OS error (shown in the message, so it is not also chained as a source).
+    pub os: io::Error,
 }
 
 impl Error {
     /// Builds an error for `path` and `op`.
     pub fn new(path: &RelPath, op: &'static str, source: impl Into<io::Error>) -> Self {
-        Error { path: path.clone(), op, source: source.into() }
+        Error { path: path.clone(), op, os: source.into() }
     }
 }
 

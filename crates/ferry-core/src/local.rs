@@ -19,6 +19,7 @@ use rustix::io::Errno;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -48,6 +49,9 @@ pub struct DstDir {
     fd: Arc<OwnedFd>,
     /// Created by this job, so it was empty: no need to look before creating.
     fresh: bool,
+    /// Created by this job below directories also created by it, so no setgid bit was
+    /// inherited and new nodes in it belong to this process's user and group.
+    plain_owner: bool,
 }
 
 impl DstDir {
@@ -85,8 +89,8 @@ impl<'a> LocalTreeSink<'a> {
         }
     }
 
-    fn apply(&self, fd: impl AsFd, path: &RelPath, meta: &Metadata, chmod: bool) -> Result<()> {
-        let n = self.meta.apply_fd(fd, meta, chmod).map_err(|(op, e)| Error::new(path, op, e))?;
+    fn apply(&self, fd: impl AsFd, path: &RelPath, meta: &Metadata, chmod: bool, created: bool) -> Result<()> {
+        let n = self.meta.apply_fd(fd, meta, chmod, created).map_err(|(op, e)| Error::new(path, op, e))?;
         self.notice(n);
         Ok(())
     }
@@ -148,7 +152,7 @@ impl<'a> LocalTreeSink<'a> {
         let access = if self.update.verify { OFlags::RDWR } else { OFlags::WRONLY };
         let fd = rfs::openat(&*dir.fd, name, access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, mode)
             .at(path, "create")?;
-        let written = self.write_data(&fd, path, data).and_then(|()| self.apply(&fd, path, &entry.meta, chmod));
+        let written = self.write_data(&fd, path, data).and_then(|()| self.apply(&fd, path, &entry.meta, chmod, dir.plain_owner));
         if let Err(e) = written {
             // Leave no partial file behind that could be taken for a copy.
             let _ = rfs::unlinkat(&*dir.fd, name, AtFlags::empty());
@@ -201,7 +205,7 @@ impl<'a> LocalTreeSink<'a> {
         }
         let fd = rfs::openat(&*dir.fd, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
             .at(&entry.path, "open destination")?;
-        self.apply(&fd, &entry.path, m, true)
+        self.apply(&fd, &entry.path, m, true, false)
     }
 
     fn hardlink(&self, dir: &DstDir, name: &CStr, path: &RelPath, made: &Made, entry: &Entry, data: &SourceData<'_>) -> Result<()> {
@@ -301,19 +305,29 @@ impl TreeSink for LocalTreeSink<'_> {
     fn root(&self, entry: &Entry) -> Result<DstDir> {
         let _ = entry;
         let shown = RelPath::from_bytes(self.dst.as_os_str().as_encoded_bytes().to_vec());
-        let fresh = match std::fs::create_dir(&self.dst) {
+        // Private until its own mode is applied after the children; missing parents
+        // are made as `mkdir -p` would.
+        let mut builder = std::fs::DirBuilder::new();
+        builder.mode(0o700);
+        let fresh = match builder.create(&self.dst) {
             Ok(()) => true,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&self.dst).map_err(|e| Error::new(&shown, "create destination", e))?;
+                if let Some(parent) = self.dst.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| Error::new(&shown, "create destination", e))?;
+                }
+                builder.create(&self.dst).map_err(|e| Error::new(&shown, "create destination", e))?;
                 true
             }
             Err(e) => return Err(Error::new(&shown, "create destination", e)),
         };
+        // A new root under a setgid parent inherits the bit; look rather than guess.
+        let plain_owner = fresh
+            && rfs::stat(&self.dst).is_ok_and(|st| st.st_mode & 0o2000 == 0);
         let fd = rfs::open(&self.dst, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| Error::new(&shown, "open destination", e))?;
         Stats::bump(&self.stats.dirs);
-        Ok(DstDir { fd: Arc::new(fd), fresh })
+        Ok(DstDir { fd: Arc::new(fd), fresh, plain_owner })
     }
 
     fn dir(&self, parent: &DstDir, entry: &Entry) -> Result<DstDir> {
@@ -331,7 +345,7 @@ impl TreeSink for LocalTreeSink<'_> {
             self.open_existing_dir(&parent.fd, &name, path)?
         };
         Stats::bump(&self.stats.dirs);
-        Ok(DstDir { fd: Arc::new(fd), fresh })
+        Ok(DstDir { fd: Arc::new(fd), fresh, plain_owner: fresh && parent.plain_owner })
     }
 
     fn leaf(&self, parent: &DstDir, entry: &Entry, data: Option<&SourceData<'_>>) -> Result<()> {
@@ -347,6 +361,6 @@ impl TreeSink for LocalTreeSink<'_> {
     }
 
     fn finish_dir(&self, dir: &DstDir, entry: &Entry) -> Result<()> {
-        self.apply(&*dir.fd, &entry.path, &entry.meta, true)
+        self.apply(&*dir.fd, &entry.path, &entry.meta, true, false)
     }
 }

@@ -72,6 +72,8 @@ pub fn read_xattrs(fd: impl AsFd) -> std::io::Result<Vec<Xattr>> {
 pub struct MetaWriter {
     /// Running as root: owners can be set and all xattr namespaces written.
     pub privileged: bool,
+    /// The owner new nodes get (in a directory without the setgid bit).
+    creator: (u32, u32),
     umask: u32,
     xattrs_refused: AtomicBool,
 }
@@ -93,6 +95,7 @@ impl MetaWriter {
         rustix::process::umask(old);
         MetaWriter {
             privileged: rustix::process::geteuid().is_root(),
+            creator: (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw()),
             umask: old.bits(),
             xattrs_refused: AtomicBool::new(false),
         }
@@ -107,15 +110,18 @@ impl MetaWriter {
     }
 
     /// Sets owner, mode, xattrs and times on an open file or directory, times last.
-    /// `chmod` says whether the mode must be set explicitly.
+    /// `chmod` says whether the mode must be set explicitly; `created` that this process
+    /// just created the node in a directory without the setgid bit, so it is owned by
+    /// this process's user and group and a chown to those would change nothing.
     pub fn apply_fd(
         &self,
         fd: impl AsFd,
         meta: &Metadata,
         chmod: bool,
+        created: bool,
     ) -> Result<MetaNotice, (&'static str, std::io::Error)> {
         let fd = fd.as_fd();
-        if self.privileged {
+        if self.privileged && !(created && (meta.uid, meta.gid) == self.creator) {
             rfs::fchown(fd, Some(Uid::from_raw(meta.uid)), Some(Gid::from_raw(meta.gid)))
                 .map_err(|e| ("set owner", e.into()))?;
         }

@@ -1,0 +1,114 @@
+//! Command-line flags, parsed by clap into plain values.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ferry_core::data::{Reflink, Sparse};
+use std::path::PathBuf;
+
+/// Move trees of many small files as fast as the machine allows.
+#[derive(Parser, Debug)]
+#[command(name = "ferry", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Make DST an exact copy of the tree SRC (like `cp -a SRC/. DST`), updating an
+    /// existing DST: files whose size and mtime already match are skipped.
+    Copy(CopyArgs),
+    /// Copy a sample tree with ferry and with a one-file-at-a-time copy, side by side.
+    Demo(DemoArgs),
+}
+
+/// Flags of `ferry copy`.
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// The tree to copy.
+    pub src: PathBuf,
+    /// Where to copy it (created if missing).
+    pub dst: PathBuf,
+    /// Worker threads [default: 4 per core].
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Clone file data (share blocks) where the filesystem allows.
+    #[arg(long, value_enum, default_value_t = ReflinkArg::Auto)]
+    pub reflink: ReflinkArg,
+    /// Keep holes; `auto` also turns all-zero 4 KiB blocks into holes.
+    #[arg(long, value_enum, default_value_t = SparseArg::Auto)]
+    pub sparse: SparseArg,
+    /// Decide a file is up to date by its content, not its size and mtime.
+    #[arg(long)]
+    pub checksum: bool,
+    /// Re-read every copied file and compare its hash with the source's.
+    #[arg(long)]
+    pub verify: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Flags every job shares about what it prints.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct OutputArgs {
+    /// Print one JSON summary object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Never show the progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Flags of `ferry demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Files per folder for the smallest sizes (larger sizes get fewer).
+    #[arg(long, default_value_t = 2000)]
+    pub files: usize,
+    /// Where to make the sample tree [default: a new temporary directory].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// `--reflink` values.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum ReflinkArg {
+    /// Clone where possible, copy otherwise.
+    Auto,
+    /// Clone or fail.
+    Always,
+    /// Never clone.
+    Never,
+}
+
+/// `--sparse` values.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum SparseArg {
+    /// Keep holes, and make all-zero blocks holes.
+    Auto,
+    /// Read all uncloned data through memory so every zero block becomes a hole.
+    Always,
+    /// Write every byte.
+    Never,
+}
+
+impl From<ReflinkArg> for Reflink {
+    fn from(r: ReflinkArg) -> Self {
+        match r {
+            ReflinkArg::Auto => Reflink::Auto,
+            ReflinkArg::Always => Reflink::Always,
+            ReflinkArg::Never => Reflink::Never,
+        }
+    }
+}
+
+impl From<SparseArg> for Sparse {
+    fn from(s: SparseArg) -> Self {
+        match s {
+            SparseArg::Auto => Sparse::Auto,
+            SparseArg::Always => Sparse::Always,
+            SparseArg::Never => Sparse::Never,
+        }
+    }
+}

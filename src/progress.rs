@@ -1,0 +1,74 @@
+//! The live progress bar on a terminal: files, bytes, files/s, MB/s and ETA. The total
+//! is counted by a second walk running alongside the job, so the job never waits.
+
+use ferry_core::count::{count_tree, Totals};
+use ferry_core::Stats;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use crate::report::human_bytes;
+
+/// Runs `job` while a progress bar (when `enabled`) shows `stats` against the totals of
+/// the tree at `src`.
+pub fn with_progress<T>(enabled: bool, src: &Path, stats: &Stats, job: impl FnOnce() -> T) -> T {
+    if !enabled {
+        return job();
+    }
+    let totals = Totals::default();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| count_tree(src, &totals));
+        s.spawn(|| draw(stats, &totals, &stop));
+        let out = job();
+        stop.store(true, Relaxed);
+        out
+    })
+}
+
+fn draw(stats: &Stats, totals: &Totals, stop: &AtomicBool) {
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(10));
+    let style = ProgressStyle::with_template("{bar:30.cyan/blue} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    let start = Instant::now();
+    while !stop.load(Relaxed) {
+        let s = stats.snapshot();
+        let done_files = s.files + s.others + s.skipped;
+        let done_bytes = s.bytes + s.skipped_bytes;
+        let total_files = totals.entries.load(Relaxed);
+        let total_bytes = totals.bytes.load(Relaxed);
+        let secs = start.elapsed().as_secs_f64().max(1e-3);
+        let counted = totals.complete.load(Relaxed);
+        bar.set_length(total_bytes.max(1));
+        bar.set_position(done_bytes.min(total_bytes));
+        let eta = if counted && done_bytes > 0 && total_bytes > done_bytes {
+            let left = (total_bytes - done_bytes) as f64 * secs / done_bytes as f64;
+            format!("ETA {}", fmt_secs(left))
+        } else if counted {
+            String::new()
+        } else {
+            "counting…".to_string()
+        };
+        bar.set_message(format!(
+            "{done_files}/{total_files}{} files  {}/{}  {:.0} files/s  {:.1} MB/s  {eta}{}",
+            if counted { "" } else { "+" },
+            human_bytes(done_bytes),
+            human_bytes(total_bytes),
+            done_files as f64 / secs,
+            done_bytes as f64 / secs / 1e6,
+            if s.errors > 0 { format!("  {} errors", s.errors) } else { String::new() },
+        ));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bar.finish_and_clear();
+}
+
+fn fmt_secs(s: f64) -> String {
+    let s = s.round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s / 60 % 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}

@@ -1,0 +1,102 @@
+//! What a job prints: one line per failure on stderr, and the summary (a JSON object for
+//! scripts, a line for people).
+
+use ferry_core::stats::Snapshot;
+use ferry_core::{Error, Reporter};
+use serde::Serialize;
+use std::io::Write;
+
+/// Prints errors and warnings on stderr, one line each.
+pub struct StderrReporter;
+
+impl Reporter for StderrReporter {
+    fn error(&self, err: &Error) {
+        let _ = writeln!(std::io::stderr().lock(), "ferry: {err}");
+    }
+    fn warn(&self, msg: &str) {
+        let _ = writeln!(std::io::stderr().lock(), "ferry: warning: {msg}");
+    }
+}
+
+/// The summary of a finished job.
+#[derive(Serialize, Debug)]
+pub struct Summary {
+    /// Regular files written, hardlinks included.
+    pub files: u64,
+    /// Directories made or updated.
+    pub dirs: u64,
+    /// Symlinks, fifos and devices made.
+    pub others: u64,
+    /// Bytes of file data moved.
+    pub bytes: u64,
+    /// Entries already up to date.
+    pub skipped: u64,
+    /// Bytes of those.
+    pub skipped_bytes: u64,
+    /// Per-path failures.
+    pub errors: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Files whose data was cloned.
+    pub cloned: u64,
+    /// Files moved by copy_file_range.
+    pub kernel_copied: u64,
+    /// Files moved through memory.
+    pub buffered: u64,
+}
+
+impl Summary {
+    /// The summary for these counters and time.
+    pub fn new(s: &Snapshot, seconds: f64) -> Self {
+        Summary {
+            files: s.files,
+            dirs: s.dirs,
+            others: s.others,
+            bytes: s.bytes,
+            skipped: s.skipped,
+            skipped_bytes: s.skipped_bytes,
+            errors: s.errors,
+            seconds,
+            cloned: s.cloned,
+            kernel_copied: s.kernel_copied,
+            buffered: s.buffered,
+        }
+    }
+
+    /// Prints the summary: JSON on stdout, or a line on stderr for a person.
+    pub fn print(&self, json: bool, to_terminal: bool) {
+        if json {
+            if let Ok(text) = serde_json::to_string(self) {
+                let _ = writeln!(std::io::stdout().lock(), "{text}");
+            }
+        } else if to_terminal {
+            let rate = self.files as f64 / self.seconds.max(1e-9);
+            eprintln!(
+                "ferry: {} files, {} dirs, {} in {:.2}s ({:.0} files/s), {} up to date, {} errors",
+                self.files,
+                self.dirs,
+                human_bytes(self.bytes),
+                self.seconds,
+                rate,
+                self.skipped,
+                self.errors
+            );
+        }
+    }
+}
+
+/// `1.5 GiB`-style sizes.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

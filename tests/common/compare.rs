@@ -1,0 +1,260 @@
+//! The tree comparer: walks SRC and DST side by side through directory fds (never
+//! following a symlink, names as bytes, no PATH_MAX limit) and lists every difference.
+//!
+//! Checked for every entry: kind; permission bits including setuid/setgid/sticky; uid;
+//! gid; mtime to the nanosecond (every kind, directories and symlinks too); atime for
+//! regular files; link count for non-directories; size, content, symlink target and
+//! device number where they apply; every readable xattr; and the hardlink structure:
+//! names that share an inode in SRC share one in DST, and names that do not, do not.
+//!
+//! Files are read with O_NOATIME where allowed, so comparing does not move the atimes
+//! it compares.
+
+use super::fdwalk::{self, at, join, show};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, Metadata};
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+/// What to leave out of a comparison.
+#[derive(Default)]
+pub struct Options {
+    /// Relative paths (bytes, `a/b`) not compared, on either side; a skipped directory
+    /// is skipped whole.
+    pub skip: Vec<Vec<u8>>,
+}
+
+/// Every difference between the trees at `src` and `dst`, one line each.
+pub fn diff_trees(src: &Path, dst: &Path) -> Vec<String> {
+    diff_trees_with(src, dst, &Options::default())
+}
+
+/// [`diff_trees`] with some paths left out.
+pub fn diff_trees_with(src: &Path, dst: &Path, opts: &Options) -> Vec<String> {
+    let (s, d) = (fdwalk::open_dir(src), fdwalk::open_dir(dst));
+    let mut cmp = Comparer { opts, diffs: Vec::new(), inodes: Vec::new() };
+    cmp.entry(b"", s.as_fd(), d.as_fd(), OsStr::new("."));
+    cmp.check_links();
+    cmp.diffs
+}
+
+/// Panics, listing every difference, unless the trees are the same.
+pub fn assert_same_tree(src: &Path, dst: &Path) {
+    assert_same_tree_with(src, dst, &Options::default());
+}
+
+/// [`assert_same_tree`] with some paths left out.
+pub fn assert_same_tree_with(src: &Path, dst: &Path, opts: &Options) {
+    let diffs = diff_trees_with(src, dst, opts);
+    assert!(
+        diffs.is_empty(),
+        "{} differs from {} in {} ways:\n  {}",
+        dst.display(),
+        src.display(),
+        diffs.len(),
+        diffs.join("\n  ")
+    );
+}
+
+/// An inode as (device, inode number).
+type Ino = (u64, u64);
+
+struct Comparer<'a> {
+    opts: &'a Options,
+    diffs: Vec<String>,
+    /// (relative path, inode in SRC, inode in DST) of every non-directory.
+    inodes: Vec<(Vec<u8>, Ino, Ino)>,
+}
+
+impl Comparer<'_> {
+    fn differ(&mut self, rel: &[u8], what: &str, src: impl std::fmt::Debug, dst: impl std::fmt::Debug) {
+        self.diffs.push(format!("{}: {what}: SRC {src:?} != DST {dst:?}", show(rel)));
+    }
+
+    fn note(&mut self, rel: &[u8], msg: &str) {
+        self.diffs.push(format!("{}: {msg}", show(rel)));
+    }
+
+    /// Compares the entry `name` of the directories `s` (SRC) and `d` (DST).
+    fn entry(&mut self, rel: &[u8], s: BorrowedFd<'_>, d: BorrowedFd<'_>, name: &OsStr) {
+        let (sp, dp) = (at(s, name), at(d, name));
+        let sm = std::fs::symlink_metadata(&sp).unwrap_or_else(|e| panic!("lstat SRC {}: {e}", show(rel)));
+        let dm = match std::fs::symlink_metadata(&dp) {
+            Ok(m) => m,
+            Err(e) => return self.note(rel, &format!("missing in DST ({e})")),
+        };
+        let (sk, dk) = (kind(&sm), kind(&dm));
+        if sk != dk {
+            return self.differ(rel, "kind", sk, dk);
+        }
+        self.metadata(rel, sk, &sm, &dm);
+        self.xattrs(rel, &sp, &dp);
+        match sk {
+            "dir" => self.dir(rel, s, d, name),
+            "file" => self.content(rel, &sp, &dp),
+            "symlink" => {
+                let (st, dt) = (std::fs::read_link(&sp).ok(), std::fs::read_link(&dp).ok());
+                if st != dt {
+                    self.differ(rel, "symlink target", st, dt);
+                }
+            }
+            _ => {}
+        }
+        if sk != "dir" {
+            self.inodes.push((rel.to_vec(), (sm.dev(), sm.ino()), (dm.dev(), dm.ino())));
+        }
+    }
+
+    fn metadata(&mut self, rel: &[u8], kind: &str, s: &Metadata, d: &Metadata) {
+        let fields: [(&str, bool, String, String); 8] = [
+            ("mode", true, format!("{:o}", s.mode() & 0o7777), format!("{:o}", d.mode() & 0o7777)),
+            ("uid", true, s.uid().to_string(), d.uid().to_string()),
+            ("gid", true, s.gid().to_string(), d.gid().to_string()),
+            ("mtime", true, time(s.mtime(), s.mtime_nsec()), time(d.mtime(), d.mtime_nsec())),
+            ("atime", kind == "file", time(s.atime(), s.atime_nsec()), time(d.atime(), d.atime_nsec())),
+            ("size", kind == "file" || kind == "symlink", s.size().to_string(), d.size().to_string()),
+            ("nlink", kind != "dir", s.nlink().to_string(), d.nlink().to_string()),
+            ("rdev", kind.ends_with("device"), format!("{:#x}", s.rdev()), format!("{:#x}", d.rdev())),
+        ];
+        for (what, applies, sv, dv) in fields {
+            if applies && sv != dv {
+                self.differ(rel, what, sv, dv);
+            }
+        }
+    }
+
+    fn dir(&mut self, rel: &[u8], s: BorrowedFd<'_>, d: BorrowedFd<'_>, name: &OsStr) {
+        let open = |fd, side| fdwalk::open_subdir(fd, name).unwrap_or_else(|e| panic!("open {side} {}: {e}", show(rel)));
+        let (sd, dd) = (open(s, "SRC"), open(d, "DST"));
+        let snames: BTreeSet<OsString> = fdwalk::names(sd.as_fd()).into_iter().collect();
+        let dnames: BTreeSet<OsString> = fdwalk::names(dd.as_fd()).into_iter().collect();
+        for child in snames.union(&dnames) {
+            let child_rel = join(rel, child);
+            if self.opts.skip.contains(&child_rel) {
+                continue;
+            }
+            if !snames.contains(child) {
+                self.note(&child_rel, "extra in DST");
+            } else {
+                self.entry(&child_rel, sd.as_fd(), dd.as_fd(), child);
+            }
+        }
+    }
+
+    fn content(&mut self, rel: &[u8], sp: &Path, dp: &Path) {
+        let (mut sf, mut df) = (open_noatime(sp), open_noatime(dp));
+        let (mut sb, mut db) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+        let mut offset = 0u64;
+        loop {
+            let sn = read_full(&mut sf, &mut sb);
+            let dn = read_full(&mut df, &mut db);
+            if sb[..sn] != db[..dn] {
+                let at = sb[..sn].iter().zip(&db[..dn]).position(|(a, b)| a != b).unwrap_or(sn.min(dn));
+                return self.note(rel, &format!("content differs at byte {}", offset + at as u64));
+            }
+            if sn == 0 {
+                return;
+            }
+            offset += sn as u64;
+        }
+    }
+
+    fn xattrs(&mut self, rel: &[u8], sp: &Path, dp: &Path) {
+        let (sx, dx) = (xattrs(sp), xattrs(dp));
+        for key in sx.keys().chain(dx.keys()).collect::<BTreeSet<_>>() {
+            let (sv, dv) = (sx.get(key), dx.get(key));
+            if sv != dv {
+                let what = format!("xattr {}", key.escape_ascii());
+                self.differ(rel, &what, sv.map(|v| v.escape_ascii().to_string()), dv.map(|v| v.escape_ascii().to_string()));
+            }
+        }
+    }
+
+    /// Names sharing an inode on one side must share one on the other.
+    fn check_links(&mut self) {
+        let inodes = std::mem::take(&mut self.inodes);
+        let mut problems = Vec::new();
+        for (side, other) in [("SRC", "DST"), ("DST", "SRC")] {
+            let mut first: HashMap<Ino, (&[u8], Ino)> = HashMap::new();
+            for (rel, s, d) in &inodes {
+                let (mine, theirs) = if side == "SRC" { (*s, *d) } else { (*d, *s) };
+                match first.get(&mine) {
+                    Some((r0, t0)) if *t0 != theirs => problems.push((
+                        rel.clone(),
+                        format!("hardlink: shares an inode with {} in {side} but not in {other}", show(r0)),
+                    )),
+                    Some(_) => {}
+                    None => {
+                        first.insert(mine, (rel, theirs));
+                    }
+                }
+            }
+        }
+        for (rel, msg) in problems {
+            self.note(&rel, &msg);
+        }
+    }
+}
+
+fn kind(m: &Metadata) -> &'static str {
+    let t = m.file_type();
+    let kinds = [
+        (t.is_dir(), "dir"),
+        (t.is_file(), "file"),
+        (t.is_symlink(), "symlink"),
+        (t.is_fifo(), "fifo"),
+        (t.is_char_device(), "char device"),
+        (t.is_block_device(), "block device"),
+        (t.is_socket(), "socket"),
+    ];
+    kinds.iter().find(|(is, _)| *is).map_or("unknown", |(_, name)| name)
+}
+
+fn time(sec: i64, nsec: i64) -> String {
+    format!("{sec}.{nsec:09}")
+}
+
+/// Opens a regular file for reading without updating its atime where the kernel allows
+/// O_NOATIME (owner or root), plainly otherwise.
+fn open_noatime(path: &Path) -> File {
+    let noatime = rustix::fs::OFlags::NOATIME.bits() as i32;
+    let nofollow = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+    let open = |flags| std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path);
+    open(noatime | nofollow)
+        .or_else(|_| open(nofollow))
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+}
+
+fn read_full(f: &mut File, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]).expect("read") {
+            0 => break,
+            k => n += k,
+        }
+    }
+    n
+}
+
+/// Every extended attribute of `path` (not following a symlink) that can be read.
+pub fn xattrs(path: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut list = vec![0u8; 64 * 1024];
+    let n = match rustix::fs::llistxattr(path, &mut list[..]) {
+        Ok(n) => n,
+        Err(rustix::io::Errno::NOTSUP) => 0,
+        Err(e) => panic!("listxattr {}: {e}", path.display()),
+    };
+    let mut value = vec![0u8; 64 * 1024];
+    list[..n]
+        .split(|b| *b == 0)
+        .filter(|name| !name.is_empty())
+        .filter_map(|name| {
+            let len = rustix::fs::lgetxattr(path, OsStr::from_bytes(name), &mut value[..]).ok()?;
+            Some((name.to_vec(), value[..len].to_vec()))
+        })
+        .collect()
+}

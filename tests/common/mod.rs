@@ -1,0 +1,70 @@
+//! Helpers shared by ferry's end-to-end tests: making trees, walking them by directory
+//! fd (so paths longer than PATH_MAX work), comparing two trees field by field, running
+//! the `ferry` binary and loop-mounting scratch filesystems.
+
+pub mod build;
+pub mod compare;
+pub mod fdwalk;
+pub mod mount;
+pub mod run;
+pub mod trees;
+
+/// Whether the tests run as root (device nodes, chown, trusted.* xattrs, loop mounts).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Reports why a test does not run here and tells the caller to return. With
+/// `FERRY_TEST_NO_SKIP=1` in the environment (CI) a skip is a failure instead, so a
+/// missing tool cannot turn a test green.
+pub fn skip(reason: &str) {
+    assert!(
+        std::env::var_os("FERRY_TEST_NO_SKIP").is_none(),
+        "FERRY_TEST_NO_SKIP is set but this test would skip: {reason}"
+    );
+    eprintln!("skipping: {reason}");
+}
+
+/// Returns `true` (after printing why) when the test needs root and does not have it.
+pub fn skip_unless_root() -> bool {
+    if is_root() {
+        return false;
+    }
+    skip("needs root");
+    true
+}
+
+/// A fresh temporary directory holding `src/` (created) and the path `dst` (not created).
+pub struct Scratch {
+    pub tmp: tempfile::TempDir,
+    pub src: std::path::PathBuf,
+    pub dst: std::path::PathBuf,
+}
+
+/// A new [`Scratch`] in the system temp dir.
+pub fn scratch() -> Scratch {
+    let tmp = tempfile::tempdir().expect("make a temp dir");
+    let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+    build::mkdirs(&src);
+    Scratch { tmp, src, dst }
+}
+
+/// Copies `s.src` into `s.dst` with `--json` and `args`, and checks that the run
+/// succeeded, that DST equals SRC in every respect, and that the summary counts what
+/// the tree holds (nothing skipped, no errors). Returns the summary.
+pub fn copy_exact(s: &Scratch, args: &[&str]) -> run::Summary {
+    let expected = trees::count(&s.src);
+    let args: Vec<&str> = ["--json"].iter().chain(args).copied().collect();
+    let r = run::copy_ok(&s.src, &s.dst, &args);
+    compare::assert_same_tree(&s.src, &s.dst);
+    let summary = r.json();
+    summary.assert_counts(&[
+        ("files", expected.files),
+        ("dirs", expected.dirs),
+        ("others", expected.others),
+        ("bytes", expected.bytes),
+        ("skipped", 0),
+        ("errors", 0),
+    ]);
+    summary
+}

@@ -1,0 +1,111 @@
+//! Running the `ferry` binary and reading what it says: exit status, error and warning
+//! lines on stderr, the `--json` summary on stdout.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The binary under test, built by cargo for these tests.
+pub const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+/// `ferry copy ARGS.. SRC DST`, not yet started.
+pub fn copy_command(src: &Path, dst: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(FERRY);
+    cmd.arg("copy").args(args).arg(src).arg(dst);
+    cmd
+}
+
+/// Runs `ferry copy ARGS.. SRC DST` to the end.
+pub fn copy(src: &Path, dst: &Path, args: &[&str]) -> Run {
+    run(copy_command(src, dst, args))
+}
+
+/// Runs `ferry copy ARGS.. SRC DST` and checks that it succeeded without an error line.
+pub fn copy_ok(src: &Path, dst: &Path, args: &[&str]) -> Run {
+    let r = copy(src, dst, args);
+    r.assert_ok();
+    r
+}
+
+/// Runs a command to the end and keeps what it printed.
+pub fn run(mut cmd: Command) -> Run {
+    let shown = format!("{cmd:?}");
+    let out = cmd.output().unwrap_or_else(|e| panic!("spawn {shown}: {e}"));
+    Run::new(shown, out)
+}
+
+/// What one run of ferry did.
+pub struct Run {
+    /// The command line, for messages.
+    pub cmd: String,
+    /// Exit status; -1 when killed by a signal.
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn new(cmd: String, out: Output) -> Run {
+        let r = Run {
+            cmd,
+            status: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        assert!(!r.stderr.contains("panicked"), "ferry panicked: {r}");
+        r
+    }
+
+    /// Lines of the form `ferry: <path>: <operation>: <error>` (not warnings).
+    pub fn errors(&self) -> Vec<&str> {
+        self.stderr.lines().filter(|l| l.starts_with("ferry: ") && !l.starts_with("ferry: warning: ")).collect()
+    }
+
+    /// Lines of the form `ferry: warning: ...`.
+    pub fn warnings(&self) -> Vec<&str> {
+        self.stderr.lines().filter(|l| l.starts_with("ferry: warning: ")).collect()
+    }
+
+    /// Exit status 0 and no error line.
+    pub fn assert_ok(&self) {
+        self.assert_status(0);
+        assert!(self.errors().is_empty(), "error lines from a successful run: {self}");
+    }
+
+    /// Exit status `code`.
+    pub fn assert_status(&self, code: i32) {
+        assert_eq!(self.status, code, "unexpected exit status: {self}");
+    }
+
+    /// The `--json` summary: stdout must be exactly one JSON object.
+    pub fn json(&self) -> Summary {
+        let v: serde_json::Value = serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {self}"));
+        assert!(v.is_object(), "JSON summary is not an object: {self}");
+        Summary(v)
+    }
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}\nexit status {}\n--- stdout\n{}--- stderr\n{}", self.cmd, self.status, self.stdout, self.stderr)
+    }
+}
+
+/// The object `--json` prints.
+pub struct Summary(pub serde_json::Value);
+
+impl Summary {
+    /// A count (`files`, `dirs`, `others`, `bytes`, `skipped`, `errors`, `cloned`...).
+    pub fn count(&self, key: &str) -> u64 {
+        self.0
+            .get(key)
+            .and_then(|v| v.as_u64())
+            .unwrap_or_else(|| panic!("JSON summary has no count {key:?}: {}", self.0))
+    }
+
+    /// Panics unless each `(key, value)` is in the summary.
+    pub fn assert_counts(&self, expected: &[(&str, u64)]) {
+        let got: Vec<(&str, u64)> = expected.iter().map(|(k, _)| (*k, self.count(k))).collect();
+        assert_eq!(got, expected, "JSON summary counts: {}", self.0);
+    }
+}

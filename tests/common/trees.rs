@@ -1,0 +1,139 @@
+//! Ready-made source trees, and the counts `ferry copy --json` should report for a tree.
+
+use super::build::*;
+use super::fdwalk;
+use rustix::fs::FileType;
+use std::collections::HashSet;
+use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// Sizes around the page size, plus one past a MiB.
+pub const SIZES: [usize; 6] = [0, 1, 4095, 4096, 4097, (1 << 20) + 3];
+
+/// A tree with every kind a non-root user can make and most metadata: files of the
+/// sizes in [`SIZES`], empty files, nested directories, a 0500 directory with children,
+/// setuid/setgid files, sticky and setgid directories, an empty directory, a fifo,
+/// relative/absolute/dangling symlinks, a file with three names in three directories,
+/// two names in one directory, two separate identical files, and user.* xattrs on files
+/// and directories. Times are stamped last. Identical for identical calls.
+pub fn mixed(root: &Path) {
+    mkdirs(root);
+    for (i, size) in SIZES.iter().enumerate() {
+        write(&root.join(format!("size{size}")), &pattern(i as u64, *size));
+    }
+    write(&root.join("empty"), b"");
+    write(&root.join("one"), b"1");
+    write(&root.join("twin_a"), b"same content");
+    write(&root.join("twin_b"), b"same content");
+    for (name, mode) in [("setuid", 0o4755), ("setgid", 0o2711), ("private", 0o600), ("readable", 0o444)] {
+        write(&root.join(name), name.as_bytes());
+        chmod(&root.join(name), mode);
+    }
+    mkdirs(&root.join("a/b/c/d"));
+    mkdirs(&root.join("emptydir"));
+    write(&root.join("a/b/c/d/deep.txt"), b"deep");
+    write(&root.join("a/b/sibling"), &pattern(99, 10_000));
+    fifo(&root.join("fifo"));
+    symlink("one", &root.join("link_rel"));
+    symlink("a/b/../b/c", &root.join("link_dir"));
+    symlink("/etc/hostname", &root.join("link_abs"));
+    symlink("no/such/file", &root.join("link_dangling"));
+    write(&root.join("hard1"), b"three names");
+    hardlink(&root.join("hard1"), &root.join("a/hard2"));
+    hardlink(&root.join("hard1"), &root.join("a/b/hard3"));
+    write(&root.join("pair_x"), b"two names");
+    hardlink(&root.join("pair_x"), &root.join("pair_y"));
+    set_xattr(&root.join("one"), "user.test", b"value");
+    set_xattr(&root.join("size4095"), "user.empty", b"");
+    set_xattr(&root.join("size4095"), "user.binary", &[0, 1, 2, 255, b'\n']);
+    set_xattr(&root.join("a"), "user.dir", b"on a directory");
+    set_xattr(&root.join("hard1"), "user.linked", b"shared by three names");
+    special_dirs(root);
+    stamp_times(root);
+}
+
+/// A 0500 directory with a file and a subdirectory in it; sticky and setgid directories.
+fn special_dirs(root: &Path) {
+    let ro = root.join("readonly");
+    mkdirs(&ro.join("sub"));
+    write(&ro.join("f"), b"in a read-only directory");
+    write(&ro.join("sub/g"), b"deeper");
+    chmod(&ro, 0o500);
+    mkdirs(&root.join("sticky"));
+    write(&root.join("sticky/x"), b"x");
+    chmod(&root.join("sticky"), 0o1777);
+    mkdirs(&root.join("sgid_dir"));
+    write(&root.join("sgid_dir/y"), b"y");
+    chmod(&root.join("sgid_dir"), 0o2775);
+}
+
+/// What only root can add, under `root/rootonly`: device nodes, entries of every kind
+/// owned by other users, a setuid+setgid file owned by another user, and trusted.*
+/// xattrs on a file, a directory, a symlink, a fifo and a device. Times are stamped again afterwards.
+pub fn root_extras(root: &Path) {
+    let r = root.join("rootonly");
+    mkdirs(&r.join("owned_dir"));
+    device(&r.join("null_like"), FileType::CharacterDevice, 1, 3);
+    device(&r.join("block_like"), FileType::BlockDevice, 7, 200);
+    write(&r.join("owned"), b"owned by someone else");
+    write(&r.join("owned_dir/inside"), b"in a directory owned by someone else");
+    symlink("owned", &r.join("owned_link"));
+    fifo(&r.join("owned_fifo"));
+    write(&r.join("owned_setuid"), b"setuid, not root's");
+    for (name, uid, gid) in [
+        ("owned", 1234, 5678),
+        ("owned_dir", 4321, 8765),
+        ("owned_dir/inside", 4321, 0),
+        ("owned_link", 2222, 3333),
+        ("owned_fifo", 65534, 65534),
+        ("owned_setuid", 1234, 1234),
+    ] {
+        chown(&r.join(name), uid, gid);
+    }
+    chmod(&r.join("owned_setuid"), 0o6755);
+    set_xattr(&r.join("owned"), "trusted.secret", b"root only");
+    set_xattr(&r.join("owned_dir"), "trusted.dir", b"root only too");
+    set_xattr(&r.join("owned_link"), "trusted.link", b"on a symlink");
+    set_xattr(&r.join("owned_fifo"), "trusted.fifo", b"on a fifo");
+    set_xattr(&r.join("null_like"), "trusted.dev", b"on a device");
+    stamp_times(root);
+}
+
+/// The counts `ferry copy --json` should report when copying `root` into nothing.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Regular file names (every name of a hardlinked file).
+    pub files: u64,
+    /// Directories, `root` included.
+    pub dirs: u64,
+    /// Symlinks, fifos and devices.
+    pub others: u64,
+    /// Bytes of file data, once per inode.
+    pub bytes: u64,
+    /// Regular files with data (once per inode).
+    pub nonempty: u64,
+}
+
+/// Counts what is in the tree at `root` (sockets are not counted).
+pub fn count(root: &Path) -> Counts {
+    let fd = fdwalk::open_dir(root);
+    let mut c = Counts { dirs: 1, ..Counts::default() };
+    let mut seen = HashSet::new();
+    fdwalk::walk_post_order(fd.as_fd(), b"", &mut |dir, name, _| {
+        let m = std::fs::symlink_metadata(fdwalk::at(dir, name)).expect("lstat");
+        let t = m.file_type();
+        if t.is_dir() {
+            c.dirs += 1;
+        } else if t.is_file() {
+            c.files += 1;
+            if seen.insert(m.ino()) {
+                c.bytes += m.size();
+                c.nonempty += u64::from(m.size() > 0);
+            }
+        } else if !std::os::unix::fs::FileTypeExt::is_socket(&t) {
+            c.others += 1;
+        }
+    });
+    c
+}

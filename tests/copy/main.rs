@@ -1,0 +1,14 @@
+//! End-to-end tests of `ferry copy`: the binary is run on temporary trees and the result
+//! is checked with a tree comparer (tests/common/compare.rs) that looks at every kind
+//! and every metadata field ferry promises to keep.
+//!
+//! One test binary: `cargo test --release --test copy`. Tests that need root (device
+//! nodes, other owners, trusted.* xattrs, loop mounts) or a tool (mkfs.xfs, setpriv)
+//! print `skipping: <why>` and pass when they cannot run; set `FERRY_TEST_NO_SKIP=1` to
+//! make such a skip fail instead (CI does).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod selftest;
+mod kinds;
