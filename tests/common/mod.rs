@@ -66,5 +66,7 @@ pub fn copy_exact(s: &Scratch, args: &[&str]) -> run::Summary {
         ("skipped", 0),
         ("errors", 0),
     ]);
+    let seconds = summary.0.get("seconds").and_then(|v| v.as_f64());
+    assert!(seconds.is_some_and(|t| t >= 0.0), "no seconds in the summary: {}", summary.0);
     summary
 }

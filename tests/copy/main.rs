@@ -12,3 +12,5 @@ mod common;
 
 mod selftest;
 mod kinds;
+mod names;
+mod sparse;

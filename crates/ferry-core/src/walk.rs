@@ -29,7 +29,8 @@ use std::sync::{Arc, Condvar, Mutex};
 pub struct WalkConfig {
     /// Worker threads.
     pub threads: usize,
-    /// A directory with more entries than this is cut into chunks of this many.
+    /// A directory with more entries than this is shared: cut into chunks of at least
+    /// this many entries, at most `max_ways` of them.
     pub chunk: usize,
     /// At most this many workers share one directory.
     pub max_ways: usize,
@@ -39,7 +40,7 @@ pub struct WalkConfig {
 
 impl Default for WalkConfig {
     fn default() -> Self {
-        WalkConfig { threads: 8, chunk: 4096, max_ways: 4, skip_dir: None }
+        WalkConfig { threads: 8, chunk: 256, max_ways: 4, skip_dir: None }
     }
 }
 
