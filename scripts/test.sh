@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every ferry test on a fresh machine: installs what the tests need (Debian packages
+# for the real filesystems and peers), then checks formatting, lints and runs all tests.
+# As root, the loop-mounted XFS/btrfs tests run too; as another user they say why they skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+command -v mkfs.xfs >/dev/null || need_pkgs+=(xfsprogs)
+command -v mkfs.btrfs >/dev/null || need_pkgs+=(btrfs-progs)
+command -v bsdtar >/dev/null || need_pkgs+=(libarchive-tools)
+command -v setpriv >/dev/null || need_pkgs+=(util-linux)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "test.sh: installing ${need_pkgs[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  else
+    echo "test.sh: not root, cannot install ${need_pkgs[*]}; tests that need them will skip"
+  fi
+fi
+
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --release -- -D warnings
+cargo test --workspace --release
