@@ -12,12 +12,25 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::process::ExitCode;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// The file sizes of the paper's folders: 512 B doubling up to 1 MiB.
-const SIZES: [u64; 12] = [512, 1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20];
+const SIZES: [u64; 12] = [
+    512,
+    1 << 10,
+    2 << 10,
+    4 << 10,
+    8 << 10,
+    16 << 10,
+    32 << 10,
+    64 << 10,
+    128 << 10,
+    256 << 10,
+    512 << 10,
+    1 << 20,
+];
 /// No folder holds more than this many bytes, so the demo stays under a minute.
 const FOLDER_BYTES: u64 = 16 << 20;
 
@@ -53,26 +66,30 @@ fn make_sample(root: &Path, files: usize) -> anyhow::Result<Vec<(String, usize)>
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut buf = vec![0u8; 1 << 20];
     let mut folders = Vec::new();
-    let mut write_folder = |name: String, sizes: &mut dyn Iterator<Item = u64>| -> anyhow::Result<usize> {
-        let dir = root.join(&name);
-        fs::create_dir_all(&dir)?;
-        let mut n = 0;
-        for size in sizes {
-            let data = &mut buf[..size as usize];
-            rng.fill(data);
-            fs::write(dir.join(format!("f{n:05}")), data)?;
-            n += 1;
-        }
-        folders.push((name, n));
-        Ok(n)
-    };
+    let mut write_folder =
+        |name: String, sizes: &mut dyn Iterator<Item = u64>| -> anyhow::Result<usize> {
+            let dir = root.join(&name);
+            fs::create_dir_all(&dir)?;
+            let mut n = 0;
+            for size in sizes {
+                let data = &mut buf[..size as usize];
+                rng.fill(data);
+                fs::write(dir.join(format!("f{n:05}")), data)?;
+                n += 1;
+            }
+            folders.push((name, n));
+            Ok(n)
+        };
     for size in SIZES {
         let n = (files as u64).min((FOLDER_BYTES / size).max(32)) as usize;
         write_folder(folder_name(size), &mut std::iter::repeat_n(size, n))?;
     }
     let mut pick = Rng(7);
     let mix = files.min(500);
-    write_folder("mix".into(), &mut (0..mix).map(|_| SIZES[(pick.next() % SIZES.len() as u64) as usize]))?;
+    write_folder(
+        "mix".into(),
+        &mut (0..mix).map(|_| SIZES[(pick.next() % SIZES.len() as u64) as usize]),
+    )?;
     Ok(folders)
 }
 
@@ -97,8 +114,12 @@ fn check_identical(a: &Path, b: &Path) -> anyhow::Result<usize> {
     for e in fs::read_dir(a)? {
         let e = e?;
         let other = b.join(e.file_name());
-        let (ma, mb) = (e.metadata()?, fs::symlink_metadata(&other).with_context(|| format!("{} missing", other.display()))?);
-        if ma.mode() != mb.mode() || ma.mtime() != mb.mtime() || ma.mtime_nsec() != mb.mtime_nsec() {
+        let (ma, mb) = (
+            e.metadata()?,
+            fs::symlink_metadata(&other).with_context(|| format!("{} missing", other.display()))?,
+        );
+        if ma.mode() != mb.mode() || ma.mtime() != mb.mtime() || ma.mtime_nsec() != mb.mtime_nsec()
+        {
             bail!("{}: metadata differs", other.display());
         }
         if ma.is_dir() {
@@ -134,18 +155,34 @@ impl LoopMount {
         }
         let img = tmp.join("ext4.img");
         let dir = tmp.join("mnt");
-        let ok = |cmd: &mut Command| cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
-        let made = fs::File::create(&img).and_then(|f| f.set_len(4 << 30)).is_ok()
+        let ok = |cmd: &mut Command| {
+            cmd.stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let made = fs::File::create(&img)
+            .and_then(|f| f.set_len(4 << 30))
+            .is_ok()
             && fs::create_dir(&dir).is_ok()
             && ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img))
-            && ok(Command::new("mount").args(["-o", "loop"]).arg(&img).arg(&dir));
+            && ok(Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&img)
+                .arg(&dir));
         made.then_some(LoopMount { dir })
     }
 }
 
 impl Drop for LoopMount {
     fn drop(&mut self) {
-        let quiet = |args: &[&str]| Command::new("umount").args(args).arg(&self.dir).stderr(Stdio::null()).status();
+        let quiet = |args: &[&str]| {
+            Command::new("umount")
+                .args(args)
+                .arg(&self.dir)
+                .stderr(Stdio::null())
+                .status()
+        };
         if !quiet(&[]).is_ok_and(|s| s.success()) {
             let _ = quiet(&["-l"]);
         }
@@ -155,40 +192,75 @@ impl Drop for LoopMount {
 /// Runs the demo.
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let tmp = match &args.dir {
-        Some(d) => tempfile::Builder::new().prefix("ferry-demo").tempdir_in(d)?,
+        Some(d) => tempfile::Builder::new()
+            .prefix("ferry-demo")
+            .tempdir_in(d)?,
         None => tempfile::Builder::new().prefix("ferry-demo").tempdir()?,
     };
-    let mount = if args.dir.is_none() { LoopMount::try_new(tmp.path()) } else { None };
+    let mount = if args.dir.is_none() {
+        LoopMount::try_new(tmp.path())
+    } else {
+        None
+    };
     let root = mount.as_ref().map_or(tmp.path(), |m| m.dir.as_path());
     let src = root.join("src");
-    let place = if mount.is_some() { "a fresh loop-mounted ext4" } else { "the temporary directory" };
-    println!("ferry demo: the ZCM-DE folders (seed 000, Table I), on {place} at {}", root.display());
+    let place = if mount.is_some() {
+        "a fresh loop-mounted ext4"
+    } else {
+        "the temporary directory"
+    };
+    println!(
+        "ferry demo: the ZCM-DE folders (seed 000, Table I), on {place} at {}",
+        root.display()
+    );
     let folders = make_sample(&src, args.files)?;
     let total: usize = folders.iter().map(|f| f.1).sum();
-    println!("made {} folders, {total} files; copying each with one-file-at-a-time and with ferry\n", folders.len());
-    println!("{:>8} {:>7} {:>16} {:>16} {:>8}", "folder", "files", "one-at-a-time/s", "ferry files/s", "speedup");
+    println!(
+        "made {} folders, {total} files; copying each with one-file-at-a-time and with ferry\n",
+        folders.len()
+    );
+    println!(
+        "{:>8} {:>7} {:>16} {:>16} {:>8}",
+        "folder", "files", "one-at-a-time/s", "ferry files/s", "speedup"
+    );
     let stats = Stats::default();
     let opts = CopyOptions::default();
     let (mut t_base, mut t_ferry) = (0.0, 0.0);
     for (name, n) in &folders {
         let from = src.join(name);
         let base = timed(|| copy_one_at_a_time(&from, &root.join("plain").join(name)))?;
-        let fast = timed(|| Ok(copy_tree(&from, &root.join("ferry").join(name), &opts, &stats, &StderrReporter)?))?;
+        let fast = timed(|| {
+            Ok(copy_tree(
+                &from,
+                &root.join("ferry").join(name),
+                &opts,
+                &stats,
+                &StderrReporter,
+            )?)
+        })?;
         t_base += base;
         t_ferry += fast;
         let (rb, rf) = (*n as f64 / base, *n as f64 / fast);
         println!("{name:>8} {n:>7} {rb:>16.0} {rf:>16.0} {:>7.1}x", rf / rb);
         let _ = std::io::stdout().flush();
     }
-    println!("{:>8} {total:>7} {:>16.0} {:>16.0} {:>7.1}x", "all", total as f64 / t_base, total as f64 / t_ferry, t_base / t_ferry);
+    println!(
+        "{:>8} {total:>7} {:>16.0} {:>16.0} {:>7.1}x",
+        "all",
+        total as f64 / t_base,
+        total as f64 / t_ferry,
+        t_base / t_ferry
+    );
     if stats.snapshot().errors > 0 {
         bail!("ferry reported {} errors", stats.snapshot().errors);
     }
-    let checked = check_identical(&src, &root.join("ferry")).context("ferry's copy is not identical")?;
-    println!("\nchecked: ferry's copy is identical to the source ({checked} files: bytes, mode, mtime)");
+    let checked =
+        check_identical(&src, &root.join("ferry")).context("ferry's copy is not identical")?;
+    println!(
+        "\nchecked: ferry's copy is identical to the source ({checked} files: bytes, mode, mtime)"
+    );
     println!("(warm cache; one-at-a-time keeps only modes, ferry keeps all metadata; bench/ has the full benchmarks)");
     drop(mount);
     tmp.close()?;
     Ok(ExitCode::SUCCESS)
 }
-

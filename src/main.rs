@@ -55,8 +55,14 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let terminal = std::io::stderr().is_terminal();
     let show = terminal && !args.output.no_progress && !args.output.json;
     let start = Instant::now();
-    progress::with_progress(show, &args.src, &stats, || copy_tree(&args.src, &args.dst, &opts, &stats, &StderrReporter))?;
+    progress::with_progress(show, &args.src, &stats, || {
+        copy_tree(&args.src, &args.dst, &opts, &stats, &StderrReporter)
+    })?;
     let summary = Summary::new(&stats.snapshot(), start.elapsed().as_secs_f64());
     summary.print(args.output.json, terminal);
-    Ok(if summary.errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if summary.errors > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -29,7 +29,8 @@ pub fn with_progress<T>(enabled: bool, src: &Path, stats: &Stats, job: impl FnOn
 
 fn draw(stats: &Stats, totals: &Totals, stop: &AtomicBool) {
     let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(10));
-    let style = ProgressStyle::with_template("{bar:30.cyan/blue} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar());
+    let style = ProgressStyle::with_template("{bar:30.cyan/blue} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     let start = Instant::now();
     while !stop.load(Relaxed) {
@@ -57,7 +58,11 @@ fn draw(stats: &Stats, totals: &Totals, stop: &AtomicBool) {
             human_bytes(total_bytes),
             done_files as f64 / secs,
             done_bytes as f64 / secs / 1e6,
-            if s.errors > 0 { format!("  {} errors", s.errors) } else { String::new() },
+            if s.errors > 0 {
+                format!("  {} errors", s.errors)
+            } else {
+                String::new()
+            },
         ));
         std::thread::sleep(Duration::from_millis(100));
     }

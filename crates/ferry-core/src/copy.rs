@@ -28,7 +28,13 @@ pub struct CopyOptions {
 
 impl Default for CopyOptions {
     fn default() -> Self {
-        CopyOptions { threads: default_threads(), reflink: Reflink::Auto, sparse: Sparse::Auto, checksum: false, verify: false }
+        CopyOptions {
+            threads: default_threads(),
+            reflink: Reflink::Auto,
+            sparse: Sparse::Auto,
+            checksum: false,
+            verify: false,
+        }
     }
 }
 
@@ -67,22 +73,58 @@ fn resolve_partly(dst: &Path) -> io::Result<PathBuf> {
 /// Copies the tree `src` into `dst` (created if missing) like `cp -a src/. dst`.
 /// Per-path failures go to `reporter` and are counted in `stats.errors`; the returned
 /// error means the copy could not start.
-pub fn copy_tree(src: &Path, dst: &Path, opts: &CopyOptions, stats: &Stats, reporter: &dyn Reporter) -> Result<()> {
-    let src_real = src.canonicalize().map_err(|e| Error::new(&shown(src), "open source", e))?;
+pub fn copy_tree(
+    src: &Path,
+    dst: &Path,
+    opts: &CopyOptions,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let src_real = src
+        .canonicalize()
+        .map_err(|e| Error::new(&shown(src), "open source", e))?;
     if !src_real.is_dir() {
-        return Err(Error::new(&shown(src), "open source", io::Error::other("not a directory")));
+        return Err(Error::new(
+            &shown(src),
+            "open source",
+            io::Error::other("not a directory"),
+        ));
     }
-    let dst_real = resolve_partly(dst).map_err(|e| Error::new(&shown(dst), "resolve destination", e))?;
+    let dst_real =
+        resolve_partly(dst).map_err(|e| Error::new(&shown(dst), "resolve destination", e))?;
     if dst_real.starts_with(&src_real) {
-        return Err(Error::new(&shown(dst), "copy", io::Error::other("cannot copy a directory into itself")));
+        return Err(Error::new(
+            &shown(dst),
+            "copy",
+            io::Error::other("cannot copy a directory into itself"),
+        ));
     }
     // The destination may still be reachable from inside the source through a bind
     // mount; the walker skips it by inode.
-    let skip_dir = std::fs::metadata(dst).ok().map(|m| InodeKey { dev: m.dev(), ino: m.ino() });
+    let skip_dir = std::fs::metadata(dst).ok().map(|m| InodeKey {
+        dev: m.dev(),
+        ino: m.ino(),
+    });
     let mover = Mover::new(opts.reflink, opts.sparse);
-    let counting = CountingReporter { inner: reporter, stats };
-    let sink = LocalTreeSink::new(dst, &mover, Update { checksum: opts.checksum, verify: opts.verify }, stats, &counting);
-    let cfg = WalkConfig { threads: opts.threads.max(1), skip_dir, ..WalkConfig::default() };
+    let counting = CountingReporter {
+        inner: reporter,
+        stats,
+    };
+    let sink = LocalTreeSink::new(
+        dst,
+        &mover,
+        Update {
+            checksum: opts.checksum,
+            verify: opts.verify,
+        },
+        stats,
+        &counting,
+    );
+    let cfg = WalkConfig {
+        threads: opts.threads.max(1),
+        skip_dir,
+        ..WalkConfig::default()
+    };
     walk(src, &sink, &cfg, &counting)
 }
 

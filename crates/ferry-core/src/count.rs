@@ -50,7 +50,10 @@ impl Reporter for Silent {
 
 /// Counts the tree at `root` into `totals` on one thread; errors are the job's to report.
 pub fn count_tree(root: &Path, totals: &Totals) {
-    let cfg = WalkConfig { threads: 1, ..WalkConfig::default() };
+    let cfg = WalkConfig {
+        threads: 1,
+        ..WalkConfig::default()
+    };
     let _ = walk(root, &CountSink(totals), &cfg, &Silent);
     totals.complete.store(true, Relaxed);
 }

@@ -95,7 +95,11 @@ pub struct Moved {
 impl Mover {
     /// A mover with these policies.
     pub fn new(reflink: Reflink, sparse: Sparse) -> Self {
-        Mover { reflink, sparse, ..Default::default() }
+        Mover {
+            reflink,
+            sparse,
+            ..Default::default()
+        }
     }
 
     /// The method to try first for a file. With `hash`, the data must pass through
@@ -127,7 +131,11 @@ impl Mover {
         if method == Method::Clone {
             match rfs::ioctl_ficlone(dst, src.fd) {
                 Ok(()) => {
-                    let hash = if hash { Some(hash_range(src.fd, src.offset, src.len)?) } else { None };
+                    let hash = if hash {
+                        Some(hash_range(src.fd, src.offset, src.len)?)
+                    } else {
+                        None
+                    };
                     return Ok(Moved { method, hash });
                 }
                 Err(e) if self.reflink == Reflink::Always => return Err(e.into()),
@@ -139,7 +147,11 @@ impl Mover {
             }
         }
         let keep_holes = self.sparse != Sparse::Never && src.maybe_sparse;
-        let segments = if keep_holes { data_segments(src)? } else { vec![(src.offset, src.len)] };
+        let segments = if keep_holes {
+            data_segments(src)?
+        } else {
+            vec![(src.offset, src.len)]
+        };
         let mut hasher = hash.then(Xxh3::new);
         let mut covered = src.offset; // source offset up to which the hash is fed
         let mut written_end = 0u64; // destination offset after the last byte written
@@ -163,7 +175,9 @@ impl Mover {
                 }
             }
             let scan = self.sparse != Sparse::Never;
-            if let Some(end) = buffered_copy(src.fd, start, dst, dst_off, len, scan, hasher.as_mut())? {
+            if let Some(end) =
+                buffered_copy(src.fd, start, dst, dst_off, len, scan, hasher.as_mut())?
+            {
                 written_end = end;
             }
         }
@@ -174,7 +188,10 @@ impl Mover {
         if written_end < src.len {
             rfs::ftruncate(dst, src.len)?;
         }
-        Ok(Moved { method, hash: hasher.map(|h| h.digest128()) })
+        Ok(Moved {
+            method,
+            hash: hasher.map(|h| h.digest128()),
+        })
     }
 }
 
@@ -207,7 +224,13 @@ pub fn data_segments(src: &SourceData<'_>) -> io::Result<Vec<(u64, u64)>> {
     Ok(out)
 }
 
-fn kernel_copy(src: BorrowedFd<'_>, mut off_in: u64, dst: BorrowedFd<'_>, mut off_out: u64, len: u64) -> Result<(), Errno> {
+fn kernel_copy(
+    src: BorrowedFd<'_>,
+    mut off_in: u64,
+    dst: BorrowedFd<'_>,
+    mut off_out: u64,
+    len: u64,
+) -> Result<(), Errno> {
     let end = off_in + len;
     while off_in < end {
         let want = (end - off_in).min(1 << 30) as usize;

@@ -18,7 +18,11 @@ pub struct Error {
 impl Error {
     /// Builds an error for `path` and `op`.
     pub fn new(path: &RelPath, op: &'static str, source: impl Into<io::Error>) -> Self {
-        Error { path: path.clone(), op, os: source.into() }
+        Error {
+            path: path.clone(),
+            op,
+            os: source.into(),
+        }
     }
 }
 

@@ -71,7 +71,13 @@ impl Links {
     pub fn made(&self, key: InodeKey, at: Made, nlink: u64) {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         if nlink > 1 {
-            slots.insert(key, Slot::Made { at, names_left: nlink - 1 });
+            slots.insert(
+                key,
+                Slot::Made {
+                    at,
+                    names_left: nlink - 1,
+                },
+            );
         } else {
             slots.remove(&key);
         }

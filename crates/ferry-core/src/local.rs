@@ -62,7 +62,8 @@ impl DstDir {
 }
 
 fn cname(path: &RelPath) -> Result<CString> {
-    CString::new(path.file_name()).map_err(|_| Error::new(path, "name", io::Error::other("contains a NUL byte")))
+    CString::new(path.file_name())
+        .map_err(|_| Error::new(path, "name", io::Error::other("contains a NUL byte")))
 }
 
 fn other(msg: &str) -> io::Error {
@@ -71,7 +72,13 @@ fn other(msg: &str) -> io::Error {
 
 impl<'a> LocalTreeSink<'a> {
     /// A sink writing under `dst`, which is created if missing.
-    pub fn new(dst: &Path, mover: &'a Mover, update: Update, stats: &'a Stats, reporter: &'a dyn Reporter) -> Self {
+    pub fn new(
+        dst: &Path,
+        mover: &'a Mover,
+        update: Update,
+        stats: &'a Stats,
+        reporter: &'a dyn Reporter,
+    ) -> Self {
         LocalTreeSink {
             dst: dst.to_path_buf(),
             mover,
@@ -85,12 +92,24 @@ impl<'a> LocalTreeSink<'a> {
 
     fn notice(&self, n: MetaNotice) {
         if n == MetaNotice::XattrsUnsupported {
-            self.reporter.warn("destination filesystem does not support extended attributes; not copying them");
+            self.reporter.warn(
+                "destination filesystem does not support extended attributes; not copying them",
+            );
         }
     }
 
-    fn apply(&self, fd: impl AsFd, path: &RelPath, meta: &Metadata, chmod: bool, created: bool) -> Result<()> {
-        let n = self.meta.apply_fd(fd, meta, chmod, created).map_err(|(op, e)| Error::new(path, op, e))?;
+    fn apply(
+        &self,
+        fd: impl AsFd,
+        path: &RelPath,
+        meta: &Metadata,
+        chmod: bool,
+        created: bool,
+    ) -> Result<()> {
+        let n = self
+            .meta
+            .apply_fd(fd, meta, chmod, created)
+            .map_err(|(op, e)| Error::new(path, op, e))?;
         self.notice(n);
         Ok(())
     }
@@ -111,13 +130,19 @@ impl<'a> LocalTreeSink<'a> {
     /// Removes a non-directory in the way of a new node.
     fn remove(&self, dir: &DstDir, name: &CStr, path: &RelPath, st: &Stat) -> Result<()> {
         if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
-            return Err(Error::new(path, "replace", other("a directory is in the way in the destination")));
+            return Err(Error::new(
+                path,
+                "replace",
+                other("a directory is in the way in the destination"),
+            ));
         }
         rfs::unlinkat(&*dir.fd, name, AtFlags::empty()).at(path, "remove old destination")
     }
 
     fn file(&self, dir: &DstDir, entry: &Entry, data: Option<&SourceData<'_>>) -> Result<()> {
-        let EntryKind::File { size, links } = &entry.kind else { unreachable!() };
+        let EntryKind::File { size, links } = &entry.kind else {
+            unreachable!()
+        };
         let path = &entry.path;
         let name = cname(path)?;
         let Some(data) = data else {
@@ -130,17 +155,33 @@ impl<'a> LocalTreeSink<'a> {
         let result = self.file_data(dir, &name, entry, *size, data);
         if let Some((key, _)) = claim {
             match &result {
-                Ok(()) => self.links.made(key, Made { dir: dir.fd.clone(), name }, links.map_or(1, |l| l.1)),
+                Ok(()) => self.links.made(
+                    key,
+                    Made {
+                        dir: dir.fd.clone(),
+                        name,
+                    },
+                    links.map_or(1, |l| l.1),
+                ),
                 Err(_) => self.links.failed(key),
             }
         }
         result
     }
 
-    fn file_data(&self, dir: &DstDir, name: &CStr, entry: &Entry, size: u64, data: &SourceData<'_>) -> Result<()> {
+    fn file_data(
+        &self,
+        dir: &DstDir,
+        name: &CStr,
+        entry: &Entry,
+        size: u64,
+        data: &SourceData<'_>,
+    ) -> Result<()> {
         let path = &entry.path;
         if let Some(st) = self.existing(dir, name, path)? {
-            if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && self.up_to_date(dir, name, &st, entry, data)? {
+            if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                && self.up_to_date(dir, name, &st, entry, data)?
+            {
                 self.fix_meta(dir, name, &st, entry)?;
                 Stats::bump(&self.stats.skipped);
                 self.stats.skipped_bytes.fetch_add(size, Relaxed);
@@ -149,10 +190,21 @@ impl<'a> LocalTreeSink<'a> {
             self.remove(dir, name, path, &st)?;
         }
         let (mode, chmod) = self.meta.create_mode(&entry.meta);
-        let access = if self.update.verify { OFlags::RDWR } else { OFlags::WRONLY };
-        let fd = rfs::openat(&*dir.fd, name, access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, mode)
-            .at(path, "create")?;
-        let written = self.write_data(&fd, path, data).and_then(|()| self.apply(&fd, path, &entry.meta, chmod, dir.plain_owner));
+        let access = if self.update.verify {
+            OFlags::RDWR
+        } else {
+            OFlags::WRONLY
+        };
+        let fd = rfs::openat(
+            &*dir.fd,
+            name,
+            access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            mode,
+        )
+        .at(path, "create")?;
+        let written = self
+            .write_data(&fd, path, data)
+            .and_then(|()| self.apply(&fd, path, &entry.meta, chmod, dir.plain_owner));
         if let Err(e) = written {
             // Leave no partial file behind that could be taken for a copy.
             let _ = rfs::unlinkat(&*dir.fd, name, AtFlags::empty());
@@ -164,7 +216,10 @@ impl<'a> LocalTreeSink<'a> {
     }
 
     fn write_data(&self, fd: &OwnedFd, path: &RelPath, data: &SourceData<'_>) -> Result<()> {
-        let moved = self.mover.copy(data, fd.as_fd(), data.offset == 0, self.update.verify).at(path, "copy data")?;
+        let moved = self
+            .mover
+            .copy(data, fd.as_fd(), data.offset == 0, self.update.verify)
+            .at(path, "copy data")?;
         Stats::bump(match moved.method {
             data::Method::Clone => &self.stats.cloned,
             data::Method::KernelCopy => &self.stats.kernel_copied,
@@ -173,22 +228,38 @@ impl<'a> LocalTreeSink<'a> {
         if let Some(want) = moved.hash {
             let got = data::hash_range(fd, 0, data.len).at(path, "verify")?;
             if got != want {
-                return Err(Error::new(path, "verify", other("destination content differs from source")));
+                return Err(Error::new(
+                    path,
+                    "verify",
+                    other("destination content differs from source"),
+                ));
             }
         }
         Ok(())
     }
 
     /// True when the existing destination file already holds the source's content.
-    fn up_to_date(&self, dir: &DstDir, name: &CStr, st: &Stat, entry: &Entry, data: &SourceData<'_>) -> Result<bool> {
+    fn up_to_date(
+        &self,
+        dir: &DstDir,
+        name: &CStr,
+        st: &Stat,
+        entry: &Entry,
+        data: &SourceData<'_>,
+    ) -> Result<bool> {
         if st.st_size as u64 != data.len {
             return Ok(false);
         }
         if !self.update.checksum {
             return Ok(meta::mtime_of(st) == entry.meta.mtime);
         }
-        let fd = rfs::openat(&*dir.fd, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-            .at(&entry.path, "open destination")?;
+        let fd = rfs::openat(
+            &*dir.fd,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .at(&entry.path, "open destination")?;
         let theirs = data::hash_range(&fd, 0, data.len).at(&entry.path, "read destination")?;
         let ours = data::hash_range(data.fd, data.offset, data.len).at(&entry.path, "read")?;
         Ok(theirs == ours)
@@ -203,12 +274,25 @@ impl<'a> LocalTreeSink<'a> {
         if same {
             return Ok(());
         }
-        let fd = rfs::openat(&*dir.fd, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-            .at(&entry.path, "open destination")?;
+        let fd = rfs::openat(
+            &*dir.fd,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .at(&entry.path, "open destination")?;
         self.apply(&fd, &entry.path, m, true, false)
     }
 
-    fn hardlink(&self, dir: &DstDir, name: &CStr, path: &RelPath, made: &Made, entry: &Entry, data: &SourceData<'_>) -> Result<()> {
+    fn hardlink(
+        &self,
+        dir: &DstDir,
+        name: &CStr,
+        path: &RelPath,
+        made: &Made,
+        entry: &Entry,
+        data: &SourceData<'_>,
+    ) -> Result<()> {
         if let Some(st) = self.existing(dir, name, path)? {
             let first = rfs::statat(&*made.dir, made.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW);
             if matches!(&first, Ok(f) if f.st_ino == st.st_ino && f.st_dev == st.st_dev) {
@@ -217,14 +301,22 @@ impl<'a> LocalTreeSink<'a> {
             }
             self.remove(dir, name, path, &st)?;
         }
-        match rfs::linkat(&*made.dir, made.name.as_c_str(), &*dir.fd, name, AtFlags::empty()) {
+        match rfs::linkat(
+            &*made.dir,
+            made.name.as_c_str(),
+            &*dir.fd,
+            name,
+            AtFlags::empty(),
+        ) {
             Ok(()) => {
                 Stats::bump(&self.stats.files);
                 Ok(())
             }
             // Too many links, or the first copy is gone: copy the data instead.
             Err(Errno::MLINK | Errno::NOENT | Errno::XDEV) => {
-                let EntryKind::File { size, .. } = entry.kind else { unreachable!() };
+                let EntryKind::File { size, .. } = entry.kind else {
+                    unreachable!()
+                };
                 self.file_data(dir, name, entry, size, data)
             }
             Err(e) => Err(Error::new(path, "link", e)),
@@ -236,7 +328,8 @@ impl<'a> LocalTreeSink<'a> {
         let name = cname(path)?;
         if let Some(st) = self.existing(dir, &name, path)? {
             let same = FileType::from_raw_mode(st.st_mode) == FileType::Symlink
-                && rfs::readlinkat(&*dir.fd, name.as_c_str(), Vec::new()).is_ok_and(|t| t.as_bytes() == target);
+                && rfs::readlinkat(&*dir.fd, name.as_c_str(), Vec::new())
+                    .is_ok_and(|t| t.as_bytes() == target);
             if same && meta::mtime_of(&st) == entry.meta.mtime {
                 Stats::bump(&self.stats.skipped);
                 return Ok(());
@@ -248,7 +341,8 @@ impl<'a> LocalTreeSink<'a> {
                 return self.meta_at(dir, &name, entry, true);
             }
         }
-        let target = CString::new(target).map_err(|_| Error::new(path, "symlink", other("target contains a NUL byte")))?;
+        let target = CString::new(target)
+            .map_err(|_| Error::new(path, "symlink", other("target contains a NUL byte")))?;
         rfs::symlinkat(target.as_c_str(), &*dir.fd, name.as_c_str()).at(path, "create symlink")?;
         self.meta_at(dir, &name, entry, true)?;
         Stats::bump(&self.stats.others);
@@ -271,28 +365,46 @@ impl<'a> LocalTreeSink<'a> {
             }
             self.remove(dir, &name, path, &st)?;
         }
-        rfs::mknodat(&*dir.fd, name.as_c_str(), kind, Mode::from_raw_mode(entry.meta.mode & 0o777), rdev)
-            .at(path, "create special file")?;
+        rfs::mknodat(
+            &*dir.fd,
+            name.as_c_str(),
+            kind,
+            Mode::from_raw_mode(entry.meta.mode & 0o777),
+            rdev,
+        )
+        .at(path, "create special file")?;
         self.meta_at(dir, &name, entry, false)?;
         Stats::bump(&self.stats.others);
         Ok(())
     }
 
     fn meta_at(&self, dir: &DstDir, name: &CStr, entry: &Entry, is_symlink: bool) -> Result<()> {
-        self.meta.apply_at(&*dir.fd, name, &entry.meta, is_symlink).map_err(|(op, e)| Error::new(&entry.path, op, e))
+        self.meta
+            .apply_at(&*dir.fd, name, &entry.meta, is_symlink)
+            .map_err(|(op, e)| Error::new(&entry.path, op, e))
     }
 
     /// Opens an existing destination directory, making sure this job can fill it.
     fn open_existing_dir(&self, parent: &OwnedFd, name: &CStr, path: &RelPath) -> Result<OwnedFd> {
-        let fd = rfs::openat(parent, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| match e {
-                Errno::NOTDIR | Errno::LOOP => Error::new(path, "create directory", other("something that is not a directory is in the way in the destination")),
-                e => Error::new(path, "open destination directory", e),
-            })?;
+        let fd = rfs::openat(
+            parent,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            Errno::NOTDIR | Errno::LOOP => Error::new(
+                path,
+                "create directory",
+                other("something that is not a directory is in the way in the destination"),
+            ),
+            e => Error::new(path, "open destination directory", e),
+        })?;
         if !self.meta.privileged {
             let st = rfs::fstat(&fd).at(path, "stat destination")?;
             if st.st_mode & 0o700 != 0o700 {
-                rfs::fchmod(&fd, Mode::from_raw_mode((st.st_mode & 0o7777) | 0o700)).at(path, "set mode")?;
+                rfs::fchmod(&fd, Mode::from_raw_mode((st.st_mode & 0o7777) | 0o700))
+                    .at(path, "set mode")?;
             }
         }
         Ok(fd)
@@ -314,20 +426,30 @@ impl TreeSink for LocalTreeSink<'_> {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if let Some(parent) = self.dst.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| Error::new(&shown, "create destination", e))?;
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| Error::new(&shown, "create destination", e))?;
                 }
-                builder.create(&self.dst).map_err(|e| Error::new(&shown, "create destination", e))?;
+                builder
+                    .create(&self.dst)
+                    .map_err(|e| Error::new(&shown, "create destination", e))?;
                 true
             }
             Err(e) => return Err(Error::new(&shown, "create destination", e)),
         };
         // A new root under a setgid parent inherits the bit; look rather than guess.
-        let plain_owner = fresh
-            && rfs::stat(&self.dst).is_ok_and(|st| st.st_mode & 0o2000 == 0);
-        let fd = rfs::open(&self.dst, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| Error::new(&shown, "open destination", e))?;
+        let plain_owner = fresh && rfs::stat(&self.dst).is_ok_and(|st| st.st_mode & 0o2000 == 0);
+        let fd = rfs::open(
+            &self.dst,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::new(&shown, "open destination", e))?;
         Stats::bump(&self.stats.dirs);
-        Ok(DstDir { fd: Arc::new(fd), fresh, plain_owner })
+        Ok(DstDir {
+            fd: Arc::new(fd),
+            fresh,
+            plain_owner,
+        })
     }
 
     fn dir(&self, parent: &DstDir, entry: &Entry) -> Result<DstDir> {
@@ -339,24 +461,43 @@ impl TreeSink for LocalTreeSink<'_> {
             Err(e) => return Err(Error::new(path, "create directory", e)),
         };
         let fd = if fresh {
-            rfs::openat(&*parent.fd, name.as_c_str(), OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-                .at(path, "open destination directory")?
+            rfs::openat(
+                &*parent.fd,
+                name.as_c_str(),
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .at(path, "open destination directory")?
         } else {
             self.open_existing_dir(&parent.fd, &name, path)?
         };
         Stats::bump(&self.stats.dirs);
-        Ok(DstDir { fd: Arc::new(fd), fresh, plain_owner: fresh && parent.plain_owner })
+        Ok(DstDir {
+            fd: Arc::new(fd),
+            fresh,
+            plain_owner: fresh && parent.plain_owner,
+        })
     }
 
     fn leaf(&self, parent: &DstDir, entry: &Entry, data: Option<&SourceData<'_>>) -> Result<()> {
         match &entry.kind {
             EntryKind::File { .. } => self.file(parent, entry, data),
             EntryKind::Symlink { target } => self.symlink(parent, entry, target),
-            EntryKind::Fifo | EntryKind::CharDevice { .. } | EntryKind::BlockDevice { .. } => self.special(parent, entry),
+            EntryKind::Fifo | EntryKind::CharDevice { .. } | EntryKind::BlockDevice { .. } => {
+                self.special(parent, entry)
+            }
             // Links by name come from archives; resolving their targets safely beneath
             // the destination belongs to the archive reader, which does not exist yet.
-            EntryKind::HardLink { .. } => Err(Error::new(&entry.path, "link", other("hardlinks by name are not supported by this sink"))),
-            EntryKind::Dir => Err(Error::new(&entry.path, "copy", other("directory passed as a leaf"))),
+            EntryKind::HardLink { .. } => Err(Error::new(
+                &entry.path,
+                "link",
+                other("hardlinks by name are not supported by this sink"),
+            )),
+            EntryKind::Dir => Err(Error::new(
+                &entry.path,
+                "copy",
+                other("directory passed as a leaf"),
+            )),
         }
     }
 

@@ -15,15 +15,24 @@ pub fn from_stat(st: &Stat) -> Metadata {
         mode: st.st_mode & 0o7777,
         uid: st.st_uid,
         gid: st.st_gid,
-        atime: Timestamp { sec: st.st_atime, nsec: st.st_atime_nsec as u32 },
-        mtime: Timestamp { sec: st.st_mtime, nsec: st.st_mtime_nsec as u32 },
+        atime: Timestamp {
+            sec: st.st_atime,
+            nsec: st.st_atime_nsec as u32,
+        },
+        mtime: Timestamp {
+            sec: st.st_mtime,
+            nsec: st.st_mtime_nsec as u32,
+        },
         xattrs: Vec::new(),
     }
 }
 
 /// The modification time in a `stat`.
 pub fn mtime_of(st: &Stat) -> Timestamp {
-    Timestamp { sec: st.st_mtime, nsec: st.st_mtime_nsec as u32 }
+    Timestamp {
+        sec: st.st_mtime,
+        nsec: st.st_mtime_nsec as u32,
+    }
 }
 
 /// All extended attributes of an open file or directory. A filesystem without xattr
@@ -60,7 +69,10 @@ pub fn read_xattrs(fd: impl AsFd) -> std::io::Result<Vec<Xattr>> {
         };
         if let Some(len) = len {
             value.truncate(len);
-            out.push(Xattr { name: name.to_vec(), value });
+            out.push(Xattr {
+                name: name.to_vec(),
+                value,
+            });
         }
     }
     Ok(out)
@@ -95,7 +107,10 @@ impl MetaWriter {
         rustix::process::umask(old);
         MetaWriter {
             privileged: rustix::process::geteuid().is_root(),
-            creator: (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw()),
+            creator: (
+                rustix::process::geteuid().as_raw(),
+                rustix::process::getegid().as_raw(),
+            ),
             umask: old.bits(),
             xattrs_refused: AtomicBool::new(false),
         }
@@ -122,13 +137,19 @@ impl MetaWriter {
     ) -> Result<MetaNotice, (&'static str, std::io::Error)> {
         let fd = fd.as_fd();
         if self.privileged && !(created && (meta.uid, meta.gid) == self.creator) {
-            rfs::fchown(fd, Some(Uid::from_raw(meta.uid)), Some(Gid::from_raw(meta.gid)))
-                .map_err(|e| ("set owner", e.into()))?;
+            rfs::fchown(
+                fd,
+                Some(Uid::from_raw(meta.uid)),
+                Some(Gid::from_raw(meta.gid)),
+            )
+            .map_err(|e| ("set owner", e.into()))?;
         }
         if chmod {
             rfs::fchmod(fd, Mode::from_raw_mode(meta.mode)).map_err(|e| ("set mode", e.into()))?;
         }
-        let notice = self.set_xattrs(fd, &meta.xattrs).map_err(|e| ("set xattr", e))?;
+        let notice = self
+            .set_xattrs(fd, &meta.xattrs)
+            .map_err(|e| ("set xattr", e))?;
         rfs::futimens(fd, &timestamps(meta)).map_err(|e| ("set times", e.into()))?;
         Ok(notice)
     }
@@ -165,7 +186,9 @@ impl MetaWriter {
     fn set_xattrs(&self, fd: impl AsFd, xattrs: &[Xattr]) -> std::io::Result<MetaNotice> {
         let fd = fd.as_fd();
         for x in xattrs {
-            let Ok(name) = std::ffi::CString::new(x.name.clone()) else { continue };
+            let Ok(name) = std::ffi::CString::new(x.name.clone()) else {
+                continue;
+            };
             match rfs::fsetxattr(fd, name.as_c_str(), &x.value, rfs::XattrFlags::empty()) {
                 Ok(()) => {}
                 Err(Errno::NOTSUP) => {
@@ -191,6 +214,12 @@ impl Default for MetaWriter {
 }
 
 fn timestamps(meta: &Metadata) -> Timestamps {
-    let ts = |t: Timestamp| rfs::Timespec { tv_sec: t.sec, tv_nsec: t.nsec as _ };
-    Timestamps { last_access: ts(meta.atime), last_modification: ts(meta.mtime) }
+    let ts = |t: Timestamp| rfs::Timespec {
+        tv_sec: t.sec,
+        tv_nsec: t.nsec as _,
+    };
+    Timestamps {
+        last_access: ts(meta.atime),
+        last_modification: ts(meta.mtime),
+    }
 }

@@ -40,7 +40,12 @@ pub struct WalkConfig {
 
 impl Default for WalkConfig {
     fn default() -> Self {
-        WalkConfig { threads: 8, chunk: 256, max_ways: 4, skip_dir: None }
+        WalkConfig {
+            threads: 8,
+            chunk: 256,
+            max_ways: 4,
+            skip_dir: None,
+        }
     }
 }
 
@@ -65,7 +70,10 @@ enum Job<D> {
     /// Enter the subdirectory `name` of `parent`.
     Dir { parent: Arc<Node<D>>, name: CString },
     /// Push these leaves of `node` into the sink.
-    Leaves { node: Arc<Node<D>>, names: Vec<Name> },
+    Leaves {
+        node: Arc<Node<D>>,
+        names: Vec<Name>,
+    },
 }
 
 struct Queue<D> {
@@ -113,22 +121,51 @@ impl<D> Queue<D> {
 /// Walks the tree at `root` and pushes it into `sink` with `cfg.threads` workers.
 /// Per-path failures go to `reporter` and the walk goes on; the returned error is for a
 /// root that cannot be read or made.
-pub fn walk<S: TreeSink>(root: &Path, sink: &S, cfg: &WalkConfig, reporter: &dyn Reporter) -> Result<()> {
+pub fn walk<S: TreeSink>(
+    root: &Path,
+    sink: &S,
+    cfg: &WalkConfig,
+    reporter: &dyn Reporter,
+) -> Result<()> {
     let root_path = RelPath::root();
-    let fd = rfs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| Error::new(&RelPath::from_bytes(root.as_os_str().as_encoded_bytes().to_vec()), "open source", e))?;
+    let fd = rfs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        Error::new(
+            &RelPath::from_bytes(root.as_os_str().as_encoded_bytes().to_vec()),
+            "open source",
+            e,
+        )
+    })?;
     let entry = dir_entry(&fd, root_path)?;
     let dst = sink.root(&entry)?;
     let walker = Walker {
         sink,
         cfg,
         reporter,
-        queue: Queue { state: Mutex::new((Vec::new(), 0)), ready: Condvar::new() },
+        queue: Queue {
+            state: Mutex::new((Vec::new(), 0)),
+            ready: Condvar::new(),
+        },
         noatime: AtomicBool::new(true),
     };
-    let node = Arc::new(Node { entry, src: fd, dst, pending: AtomicUsize::new(1), parent: None });
+    let node = Arc::new(Node {
+        entry,
+        src: fd,
+        dst,
+        pending: AtomicUsize::new(1),
+        parent: None,
+    });
     // This thread reads the root as one more worker; the others wait for what it queues.
-    walker.queue.state.lock().unwrap_or_else(|e| e.into_inner()).1 = 1;
+    walker
+        .queue
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .1 = 1;
     std::thread::scope(|s| {
         for _ in 1..cfg.threads.max(1) {
             s.spawn(|| walker.work());
@@ -153,7 +190,11 @@ fn dir_entry(fd: &OwnedFd, path: RelPath) -> Result<Entry> {
     let st = rfs::fstat(fd).at(&path, "stat")?;
     let mut meta = meta::from_stat(&st);
     meta.xattrs = meta::read_xattrs(fd).at(&path, "read xattrs")?;
-    Ok(Entry { path, kind: EntryKind::Dir, meta })
+    Ok(Entry {
+        path,
+        kind: EntryKind::Dir,
+        meta,
+    })
 }
 
 impl<S: TreeSink> Walker<'_, S> {
@@ -190,13 +231,20 @@ impl<S: TreeSink> Walker<'_, S> {
             if let Some(skip) = self.cfg.skip_dir {
                 let st = rfs::fstat(&fd).at(&path, "stat")?;
                 if st.st_dev == skip.dev && st.st_ino == skip.ino {
-                    self.reporter.warn(&format!("{path}: not copying the destination into itself"));
+                    self.reporter
+                        .warn(&format!("{path}: not copying the destination into itself"));
                     return Ok(None);
                 }
             }
             let entry = dir_entry(&fd, path.clone())?;
             let dst = self.sink.dir(&parent.dst, &entry)?;
-            Ok(Some(Node { entry, src: fd, dst, pending: AtomicUsize::new(1), parent: Some(parent.clone()) }))
+            Ok(Some(Node {
+                entry,
+                src: fd,
+                dst,
+                pending: AtomicUsize::new(1),
+                parent: Some(parent.clone()),
+            }))
         });
         match made {
             Ok(Some(node)) => self.read_dir(Arc::new(node)),
@@ -217,18 +265,30 @@ impl<S: TreeSink> Walker<'_, S> {
                 return self.complete(node);
             }
         };
-        let (dirs, mut leaves): (Vec<Name>, Vec<Name>) =
-            names.into_iter().partition(|n| n.kind == FileType::Directory);
-        let chunk = self.cfg.chunk.max(leaves.len().div_ceil(self.cfg.max_ways.max(1))).max(1);
+        let (dirs, mut leaves): (Vec<Name>, Vec<Name>) = names
+            .into_iter()
+            .partition(|n| n.kind == FileType::Directory);
+        let chunk = self
+            .cfg
+            .chunk
+            .max(leaves.len().div_ceil(self.cfg.max_ways.max(1)))
+            .max(1);
         let mut shared = Vec::new();
         while leaves.len() > chunk {
             let rest = leaves.split_off(chunk);
-            shared.push(Job::Leaves { node: node.clone(), names: std::mem::replace(&mut leaves, rest) });
+            shared.push(Job::Leaves {
+                node: node.clone(),
+                names: std::mem::replace(&mut leaves, rest),
+            });
         }
-        node.pending.fetch_add(dirs.len() + shared.len(), Ordering::AcqRel);
+        node.pending
+            .fetch_add(dirs.len() + shared.len(), Ordering::AcqRel);
         // Subdirectories first, then chunks, so idle workers take this directory's
         // chunks before wandering off into subdirectories (the stack is LIFO).
-        self.queue.push(dirs.into_iter().map(|n| Job::Dir { parent: node.clone(), name: n.name }));
+        self.queue.push(dirs.into_iter().map(|n| Job::Dir {
+            parent: node.clone(),
+            name: n.name,
+        }));
         self.queue.push(shared);
         for n in &leaves {
             self.leaf(&node, n);
@@ -263,13 +323,21 @@ impl<S: TreeSink> Walker<'_, S> {
             let fd = self.open_file(&node.src, &n.name).at(path, "open")?;
             let st = rfs::fstat(&fd).at(path, "stat")?;
             if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-                return Err(Error::new(path, "open", std::io::Error::other("changed type while copying")));
+                return Err(Error::new(
+                    path,
+                    "open",
+                    std::io::Error::other("changed type while copying"),
+                ));
             }
             let mut meta = meta::from_stat(&st);
             meta.xattrs = meta::read_xattrs(&fd).at(path, "read xattrs")?;
             let size = st.st_size as u64;
-            let links = (st.st_nlink > 1).then(|| (InodeKey { dev: st.st_dev, ino: st.st_ino }, st.st_nlink));
-            let entry = Entry { path: path.clone(), kind: EntryKind::File { size, links }, meta };
+            let links = link_info(&st);
+            let entry = Entry {
+                path: path.clone(),
+                kind: EntryKind::File { size, links },
+                meta,
+            };
             let data = SourceData {
                 fd: fd.as_fd(),
                 offset: 0,
@@ -278,15 +346,18 @@ impl<S: TreeSink> Walker<'_, S> {
             };
             return self.sink.leaf(&node.dst, &entry, Some(&data));
         }
-        let st = rfs::statat(&node.src, n.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).at(path, "stat")?;
+        let st = rfs::statat(&node.src, n.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .at(path, "stat")?;
         let meta = meta::from_stat(&st);
         let kind = match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile => EntryKind::File {
                 size: st.st_size as u64,
-                links: (st.st_nlink > 1).then(|| (InodeKey { dev: st.st_dev, ino: st.st_ino }, st.st_nlink)),
+                links: link_info(&st),
             },
             FileType::Symlink => EntryKind::Symlink {
-                target: rfs::readlinkat(&node.src, n.name.as_c_str(), Vec::new()).at(path, "read link")?.into_bytes(),
+                target: rfs::readlinkat(&node.src, n.name.as_c_str(), Vec::new())
+                    .at(path, "read link")?
+                    .into_bytes(),
             },
             FileType::Fifo => EntryKind::Fifo,
             FileType::CharacterDevice => EntryKind::CharDevice { rdev: st.st_rdev },
@@ -296,11 +367,29 @@ impl<S: TreeSink> Walker<'_, S> {
                 return Ok(());
             }
             FileType::Directory => {
-                return Err(Error::new(path, "stat", std::io::Error::other("became a directory while copying")));
+                return Err(Error::new(
+                    path,
+                    "stat",
+                    std::io::Error::other("became a directory while copying"),
+                ));
             }
-            FileType::Unknown => return Err(Error::new(path, "stat", std::io::Error::other("unknown file type"))),
+            FileType::Unknown => {
+                return Err(Error::new(
+                    path,
+                    "stat",
+                    std::io::Error::other("unknown file type"),
+                ))
+            }
         };
-        self.sink.leaf(&node.dst, &Entry { path: path.clone(), kind, meta }, None)
+        self.sink.leaf(
+            &node.dst,
+            &Entry {
+                path: path.clone(),
+                kind,
+                meta,
+            },
+            None,
+        )
     }
 
     fn open_file(&self, dir: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
@@ -314,6 +403,17 @@ impl<S: TreeSink> Walker<'_, S> {
         }
         rfs::openat(dir, name, flags, Mode::empty())
     }
+}
+
+/// The source inode and its link count, for files with more than one name.
+fn link_info(st: &rfs::Stat) -> Option<(InodeKey, u64)> {
+    (st.st_nlink > 1).then_some((
+        InodeKey {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        },
+        st.st_nlink,
+    ))
 }
 
 /// All names in a directory except `.` and `..`, in inode order, with their types
@@ -331,10 +431,15 @@ fn read_names(dir: &OwnedFd, path: &RelPath) -> Result<Vec<Name>> {
         }
         let mut kind = item.file_type();
         if kind == FileType::Unknown {
-            let st = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).at(&path.join(name.to_bytes()), "stat")?;
+            let st = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .at(&path.join(name.to_bytes()), "stat")?;
             kind = FileType::from_raw_mode(st.st_mode);
         }
-        names.push(Name { ino: item.ino(), kind, name: name.to_owned() });
+        names.push(Name {
+            ino: item.ino(),
+            kind,
+            name: name.to_owned(),
+        });
     }
     names.sort_unstable_by_key(|n| n.ino);
     Ok(names)

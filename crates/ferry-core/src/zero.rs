@@ -67,7 +67,11 @@ mod tests {
         b[5 * BLOCK + 9] = 1; // trailing partial block
         assert_eq!(
             data_runs(&b),
-            vec![(0, 2 * BLOCK), (3 * BLOCK, 4 * BLOCK), (5 * BLOCK, 5 * BLOCK + 10)]
+            vec![
+                (0, 2 * BLOCK),
+                (3 * BLOCK, 4 * BLOCK),
+                (5 * BLOCK, 5 * BLOCK + 10)
+            ]
         );
         assert!(data_runs(&vec![0u8; 3 * BLOCK + 1]).is_empty());
     }
