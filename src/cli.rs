@@ -45,6 +45,10 @@ pub struct CopyArgs {
     /// Re-read every copied file and compare its hash with the source's.
     #[arg(long)]
     pub verify: bool,
+    /// Skip the all-zero block check (for measuring its cost; holes in the source are
+    /// still kept).
+    #[arg(long, hide = true)]
+    pub no_zero_scan: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }

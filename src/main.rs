@@ -50,6 +50,7 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         sparse: args.sparse.into(),
         checksum: args.checksum,
         verify: args.verify,
+        zero_scan: !args.no_zero_scan,
     };
     let stats = Stats::default();
     let terminal = std::io::stderr().is_terminal();

@@ -24,6 +24,8 @@ pub struct CopyOptions {
     pub checksum: bool,
     /// Re-read every written file and compare hashes.
     pub verify: bool,
+    /// Check data for all-zero blocks (off only to measure what the check costs).
+    pub zero_scan: bool,
 }
 
 impl Default for CopyOptions {
@@ -105,7 +107,8 @@ pub fn copy_tree(
         dev: m.dev(),
         ino: m.ino(),
     });
-    let mover = Mover::new(opts.reflink, opts.sparse);
+    let mut mover = Mover::new(opts.reflink, opts.sparse);
+    mover.zero_scan = opts.zero_scan;
     let counting = CountingReporter {
         inner: reporter,
         stats,

@@ -71,6 +71,9 @@ pub struct Mover {
     pub reflink: Reflink,
     /// Hole policy.
     pub sparse: Sparse,
+    /// Check data passing through memory for all-zero blocks (off only to measure what
+    /// the check costs).
+    pub zero_scan: bool,
     clone_refused: AtomicBool,
     kernel_copy_refused: AtomicBool,
 }
@@ -174,7 +177,7 @@ impl Mover {
                     Err(e) => return Err(e.into()),
                 }
             }
-            let scan = self.sparse != Sparse::Never;
+            let scan = self.sparse != Sparse::Never && self.zero_scan;
             if let Some(end) =
                 buffered_copy(src.fd, start, dst, dst_off, len, scan, hasher.as_mut())?
             {

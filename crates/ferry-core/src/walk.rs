@@ -258,21 +258,22 @@ impl<S: TreeSink> Walker<'_, S> {
 
     /// Reads a directory, queues its subdirectories and pushes its leaves into the sink.
     fn read_dir(&self, node: Arc<Node<S::Dir>>) {
-        let names = match read_names(&node.src, &node.entry.path) {
-            Ok(n) => n,
-            Err(e) => {
-                self.report(&e);
-                return self.complete(node);
-            }
-        };
+        if let Err(e) = read_names(&node.src, &node.entry.path, |batch| {
+            self.spread(&node, batch)
+        }) {
+            self.report(&e);
+        }
+        self.complete(node);
+    }
+
+    /// Hands out one batch of a directory's names: subdirectories and shared chunks of
+    /// leaves go on the stack, the first chunk of leaves is pushed into the sink here.
+    fn spread(&self, node: &Arc<Node<S::Dir>>, names: Vec<Name>) {
         let (dirs, mut leaves): (Vec<Name>, Vec<Name>) = names
             .into_iter()
             .partition(|n| n.kind == FileType::Directory);
-        let chunk = self
-            .cfg
-            .chunk
-            .max(leaves.len().div_ceil(self.cfg.max_ways.max(1)))
-            .max(1);
+        let ways = self.cfg.max_ways.max(1);
+        let chunk = self.cfg.chunk.max(leaves.len().div_ceil(ways)).max(1);
         let mut shared = Vec::new();
         while leaves.len() > chunk {
             let rest = leaves.split_off(chunk);
@@ -291,9 +292,8 @@ impl<S: TreeSink> Walker<'_, S> {
         }));
         self.queue.push(shared);
         for n in &leaves {
-            self.leaf(&node, n);
+            self.leaf(node, n);
         }
-        self.complete(node);
     }
 
     /// One of `node`'s work items is done; finishes directories whose work is all done.
@@ -416,13 +416,22 @@ fn link_info(st: &rfs::Stat) -> Option<(InodeKey, u64)> {
     ))
 }
 
-/// All names in a directory except `.` and `..`, in inode order, with their types
-/// (looked up when the filesystem does not report them).
-fn read_names(dir: &OwnedFd, path: &RelPath) -> Result<Vec<Name>> {
+/// At most this many names of one directory are held in memory at once, so a directory
+/// of millions of entries costs no more memory than one of [`BATCH`].
+pub const BATCH: usize = 16 * 1024;
+
+/// Reads all names in a directory except `.` and `..`, with their types (looked up when
+/// the filesystem does not report them), and hands them to `each` in batches of at most
+/// [`BATCH`], each sorted by inode number.
+fn read_names(dir: &OwnedFd, path: &RelPath, mut each: impl FnMut(Vec<Name>)) -> Result<()> {
     let mut buf: Vec<MaybeUninit<u8>> = Vec::with_capacity(64 * 1024);
     buf.resize(64 * 1024, MaybeUninit::uninit());
     let mut raw = RawDir::new(dir, &mut buf);
     let mut names = Vec::new();
+    let mut flush = |names: &mut Vec<Name>| {
+        names.sort_unstable_by_key(|n| n.ino);
+        each(std::mem::take(names));
+    };
     while let Some(item) = raw.next() {
         let item = item.at(path, "read directory")?;
         let name = item.file_name();
@@ -431,16 +440,22 @@ fn read_names(dir: &OwnedFd, path: &RelPath) -> Result<Vec<Name>> {
         }
         let mut kind = item.file_type();
         if kind == FileType::Unknown {
-            let st = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-                .at(&path.join(name.to_bytes()), "stat")?;
-            kind = FileType::from_raw_mode(st.st_mode);
+            // Left unknown on failure: the leaf's own stat reports it.
+            if let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                kind = FileType::from_raw_mode(st.st_mode);
+            }
         }
         names.push(Name {
             ino: item.ino(),
             kind,
             name: name.to_owned(),
         });
+        if names.len() == BATCH {
+            flush(&mut names);
+        }
     }
-    names.sort_unstable_by_key(|n| n.ino);
-    Ok(names)
+    if !names.is_empty() {
+        flush(&mut names);
+    }
+    Ok(())
 }
