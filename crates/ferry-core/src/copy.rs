@@ -36,6 +36,7 @@ impl Default for CopyOptions {
             sparse: Sparse::Auto,
             checksum: false,
             verify: false,
+            zero_scan: true,
         }
     }
 }
