@@ -229,15 +229,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     for (name, n) in &folders {
         let from = src.join(name);
         let base = timed(|| copy_one_at_a_time(&from, &root.join("plain").join(name)))?;
-        let fast = timed(|| {
-            Ok(copy_tree(
-                &from,
-                &root.join("ferry").join(name),
-                &opts,
-                &stats,
-                &StderrReporter,
-            )?)
-        })?;
+        let to = root.join("ferry").join(name);
+        let reporter = StderrReporter {
+            src: &from,
+            dst: &to,
+        };
+        let fast = timed(|| Ok(copy_tree(&from, &to, &opts, &stats, &reporter)?))?;
         t_base += base;
         t_ferry += fast;
         let (rb, rf) = (*n as f64 / base, *n as f64 / fast);

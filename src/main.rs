@@ -56,9 +56,17 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let terminal = std::io::stderr().is_terminal();
     let show = terminal && !args.output.no_progress && !args.output.json;
     let start = Instant::now();
-    progress::with_progress(show, &args.src, &stats, || {
-        copy_tree(&args.src, &args.dst, &opts, &stats, &StderrReporter)
-    })?;
+    let reporter = StderrReporter {
+        src: &args.src,
+        dst: &args.dst,
+    };
+    let copied = progress::with_progress(show, &args.src, &stats, || {
+        copy_tree(&args.src, &args.dst, &opts, &stats, &reporter)
+    });
+    if let Err(e) = copied {
+        eprintln!("ferry: {}", reporter.line(&e));
+        return Ok(ExitCode::from(2));
+    }
     let summary = Summary::new(&stats.snapshot(), start.elapsed().as_secs_f64());
     summary.print(args.output.json, terminal);
     Ok(if summary.errors > 0 {

@@ -1,17 +1,40 @@
 //! What a job prints: one line per failure on stderr, and the summary (a JSON object for
 //! scripts, a line for people).
 
+use ferry_core::error::Side;
 use ferry_core::stats::Snapshot;
-use ferry_core::{Error, Reporter};
+use ferry_core::{Error, RelPath, Reporter};
 use serde::Serialize;
 use std::io::Write;
+use std::path::Path;
 
-/// Prints errors and warnings on stderr, one line each.
-pub struct StderrReporter;
+/// Prints errors and warnings on stderr, one line each, naming every path in full: the
+/// root of its side joined with its path in the tree.
+pub struct StderrReporter<'a> {
+    /// The source tree's root as the user named it.
+    pub src: &'a Path,
+    /// The destination tree's root as the user named it.
+    pub dst: &'a Path,
+}
 
-impl Reporter for StderrReporter {
+impl StderrReporter<'_> {
+    /// The one-line message for `err`.
+    pub fn line(&self, err: &Error) -> String {
+        let root = match err.side {
+            Side::Source => self.src,
+            Side::Destination => self.dst,
+        };
+        let mut full = RelPath::from_bytes(root.as_os_str().as_encoded_bytes().to_vec());
+        if !err.path.is_root() {
+            full = full.join(err.path.as_bytes());
+        }
+        format!("{full}: {}: {}", err.op, err.os)
+    }
+}
+
+impl Reporter for StderrReporter<'_> {
     fn error(&self, err: &Error) {
-        let _ = writeln!(std::io::stderr().lock(), "ferry: {err}");
+        let _ = writeln!(std::io::stderr().lock(), "ferry: {}", self.line(err));
     }
     fn warn(&self, msg: &str) {
         let _ = writeln!(std::io::stderr().lock(), "ferry: warning: {msg}");

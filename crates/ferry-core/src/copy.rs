@@ -47,10 +47,6 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()) * 4
 }
 
-fn shown(p: &Path) -> RelPath {
-    RelPath::from_bytes(p.as_os_str().as_encoded_bytes().to_vec())
-}
-
 /// `dst` made absolute and free of symlinks as far as it exists.
 fn resolve_partly(dst: &Path) -> io::Result<PathBuf> {
     let mut rest = Vec::new();
@@ -85,19 +81,19 @@ pub fn copy_tree(
 ) -> Result<()> {
     let src_real = src
         .canonicalize()
-        .map_err(|e| Error::new(&shown(src), "open source", e))?;
+        .map_err(|e| Error::new(&RelPath::root(), "open source", e))?;
     if !src_real.is_dir() {
         return Err(Error::new(
-            &shown(src),
+            &RelPath::root(),
             "open source",
             io::Error::other("not a directory"),
         ));
     }
     let dst_real =
-        resolve_partly(dst).map_err(|e| Error::new(&shown(dst), "resolve destination", e))?;
+        resolve_partly(dst).map_err(|e| Error::dst(&RelPath::root(), "resolve destination", e))?;
     if dst_real.starts_with(&src_real) {
-        return Err(Error::new(
-            &shown(dst),
+        return Err(Error::dst(
+            &RelPath::root(),
             "copy",
             io::Error::other("cannot copy a directory into itself"),
         ));

@@ -3,12 +3,23 @@
 use crate::entry::RelPath;
 use std::io;
 
+/// Which tree a path belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The tree being read.
+    Source,
+    /// The tree being written.
+    Destination,
+}
+
 /// A failure on one path. Most are per-file: the job goes on and counts them.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {op}: {os}")]
 pub struct Error {
-    /// The path, relative to the side the operation touched (source or destination).
+    /// The path, relative to the root of `side`.
     pub path: RelPath,
+    /// The tree the path is in.
+    pub side: Side,
     /// What was being done, e.g. "open source", "clone".
     pub op: &'static str,
     /// The OS error (shown in the message, so it is not also chained as a source).
@@ -16,12 +27,21 @@ pub struct Error {
 }
 
 impl Error {
-    /// Builds an error for `path` and `op`.
+    /// An error at `path` in the source tree.
     pub fn new(path: &RelPath, op: &'static str, source: impl Into<io::Error>) -> Self {
         Error {
             path: path.clone(),
+            side: Side::Source,
             op,
             os: source.into(),
+        }
+    }
+
+    /// An error at `path` in the destination tree.
+    pub fn dst(path: &RelPath, op: &'static str, source: impl Into<io::Error>) -> Self {
+        Error {
+            side: Side::Destination,
+            ..Error::new(path, op, source)
         }
     }
 }
@@ -31,13 +51,18 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// Adds the path and operation to an `io::Result`.
 pub trait Context<T> {
-    /// Turns an OS error into an [`Error`] naming `path` and `op`.
+    /// Turns an OS error into an [`Error`] naming `path` in the source and `op`.
     fn at(self, path: &RelPath, op: &'static str) -> Result<T>;
+    /// Turns an OS error into an [`Error`] naming `path` in the destination and `op`.
+    fn at_dst(self, path: &RelPath, op: &'static str) -> Result<T>;
 }
 
 impl<T, E: Into<io::Error>> Context<T> for std::result::Result<T, E> {
     fn at(self, path: &RelPath, op: &'static str) -> Result<T> {
         self.map_err(|e| Error::new(path, op, e))
+    }
+    fn at_dst(self, path: &RelPath, op: &'static str) -> Result<T> {
+        self.map_err(|e| Error::dst(path, op, e))
     }
 }
 

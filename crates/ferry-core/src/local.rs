@@ -63,7 +63,7 @@ impl DstDir {
 
 fn cname(path: &RelPath) -> Result<CString> {
     CString::new(path.file_name())
-        .map_err(|_| Error::new(path, "name", io::Error::other("contains a NUL byte")))
+        .map_err(|_| Error::dst(path, "name", io::Error::other("contains a NUL byte")))
 }
 
 fn other(msg: &str) -> io::Error {
@@ -109,7 +109,7 @@ impl<'a> LocalTreeSink<'a> {
         let n = self
             .meta
             .apply_fd(fd, meta, chmod, created)
-            .map_err(|(op, e)| Error::new(path, op, e))?;
+            .map_err(|(op, e)| Error::dst(path, op, e))?;
         self.notice(n);
         Ok(())
     }
@@ -123,20 +123,20 @@ impl<'a> LocalTreeSink<'a> {
         match rfs::statat(&*dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(Some(st)),
             Err(Errno::NOENT) => Ok(None),
-            Err(e) => Err(Error::new(path, "stat destination", e)),
+            Err(e) => Err(Error::dst(path, "stat destination", e)),
         }
     }
 
     /// Removes a non-directory in the way of a new node.
     fn remove(&self, dir: &DstDir, name: &CStr, path: &RelPath, st: &Stat) -> Result<()> {
         if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
-            return Err(Error::new(
+            return Err(Error::dst(
                 path,
                 "replace",
                 other("a directory is in the way in the destination"),
             ));
         }
-        rfs::unlinkat(&*dir.fd, name, AtFlags::empty()).at(path, "remove old destination")
+        rfs::unlinkat(&*dir.fd, name, AtFlags::empty()).at_dst(path, "remove old destination")
     }
 
     fn file(&self, dir: &DstDir, entry: &Entry, data: Option<&SourceData<'_>>) -> Result<()> {
@@ -146,7 +146,7 @@ impl<'a> LocalTreeSink<'a> {
         let path = &entry.path;
         let name = cname(path)?;
         let Some(data) = data else {
-            return Err(Error::new(path, "copy", other("no data given for a file")));
+            return Err(Error::dst(path, "copy", other("no data given for a file")));
         };
         let claim = links.map(|(key, _)| (key, self.links.claim(key)));
         if let Some((_, Claim::Link(made))) = &claim {
@@ -201,7 +201,7 @@ impl<'a> LocalTreeSink<'a> {
             access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             mode,
         )
-        .at(path, "create")?;
+        .at_dst(path, "create")?;
         let written = self
             .write_data(&fd, path, data)
             .and_then(|()| self.apply(&fd, path, &entry.meta, chmod, dir.plain_owner));
@@ -219,16 +219,16 @@ impl<'a> LocalTreeSink<'a> {
         let moved = self
             .mover
             .copy(data, fd.as_fd(), data.offset == 0, self.update.verify)
-            .at(path, "copy data")?;
+            .at_dst(path, "copy data")?;
         Stats::bump(match moved.method {
             data::Method::Clone => &self.stats.cloned,
             data::Method::KernelCopy => &self.stats.kernel_copied,
             data::Method::Buffered => &self.stats.buffered,
         });
         if let Some(want) = moved.hash {
-            let got = data::hash_range(fd, 0, data.len).at(path, "verify")?;
+            let got = data::hash_range(fd, 0, data.len).at_dst(path, "verify")?;
             if got != want {
-                return Err(Error::new(
+                return Err(Error::dst(
                     path,
                     "verify",
                     other("destination content differs from source"),
@@ -259,8 +259,8 @@ impl<'a> LocalTreeSink<'a> {
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .at(&entry.path, "open destination")?;
-        let theirs = data::hash_range(&fd, 0, data.len).at(&entry.path, "read destination")?;
+        .at_dst(&entry.path, "open destination")?;
+        let theirs = data::hash_range(&fd, 0, data.len).at_dst(&entry.path, "read destination")?;
         let ours = data::hash_range(data.fd, data.offset, data.len).at(&entry.path, "read")?;
         Ok(theirs == ours)
     }
@@ -280,7 +280,7 @@ impl<'a> LocalTreeSink<'a> {
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .at(&entry.path, "open destination")?;
+        .at_dst(&entry.path, "open destination")?;
         self.apply(&fd, &entry.path, m, true, false)
     }
 
@@ -319,7 +319,7 @@ impl<'a> LocalTreeSink<'a> {
                 };
                 self.file_data(dir, name, entry, size, data)
             }
-            Err(e) => Err(Error::new(path, "link", e)),
+            Err(e) => Err(Error::dst(path, "link", e)),
         }
     }
 
@@ -342,8 +342,9 @@ impl<'a> LocalTreeSink<'a> {
             }
         }
         let target = CString::new(target)
-            .map_err(|_| Error::new(path, "symlink", other("target contains a NUL byte")))?;
-        rfs::symlinkat(target.as_c_str(), &*dir.fd, name.as_c_str()).at(path, "create symlink")?;
+            .map_err(|_| Error::dst(path, "symlink", other("target contains a NUL byte")))?;
+        rfs::symlinkat(target.as_c_str(), &*dir.fd, name.as_c_str())
+            .at_dst(path, "create symlink")?;
         self.meta_at(dir, &name, entry, true)?;
         Stats::bump(&self.stats.others);
         Ok(())
@@ -372,7 +373,7 @@ impl<'a> LocalTreeSink<'a> {
             Mode::from_raw_mode(entry.meta.mode & 0o777),
             rdev,
         )
-        .at(path, "create special file")?;
+        .at_dst(path, "create special file")?;
         self.meta_at(dir, &name, entry, false)?;
         Stats::bump(&self.stats.others);
         Ok(())
@@ -381,7 +382,7 @@ impl<'a> LocalTreeSink<'a> {
     fn meta_at(&self, dir: &DstDir, name: &CStr, entry: &Entry, is_symlink: bool) -> Result<()> {
         self.meta
             .apply_at(&*dir.fd, name, &entry.meta, is_symlink)
-            .map_err(|(op, e)| Error::new(&entry.path, op, e))
+            .map_err(|(op, e)| Error::dst(&entry.path, op, e))
     }
 
     /// Opens an existing destination directory, making sure this job can fill it.
@@ -393,18 +394,18 @@ impl<'a> LocalTreeSink<'a> {
             Mode::empty(),
         )
         .map_err(|e| match e {
-            Errno::NOTDIR | Errno::LOOP => Error::new(
+            Errno::NOTDIR | Errno::LOOP => Error::dst(
                 path,
                 "create directory",
                 other("something that is not a directory is in the way in the destination"),
             ),
-            e => Error::new(path, "open destination directory", e),
+            e => Error::dst(path, "open destination directory", e),
         })?;
         if !self.meta.privileged {
-            let st = rfs::fstat(&fd).at(path, "stat destination")?;
+            let st = rfs::fstat(&fd).at_dst(path, "stat destination")?;
             if st.st_mode & 0o700 != 0o700 {
                 rfs::fchmod(&fd, Mode::from_raw_mode((st.st_mode & 0o7777) | 0o700))
-                    .at(path, "set mode")?;
+                    .at_dst(path, "set mode")?;
             }
         }
         Ok(fd)
@@ -416,7 +417,7 @@ impl TreeSink for LocalTreeSink<'_> {
 
     fn root(&self, entry: &Entry) -> Result<DstDir> {
         let _ = entry;
-        let shown = RelPath::from_bytes(self.dst.as_os_str().as_encoded_bytes().to_vec());
+        let shown = RelPath::root();
         // Private until its own mode is applied after the children; missing parents
         // are made as `mkdir -p` would.
         let mut builder = std::fs::DirBuilder::new();
@@ -427,14 +428,14 @@ impl TreeSink for LocalTreeSink<'_> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if let Some(parent) = self.dst.parent() {
                     std::fs::create_dir_all(parent)
-                        .map_err(|e| Error::new(&shown, "create destination", e))?;
+                        .map_err(|e| Error::dst(&shown, "create destination", e))?;
                 }
                 builder
                     .create(&self.dst)
-                    .map_err(|e| Error::new(&shown, "create destination", e))?;
+                    .map_err(|e| Error::dst(&shown, "create destination", e))?;
                 true
             }
-            Err(e) => return Err(Error::new(&shown, "create destination", e)),
+            Err(e) => return Err(Error::dst(&shown, "create destination", e)),
         };
         // A new root under a setgid parent inherits the bit; look rather than guess.
         let plain_owner = fresh && rfs::stat(&self.dst).is_ok_and(|st| st.st_mode & 0o2000 == 0);
@@ -443,7 +444,7 @@ impl TreeSink for LocalTreeSink<'_> {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| Error::new(&shown, "open destination", e))?;
+        .map_err(|e| Error::dst(&shown, "open destination", e))?;
         Stats::bump(&self.stats.dirs);
         Ok(DstDir {
             fd: Arc::new(fd),
@@ -458,7 +459,7 @@ impl TreeSink for LocalTreeSink<'_> {
         let fresh = match rfs::mkdirat(&*parent.fd, name.as_c_str(), Mode::from_raw_mode(0o700)) {
             Ok(()) => true,
             Err(Errno::EXIST) => false,
-            Err(e) => return Err(Error::new(path, "create directory", e)),
+            Err(e) => return Err(Error::dst(path, "create directory", e)),
         };
         let fd = if fresh {
             rfs::openat(
@@ -467,7 +468,7 @@ impl TreeSink for LocalTreeSink<'_> {
                 OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                 Mode::empty(),
             )
-            .at(path, "open destination directory")?
+            .at_dst(path, "open destination directory")?
         } else {
             self.open_existing_dir(&parent.fd, &name, path)?
         };
@@ -488,12 +489,12 @@ impl TreeSink for LocalTreeSink<'_> {
             }
             // Links by name come from archives; resolving their targets safely beneath
             // the destination belongs to the archive reader, which does not exist yet.
-            EntryKind::HardLink { .. } => Err(Error::new(
+            EntryKind::HardLink { .. } => Err(Error::dst(
                 &entry.path,
                 "link",
                 other("hardlinks by name are not supported by this sink"),
             )),
-            EntryKind::Dir => Err(Error::new(
+            EntryKind::Dir => Err(Error::dst(
                 &entry.path,
                 "copy",
                 other("directory passed as a leaf"),

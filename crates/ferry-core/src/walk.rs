@@ -133,13 +133,7 @@ pub fn walk<S: TreeSink>(
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| {
-        Error::new(
-            &RelPath::from_bytes(root.as_os_str().as_encoded_bytes().to_vec()),
-            "open source",
-            e,
-        )
-    })?;
+    .map_err(|e| Error::new(&RelPath::root(), "open source", e))?;
     let entry = dir_entry(&fd, root_path)?;
     let dst = sink.root(&entry)?;
     let walker = Walker {
