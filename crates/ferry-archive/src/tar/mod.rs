@@ -1,0 +1,1 @@
+//! Reading tar streams: headers, pax records, GNU extensions, sparse maps.
