@@ -1,10 +1,9 @@
 //! Counting a tree (files and bytes) without reading any data: the progress total,
 //! counted concurrently with the job so the job never waits for it.
 
-use crate::data::SourceData;
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Reporter, Result};
-use crate::sink::TreeSink;
+use crate::sink::{FileData, TreeSink};
 use crate::walk::{walk, WalkConfig};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -33,7 +32,7 @@ impl TreeSink for CountSink<'_> {
     fn dir(&self, _: &(), _: &Entry) -> Result<()> {
         Ok(())
     }
-    fn leaf(&self, _: &(), entry: &Entry, _: Option<&SourceData<'_>>) -> Result<()> {
+    fn leaf(&self, _: &(), entry: &Entry, _: Option<FileData<'_>>) -> Result<()> {
         self.0.entries.fetch_add(1, Relaxed);
         if let EntryKind::File { size, .. } = entry.kind {
             self.0.bytes.fetch_add(size, Relaxed);

@@ -1,17 +1,20 @@
 //! Moving file data: the capability ladder clone > `copy_file_range` > buffered, with
 //! holes kept and all-zero blocks turned into holes.
 //!
-//! The planner ([`plan`]) picks one method per file from what the job allows and what
-//! has worked so far; each method falls back to the next when the kernel says no
-//! (`EXDEV`, `EOPNOTSUPP`, `EINVAL`), and the refusal is remembered for the rest of the
-//! job so it costs one failed call, not one per file.
+//! Every transfer is a list of [`Segment`]s: runs of a file's bytes, each with where it
+//! lies in the file, in the source descriptor and in the target descriptor. A local copy
+//! maps offsets one to one; packing maps a file's runs onto consecutive archive bytes;
+//! unpacking maps them back. Per segment the mover tries the cheapest method the job and
+//! the alignment allow, falls back when the kernel says no (`EXDEV`, `EOPNOTSUPP`,
+//! `EINVAL`), and remembers the refusal so it costs one failed call per job, not one per
+//! file.
 
-use crate::zero;
+use crate::zero::{self, BLOCK};
 use rustix::fs::{self as rfs, SeekFrom};
 use rustix::io::Errno;
 use std::cell::RefCell;
-use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -40,10 +43,10 @@ pub enum Sparse {
     Never,
 }
 
-/// How one file's data was moved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How one file's data was moved (the cheapest method used for any part of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Method {
-    /// Shared blocks (FICLONE).
+    /// Shared blocks (FICLONE / FICLONERANGE).
     Clone,
     /// In-kernel copy (`copy_file_range`).
     KernelCopy,
@@ -51,17 +54,17 @@ pub enum Method {
     Buffered,
 }
 
-/// Where a file's data is read from: a byte range of a local file.
-#[derive(Clone, Copy, Debug)]
-pub struct SourceData<'a> {
-    /// The open file holding the data.
-    pub fd: BorrowedFd<'a>,
-    /// Where the data starts in that file.
-    pub offset: u64,
-    /// How many bytes.
+/// One run of a file's bytes and where it lies on each side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Offset of the run in the file it belongs to (its logical offset).
+    pub file_off: u64,
+    /// Offset of the run in the source descriptor.
+    pub src: u64,
+    /// Offset of the run in the target descriptor.
+    pub dst: u64,
+    /// Length in bytes.
     pub len: u64,
-    /// True when the source range may contain holes worth finding with SEEK_DATA.
-    pub maybe_sparse: bool,
 }
 
 /// What a job allows, and what the kernel has refused so far.
@@ -89,10 +92,19 @@ thread_local! {
 /// The result of moving one file's data.
 #[derive(Debug)]
 pub struct Moved {
-    /// The method that did the work.
+    /// The cheapest method that did part of the work.
     pub method: Method,
-    /// xxh3-128 of the source bytes, when asked for.
+    /// xxh3-128 of the file's logical content (holes read as zeros), when asked for.
     pub hash: Option<u128>,
+    /// Target offset just past the last byte written (or cloned), if any was.
+    pub written_end: Option<u64>,
+}
+
+fn refused(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::XDEV | Errno::OPNOTSUPP | Errno::INVAL | Errno::NOTTY | Errno::PERM | Errno::NOSYS
+    )
 }
 
 impl Mover {
@@ -101,123 +113,305 @@ impl Mover {
         Mover {
             reflink,
             sparse,
+            zero_scan: true,
             ..Default::default()
         }
     }
 
-    /// The method to try first for a file. With `hash`, the data must pass through
-    /// memory unless it is cloned (then the source is read once more to hash it).
-    pub fn plan(&self, src: &SourceData<'_>, whole_file: bool, hash: bool) -> Method {
-        let clone_ok = self.reflink != Reflink::Never && !self.clone_refused.load(Relaxed);
-        if clone_ok && whole_file && src.len > 0 {
-            return Method::Clone;
-        }
-        // Only data that passes through memory can be checked for zero blocks; with
-        // holes off there is nothing to check, and the kernel copies cheapest.
-        if self.sparse == Sparse::Never && !hash && !self.kernel_copy_refused.load(Relaxed) {
-            return Method::KernelCopy;
-        }
-        Method::Buffered
+    fn may_clone(&self) -> bool {
+        self.reflink != Reflink::Never && !self.clone_refused.load(Relaxed)
     }
 
-    /// Copies `src` to offset 0 of the empty file `dst`, leaving holes as the policy
-    /// says, and sets `dst`'s length. `whole_file` says `src` is an entire file (so it
-    /// may be cloned with FICLONE). With `hash`, returns the xxh3-128 of the source data.
-    pub fn copy(
+    /// Kernel copies are used only when nothing needs to see the bytes: with holes off
+    /// there are no zero blocks to look for, and without a hash nothing to hash.
+    fn may_kernel_copy(&self, hash: bool) -> bool {
+        self.sparse == Sparse::Never && !hash && !self.kernel_copy_refused.load(Relaxed)
+    }
+
+    /// Notes a clone the kernel refused; an error under `--reflink=always`.
+    fn clone_failed(&self, e: Errno) -> io::Result<()> {
+        if self.reflink == Reflink::Always || !refused(e) {
+            return Err(e.into());
+        }
+        self.clone_refused.store(true, Relaxed);
+        Ok(())
+    }
+
+    /// Copies the whole local file `src` (`size` bytes) into the new, empty file `dst`,
+    /// keeping holes as the policy says, and sets `dst`'s length. `maybe_sparse` says the
+    /// source may have holes worth finding (its blocks do not cover its size).
+    pub fn copy_file(
         &self,
-        src: &SourceData<'_>,
+        src: BorrowedFd<'_>,
+        size: u64,
+        maybe_sparse: bool,
         dst: BorrowedFd<'_>,
-        whole_file: bool,
         hash: bool,
     ) -> io::Result<Moved> {
-        let mut method = self.plan(src, whole_file, hash);
-        if method == Method::Clone {
-            match rfs::ioctl_ficlone(dst, src.fd) {
+        if self.may_clone() && size > 0 {
+            match rfs::ioctl_ficlone(dst, src) {
                 Ok(()) => {
                     let hash = if hash {
-                        Some(hash_range(src.fd, src.offset, src.len)?)
+                        Some(hash_range(src, 0, size)?)
                     } else {
                         None
                     };
-                    return Ok(Moved { method, hash });
+                    return Ok(Moved {
+                        method: Method::Clone,
+                        hash,
+                        written_end: Some(size),
+                    });
                 }
-                Err(e) if self.reflink == Reflink::Always => return Err(e.into()),
-                Err(Errno::XDEV | Errno::OPNOTSUPP | Errno::INVAL | Errno::NOTTY | Errno::PERM) => {
-                    self.clone_refused.store(true, Relaxed);
-                    method = self.plan(src, false, hash);
-                }
-                Err(e) => return Err(e.into()),
+                Err(e) => self.clone_failed(e)?,
             }
         }
-        let keep_holes = self.sparse != Sparse::Never && src.maybe_sparse;
-        let segments = if keep_holes {
-            data_segments(src)?
+        let runs = if maybe_sparse && self.sparse != Sparse::Never {
+            data_runs(src, 0, size)?
         } else {
-            vec![(src.offset, src.len)]
+            vec![(0, size)]
         };
+        let segs: Vec<Segment> = runs
+            .iter()
+            .map(|&(o, l)| Segment {
+                file_off: o,
+                src: o,
+                dst: o,
+                len: l,
+            })
+            .collect();
+        let moved = self.transfer(src, dst, &segs, size, hash)?;
+        // Holes at the end (or a file that is all holes) need the length set.
+        if moved.written_end.unwrap_or(0) < size {
+            rfs::ftruncate(dst, size)?;
+        }
+        Ok(moved)
+    }
+
+    /// Moves `segs` (in file order) from `src` to `dst`, whose target ranges must not
+    /// have been written before (skipped zero blocks are left as holes). `size` is the
+    /// file's logical size, for the hash. Block-aligned parts are cloned where allowed,
+    /// the rest moved by the kernel or through memory.
+    pub fn transfer(
+        &self,
+        src: BorrowedFd<'_>,
+        dst: BorrowedFd<'_>,
+        segs: &[Segment],
+        size: u64,
+        hash: bool,
+    ) -> io::Result<Moved> {
         let mut hasher = hash.then(Xxh3::new);
-        let mut covered = src.offset; // source offset up to which the hash is fed
-        let mut written_end = 0u64; // destination offset after the last byte written
-        for &(start, len) in &segments {
+        let mut method = Method::Buffered;
+        let mut covered = 0u64; // file offset up to which the hash is fed
+        let mut written_end = None;
+        for seg in segs {
             if let Some(h) = hasher.as_mut() {
-                hash_zeros(h, start - covered);
+                hash_zeros(h, seg.file_off.saturating_sub(covered));
             }
-            let dst_off = start - src.offset;
-            covered = start + len;
-            if method == Method::KernelCopy {
-                match kernel_copy(src.fd, start, dst, dst_off, len) {
+            covered = seg.file_off + seg.len;
+            let mut done = 0;
+            if self.may_clone() && seg.src % BLOCK as u64 == 0 && seg.dst % BLOCK as u64 == 0 {
+                let aligned = seg.len - seg.len % BLOCK as u64;
+                if aligned > 0 {
+                    match clone_range(dst, src, seg.src, aligned, seg.dst) {
+                        Ok(()) => {
+                            done = aligned;
+                            method = Method::Clone;
+                            written_end = Some(seg.dst + aligned);
+                            if let Some(h) = hasher.as_mut() {
+                                hash_into(h, src, seg.src, aligned)?;
+                            }
+                        }
+                        Err(e) => self.clone_failed(e)?,
+                    }
+                }
+            }
+            let rest = Segment {
+                file_off: seg.file_off + done,
+                src: seg.src + done,
+                dst: seg.dst + done,
+                len: seg.len - done,
+            };
+            if rest.len == 0 {
+                continue;
+            }
+            if self.may_kernel_copy(hash) {
+                match kernel_copy(src, rest.src, dst, rest.dst, rest.len) {
                     Ok(()) => {
-                        written_end = dst_off + len;
+                        method = method.min(Method::KernelCopy);
+                        written_end = Some(rest.dst + rest.len);
                         continue;
                     }
-                    Err(Errno::XDEV | Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS) => {
-                        self.kernel_copy_refused.store(true, Relaxed);
-                        method = Method::Buffered;
-                    }
+                    Err(e) if refused(e) => self.kernel_copy_refused.store(true, Relaxed),
                     Err(e) => return Err(e.into()),
                 }
             }
-            let scan = self.sparse != Sparse::Never && self.zero_scan;
+            let mut reader = PositionedReader {
+                fd: src,
+                pos: rest.src,
+            };
             if let Some(end) =
-                buffered_copy(src.fd, start, dst, dst_off, len, scan, hasher.as_mut())?
+                self.buffered(&mut reader, dst, rest.dst, rest.len, hasher.as_mut())?
             {
-                written_end = end;
+                written_end = Some(end);
             }
         }
         if let Some(h) = hasher.as_mut() {
-            hash_zeros(h, src.offset + src.len - covered);
-        }
-        // Holes at the end (or a file that is all holes) need the length set.
-        if written_end < src.len {
-            rfs::ftruncate(dst, src.len)?;
+            hash_zeros(h, size.saturating_sub(covered));
         }
         Ok(Moved {
             method,
             hash: hasher.map(|h| h.digest128()),
+            written_end,
+        })
+    }
+
+    /// Moves a file's runs read in order from a stream (an archive on a pipe) into
+    /// `dst`. `runs` are `(file offset, length)`; the target offsets are `base` plus the
+    /// file offset.
+    pub fn transfer_stream(
+        &self,
+        src: &mut dyn Read,
+        dst: BorrowedFd<'_>,
+        base: u64,
+        runs: &[(u64, u64)],
+        size: u64,
+        hash: bool,
+    ) -> io::Result<Moved> {
+        let mut hasher = hash.then(Xxh3::new);
+        let mut covered = 0u64;
+        let mut written_end = None;
+        for &(off, len) in runs {
+            if let Some(h) = hasher.as_mut() {
+                hash_zeros(h, off.saturating_sub(covered));
+            }
+            covered = off + len;
+            if let Some(end) = self.buffered(src, dst, base + off, len, hasher.as_mut())? {
+                written_end = Some(end);
+            }
+        }
+        if let Some(h) = hasher.as_mut() {
+            hash_zeros(h, size.saturating_sub(covered));
+        }
+        Ok(Moved {
+            method: Method::Buffered,
+            hash: hasher.map(|h| h.digest128()),
+            written_end,
+        })
+    }
+
+    /// Reads `len` bytes from `src` and writes them at `dst_off`, skipping all-zero
+    /// blocks unless holes are off. Returns the target offset just past the last byte
+    /// written, if any. Fails if `src` ends early.
+    fn buffered(
+        &self,
+        src: &mut dyn Read,
+        dst: BorrowedFd<'_>,
+        dst_off: u64,
+        len: u64,
+        mut hasher: Option<&mut Xxh3>,
+    ) -> io::Result<Option<u64>> {
+        let scan = self.sparse != Sparse::Never && self.zero_scan;
+        with_buffer(len, |buf| {
+            let mut done = 0u64;
+            let mut written_end = None;
+            while done < len {
+                let want = (len - done).min(buf.len() as u64) as usize;
+                let chunk = &mut buf[..want];
+                src.read_exact(chunk)?;
+                if let Some(h) = hasher.as_deref_mut() {
+                    h.update(chunk);
+                }
+                let at = dst_off + done;
+                if scan {
+                    for (s, e) in zero::data_runs(chunk) {
+                        write_full(dst, &chunk[s..e], at + s as u64)?;
+                        written_end = Some(at + e as u64);
+                    }
+                } else {
+                    write_full(dst, chunk, at)?;
+                    written_end = Some(at + want as u64);
+                }
+                done += want as u64;
+            }
+            Ok(written_end)
         })
     }
 }
 
-/// The data runs of a source range as `(offset, len)`, found with SEEK_DATA/SEEK_HOLE.
-/// A filesystem that cannot tell yields one run for the whole range.
-pub fn data_segments(src: &SourceData<'_>) -> io::Result<Vec<(u64, u64)>> {
-    let end = src.offset + src.len;
+/// The segments of a file whose runs `(file offset, length)` are stored one after
+/// another from `offset`, mapped back to their places in the file.
+pub fn run_segments(offset: u64, runs: &[(u64, u64)]) -> Vec<Segment> {
+    let mut src = offset;
+    runs.iter()
+        .map(|&(file_off, len)| {
+            let seg = Segment {
+                file_off,
+                src,
+                dst: file_off,
+                len,
+            };
+            src += len;
+            seg
+        })
+        .collect()
+}
+
+/// xxh3-128 of the logical content of a file stored as runs from `offset` in `fd`.
+pub fn hash_runs(
+    fd: BorrowedFd<'_>,
+    offset: u64,
+    runs: &[(u64, u64)],
+    size: u64,
+) -> io::Result<u128> {
+    let mut h = Xxh3::new();
+    let mut covered = 0;
+    for seg in run_segments(offset, runs) {
+        hash_zeros(&mut h, seg.file_off.saturating_sub(covered));
+        hash_into(&mut h, fd, seg.src, seg.len)?;
+        covered = seg.file_off + seg.len;
+    }
+    hash_zeros(&mut h, size.saturating_sub(covered));
+    Ok(h.digest128())
+}
+
+/// Reads a descriptor from a position with `pread`, leaving its file offset alone.
+struct PositionedReader<'a> {
+    fd: BorrowedFd<'a>,
+    pos: u64,
+}
+
+impl Read for PositionedReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match rustix::io::pread(self.fd, &mut *buf, self.pos) {
+                Ok(n) => {
+                    self.pos += n as u64;
+                    return Ok(n);
+                }
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// The data runs of `fd` within `[offset, offset + len)` as `(offset, len)`, found with
+/// SEEK_DATA/SEEK_HOLE. A filesystem that cannot tell yields one run for the range.
+pub fn data_runs(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<Vec<(u64, u64)>> {
+    let end = offset + len;
     let mut out = Vec::new();
-    let mut pos = src.offset;
+    let mut pos = offset;
     while pos < end {
-        let data = match rfs::seek(src.fd, SeekFrom::Data(pos)) {
+        let data = match rfs::seek(fd, SeekFrom::Data(pos)) {
             Ok(d) => d,
             Err(Errno::NXIO) => break, // only a hole is left
-            Err(Errno::INVAL | Errno::OPNOTSUPP) => return Ok(vec![(src.offset, src.len)]),
+            Err(Errno::INVAL | Errno::OPNOTSUPP) => return Ok(vec![(offset, len)]),
             Err(e) => return Err(e.into()),
         };
         if data >= end {
             break;
         }
-        let hole = match rfs::seek(src.fd, SeekFrom::Hole(data)) {
-            Ok(h) => h.min(end),
-            Err(e) => return Err(e.into()),
-        };
+        let hole = rfs::seek(fd, SeekFrom::Hole(data))?.min(end);
         if hole <= data {
             break;
         }
@@ -225,6 +419,37 @@ pub fn data_segments(src: &SourceData<'_>) -> io::Result<Vec<(u64, u64)>> {
         pos = hole;
     }
     Ok(out)
+}
+
+/// `struct file_clone_range` of `<linux/fs.h>`.
+#[repr(C)]
+struct FileCloneRange {
+    src_fd: i64,
+    src_offset: u64,
+    src_length: u64,
+    dest_offset: u64,
+}
+
+/// `ioctl(dst, FICLONERANGE, ...)`: shares `len` bytes of `src` at `src_off` into `dst`
+/// at `dst_off`. Offsets and length must be block-aligned.
+fn clone_range(
+    dst: BorrowedFd<'_>,
+    src: BorrowedFd<'_>,
+    src_off: u64,
+    len: u64,
+    dst_off: u64,
+) -> Result<(), Errno> {
+    use rustix::ioctl::{ioctl, opcode, Setter};
+    const FICLONERANGE: rustix::ioctl::Opcode = opcode::write::<FileCloneRange>(0x94, 13);
+    let arg = FileCloneRange {
+        src_fd: src.as_raw_fd() as i64,
+        src_offset: src_off,
+        src_length: len,
+        dest_offset: dst_off,
+    };
+    // SAFETY: FICLONERANGE takes a pointer to a `file_clone_range`, which `FileCloneRange`
+    // lays out exactly (`#[repr(C)]`, four 64-bit fields); the kernel only reads it.
+    unsafe { ioctl(dst, Setter::<FICLONERANGE, FileCloneRange>::new(arg)) }
 }
 
 fn kernel_copy(
@@ -237,53 +462,11 @@ fn kernel_copy(
     let end = off_in + len;
     while off_in < end {
         let want = (end - off_in).min(1 << 30) as usize;
-        let n = rfs::copy_file_range(src, Some(&mut off_in), dst, Some(&mut off_out), want)?;
-        if n == 0 {
-            break; // the source shrank
+        if rfs::copy_file_range(src, Some(&mut off_in), dst, Some(&mut off_out), want)? == 0 {
+            return Err(Errno::NODATA); // the source ended early
         }
     }
     Ok(())
-}
-
-/// Reads `len` bytes at `src_off` and writes them at `dst_off`, skipping all-zero blocks
-/// when `scan` is set (the destination must be freshly created, so skipped blocks are
-/// holes). Returns the destination offset just past the last byte written, if any.
-fn buffered_copy(
-    src: BorrowedFd<'_>,
-    src_off: u64,
-    dst: BorrowedFd<'_>,
-    dst_off: u64,
-    len: u64,
-    scan: bool,
-    mut hasher: Option<&mut Xxh3>,
-) -> io::Result<Option<u64>> {
-    with_buffer(len, |buf| {
-        let mut done = 0u64;
-        let mut written_end = None;
-        while done < len {
-            let want = (len - done).min(buf.len() as u64) as usize;
-            let got = read_full(src, &mut buf[..want], src_off + done)?;
-            if got == 0 {
-                break; // the source shrank
-            }
-            let chunk = &buf[..got];
-            if let Some(h) = hasher.as_deref_mut() {
-                h.update(chunk);
-            }
-            let at = dst_off + done;
-            if scan {
-                for (s, e) in zero::data_runs(chunk) {
-                    write_full(dst, &chunk[s..e], at + s as u64)?;
-                    written_end = Some(at + e as u64);
-                }
-            } else {
-                write_full(dst, chunk, at)?;
-                written_end = Some(at + got as u64);
-            }
-            done += got as u64;
-        }
-        Ok(written_end)
-    })
 }
 
 /// Runs `f` with this thread's buffer, sized for `len` bytes but at most [`BUFFER_SIZE`].
@@ -296,20 +479,6 @@ pub fn with_buffer<T>(len: u64, f: impl FnOnce(&mut [u8]) -> T) -> T {
         }
         f(&mut buf[..want])
     })
-}
-
-/// Reads until `buf` is full or the file ends; returns how much was read.
-pub fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match rustix::io::pread(fd, &mut buf[got..], offset + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(got)
 }
 
 /// Writes all of `buf` at `offset`.
@@ -337,22 +506,108 @@ fn hash_zeros(h: &mut Xxh3, mut n: u64) {
     }
 }
 
-/// xxh3-128 of `len` bytes of `fd` at `offset` (holes read as zeros).
-pub fn hash_range(fd: impl AsFd, offset: u64, len: u64) -> io::Result<u128> {
-    let fd = fd.as_fd();
-    let mut h = Xxh3::new();
+fn hash_into(h: &mut Xxh3, fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
+    let mut reader = PositionedReader { fd, pos: offset };
     with_buffer(len, |buf| {
-        let mut done = 0u64;
-        while done < len {
-            let want = (len - done).min(buf.len() as u64) as usize;
-            let got = read_full(fd, &mut buf[..want], offset + done)?;
+        let mut left = len;
+        while left > 0 {
+            let want = left.min(buf.len() as u64) as usize;
+            let got = reader.read(&mut buf[..want])?;
             if got == 0 {
-                break;
+                break; // holes past the end read as nothing; the caller hashes zeros
             }
             h.update(&buf[..got]);
-            done += got as u64;
+            left -= got as u64;
         }
-        Ok::<_, io::Error>(())
-    })?;
+        Ok(())
+    })
+}
+
+/// xxh3-128 of `len` bytes of `fd` at `offset` (holes read as zeros).
+pub fn hash_range(fd: impl AsFd, offset: u64, len: u64) -> io::Result<u128> {
+    let mut h = Xxh3::new();
+    hash_into(&mut h, fd.as_fd(), offset, len)?;
     Ok(h.digest128())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+
+    fn file_with(data: &[u8]) -> std::fs::File {
+        let mut f = tempfile::tempfile().expect("tempfile");
+        f.write_all(data).expect("write");
+        f
+    }
+
+    #[test]
+    fn transfer_maps_runs_and_hashes_logical_content() {
+        // Stored runs "aaaa" and "bb" at file offsets 0 and 10: logical "aaaa\0...\0bb".
+        let src = file_with(b"xxaaaabb");
+        let dst = tempfile::tempfile().expect("tempfile");
+        let mover = Mover::new(Reflink::Never, Sparse::Auto);
+        let segs = [
+            Segment {
+                file_off: 0,
+                src: 2,
+                dst: 100,
+                len: 4,
+            },
+            Segment {
+                file_off: 10,
+                src: 6,
+                dst: 110,
+                len: 2,
+            },
+        ];
+        let moved = mover
+            .transfer(src.as_fd(), dst.as_fd(), &segs, 12, true)
+            .expect("transfer");
+        assert_eq!(moved.written_end, Some(112));
+        let mut logical = b"aaaa".to_vec();
+        logical.resize(10, 0);
+        logical.extend_from_slice(b"bb");
+        assert_eq!(moved.hash, Some(xxhash_rust::xxh3::xxh3_128(&logical)));
+        let mut out = vec![0u8; 12];
+        rustix::io::pread(dst.as_fd(), &mut out[..], 100).expect("read");
+        assert_eq!(out, logical);
+    }
+
+    #[test]
+    fn short_source_is_an_error() {
+        let src = file_with(b"abc");
+        let dst = tempfile::tempfile().expect("tempfile");
+        let mover = Mover::new(Reflink::Never, Sparse::Auto);
+        let segs = [Segment {
+            file_off: 0,
+            src: 0,
+            dst: 0,
+            len: 10,
+        }];
+        assert!(mover
+            .transfer(src.as_fd(), dst.as_fd(), &segs, 10, false)
+            .is_err());
+    }
+
+    #[test]
+    fn zero_blocks_become_holes() {
+        let mut data = vec![0u8; 64 * BLOCK];
+        data[0] = 1;
+        let src = file_with(&data);
+        let dst = tempfile::tempfile().expect("tempfile");
+        let mover = Mover::new(Reflink::Never, Sparse::Auto);
+        let moved = mover
+            .copy_file(src.as_fd(), data.len() as u64, false, dst.as_fd(), true)
+            .expect("copy");
+        assert_eq!(moved.hash, Some(xxhash_rust::xxh3::xxh3_128(&data)));
+        let st = rfs::fstat(&dst).expect("stat");
+        assert_eq!(st.st_size as usize, data.len());
+        assert!(
+            (st.st_blocks as usize) * 512 < data.len() / 4,
+            "zero blocks were written: {} blocks",
+            st.st_blocks
+        );
+    }
 }

@@ -7,12 +7,12 @@
 //! `checksum`, content) match is left alone, so rerunning an interrupted job resumes it.
 //! A file's times are set last: a half-written file never looks complete.
 
-use crate::data::{self, Mover, SourceData};
+use crate::data::{self, Mover};
 use crate::entry::{Entry, EntryKind, Metadata, RelPath};
 use crate::error::{Context, Error, Reporter, Result};
 use crate::links::{Claim, Links, Made};
 use crate::meta::{self, MetaNotice, MetaWriter};
-use crate::sink::TreeSink;
+use crate::sink::{FileData, TreeSink};
 use crate::stats::Stats;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
@@ -139,7 +139,7 @@ impl<'a> LocalTreeSink<'a> {
         rfs::unlinkat(&*dir.fd, name, AtFlags::empty()).at_dst(path, "remove old destination")
     }
 
-    fn file(&self, dir: &DstDir, entry: &Entry, data: Option<&SourceData<'_>>) -> Result<()> {
+    fn file(&self, dir: &DstDir, entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
         let EntryKind::File { size, links } = &entry.kind else {
             unreachable!()
         };
@@ -175,12 +175,12 @@ impl<'a> LocalTreeSink<'a> {
         name: &CStr,
         entry: &Entry,
         size: u64,
-        data: &SourceData<'_>,
+        data: FileData<'_>,
     ) -> Result<()> {
         let path = &entry.path;
         if let Some(st) = self.existing(dir, name, path)? {
             if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-                && self.up_to_date(dir, name, &st, entry, data)?
+                && self.up_to_date(dir, name, &st, entry, &data)?
             {
                 self.fix_meta(dir, name, &st, entry)?;
                 Stats::bump(&self.stats.skipped);
@@ -190,20 +190,9 @@ impl<'a> LocalTreeSink<'a> {
             self.remove(dir, name, path, &st)?;
         }
         let (mode, chmod) = self.meta.create_mode(&entry.meta);
-        let access = if self.update.verify {
-            OFlags::RDWR
-        } else {
-            OFlags::WRONLY
-        };
-        let fd = rfs::openat(
-            &*dir.fd,
-            name,
-            access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            mode,
-        )
-        .at_dst(path, "create")?;
+        let fd = self.create(dir, name, path, mode)?;
         let written = self
-            .write_data(&fd, path, data)
+            .write_data(&fd, path, size, data)
             .and_then(|()| self.apply(&fd, path, &entry.meta, chmod, dir.plain_owner));
         if let Err(e) = written {
             // Leave no partial file behind that could be taken for a copy.
@@ -215,18 +204,63 @@ impl<'a> LocalTreeSink<'a> {
         Ok(())
     }
 
-    fn write_data(&self, fd: &OwnedFd, path: &RelPath, data: &SourceData<'_>) -> Result<()> {
-        let moved = self
-            .mover
-            .copy(data, fd.as_fd(), data.offset == 0, self.update.verify)
-            .at_dst(path, "copy data")?;
+    /// Creates a new file, never through a symlink. Something unexpectedly in the way
+    /// (a name given twice in an archive, or made meanwhile) is replaced once.
+    fn create(&self, dir: &DstDir, name: &CStr, path: &RelPath, mode: Mode) -> Result<OwnedFd> {
+        let access = if self.update.verify {
+            OFlags::RDWR
+        } else {
+            OFlags::WRONLY
+        };
+        let flags = access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rfs::openat(&*dir.fd, name, flags, mode) {
+            Err(Errno::EXIST) => {
+                let st = rfs::statat(&*dir.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .at_dst(path, "stat destination")?;
+                self.remove(dir, name, path, &st)?;
+                rfs::openat(&*dir.fd, name, flags, mode).at_dst(path, "create")
+            }
+            other => other.at_dst(path, "create"),
+        }
+    }
+
+    fn write_data(
+        &self,
+        fd: &OwnedFd,
+        path: &RelPath,
+        size: u64,
+        data: FileData<'_>,
+    ) -> Result<()> {
+        let verify = self.update.verify;
+        let dst = fd.as_fd();
+        let moved = match data {
+            FileData::File {
+                fd: src,
+                maybe_sparse,
+            } => self.mover.copy_file(src, size, maybe_sparse, dst, verify),
+            FileData::Range {
+                fd: src,
+                offset,
+                runs,
+            } => self
+                .mover
+                .transfer(src, dst, &data::run_segments(offset, runs), size, verify),
+            FileData::Stream { reader, runs } => self
+                .mover
+                .transfer_stream(reader, dst, 0, runs, size, verify),
+        }
+        .at_dst(path, "copy data")?;
+        // Holes at the end (or a file that is all holes) need the length set.
+        if moved.written_end.unwrap_or(0) < size {
+            rfs::ftruncate(dst, size).at_dst(path, "set length")?;
+        }
         Stats::bump(match moved.method {
             data::Method::Clone => &self.stats.cloned,
             data::Method::KernelCopy => &self.stats.kernel_copied,
             data::Method::Buffered => &self.stats.buffered,
         });
         if let Some(want) = moved.hash {
-            let got = data::hash_range(fd, 0, data.len).at_dst(path, "verify")?;
+            let got = data::hash_range(fd, 0, size).at_dst(path, "verify")?;
             if got != want {
                 return Err(Error::dst(
                     path,
@@ -245,14 +279,24 @@ impl<'a> LocalTreeSink<'a> {
         name: &CStr,
         st: &Stat,
         entry: &Entry,
-        data: &SourceData<'_>,
+        data: &FileData<'_>,
     ) -> Result<bool> {
-        if st.st_size as u64 != data.len {
+        let EntryKind::File { size, .. } = entry.kind else {
+            return Ok(false);
+        };
+        if st.st_size as u64 != size {
             return Ok(false);
         }
         if !self.update.checksum {
             return Ok(meta::mtime_of(st) == entry.meta.mtime);
         }
+        let ours = match data {
+            FileData::File { fd, .. } => data::hash_range(fd, 0, size),
+            FileData::Range { fd, offset, runs } => data::hash_runs(*fd, *offset, runs, size),
+            // A stream cannot be read twice: copy it.
+            FileData::Stream { .. } => return Ok(false),
+        }
+        .at(&entry.path, "read")?;
         let fd = rfs::openat(
             &*dir.fd,
             name,
@@ -260,8 +304,7 @@ impl<'a> LocalTreeSink<'a> {
             Mode::empty(),
         )
         .at_dst(&entry.path, "open destination")?;
-        let theirs = data::hash_range(&fd, 0, data.len).at_dst(&entry.path, "read destination")?;
-        let ours = data::hash_range(data.fd, data.offset, data.len).at(&entry.path, "read")?;
+        let theirs = data::hash_range(&fd, 0, size).at_dst(&entry.path, "read destination")?;
         Ok(theirs == ours)
     }
 
@@ -291,7 +334,7 @@ impl<'a> LocalTreeSink<'a> {
         path: &RelPath,
         made: &Made,
         entry: &Entry,
-        data: &SourceData<'_>,
+        data: FileData<'_>,
     ) -> Result<()> {
         if let Some(st) = self.existing(dir, name, path)? {
             let first = rfs::statat(&*made.dir, made.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW);
@@ -480,7 +523,7 @@ impl TreeSink for LocalTreeSink<'_> {
         })
     }
 
-    fn leaf(&self, parent: &DstDir, entry: &Entry, data: Option<&SourceData<'_>>) -> Result<()> {
+    fn leaf(&self, parent: &DstDir, entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
         match &entry.kind {
             EntryKind::File { .. } => self.file(parent, entry, data),
             EntryKind::Symlink { target } => self.symlink(parent, entry, target),

@@ -6,9 +6,38 @@
 //! children). Methods are called from many threads at once; `Dir` is the sink's own
 //! handle for a directory it has made.
 
-use crate::data::SourceData;
 use crate::entry::Entry;
 use crate::error::Result;
+use std::io::Read;
+use std::os::fd::BorrowedFd;
+
+/// Where a file entry's bytes come from.
+pub enum FileData<'a> {
+    /// A whole local file: it may be cloned whole, and its holes found with SEEK_DATA.
+    File {
+        /// The open file.
+        fd: BorrowedFd<'a>,
+        /// Its blocks do not cover its size, so it may have holes.
+        maybe_sparse: bool,
+    },
+    /// The file's runs `(file offset, length)` stored one after another from `offset`
+    /// in `fd` (an archive member in a local archive file).
+    Range {
+        /// The file holding the runs.
+        fd: BorrowedFd<'a>,
+        /// Where the first run's bytes start.
+        offset: u64,
+        /// The runs, in file order.
+        runs: &'a [(u64, u64)],
+    },
+    /// The same runs, read in order from a stream (an archive on a pipe).
+    Stream {
+        /// The stream, positioned at the first run's bytes.
+        reader: &'a mut dyn Read,
+        /// The runs, in file order.
+        runs: &'a [(u64, u64)],
+    },
+}
 
 /// Receives a tree, possibly from many threads at once.
 pub trait TreeSink: Sync {
@@ -29,7 +58,7 @@ pub trait TreeSink: Sync {
 
     /// Any other entry inside `parent`: files come with their data when the sink wants
     /// it.
-    fn leaf(&self, parent: &Self::Dir, entry: &Entry, data: Option<&SourceData<'_>>) -> Result<()>;
+    fn leaf(&self, parent: &Self::Dir, entry: &Entry, data: Option<FileData<'_>>) -> Result<()>;
 
     /// All of `dir`'s descendants are done.
     fn finish_dir(&self, _dir: &Self::Dir, _entry: &Entry) -> Result<()> {

@@ -10,11 +10,10 @@
 //! Every name is opened relative to its parent's descriptor with `O_NOFOLLOW`, so paths
 //! deeper than `PATH_MAX` work and no symlink is ever followed out of the tree.
 
-use crate::data::SourceData;
 use crate::entry::{Entry, EntryKind, InodeKey, RelPath};
 use crate::error::{Context, Error, Reporter, Result};
 use crate::meta;
-use crate::sink::TreeSink;
+use crate::sink::{FileData, TreeSink};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RawDir};
 use rustix::io::Errno;
 use std::ffi::{CStr, CString};
@@ -332,13 +331,11 @@ impl<S: TreeSink> Walker<'_, S> {
                 kind: EntryKind::File { size, links },
                 meta,
             };
-            let data = SourceData {
+            let data = FileData::File {
                 fd: fd.as_fd(),
-                offset: 0,
-                len: size,
                 maybe_sparse: (st.st_blocks as u64) * 512 < size,
             };
-            return self.sink.leaf(&node.dst, &entry, Some(&data));
+            return self.sink.leaf(&node.dst, &entry, Some(data));
         }
         let st = rfs::statat(&node.src, n.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
             .at(path, "stat")?;
