@@ -5,4 +5,6 @@
 //! GNU tar's, bsdtar's) strictly: hostile input ends in an error naming the offset.
 #![deny(missing_docs)]
 
+pub mod index;
 pub mod tar;
+pub mod write;

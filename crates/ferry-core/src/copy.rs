@@ -100,7 +100,7 @@ pub fn copy_tree(
     }
     // The destination may still be reachable from inside the source through a bind
     // mount; the walker skips it by inode.
-    let skip_dir = std::fs::metadata(dst).ok().map(|m| InodeKey {
+    let skip = std::fs::metadata(dst).ok().map(|m| InodeKey {
         dev: m.dev(),
         ino: m.ino(),
     });
@@ -122,7 +122,7 @@ pub fn copy_tree(
     );
     let cfg = WalkConfig {
         threads: opts.threads.max(1),
-        skip_dir,
+        skip,
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, &counting)

@@ -33,8 +33,9 @@ pub struct WalkConfig {
     pub chunk: usize,
     /// At most this many workers share one directory.
     pub max_ways: usize,
-    /// A directory never to descend into (the destination, when it lies in the source).
-    pub skip_dir: Option<InodeKey>,
+    /// A directory or file never to visit (the destination or the archive being
+    /// written, when it lies in the source).
+    pub skip: Option<InodeKey>,
 }
 
 impl Default for WalkConfig {
@@ -43,7 +44,7 @@ impl Default for WalkConfig {
             threads: 8,
             chunk: 256,
             max_ways: 4,
-            skip_dir: None,
+            skip: None,
         }
     }
 }
@@ -221,7 +222,7 @@ impl<S: TreeSink> Walker<'_, S> {
         )
         .at(&path, "open directory");
         let made = opened.and_then(|fd| {
-            if let Some(skip) = self.cfg.skip_dir {
+            if let Some(skip) = self.cfg.skip {
                 let st = rfs::fstat(&fd).at(&path, "stat")?;
                 if st.st_dev == skip.dev && st.st_ino == skip.ino {
                     self.reporter
@@ -315,6 +316,10 @@ impl<S: TreeSink> Walker<'_, S> {
         if n.kind == FileType::RegularFile && self.sink.wants_data() {
             let fd = self.open_file(&node.src, &n.name).at(path, "open")?;
             let st = rfs::fstat(&fd).at(path, "stat")?;
+            if self.cfg.skip == Some(InodeKey { dev: st.st_dev, ino: st.st_ino }) {
+                self.reporter.warn(&format!("{path}: not copying the destination into itself"));
+                return Ok(());
+            }
             if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
                 return Err(Error::new(
                     path,

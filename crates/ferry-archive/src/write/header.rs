@@ -1,0 +1,340 @@
+//! Encoding tar headers: a ustar header, preceded by a pax extended header when the
+//! entry needs more than ustar can say (long or non-ASCII names, nanosecond times, large
+//! numbers, xattrs, sparse maps) or when its data must be pushed to a 4 KiB boundary.
+//!
+//! The push is a `comment` record of the right length: every tar reader ignores it
+//! silently (GNU tar warns about unknown keywords, not about `comment`).
+
+use ferry_core::entry::{Entry, EntryKind, Timestamp};
+
+/// Tar's block size.
+pub const BLOCK: u64 = 512;
+/// File data of this size or more starts on a multiple of this.
+pub const ALIGN: u64 = 4096;
+
+/// Rounds up to a whole number of tar blocks.
+pub fn pad_block(n: u64) -> u64 {
+    n.div_ceil(BLOCK) * BLOCK
+}
+
+/// The typeflag and link name of an entry, as tar stores them.
+fn type_of(kind: &EntryKind) -> (u8, &[u8]) {
+    match kind {
+        EntryKind::File { .. } => (b'0', b""),
+        EntryKind::HardLink { target } => (b'1', target.as_bytes()),
+        EntryKind::Symlink { target } => (b'2', target),
+        EntryKind::CharDevice { .. } => (b'3', b""),
+        EntryKind::BlockDevice { .. } => (b'4', b""),
+        EntryKind::Dir => (b'5', b""),
+        EntryKind::Fifo => (b'6', b""),
+    }
+}
+
+/// One pax record: `LEN KEY=VALUE\n`, where LEN counts the whole record.
+pub fn pax_record(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+    let body = key.len() + value.len() + 3; // ' ', '=', '\n'
+    let mut len = body + 1;
+    while len != body + len.to_string().len() {
+        len = body + len.to_string().len();
+    }
+    out.extend_from_slice(len.to_string().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(key);
+    out.push(b'=');
+    out.extend_from_slice(value);
+    out.push(b'\n');
+}
+
+fn time_value(t: Timestamp) -> Vec<u8> {
+    if t.nsec == 0 {
+        return t.sec.to_string().into_bytes();
+    }
+    // A negative time with a fraction is written as its floor plus a positive fraction
+    // would be wrong in pax (which means sign applies to both): write the exact value.
+    if t.sec < 0 {
+        let total_ns = t.sec as i128 * 1_000_000_000 + t.nsec as i128;
+        let (s, ns) = ((-total_ns) / 1_000_000_000, (-total_ns) % 1_000_000_000);
+        return format!("-{s}.{ns:09}").into_bytes();
+    }
+    format!("{}.{:09}", t.sec, t.nsec).into_bytes()
+}
+
+/// Writes `v` as a NUL-terminated octal field of `field.len()` bytes, if it fits.
+fn octal(field: &mut [u8], v: u64) -> bool {
+    let digits = field.len() - 1;
+    let s = format!("{v:0digits$o}");
+    if s.len() > digits {
+        return false;
+    }
+    field[..digits].copy_from_slice(s.as_bytes());
+    field[digits] = 0;
+    true
+}
+
+/// Splits a path into ustar's prefix and name fields, if it fits them.
+fn split_ustar(path: &[u8]) -> Option<(&[u8], &[u8])> {
+    if path.len() <= 100 {
+        return Some((b"", path));
+    }
+    // The prefix ends at a '/', which is not stored; the name must be non-empty.
+    let start = path.len().saturating_sub(101);
+    (start..path.len().min(156))
+        .filter(|&i| path[i] == b'/')
+        .map(|i| (&path[..i], &path[i + 1..]))
+        .find(|(p, n)| p.len() <= 155 && n.len() <= 100 && !n.is_empty())
+}
+
+/// The header block(s) of one entry and where its data will start.
+pub struct Encoded {
+    /// The bytes to write at the entry's offset: pax header (if any) and ustar header
+    /// (and, for a sparse file, the sparse map blocks).
+    pub bytes: Vec<u8>,
+    /// Offset of the data from the entry's first byte.
+    pub data_start: u64,
+}
+
+/// What the header must say about a regular file's data.
+pub struct DataShape<'a> {
+    /// Bytes stored in the archive for the file.
+    pub stored: u64,
+    /// For a sparse file: its runs `(offset, length)`, stored one after another.
+    pub runs: Option<&'a [(u64, u64)]>,
+}
+
+/// Encodes `entry` for an archive offset `at`. Regular files of [`ALIGN`] bytes or
+/// more get their data (for sparse files, the first run) on a multiple of [`ALIGN`].
+pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded {
+    let (typeflag, link) = type_of(&entry.kind);
+    let meta = &entry.meta;
+    let path = entry.path.as_bytes();
+    let mut pax = Vec::new();
+    let mut ustar = [0u8; 512];
+
+    // Sparse files take GNU's pax 1.0 form: the real name and size go in pax records,
+    // the ustar name is a stand-in, and the data begins with the map.
+    let (map, name_in_header, size_field) = match shape {
+        Some(DataShape { stored, runs: Some(runs) }) => {
+            let mut text = format!("{}\n", runs.len());
+            for (o, l) in runs.iter() {
+                text.push_str(&format!("{o}\n{l}\n"));
+            }
+            let map = text.into_bytes();
+            let mut stand_in = sparse_stand_in(path);
+            pax_record(&mut pax, b"GNU.sparse.major", b"1");
+            pax_record(&mut pax, b"GNU.sparse.minor", b"0");
+            pax_record(&mut pax, b"GNU.sparse.name", path);
+            let real = match &entry.kind {
+                EntryKind::File { size, .. } => *size,
+                _ => 0,
+            };
+            pax_record(&mut pax, b"GNU.sparse.realsize", real.to_string().as_bytes());
+            if split_ustar(&stand_in).is_none() {
+                stand_in.truncate(100);
+            }
+            let size = pad_block(map.len() as u64) + stored;
+            (map, stand_in, size)
+        }
+        Some(DataShape { stored, runs: None }) => (Vec::new(), path.to_vec(), *stored),
+        None => (Vec::new(), path.to_vec(), 0),
+    };
+
+    // Names that fit ustar's fields go there as raw bytes, which both GNU tar and
+    // bsdtar take as they are; only longer names need a pax record.
+    let mut binary = false;
+    match split_ustar(&name_in_header) {
+        Some((prefix, name)) => {
+            ustar[..name.len()].copy_from_slice(name);
+            ustar[345..345 + prefix.len()].copy_from_slice(prefix);
+        }
+        None => {
+            let shown = &name_in_header[..name_in_header.len().min(100)];
+            ustar[..shown.len()].copy_from_slice(shown);
+            pax_record(&mut pax, b"path", &name_in_header);
+            binary |= std::str::from_utf8(&name_in_header).is_err();
+        }
+    }
+    if !link.is_empty() {
+        if link.len() <= 100 {
+            ustar[157..157 + link.len()].copy_from_slice(link);
+        } else {
+            pax_record(&mut pax, b"linkpath", link);
+            binary |= std::str::from_utf8(link).is_err();
+        }
+    }
+    // pax values are UTF-8 unless declared binary. bsdtar needs the declaration for a
+    // name that is not UTF-8 (it fails otherwise); GNU tar 1.34 warns about it but
+    // reads the name right. Only long non-UTF-8 names get here.
+    if binary {
+        pax_record(&mut pax, b"hdrcharset", b"BINARY");
+    }
+    octal(&mut ustar[100..108], u64::from(meta.mode & 0o7777));
+    if !octal(&mut ustar[108..116], u64::from(meta.uid)) {
+        pax_record(&mut pax, b"uid", meta.uid.to_string().as_bytes());
+    }
+    if !octal(&mut ustar[116..124], u64::from(meta.gid)) {
+        pax_record(&mut pax, b"gid", meta.gid.to_string().as_bytes());
+    }
+    if !octal(&mut ustar[124..136], size_field) {
+        octal(&mut ustar[124..136], 0);
+        pax_record(&mut pax, b"size", size_field.to_string().as_bytes());
+    }
+    let mtime_fits = meta.mtime.sec >= 0 && octal(&mut ustar[136..148], meta.mtime.sec as u64);
+    if !mtime_fits || meta.mtime.nsec != 0 {
+        pax_record(&mut pax, b"mtime", &time_value(meta.mtime));
+    }
+    pax_record(&mut pax, b"atime", &time_value(meta.atime));
+    for x in &meta.xattrs {
+        let mut key = b"SCHILY.xattr.".to_vec();
+        key.extend_from_slice(&x.name);
+        pax_record(&mut pax, &key, &x.value);
+    }
+    ustar[156] = typeflag;
+    ustar[257..263].copy_from_slice(b"ustar\0");
+    ustar[263..265].copy_from_slice(b"00");
+    if let EntryKind::CharDevice { rdev } | EntryKind::BlockDevice { rdev } = entry.kind {
+        octal(&mut ustar[329..337], u64::from(rustix::fs::major(rdev)));
+        octal(&mut ustar[337..345], u64::from(rustix::fs::minor(rdev)));
+    }
+
+    let map_blocks = pad_block(map.len() as u64);
+    let aligned = shape.is_some_and(|s| s.stored >= ALIGN);
+    if aligned {
+        pad_to_align(&mut pax, at, map_blocks);
+    }
+    let mut bytes = Vec::with_capacity(1024 + pax.len() + map_blocks as usize);
+    if !pax.is_empty() {
+        let mut xhdr = ustar;
+        let mut xname = b"PaxHeaders/".to_vec();
+        xname.extend_from_slice(&name_in_header[..name_in_header.len().min(89)]);
+        xhdr[..100].fill(0);
+        xhdr[345..500].fill(0);
+        let xname = &xname[..xname.len().min(100)];
+        xhdr[..xname.len()].copy_from_slice(xname);
+        xhdr[157..257].fill(0);
+        octal(&mut xhdr[124..136], pax.len() as u64);
+        xhdr[156] = b'x';
+        checksum(&mut xhdr);
+        bytes.extend_from_slice(&xhdr);
+        bytes.extend_from_slice(&pax);
+        bytes.resize(pad_block(bytes.len() as u64) as usize, 0);
+    }
+    checksum(&mut ustar);
+    bytes.extend_from_slice(&ustar);
+    bytes.extend_from_slice(&map);
+    bytes.resize(bytes.len() + (map_blocks as usize - map.len()), 0);
+    let data_start = bytes.len() as u64;
+    debug_assert!(!aligned || (at + data_start) % ALIGN == 0);
+    Encoded { bytes, data_start }
+}
+
+/// GNU tar's stand-in name for a sparse file: `DIR/GNUSparseFile.0/NAME`.
+fn sparse_stand_in(path: &[u8]) -> Vec<u8> {
+    let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&path[..i + 1], &path[i + 1..]),
+        None => (&b""[..], path),
+    };
+    let mut v = dir.to_vec();
+    v.extend_from_slice(b"GNUSparseFile.0/");
+    v.extend_from_slice(name);
+    v
+}
+
+/// Adds a `comment` record so that, with the entry at `at`, its pax header block, its
+/// records, its ustar header and `after` more bytes, the data starts on [`ALIGN`].
+fn pad_to_align(pax: &mut Vec<u8>, at: u64, after: u64) {
+    let fixed = at + BLOCK /* pax header */ + BLOCK /* ustar header */ + after;
+    // The records must fill `room` bytes once padded to a block: pick the smallest
+    // room that fits the records plus a minimal comment and lands the data on ALIGN.
+    let min = pax.len() as u64 + 12; // "11 comment=\n"
+    let mut room = pad_block(min);
+    while (fixed + room) % ALIGN != 0 {
+        room += BLOCK;
+    }
+    // A comment of `fill` bytes makes a record of `fill + overhead` bytes, where the
+    // overhead includes the length's own digits; solve for an exact fit.
+    let want = room - pax.len() as u64;
+    let mut fill = want.saturating_sub(12);
+    loop {
+        let mut rec = Vec::new();
+        pax_record(&mut rec, b"comment", &vec![b'.'; fill as usize]);
+        match (rec.len() as u64).cmp(&want) {
+            std::cmp::Ordering::Equal => {
+                pax.extend_from_slice(&rec);
+                return;
+            }
+            std::cmp::Ordering::Greater => fill -= 1,
+            std::cmp::Ordering::Less => {
+                // One byte short because the length gained a digit: a record one
+                // shorter than needed still pads to the same block count.
+                if pad_block(pax.len() as u64 + rec.len() as u64) == room {
+                    pax.extend_from_slice(&rec);
+                    return;
+                }
+                fill += 1;
+            }
+        }
+    }
+}
+
+/// Fills in a header's checksum field.
+fn checksum(h: &mut [u8; 512]) {
+    h[148..156].fill(b' ');
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    let s = format!("{sum:06o}\0 ");
+    h[148..156].copy_from_slice(s.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_core::entry::{Metadata, RelPath};
+
+    #[test]
+    fn record_length_counts_itself() {
+        let mut v = Vec::new();
+        pax_record(&mut v, b"path", b"x");
+        assert_eq!(v, b"9 path=x\n");
+        let mut v = Vec::new();
+        pax_record(&mut v, b"comment", &[b'.'; 90]);
+        let text = String::from_utf8(v.clone()).expect("ascii");
+        let len: usize = text.split(' ').next().expect("len").parse().expect("num");
+        assert_eq!(len, v.len());
+    }
+
+    fn file(path: &str, size: u64) -> Entry {
+        Entry {
+            path: RelPath::from_bytes(path.as_bytes().to_vec()),
+            kind: EntryKind::File { size, links: None },
+            meta: Metadata { mode: 0o644, mtime: Timestamp { sec: 1_700_000_000, nsec: 5 }, ..Default::default() },
+        }
+    }
+
+    #[test]
+    fn large_files_start_on_alignment_at_any_offset() {
+        for at in (0..20 * 4096).step_by(512) {
+            for size in [4096u64, 100_000] {
+                let e = encode(&file("a/b", size), Some(&DataShape { stored: size, runs: None }), at);
+                assert_eq!((at + e.data_start) % ALIGN, 0, "at {at}");
+                assert_eq!(e.bytes.len() as u64, e.data_start);
+            }
+        }
+    }
+
+    #[test]
+    fn small_files_are_not_padded() {
+        let e = encode(&file("a", 100), Some(&DataShape { stored: 100, runs: None }), 512);
+        assert_eq!(e.data_start, 1536); // pax header, one block of records, ustar header
+    }
+
+    #[test]
+    fn long_names_split_or_go_to_pax() {
+        let long = format!("{}/{}", "d".repeat(150), "f".repeat(99));
+        assert!(split_ustar(long.as_bytes()).is_some());
+        assert!(split_ustar("x".repeat(101).as_bytes()).is_none());
+    }
+
+    #[test]
+    fn negative_fractional_time_is_exact() {
+        assert_eq!(time_value(Timestamp { sec: -2, nsec: 500_000_000 }), b"-1.500000000");
+    }
+}

@@ -1,0 +1,4 @@
+//! Writing ferry archives: header encoding and the pack sink.
+
+pub mod header;
+pub mod pack;
