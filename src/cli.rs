@@ -19,8 +19,80 @@ pub enum Command {
     /// Make DST an exact copy of the tree SRC (like `cp -a SRC/. DST`), updating an
     /// existing DST: files whose size and mtime already match are skipped.
     Copy(CopyArgs),
+    /// Pack the tree SRC into a ferry archive (a tar with 4 KiB-aligned data and an
+    /// index). ARCHIVE `-` writes to standard output.
+    Pack(PackArgs),
+    /// Unpack an archive (ferry's, or any tar; gzip or zstd compressed ones too) into
+    /// DST. ARCHIVE `-` reads standard input.
+    Unpack(UnpackArgs),
+    /// List an archive's members (from the index of a ferry archive).
+    Ls(LsArgs),
+    /// Print one member of an archive to standard output.
+    Cat(CatArgs),
     /// Copy a sample tree with ferry and with a one-file-at-a-time copy, side by side.
     Demo(DemoArgs),
+}
+
+/// Flags of `ferry pack`.
+#[derive(Args, Debug)]
+pub struct PackArgs {
+    /// The tree to pack.
+    pub src: PathBuf,
+    /// The archive to write (`-` for standard output).
+    pub archive: PathBuf,
+    /// Walker threads [default: 1, which keeps each directory's members together].
+    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 1)]
+    pub jobs: usize,
+    /// Clone file data into the archive where the filesystem allows.
+    #[arg(long, value_enum, default_value_t = ReflinkArg::Auto)]
+    pub reflink: ReflinkArg,
+    /// Hash every file into the index, even data the kernel moves without reading.
+    #[arg(long)]
+    pub hash: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Flags of `ferry unpack`.
+#[derive(Args, Debug)]
+pub struct UnpackArgs {
+    /// The archive to read (`-` for standard input).
+    pub archive: PathBuf,
+    /// Where to unpack it (created if missing).
+    pub dst: PathBuf,
+    /// Clone member data out of the archive where the filesystem allows.
+    #[arg(long, value_enum, default_value_t = ReflinkArg::Auto)]
+    pub reflink: ReflinkArg,
+    /// Keep holes; `auto` also turns all-zero 4 KiB blocks into holes.
+    #[arg(long, value_enum, default_value_t = SparseArg::Auto)]
+    pub sparse: SparseArg,
+    /// Decide an existing file is up to date by its content, not its size and mtime.
+    #[arg(long)]
+    pub checksum: bool,
+    /// Re-read every written file and compare its hash with the member's.
+    #[arg(long)]
+    pub verify: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Flags of `ferry ls`.
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    /// The archive (`-` for standard input).
+    pub archive: PathBuf,
+    /// Long form: mode, owner, size, mtime.
+    #[arg(short = 'l', long)]
+    pub long: bool,
+}
+
+/// Flags of `ferry cat`.
+#[derive(Args, Debug)]
+pub struct CatArgs {
+    /// The archive (`-` for standard input).
+    pub archive: PathBuf,
+    /// The member to print.
+    pub path: PathBuf,
 }
 
 /// Flags of `ferry copy`.

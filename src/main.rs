@@ -3,6 +3,7 @@
 //! Exit status: 0 when everything was done, 1 when some paths failed (each printed on
 //! its own line), 2 when the job could not run at all.
 
+mod archive_cmd;
 mod cli;
 mod demo;
 mod progress;
@@ -21,6 +22,10 @@ fn main() -> ExitCode {
     raise_fd_limit();
     let result = match cli.command {
         Command::Copy(args) => run_copy(args),
+        Command::Pack(args) => archive_cmd::run_pack(args),
+        Command::Unpack(args) => archive_cmd::run_unpack(args),
+        Command::Ls(args) => archive_cmd::run_ls(args),
+        Command::Cat(args) => archive_cmd::run_cat(args),
         Command::Demo(args) => demo::run(args),
     };
     match result {

@@ -13,13 +13,24 @@ use crate::report::human_bytes;
 /// Runs `job` while a progress bar (when `enabled`) shows `stats` against the totals of
 /// the tree at `src`.
 pub fn with_progress<T>(enabled: bool, src: &Path, stats: &Stats, job: impl FnOnce() -> T) -> T {
+    with_totals(enabled, |totals| count_tree(src, totals), stats, job)
+}
+
+/// Runs `job` while a progress bar (when `enabled`) shows `stats` against the totals
+/// that `count` fills in alongside (it must set `complete` when done).
+pub fn with_totals<T>(
+    enabled: bool,
+    count: impl FnOnce(&Totals) + Send,
+    stats: &Stats,
+    job: impl FnOnce() -> T,
+) -> T {
     if !enabled {
         return job();
     }
     let totals = Totals::default();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        s.spawn(|| count_tree(src, &totals));
+        s.spawn(|| count(&totals));
         s.spawn(|| draw(stats, &totals, &stop));
         let out = job();
         stop.store(true, Relaxed);

@@ -173,7 +173,14 @@ impl Index {
         out.resize((end - at - FOOTER_LEN) as usize, 0);
         let mut footer = Vec::with_capacity(FOOTER_LEN as usize);
         footer.extend_from_slice(FOOTER_MAGIC);
-        for v in [at, index_len, self.tar_end, self.entries.len() as u64, index_hash, 0] {
+        for v in [
+            at,
+            index_len,
+            self.tar_end,
+            self.entries.len() as u64,
+            index_hash,
+            0,
+        ] {
             footer.extend_from_slice(&v.to_le_bytes());
         }
         let footer_hash = xxh3_64(&footer);
@@ -212,9 +219,21 @@ impl Footer {
         if xxh3_64(&bytes[..56]) != word(6) {
             return Err(bad("footer checksum mismatch"));
         }
-        let f = Footer { index_offset: word(0), index_len: word(1), tar_end: word(2), entries: word(3), index_hash: word(4) };
-        let index_end = f.index_offset.checked_add(f.index_len).ok_or_else(|| bad("index length overflows"))?;
-        if f.tar_end > f.index_offset || index_end > file_len.saturating_sub(FOOTER_LEN) || f.tar_end < 1024 {
+        let f = Footer {
+            index_offset: word(0),
+            index_len: word(1),
+            tar_end: word(2),
+            entries: word(3),
+            index_hash: word(4),
+        };
+        let index_end = f
+            .index_offset
+            .checked_add(f.index_len)
+            .ok_or_else(|| bad("index length overflows"))?;
+        if f.tar_end > f.index_offset
+            || index_end > file_len.saturating_sub(FOOTER_LEN)
+            || f.tar_end < 1024
+        {
             return Err(bad("footer places the index outside the archive"));
         }
         Ok(Some(f))
@@ -249,7 +268,10 @@ impl Footer {
         if c.pos != bytes.len() {
             return Err(bad("trailing bytes after the last entry"));
         }
-        Ok(Index { entries, tar_end: self.tar_end })
+        Ok(Index {
+            entries,
+            tar_end: self.tar_end,
+        })
     }
 }
 
@@ -261,7 +283,11 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], IndexError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or_else(|| bad("truncated"))?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| bad("truncated"))?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -306,15 +332,20 @@ fn read_entry(c: &mut Cursor<'_>) -> Result<IndexEntry, IndexError> {
     let kind = Kind::from_u8(c.u8()?).ok_or_else(|| bad("unknown kind"))?;
     let (mode, uid, gid) = (c.u32()?, c.u32()?, c.u32()?);
     let (mtime, atime) = (c.time()?, c.time()?);
-    let (size, header_offset, data_offset, stored, rdev) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+    let (size, header_offset, data_offset, stored, rdev) =
+        (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
     let has_hash = c.u8()?;
     let hash = u128::from_le_bytes(c.array()?);
     let path = c.bytes()?;
     let link = c.bytes()?;
     let nruns = c.count(16)?;
-    let runs = (0..nruns).map(|_| Ok((c.u64()?, c.u64()?))).collect::<Result<Vec<_>, IndexError>>()?;
+    let runs = (0..nruns)
+        .map(|_| Ok((c.u64()?, c.u64()?)))
+        .collect::<Result<Vec<_>, IndexError>>()?;
     let nx = c.count(8)?;
-    let xattrs = (0..nx).map(|_| Ok((c.bytes()?, c.bytes()?))).collect::<Result<Vec<_>, IndexError>>()?;
+    let xattrs = (0..nx)
+        .map(|_| Ok((c.bytes()?, c.bytes()?)))
+        .collect::<Result<Vec<_>, IndexError>>()?;
     Ok(IndexEntry {
         path,
         kind,
@@ -343,7 +374,10 @@ fn check_entry(e: &IndexEntry, tar_end: u64) -> Result<(), IndexError> {
     if e.mode > 0o7777 {
         return Err(bad("mode out of range"));
     }
-    let data_end = e.data_offset.checked_add(e.stored).ok_or_else(|| bad("data range overflows"))?;
+    let data_end = e
+        .data_offset
+        .checked_add(e.stored)
+        .ok_or_else(|| bad("data range overflows"))?;
     if e.header_offset.saturating_add(512) > e.data_offset || data_end > tar_end {
         return Err(bad("data lies outside the tar data"));
     }
@@ -395,15 +429,32 @@ mod tests {
             runs: vec![(0, 1000), (8000, 2000)],
             xattrs: vec![(b"user.k".to_vec(), b"\x00v".to_vec())],
         };
-        let dir = IndexEntry { path: b"a".to_vec(), kind: Kind::Dir, stored: 0, size: 0, runs: vec![], header_offset: 8192, data_offset: 8704, hash: None, xattrs: vec![], ..file.clone() };
-        Index { entries: vec![file, dir], tar_end: 10240 }
+        let dir = IndexEntry {
+            path: b"a".to_vec(),
+            kind: Kind::Dir,
+            stored: 0,
+            size: 0,
+            runs: vec![],
+            header_offset: 8192,
+            data_offset: 8704,
+            hash: None,
+            xattrs: vec![],
+            ..file.clone()
+        };
+        Index {
+            entries: vec![file, dir],
+            tar_end: 10240,
+        }
     }
 
     fn roundtrip(bytes: &[u8], at: u64) -> Result<Option<Index>, IndexError> {
         let len = at + bytes.len() as u64;
-        let Some(f) = Footer::parse(&bytes[bytes.len() - 64..], len)? else { return Ok(None) };
+        let Some(f) = Footer::parse(&bytes[bytes.len() - 64..], len)? else {
+            return Ok(None);
+        };
         let start = (f.index_offset - at) as usize;
-        f.decode(&bytes[start..start + f.index_len as usize]).map(Some)
+        f.decode(&bytes[start..start + f.index_len as usize])
+            .map(Some)
     }
 
     #[test]

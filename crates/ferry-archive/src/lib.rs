@@ -6,5 +6,6 @@
 #![deny(missing_docs)]
 
 pub mod index;
+pub mod read;
 pub mod tar;
 pub mod write;

@@ -3,7 +3,7 @@
 
 use crate::data::{Mover, Reflink, Sparse};
 use crate::entry::{InodeKey, RelPath};
-use crate::error::{Error, Reporter, Result};
+use crate::error::{Counting, Error, Reporter, Result};
 use crate::local::{LocalTreeSink, Update};
 use crate::stats::Stats;
 use crate::walk::{walk, WalkConfig};
@@ -106,7 +106,7 @@ pub fn copy_tree(
     });
     let mut mover = Mover::new(opts.reflink, opts.sparse);
     mover.zero_scan = opts.zero_scan;
-    let counting = CountingReporter {
+    let counting = Counting {
         inner: reporter,
         stats,
     };
@@ -126,20 +126,4 @@ pub fn copy_tree(
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, &counting)
-}
-
-/// Counts every error it passes on.
-struct CountingReporter<'a> {
-    inner: &'a dyn Reporter,
-    stats: &'a Stats,
-}
-
-impl Reporter for CountingReporter<'_> {
-    fn error(&self, err: &Error) {
-        Stats::bump(&self.stats.errors);
-        self.inner.error(err);
-    }
-    fn warn(&self, msg: &str) {
-        self.inner.warn(msg);
-    }
 }

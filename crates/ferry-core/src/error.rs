@@ -73,3 +73,21 @@ pub trait Reporter: Sync {
     /// Something the user should know that is not a failure.
     fn warn(&self, msg: &str);
 }
+
+/// Passes messages on to another reporter and counts the errors in `stats.errors`.
+pub struct Counting<'a> {
+    /// Where the messages go.
+    pub inner: &'a dyn Reporter,
+    /// Where the count goes.
+    pub stats: &'a crate::stats::Stats,
+}
+
+impl Reporter for Counting<'_> {
+    fn error(&self, err: &Error) {
+        crate::stats::Stats::bump(&self.stats.errors);
+        self.inner.error(err);
+    }
+    fn warn(&self, msg: &str) {
+        self.inner.warn(msg);
+    }
+}

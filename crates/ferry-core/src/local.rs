@@ -42,9 +42,12 @@ pub struct LocalTreeSink<'a> {
     links: Links,
     stats: &'a Stats,
     reporter: &'a dyn Reporter,
+    /// The destination root, once [`TreeSink::root`] has made it.
+    root: std::sync::OnceLock<DstDir>,
 }
 
 /// A destination directory the sink has entered.
+#[derive(Clone)]
 pub struct DstDir {
     fd: Arc<OwnedFd>,
     /// Created by this job, so it was empty: no need to look before creating.
@@ -87,6 +90,7 @@ impl<'a> LocalTreeSink<'a> {
             links: Links::default(),
             stats,
             reporter,
+            root: std::sync::OnceLock::new(),
         }
     }
 
@@ -455,6 +459,112 @@ impl<'a> LocalTreeSink<'a> {
     }
 }
 
+/// Path-based access, for sources that name entries by path (archives) rather than
+/// walking a tree. Every component is opened with `O_NOFOLLOW`, so a symlink made by an
+/// earlier entry can never redirect a later one outside the destination.
+impl LocalTreeSink<'_> {
+    /// The directory at `path` below the root (which [`TreeSink::root`] must have made),
+    /// creating missing components when `create` is set. `path` must be clean: no `..`,
+    /// `.` or empty components.
+    pub fn dir_at(&self, path: &RelPath, create: bool) -> Result<DstDir> {
+        let Some(mut cur) = self.root.get().cloned() else {
+            return Err(Error::dst(
+                path,
+                "open destination",
+                other("the destination root is not open"),
+            ));
+        };
+        let mut walked = RelPath::root();
+        for comp in path
+            .as_bytes()
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty())
+        {
+            walked = walked.join(comp);
+            let name = CString::new(comp)
+                .map_err(|_| Error::dst(&walked, "open", other("contains a NUL byte")))?;
+            let made = create && {
+                match rfs::mkdirat(&*cur.fd, name.as_c_str(), Mode::from_raw_mode(0o700)) {
+                    Ok(()) => true,
+                    Err(Errno::EXIST) => false,
+                    Err(e) => return Err(Error::dst(&walked, "create directory", e)),
+                }
+            };
+            let fd = if made {
+                rfs::openat(
+                    &*cur.fd,
+                    name.as_c_str(),
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .at_dst(&walked, "open destination directory")?
+            } else {
+                self.open_existing_dir(&cur.fd, &name, &walked)?
+            };
+            if made {
+                Stats::bump(&self.stats.dirs);
+            }
+            cur = DstDir {
+                fd: Arc::new(fd),
+                fresh: made,
+                plain_owner: made && cur.plain_owner,
+            };
+        }
+        Ok(cur)
+    }
+
+    /// Makes `entry` another name for `target`, an earlier entry of the same stream.
+    fn link_by_name(&self, parent: &DstDir, entry: &Entry, target: &RelPath) -> Result<()> {
+        let path = &entry.path;
+        let name = cname(path)?;
+        let tname = cname(target)?;
+        let tparent = RelPath::from_bytes(
+            target.as_bytes()[..target.as_bytes().len() - target.file_name().len()].to_vec(),
+        );
+        let tdir = self.dir_at(&tparent, false)?;
+        let first = rfs::statat(&*tdir.fd, tname.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .at_dst(target, "link target")?;
+        if FileType::from_raw_mode(first.st_mode) == FileType::Directory {
+            return Err(Error::dst(
+                path,
+                "link",
+                other("the link target is a directory"),
+            ));
+        }
+        if let Some(st) = self.existing(parent, &name, path)? {
+            if st.st_ino == first.st_ino && st.st_dev == first.st_dev {
+                Stats::bump(&self.stats.skipped);
+                return Ok(());
+            }
+            self.remove(parent, &name, path, &st)?;
+        }
+        let linked = match rfs::linkat(
+            &*tdir.fd,
+            tname.as_c_str(),
+            &*parent.fd,
+            name.as_c_str(),
+            AtFlags::empty(),
+        ) {
+            Err(Errno::EXIST) => {
+                let st = rfs::statat(&*parent.fd, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
+                    .at_dst(path, "stat destination")?;
+                self.remove(parent, &name, path, &st)?;
+                rfs::linkat(
+                    &*tdir.fd,
+                    tname.as_c_str(),
+                    &*parent.fd,
+                    name.as_c_str(),
+                    AtFlags::empty(),
+                )
+            }
+            other => other,
+        };
+        linked.at_dst(path, "link")?;
+        Stats::bump(&self.stats.files);
+        Ok(())
+    }
+}
+
 impl TreeSink for LocalTreeSink<'_> {
     type Dir = DstDir;
 
@@ -489,11 +599,13 @@ impl TreeSink for LocalTreeSink<'_> {
         )
         .map_err(|e| Error::dst(&shown, "open destination", e))?;
         Stats::bump(&self.stats.dirs);
-        Ok(DstDir {
+        let dir = DstDir {
             fd: Arc::new(fd),
             fresh,
             plain_owner,
-        })
+        };
+        let _ = self.root.set(dir.clone());
+        Ok(dir)
     }
 
     fn dir(&self, parent: &DstDir, entry: &Entry) -> Result<DstDir> {
@@ -532,11 +644,7 @@ impl TreeSink for LocalTreeSink<'_> {
             }
             // Links by name come from archives; resolving their targets safely beneath
             // the destination belongs to the archive reader, which does not exist yet.
-            EntryKind::HardLink { .. } => Err(Error::dst(
-                &entry.path,
-                "link",
-                other("hardlinks by name are not supported by this sink"),
-            )),
+            EntryKind::HardLink { target } => self.link_by_name(parent, entry, target),
             EntryKind::Dir => Err(Error::dst(
                 &entry.path,
                 "copy",

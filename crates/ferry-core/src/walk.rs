@@ -316,8 +316,14 @@ impl<S: TreeSink> Walker<'_, S> {
         if n.kind == FileType::RegularFile && self.sink.wants_data() {
             let fd = self.open_file(&node.src, &n.name).at(path, "open")?;
             let st = rfs::fstat(&fd).at(path, "stat")?;
-            if self.cfg.skip == Some(InodeKey { dev: st.st_dev, ino: st.st_ino }) {
-                self.reporter.warn(&format!("{path}: not copying the destination into itself"));
+            if self.cfg.skip
+                == Some(InodeKey {
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                })
+            {
+                self.reporter
+                    .warn(&format!("{path}: not copying the destination into itself"));
                 return Ok(());
             }
             if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {

@@ -113,7 +113,10 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
     // Sparse files take GNU's pax 1.0 form: the real name and size go in pax records,
     // the ustar name is a stand-in, and the data begins with the map.
     let (map, name_in_header, size_field) = match shape {
-        Some(DataShape { stored, runs: Some(runs) }) => {
+        Some(DataShape {
+            stored,
+            runs: Some(runs),
+        }) => {
             let mut text = format!("{}\n", runs.len());
             for (o, l) in runs.iter() {
                 text.push_str(&format!("{o}\n{l}\n"));
@@ -127,7 +130,11 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
                 EntryKind::File { size, .. } => *size,
                 _ => 0,
             };
-            pax_record(&mut pax, b"GNU.sparse.realsize", real.to_string().as_bytes());
+            pax_record(
+                &mut pax,
+                b"GNU.sparse.realsize",
+                real.to_string().as_bytes(),
+            );
             if split_ustar(&stand_in).is_none() {
                 stand_in.truncate(100);
             }
@@ -305,7 +312,14 @@ mod tests {
         Entry {
             path: RelPath::from_bytes(path.as_bytes().to_vec()),
             kind: EntryKind::File { size, links: None },
-            meta: Metadata { mode: 0o644, mtime: Timestamp { sec: 1_700_000_000, nsec: 5 }, ..Default::default() },
+            meta: Metadata {
+                mode: 0o644,
+                mtime: Timestamp {
+                    sec: 1_700_000_000,
+                    nsec: 5,
+                },
+                ..Default::default()
+            },
         }
     }
 
@@ -313,7 +327,14 @@ mod tests {
     fn large_files_start_on_alignment_at_any_offset() {
         for at in (0..20 * 4096).step_by(512) {
             for size in [4096u64, 100_000] {
-                let e = encode(&file("a/b", size), Some(&DataShape { stored: size, runs: None }), at);
+                let e = encode(
+                    &file("a/b", size),
+                    Some(&DataShape {
+                        stored: size,
+                        runs: None,
+                    }),
+                    at,
+                );
                 assert_eq!((at + e.data_start) % ALIGN, 0, "at {at}");
                 assert_eq!(e.bytes.len() as u64, e.data_start);
             }
@@ -322,7 +343,14 @@ mod tests {
 
     #[test]
     fn small_files_are_not_padded() {
-        let e = encode(&file("a", 100), Some(&DataShape { stored: 100, runs: None }), 512);
+        let e = encode(
+            &file("a", 100),
+            Some(&DataShape {
+                stored: 100,
+                runs: None,
+            }),
+            512,
+        );
         assert_eq!(e.data_start, 1536); // pax header, one block of records, ustar header
     }
 
@@ -335,6 +363,12 @@ mod tests {
 
     #[test]
     fn negative_fractional_time_is_exact() {
-        assert_eq!(time_value(Timestamp { sec: -2, nsec: 500_000_000 }), b"-1.500000000");
+        assert_eq!(
+            time_value(Timestamp {
+                sec: -2,
+                nsec: 500_000_000
+            }),
+            b"-1.500000000"
+        );
     }
 }

@@ -44,7 +44,11 @@ pub struct PackOptions {
 
 impl Default for PackOptions {
     fn default() -> Self {
-        PackOptions { threads: 1, reflink: Reflink::Auto, hash: false }
+        PackOptions {
+            threads: 1,
+            reflink: Reflink::Auto,
+            hash: false,
+        }
     }
 }
 
@@ -91,7 +95,11 @@ fn index_kind(kind: &EntryKind) -> Kind {
 /// The runs of a file worth storing: its data runs widened to [`ALIGN`] boundaries, so
 /// each stored run starts aligned in the archive and can be cloned in and out. None
 /// for a dense file.
-fn stored_runs(fd: BorrowedFd<'_>, size: u64, maybe_sparse: bool) -> io::Result<Option<Vec<(u64, u64)>>> {
+fn stored_runs(
+    fd: BorrowedFd<'_>,
+    size: u64,
+    maybe_sparse: bool,
+) -> io::Result<Option<Vec<(u64, u64)>>> {
     if !maybe_sparse {
         return Ok(None);
     }
@@ -120,8 +128,20 @@ impl<'a> ArchiveSink<'a> {
         // Holes in the source are found here and stored as sparse runs; zero blocks in
         // dense files are not looked for, so the kernel may move the data.
         let mover = Mover::new(opts.reflink, Sparse::Never);
-        let state = State { pos: 0, index: Vec::new(), first_names: HashMap::new(), stream, failed: None };
-        ArchiveSink { file, state: Mutex::new(state), mover, hash: opts.hash, stats }
+        let state = State {
+            pos: 0,
+            index: Vec::new(),
+            first_names: HashMap::new(),
+            stream,
+            failed: None,
+        };
+        ArchiveSink {
+            file,
+            state: Mutex::new(state),
+            mover,
+            hash: opts.hash,
+            stats,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -139,7 +159,9 @@ impl<'a> ArchiveSink<'a> {
             EntryKind::File { size, .. } => (*size, Vec::new(), 0),
             EntryKind::Symlink { target } => (0, target.clone(), 0),
             EntryKind::HardLink { target } => (0, target.as_bytes().to_vec(), 0),
-            EntryKind::CharDevice { rdev } | EntryKind::BlockDevice { rdev } => (0, Vec::new(), *rdev),
+            EntryKind::CharDevice { rdev } | EntryKind::BlockDevice { rdev } => {
+                (0, Vec::new(), *rdev)
+            }
             _ => (0, Vec::new(), 0),
         };
         let m = &entry.meta;
@@ -158,14 +180,30 @@ impl<'a> ArchiveSink<'a> {
             rdev,
             hash: None,
             link,
-            runs: shape.and_then(|s| s.runs).map(<[_]>::to_vec).unwrap_or_default(),
-            xattrs: m.xattrs.iter().map(|x| (x.name.clone(), x.value.clone())).collect(),
+            runs: shape
+                .and_then(|s| s.runs)
+                .map(<[_]>::to_vec)
+                .unwrap_or_default(),
+            xattrs: m
+                .xattrs
+                .iter()
+                .map(|x| (x.name.clone(), x.value.clone()))
+                .collect(),
         });
-        Placed { header_at, header: enc.bytes, data_at, slot: st.index.len() - 1 }
+        Placed {
+            header_at,
+            header: enc.bytes,
+            data_at,
+            slot: st.index.len() - 1,
+        }
     }
 
     fn fail(&self, path: &RelPath, e: io::Error) -> Error {
-        let err = Error::dst(path, "write archive", io::Error::new(e.kind(), e.to_string()));
+        let err = Error::dst(
+            path,
+            "write archive",
+            io::Error::new(e.kind(), e.to_string()),
+        );
         let mut st = self.lock();
         if st.failed.is_none() {
             st.failed = Some(e);
@@ -190,10 +228,16 @@ impl<'a> ArchiveSink<'a> {
     }
 
     fn write_file(&self, entry: &Entry, fd: BorrowedFd<'_>, maybe_sparse: bool) -> Result<()> {
-        let EntryKind::File { size, links } = &entry.kind else { return Ok(()) };
-        let runs = stored_runs(fd, *size, maybe_sparse).map_err(|e| Error::new(&entry.path, "find holes", e))?;
+        let EntryKind::File { size, links } = &entry.kind else {
+            return Ok(());
+        };
+        let runs = stored_runs(fd, *size, maybe_sparse)
+            .map_err(|e| Error::new(&entry.path, "find holes", e))?;
         let stored = runs.as_ref().map_or(*size, |r| r.iter().map(|x| x.1).sum());
-        let shape = DataShape { stored, runs: runs.as_deref() };
+        let shape = DataShape {
+            stored,
+            runs: runs.as_deref(),
+        };
         let mut st = self.lock();
         if st.failed.is_some() {
             return Ok(());
@@ -201,7 +245,11 @@ impl<'a> ArchiveSink<'a> {
         if let Some((key, _)) = links {
             if let Some(first) = st.first_names.get(key).cloned() {
                 drop(st);
-                let link = Entry { path: entry.path.clone(), kind: EntryKind::HardLink { target: first }, meta: entry.meta.clone() };
+                let link = Entry {
+                    path: entry.path.clone(),
+                    kind: EntryKind::HardLink { target: first },
+                    meta: entry.meta.clone(),
+                };
                 self.stats.files.fetch_add(1, Relaxed);
                 return self.write_plain(&link);
             }
@@ -214,7 +262,12 @@ impl<'a> ArchiveSink<'a> {
                 .unwrap_or_else(|| vec![(0, *size)])
                 .into_iter()
                 .map(|(o, l)| {
-                    let seg = Segment { file_off: o, src: o, dst: at, len: l };
+                    let seg = Segment {
+                        file_off: o,
+                        src: o,
+                        dst: at,
+                        len: l,
+                    };
                     at += l;
                     seg
                 })
@@ -224,11 +277,16 @@ impl<'a> ArchiveSink<'a> {
             (Some(out), _) => {
                 drop(st);
                 write_full(out.as_fd(), &placed.header, placed.header_at)
-                    .and_then(|()| self.mover.transfer(fd, out.as_fd(), &segs, *size, self.hash))
+                    .and_then(|()| {
+                        self.mover
+                            .transfer(fd, out.as_fd(), &segs, *size, self.hash)
+                    })
                     .map(|m| m.hash)
             }
             (None, Some(w)) => {
-                let r = w.write_all(&placed.header).and_then(|()| stream_runs(fd, &segs, *size, w.as_mut()));
+                let r = w
+                    .write_all(&placed.header)
+                    .and_then(|()| stream_runs(fd, &segs, *size, w.as_mut()));
                 drop(st);
                 r.map(Some)
             }
@@ -248,7 +306,10 @@ impl<'a> ArchiveSink<'a> {
             return Err(e);
         }
         let tar_end = st.pos + 1024;
-        let index = Index { entries: std::mem::take(&mut st.index), tar_end };
+        let index = Index {
+            entries: std::mem::take(&mut st.index),
+            tar_end,
+        };
         let mut tail = vec![0u8; 1024];
         tail.extend_from_slice(&index.encode(tar_end));
         match (&self.file, st.stream.as_mut()) {
@@ -268,7 +329,12 @@ impl<'a> ArchiveSink<'a> {
 
 /// Writes a file's runs to a stream through memory, padded to a tar block; returns the
 /// content hash (free here: the bytes pass through memory anyway).
-fn stream_runs(fd: BorrowedFd<'_>, segs: &[Segment], size: u64, w: &mut dyn Write) -> io::Result<u128> {
+fn stream_runs(
+    fd: BorrowedFd<'_>,
+    segs: &[Segment],
+    size: u64,
+    w: &mut dyn Write,
+) -> io::Result<u128> {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut covered = 0u64;
     let mut stored = 0u64;
@@ -280,7 +346,10 @@ fn stream_runs(fd: BorrowedFd<'_>, segs: &[Segment], size: u64, w: &mut dyn Writ
                 let want = (seg.len - done).min(buf.len() as u64) as usize;
                 let got = rustix::io::pread(fd, &mut buf[..want], seg.src + done)?;
                 if got == 0 {
-                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while being packed"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being packed",
+                    ));
                 }
                 h.update(&buf[..got]);
                 w.write_all(&buf[..got])?;
@@ -333,8 +402,14 @@ impl TreeSink for ArchiveSink<'_> {
 
     fn leaf(&self, _: &(), entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
         match (&entry.kind, data) {
-            (EntryKind::File { .. }, Some(FileData::File { fd, maybe_sparse })) => self.write_file(entry, fd, maybe_sparse),
-            (EntryKind::File { .. }, _) => Err(Error::new(&entry.path, "pack", io::Error::other("file data is not a local file"))),
+            (EntryKind::File { .. }, Some(FileData::File { fd, maybe_sparse })) => {
+                self.write_file(entry, fd, maybe_sparse)
+            }
+            (EntryKind::File { .. }, _) => Err(Error::new(
+                &entry.path,
+                "pack",
+                io::Error::other("file data is not a local file"),
+            )),
             _ => {
                 self.stats.others.fetch_add(1, Relaxed);
                 self.write_plain(entry)
@@ -346,9 +421,21 @@ impl TreeSink for ArchiveSink<'_> {
 /// Packs the tree `src` into `out`. Per-path failures go to `reporter` (and count in
 /// `stats.errors` only if the reporter counts them); a failure to write the archive
 /// ends the job with an error.
-pub fn pack(src: &Path, out: Output, skip: Option<InodeKey>, opts: &PackOptions, stats: &Stats, reporter: &dyn Reporter) -> Result<u64> {
+pub fn pack(
+    src: &Path,
+    out: Output,
+    skip: Option<InodeKey>,
+    opts: &PackOptions,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<u64> {
     let sink = ArchiveSink::new(out, opts, stats);
-    let cfg = WalkConfig { threads: opts.threads.max(1), skip, ..WalkConfig::default() };
+    let cfg = WalkConfig {
+        threads: opts.threads.max(1),
+        skip,
+        ..WalkConfig::default()
+    };
     walk(src, &sink, &cfg, reporter)?;
-    sink.finish().map_err(|e| Error::dst(&RelPath::root(), "write archive", e))
+    sink.finish()
+        .map_err(|e| Error::dst(&RelPath::root(), "write archive", e))
 }

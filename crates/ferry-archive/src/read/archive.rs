@@ -1,0 +1,193 @@
+//! An archive opened for reading: a ferry archive with its index, or any other tar.
+//!
+//! The index is only trusted after it has been checked against itself (checksums,
+//! bounds, runs) and laid over the tar data: entries must follow each other exactly as
+//! the tar stream does, from offset 0 to the end-of-archive blocks. Before a member's
+//! data is used, its tar header is parsed and must agree with its index entry.
+
+use crate::index::{Footer, Index, IndexEntry, Kind, FOOTER_LEN};
+use crate::tar::{Reader, TarEntry, TarError, TarKind};
+use crate::write::header::pad_block;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// Why an archive could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// The archive file could not be opened or read.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The tar data is malformed.
+    #[error("{0}")]
+    Tar(#[from] TarError),
+    /// The index is malformed or disagrees with the tar data.
+    #[error("{0}")]
+    Index(#[from] crate::index::IndexError),
+    /// The index and the tar header at an offset disagree.
+    #[error("archive offset {offset}: index and tar header disagree: {what}")]
+    Mismatch {
+        /// Where the tar header is.
+        offset: u64,
+        /// What differs.
+        what: &'static str,
+    },
+}
+
+/// An archive file opened for reading.
+pub struct Archive {
+    file: File,
+    len: u64,
+    index: Option<Index>,
+}
+
+impl Archive {
+    /// Opens the archive at `path`, reading and checking its index if it has one.
+    pub fn open(path: &Path) -> Result<Archive, ArchiveError> {
+        let file = File::open(path)?;
+        Archive::from_file(file)
+    }
+
+    /// Uses an open archive file.
+    pub fn from_file(file: File) -> Result<Archive, ArchiveError> {
+        let len = file.metadata()?.len();
+        let index = read_index(&file, len)?;
+        Ok(Archive { file, len, index })
+    }
+
+    /// The archive's index, if it is a ferry archive.
+    pub fn index(&self) -> Option<&Index> {
+        self.index.as_ref()
+    }
+
+    /// The open archive file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The archive's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for an empty file.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Parses the tar header(s) of an index entry and checks they say the same.
+    pub fn check_member(&self, e: &IndexEntry) -> Result<TarEntry, ArchiveError> {
+        let mut reader = Reader::new(At {
+            file: &self.file,
+            pos: e.header_offset,
+        });
+        let mismatch = |what| ArchiveError::Mismatch {
+            offset: e.header_offset,
+            what,
+        };
+        let t = reader
+            .next_entry()
+            .map_err(|mut err| {
+                err.offset += e.header_offset;
+                err
+            })?
+            .ok_or_else(|| mismatch("no entry at the indexed offset"))?;
+        if t.path != e.path {
+            return Err(mismatch("path"));
+        }
+        if tar_kind(e.kind) != t.kind {
+            return Err(mismatch("kind"));
+        }
+        if t.size != e.size
+            || t.stored != e.stored
+            || t.data_offset + e.header_offset != e.data_offset
+        {
+            return Err(mismatch("data size or place"));
+        }
+        if t.sparse.as_deref().unwrap_or_default() != e.runs.as_slice() {
+            return Err(mismatch("sparse map"));
+        }
+        if t.link_target.as_deref().unwrap_or_default() != e.link.as_slice() {
+            return Err(mismatch("link target"));
+        }
+        if (t.mode, t.uid, t.gid, t.mtime) != (e.mode, e.uid, e.gid, e.mtime) {
+            return Err(mismatch("metadata"));
+        }
+        Ok(t)
+    }
+}
+
+/// The tar kind an index kind stands for.
+pub fn tar_kind(k: Kind) -> TarKind {
+    match k {
+        Kind::File => TarKind::File,
+        Kind::Dir => TarKind::Dir,
+        Kind::Symlink => TarKind::Symlink,
+        Kind::HardLink => TarKind::HardLink,
+        Kind::Fifo => TarKind::Fifo,
+        Kind::CharDevice => TarKind::CharDevice,
+        Kind::BlockDevice => TarKind::BlockDevice,
+    }
+}
+
+/// Reads an archive file from a position with `pread`.
+pub struct At<'a> {
+    /// The file.
+    pub file: &'a File,
+    /// The next offset to read.
+    pub pos: u64,
+}
+
+impl Read for At<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+fn read_index(file: &File, len: u64) -> Result<Option<Index>, ArchiveError> {
+    if len < FOOTER_LEN + 1024 {
+        return Ok(None);
+    }
+    let mut footer = [0u8; FOOTER_LEN as usize];
+    file.read_exact_at(&mut footer, len - FOOTER_LEN)?;
+    let Some(f) = Footer::parse(&footer, len)? else {
+        return Ok(None);
+    };
+    // The index length was bounded by the file's length in `parse`.
+    let mut bytes = vec![0u8; f.index_len as usize];
+    file.read_exact_at(&mut bytes, f.index_offset)?;
+    let index = f.decode(&bytes)?;
+    check_layout(&index)?;
+    Ok(Some(index))
+}
+
+/// The entries must tile the tar data exactly, as the tar stream does.
+fn check_layout(index: &Index) -> Result<(), ArchiveError> {
+    let mut next = 0u64;
+    for e in &index.entries {
+        if e.header_offset != next {
+            return Err(crate::index::IndexError(format!(
+                "entry at offset {} does not follow the one before (expected {next})",
+                e.header_offset
+            ))
+            .into());
+        }
+        next = e
+            .data_offset
+            .checked_add(pad_block(e.stored))
+            .ok_or(ArchiveError::Mismatch {
+                offset: e.header_offset,
+                what: "data size",
+            })?;
+    }
+    if next + 1024 != index.tar_end {
+        return Err(crate::index::IndexError(
+            "entries do not end at the end-of-archive blocks".into(),
+        )
+        .into());
+    }
+    Ok(())
+}

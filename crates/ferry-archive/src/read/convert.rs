@@ -1,0 +1,136 @@
+//! From what an archive says to what ferry writes: member paths made safe, tar and
+//! index entries turned into [`Entry`]s.
+
+use crate::index::{IndexEntry, Kind};
+use crate::tar::{TarEntry, TarKind};
+use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath, Timestamp, Xattr};
+
+/// A member path made relative and clean: leading `/` and `./`, empty and `.`
+/// components are dropped; `..` anywhere is refused (a member must not reach outside
+/// the destination, and GNU tar refuses such members too). The empty result is the
+/// root of the destination.
+pub fn safe_path(raw: &[u8]) -> Result<RelPath, &'static str> {
+    let mut out = RelPath::root();
+    for comp in raw.split(|&b| b == b'/') {
+        match comp {
+            b"" | b"." => {}
+            b".." => return Err("member path contains '..'"),
+            c if c.contains(&0) => return Err("member path contains a NUL byte"),
+            c => out = out.join(c),
+        }
+    }
+    Ok(out)
+}
+
+fn time((sec, nsec): (i64, u32)) -> Timestamp {
+    Timestamp { sec, nsec }
+}
+
+fn meta(
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    mtime: (i64, u32),
+    atime: (i64, u32),
+    xattrs: &[(Vec<u8>, Vec<u8>)],
+) -> Metadata {
+    Metadata {
+        mode,
+        uid,
+        gid,
+        mtime: time(mtime),
+        atime: time(atime),
+        xattrs: xattrs
+            .iter()
+            .map(|(n, v)| Xattr {
+                name: n.clone(),
+                value: v.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn kind(k: TarKind, size: u64, link: Option<&[u8]>, rdev: u64) -> Result<EntryKind, &'static str> {
+    let target = || {
+        link.filter(|l| !l.is_empty())
+            .ok_or("link without a target")
+    };
+    Ok(match k {
+        TarKind::File => EntryKind::File { size, links: None },
+        TarKind::Dir => EntryKind::Dir,
+        TarKind::Symlink => EntryKind::Symlink {
+            target: target()?.to_vec(),
+        },
+        TarKind::HardLink => {
+            let t = safe_path(target()?)?;
+            if t.is_root() {
+                return Err("hardlink to the destination root");
+            }
+            EntryKind::HardLink { target: t }
+        }
+        TarKind::Fifo => EntryKind::Fifo,
+        TarKind::CharDevice => EntryKind::CharDevice { rdev },
+        TarKind::BlockDevice => EntryKind::BlockDevice { rdev },
+    })
+}
+
+/// The entry a tar member describes, with a safe path.
+pub fn from_tar(t: &TarEntry) -> Result<Entry, &'static str> {
+    let rdev = t.rdev.map_or(0, |(ma, mi)| rustix::fs::makedev(ma, mi));
+    Ok(Entry {
+        path: safe_path(&t.path)?,
+        kind: kind(t.kind, t.size, t.link_target.as_deref(), rdev)?,
+        meta: meta(
+            t.mode,
+            t.uid,
+            t.gid,
+            t.mtime,
+            t.atime.unwrap_or(t.mtime),
+            &t.xattrs,
+        ),
+    })
+}
+
+/// The tar kind an index kind stands for.
+fn tar_kind(k: Kind) -> TarKind {
+    crate::read::archive::tar_kind(k)
+}
+
+/// The entry an index entry describes, with a safe path.
+pub fn from_index(e: &IndexEntry) -> Result<Entry, &'static str> {
+    Ok(Entry {
+        path: safe_path(&e.path)?,
+        kind: kind(tar_kind(e.kind), e.size, Some(&e.link), e.rdev)?,
+        meta: meta(e.mode, e.uid, e.gid, e.mtime, e.atime, &e.xattrs),
+    })
+}
+
+/// The runs of a member's stored data: its sparse map, or all of it.
+pub fn runs_of(sparse: Option<&[(u64, u64)]>, size: u64) -> Vec<(u64, u64)> {
+    match sparse {
+        Some(r) => r.to_vec(),
+        None if size > 0 => vec![(0, size)],
+        None => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_made_safe() {
+        assert_eq!(
+            safe_path(b"/etc/passwd").map(|p| p.as_bytes().to_vec()),
+            Ok(b"etc/passwd".to_vec())
+        );
+        assert_eq!(
+            safe_path(b"./a//b/./c/").map(|p| p.as_bytes().to_vec()),
+            Ok(b"a/b/c".to_vec())
+        );
+        assert!(safe_path(b"./").is_ok_and(|p| p.is_root()));
+        assert!(safe_path(b"a/../../x").is_err());
+        assert!(safe_path(b"..").is_err());
+        assert!(safe_path(b"a/..b/c").is_ok());
+    }
+}

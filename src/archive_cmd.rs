@@ -1,0 +1,295 @@
+//! `pack`, `unpack`, `ls` and `cat`: the archive commands.
+
+use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
+use crate::progress;
+use crate::report::{StderrReporter, Summary};
+use anyhow::Context;
+use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
+use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
+use ferry_archive::read::Archive;
+use ferry_archive::tar::TarKind;
+use ferry_archive::write::pack::{pack, Output, PackOptions};
+use ferry_core::entry::{write_escaped, InodeKey};
+use ferry_core::error::Counting;
+use ferry_core::Stats;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+fn is_dash(p: &Path) -> bool {
+    p.as_os_str() == "-"
+}
+
+fn exit_for(summary: &Summary) -> ExitCode {
+    if summary.errors > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `ferry pack`.
+pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
+    let opts = PackOptions {
+        threads: args.jobs,
+        reflink: args.reflink.into(),
+        hash: args.hash,
+    };
+    let (out, skip) = if is_dash(&args.archive) {
+        (
+            Output::Stream(Box::new(BufWriter::with_capacity(1 << 20, io::stdout()))),
+            None,
+        )
+    } else {
+        let f = File::create(&args.archive)
+            .with_context(|| format!("{}: create archive", args.archive.display()))?;
+        let m = f.metadata()?;
+        (
+            Output::File(f.into()),
+            Some(InodeKey {
+                dev: m.dev(),
+                ino: m.ino(),
+            }),
+        )
+    };
+    let stats = Stats::default();
+    let terminal = io::stderr().is_terminal();
+    let show = terminal && !args.output.no_progress && !args.output.json;
+    let reporter = StderrReporter {
+        src: &args.src,
+        dst: &args.archive,
+    };
+    let counting = Counting {
+        inner: &reporter,
+        stats: &stats,
+    };
+    let start = Instant::now();
+    let packed = progress::with_progress(show, &args.src, &stats, || {
+        pack(&args.src, out, skip, &opts, &stats, &counting)
+    });
+    if let Err(e) = packed {
+        eprintln!("ferry: {}", reporter.line(&e));
+        return Ok(ExitCode::from(2));
+    }
+    let summary = Summary::new(&stats.snapshot(), start.elapsed().as_secs_f64());
+    summary.print(args.output.json, terminal);
+    Ok(exit_for(&summary))
+}
+
+/// An input archive: a plain file (read through its index when it has one) or a
+/// stream, decompressed if its first bytes say gzip or zstd.
+enum Input {
+    File(Archive),
+    Stream(Box<dyn Read>),
+}
+
+fn open_input(path: &Path) -> anyhow::Result<Input> {
+    let raw: Box<dyn Read> = if is_dash(path) {
+        Box::new(io::stdin().lock())
+    } else {
+        let f = File::open(path).with_context(|| format!("{}: open archive", path.display()))?;
+        let mut magic = [0u8; 4];
+        let n = f.read_at_most(&mut magic)?;
+        if !is_compressed(&magic[..n]) {
+            return Ok(Input::File(
+                Archive::from_file(f).with_context(|| format!("{}", path.display()))?,
+            ));
+        }
+        Box::new(f)
+    };
+    let mut buffered = BufReader::with_capacity(1 << 20, raw);
+    let magic = buffered.fill_buf()?.to_vec();
+    Ok(Input::Stream(if magic.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::bufread::MultiGzDecoder::new(buffered))
+    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Box::new(zstd::stream::read::Decoder::with_buffer(buffered)?)
+    } else {
+        Box::new(buffered)
+    }))
+}
+
+fn is_compressed(magic: &[u8]) -> bool {
+    magic.starts_with(&[0x1f, 0x8b]) || magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
+}
+
+/// Reads the first bytes of a file without moving its offset.
+trait ReadAtMost {
+    fn read_at_most(&self, buf: &mut [u8]) -> io::Result<usize>;
+}
+
+impl ReadAtMost for File {
+    fn read_at_most(&self, buf: &mut [u8]) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, 0)
+    }
+}
+
+/// `ferry unpack`.
+pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
+    let opts = UnpackOptions {
+        reflink: args.reflink.into(),
+        sparse: args.sparse.into(),
+        checksum: args.checksum,
+        verify: args.verify,
+    };
+    let input = open_input(&args.archive)?;
+    let stats = Stats::default();
+    let terminal = io::stderr().is_terminal();
+    let show = terminal && !args.output.no_progress && !args.output.json;
+    let reporter = StderrReporter {
+        src: &args.archive,
+        dst: &args.dst,
+    };
+    let counting = Counting {
+        inner: &reporter,
+        stats: &stats,
+    };
+    let start = Instant::now();
+    let result = match &input {
+        Input::File(a) => {
+            let count = |t: &ferry_core::count::Totals| {
+                if let Some(index) = a.index() {
+                    for e in &index.entries {
+                        t.entries.fetch_add(
+                            u64::from(e.kind != ferry_archive::index::Kind::Dir),
+                            Relaxed,
+                        );
+                        t.bytes.fetch_add(e.size, Relaxed);
+                    }
+                }
+                t.complete.store(a.index().is_some(), Relaxed);
+            };
+            progress::with_totals(show, count, &stats, || {
+                unpack_file(a, &args.dst, &opts, &stats, &counting)
+            })
+        }
+        Input::Stream(_) => Ok(()),
+    };
+    let result = match input {
+        Input::Stream(r) => progress::with_totals(
+            show,
+            |_| {},
+            &stats,
+            || unpack_stream(r, &args.dst, &opts, &stats, &counting),
+        ),
+        Input::File(_) => result,
+    };
+    let summary = Summary::new(&stats.snapshot(), start.elapsed().as_secs_f64());
+    if let Err(e) = result {
+        eprintln!("ferry: {}: {e}", args.archive.display());
+        summary.print(args.output.json, terminal);
+        return Ok(ExitCode::from(2));
+    }
+    summary.print(args.output.json, terminal);
+    Ok(exit_for(&summary))
+}
+
+fn mode_string(kind: TarKind, mode: u32) -> String {
+    let t = match kind {
+        TarKind::Dir => 'd',
+        TarKind::Symlink => 'l',
+        TarKind::HardLink => 'h',
+        TarKind::CharDevice => 'c',
+        TarKind::BlockDevice => 'b',
+        TarKind::Fifo => 'p',
+        TarKind::File => '-',
+    };
+    let mut s = String::from(t);
+    for (i, c) in "rwxrwxrwx".chars().enumerate() {
+        let bit = 0o400 >> i;
+        let special = match i {
+            2 => (mode & 0o4000 != 0).then_some(if mode & bit != 0 { 's' } else { 'S' }),
+            5 => (mode & 0o2000 != 0).then_some(if mode & bit != 0 { 's' } else { 'S' }),
+            8 => (mode & 0o1000 != 0).then_some(if mode & bit != 0 { 't' } else { 'T' }),
+            _ => None,
+        };
+        s.push(special.unwrap_or(if mode & bit != 0 { c } else { '-' }));
+    }
+    s
+}
+
+fn escaped(bytes: &[u8]) -> String {
+    let mut s = String::new();
+    let _ = write_escaped(&mut s, bytes);
+    s
+}
+
+fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> {
+    if !long {
+        return writeln!(out, "{}", escaped(&m.path));
+    }
+    let link = match m.kind {
+        TarKind::Symlink => format!(" -> {}", escaped(&m.link)),
+        TarKind::HardLink => format!(" link to {}", escaped(&m.link)),
+        _ => String::new(),
+    };
+    writeln!(
+        out,
+        "{} {}/{} {:>12} {}.{:09} {}{link}",
+        mode_string(m.kind, m.mode),
+        m.uid,
+        m.gid,
+        m.size,
+        m.mtime.0,
+        m.mtime.1,
+        escaped(&m.path)
+    )
+}
+
+/// `ferry ls`.
+pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let each = |m: &Member| print_member(&mut out, m, args.long);
+    let listed = match open_input(&args.archive)? {
+        Input::File(a) => list(&a, each),
+        Input::Stream(r) => list_stream(r, each),
+    };
+    finish_output(listed.map_err(anyhow::Error::from), &args.archive, out)
+}
+
+/// `ferry cat`.
+pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+    let path = args.path.as_os_str().as_bytes();
+    let done = match open_input(&args.archive)? {
+        Input::File(a) => cat(&a, path, &mut out),
+        Input::Stream(r) => cat_stream(r, path, &mut out),
+    };
+    finish_output(done.map_err(anyhow::Error::from), &args.archive, out)
+}
+
+/// Flushes `out`; a closed pipe (`ferry ls | head`) is not an error.
+fn finish_output(
+    result: anyhow::Result<()>,
+    archive: &Path,
+    mut out: impl Write,
+) -> anyhow::Result<ExitCode> {
+    let result = result.and_then(|()| Ok(out.flush()?));
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e)
+            if e.downcast_ref::<io::Error>()
+                .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<io::Error>()
+                    .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("ferry: {}: {e}", archive.display());
+            Ok(ExitCode::from(2))
+        }
+    }
+}
