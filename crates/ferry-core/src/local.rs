@@ -483,8 +483,10 @@ impl LocalTreeSink<'_> {
             walked = walked.join(comp);
             let name = CString::new(comp)
                 .map_err(|_| Error::dst(&walked, "open", other("contains a NUL byte")))?;
+            // A directory made here only because a member lies below it gets the mode
+            // `mkdir -p` would give it; one the source names gets its own at the end.
             let made = create && {
-                match rfs::mkdirat(&*cur.fd, name.as_c_str(), Mode::from_raw_mode(0o700)) {
+                match rfs::mkdirat(&*cur.fd, name.as_c_str(), Mode::from_raw_mode(0o777)) {
                     Ok(()) => true,
                     Err(Errno::EXIST) => false,
                     Err(e) => return Err(Error::dst(&walked, "create directory", e)),
@@ -511,6 +513,18 @@ impl LocalTreeSink<'_> {
             };
         }
         Ok(cur)
+    }
+
+    /// Gives a root this job created, and that no entry describes, the mode `mkdir`
+    /// would have given it (it is created private until its own entry says otherwise).
+    pub fn settle_unnamed_root(&self) -> Result<()> {
+        match self.root.get() {
+            Some(root) if root.fresh => {
+                let mode = 0o777 & !self.meta.umask();
+                rfs::fchmod(&*root.fd, Mode::from_raw_mode(mode)).at_dst(&RelPath::root(), "set mode")
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Makes `entry` another name for `target`, an earlier entry of the same stream.

@@ -116,6 +116,11 @@ impl MetaWriter {
         }
     }
 
+    /// The process's umask.
+    pub fn umask(&self) -> u32 {
+        self.umask
+    }
+
     /// The mode to create a file with, and whether an explicit chmod is still needed after
     /// the owner is set (setuid/setgid/sticky bits, or a umask that would mask bits).
     pub fn create_mode(&self, meta: &Metadata) -> (Mode, bool) {

@@ -124,6 +124,11 @@ impl<'a> Extractor<'a> {
 
     /// Applies directory metadata, deepest first, so setting one never disturbs another.
     fn finish(mut self) {
+        if !self.dirs.iter().any(|e| e.path.is_root()) {
+            if let Err(err) = self.sink.settle_unnamed_root() {
+                self.reporter.error(&err);
+            }
+        }
         self.dirs.sort_by_key(|e| {
             std::cmp::Reverse(
                 e.path.as_bytes().iter().filter(|&&b| b == b'/').count()
