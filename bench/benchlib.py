@@ -231,6 +231,23 @@ def busy_seconds():
     return (sum(v[:8]) - v[3] - v[4]) / CLK_TCK
 
 
+def wait_quiet(max_wait=180.0, threshold=0.25, window=1.0):
+    """Wait until the rest of the machine is nearly idle (under `threshold` CPUs busy over a
+    `window`-second sample), at most `max_wait` seconds. Other jobs on a 2-core machine
+    (a build, a test suite) distort a copy benchmark badly. Returns seconds waited (and
+    whether it got quiet)."""
+    t0 = time.perf_counter()
+    while True:
+        b0 = busy_seconds()
+        time.sleep(window)
+        b1 = busy_seconds()
+        waited = time.perf_counter() - t0
+        if b0 is None or b1 is None or (b1 - b0) / window < threshold:
+            return waited, True
+        if waited >= max_wait:
+            return waited, False
+
+
 def snapshot_binary(path, into):
     """Copy a binary under `into` named by its hash, so a rebuild during a long run does
     not change what is measured. Returns the copy's path."""

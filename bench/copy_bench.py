@@ -194,8 +194,11 @@ def bench_one(fs, workload, args, results, out_path):
                 rows[tool] = {"tool": tool, "cmd": c[0] if c[1] else " ".join(c[0]), "runs": []}
             if cache == "warm":
                 warm_source(src)
-                if args.warmup:
-                    for tool, (cmd, shell) in cmds.items():
+                if args.warmup != "none":
+                    # untimed: the first run on a fresh filesystem pays for things later
+                    # runs do not (first use of block groups, journal), and it should not
+                    # be the first tool's alone
+                    for tool, (cmd, shell) in list(cmds.items())[:1 if args.warmup == "first" else None]:
                         B.rmtree(dst)
                         B.run_measured(cmd, shell=shell, timeout=args.timeout)
                         B.rmtree(dst)
@@ -206,7 +209,11 @@ def bench_one(fs, workload, args, results, out_path):
                     B.sync()
                     if cache == "cold":
                         B.drop_caches()
+                    waited, quiet = B.wait_quiet(args.quiet_wait) if args.quiet_wait > 0 else (0.0, None)
+                    if quiet is False:
+                        B.log(f"machine still busy after {waited:.0f} s; running anyway")
                     run = B.run_measured(cmd, shell=shell, timeout=args.timeout)
+                    run["quiet_wait"], run["was_quiet"] = waited, quiet
                     t = time.perf_counter()
                     B.sync()
                     run["sync_seconds"] = time.perf_counter() - t
@@ -255,6 +262,7 @@ def finish_rows(rows):
         r["median_du_mib"] = B.median([x.get("du_kib") / 1024 for x in ok if x.get("du_kib") is not None])
         r["problems"] = sorted({x["problem"] for x in r["runs"] if x["problem"]})
         r["failed_runs"] = len(r["runs"]) - len(ok)
+        r["noisy_runs"] = sum(1 for x in r["runs"] if x.get("was_quiet") is False)
 
 
 def entry(fs, workload, cache, desc, want, src_du, lfs, rows):
@@ -303,6 +311,8 @@ def print_table(e, reps):
     for l in lines:
         out.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(l, widths))))
     for r in e["tools"]:
+        if r.get("noisy_runs"):
+            out.append(f"   note: {r['tool']}: {r['noisy_runs']} run(s) started while the machine was busy")
         for p in r["problems"]:
             out.append(f"   note: {r['tool']}: {p}")
     out.append("   seconds: wall, median; cpu s: user+sys of the tool; sync s: the sync after it (not in seconds);"
@@ -328,10 +338,13 @@ def main():
     ap.add_argument("--scratch", default=B.DEFAULT_SCRATCH, help="where images and caches go")
     ap.add_argument("--image-size", default="8G")
     ap.add_argument("--no-direct-io", action="store_true", help="loop device without direct I/O")
-    ap.add_argument("--warmup", action="store_true", help="warm cache: one untimed run of each tool first "
-                    "(default: one tar read pass over the source)")
+    ap.add_argument("--warmup", choices=["first", "all", "none"], default="first",
+                    help="warm cache, after a tar read pass over the source: one untimed run of the first "
+                    "tool (default), of every tool, or none")
     ap.add_argument("--du", action="store_true", help="report du of the destination for every workload")
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--quiet-wait", type=float, default=60, help="before each timed run, wait up to this many "
+                    "seconds for the rest of the machine to be idle (0: do not wait)")
     ap.add_argument("--keep-going", action="store_true", help="do not stop at a ferry correctness failure")
     ap.add_argument("--out", help="JSON path (default bench/results/<timestamp>.json)")
     ap.add_argument("--cleanup", action="store_true", help="unmount and detach leftovers under --scratch, then exit")

@@ -43,7 +43,8 @@ pub fn chmod(path: &Path, mode: u32) {
 
 /// Makes the symlink `link` pointing at `target` (which need not exist).
 pub fn symlink(target: impl AsRef<Path>, link: &Path) {
-    std::os::unix::fs::symlink(target.as_ref(), link).unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
+    std::os::unix::fs::symlink(target.as_ref(), link)
+        .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
 }
 
 /// Gives `existing` the extra name `new`.
@@ -53,7 +54,8 @@ pub fn hardlink(existing: &Path, new: &Path) {
 
 /// Makes a fifo.
 pub fn fifo(path: &Path) {
-    rustix::fs::mkfifoat(CWD, path, Mode::from_raw_mode(0o640)).unwrap_or_else(|e| panic!("mkfifo {}: {e}", path.display()));
+    rustix::fs::mkfifoat(CWD, path, Mode::from_raw_mode(0o640))
+        .unwrap_or_else(|e| panic!("mkfifo {}: {e}", path.display()));
 }
 
 /// Makes a character or block device node (root only).
@@ -65,8 +67,14 @@ pub fn device(path: &Path, kind: FileType, major: u32, minor: u32) {
 
 /// Changes owner and group without following a symlink (root only).
 pub fn chown(path: &Path, uid: u32, gid: u32) {
-    rustix::fs::chownat(CWD, path, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)), AtFlags::SYMLINK_NOFOLLOW)
-        .unwrap_or_else(|e| panic!("chown {}: {e}", path.display()));
+    rustix::fs::chownat(
+        CWD,
+        path,
+        Some(Uid::from_raw(uid)),
+        Some(Gid::from_raw(gid)),
+        AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .unwrap_or_else(|e| panic!("chown {}: {e}", path.display()));
 }
 
 /// Sets an extended attribute without following a symlink.
@@ -77,12 +85,18 @@ pub fn set_xattr(path: &Path, name: &str, value: &[u8]) {
 
 /// A timestamp from seconds and nanoseconds.
 pub fn ts(sec: i64, nsec: i64) -> Timespec {
-    Timespec { tv_sec: sec, tv_nsec: nsec }
+    Timespec {
+        tv_sec: sec,
+        tv_nsec: nsec,
+    }
 }
 
 /// Sets atime and mtime of `name` in `dir`, without following a symlink.
 pub fn set_times_at(dir: BorrowedFd<'_>, name: &OsStr, atime: Timespec, mtime: Timespec) {
-    let times = Timestamps { last_access: atime, last_modification: mtime };
+    let times = Timestamps {
+        last_access: atime,
+        last_modification: mtime,
+    };
     rustix::fs::utimensat(dir, name, &times, AtFlags::SYMLINK_NOFOLLOW)
         .unwrap_or_else(|e| panic!("utimensat {}: {e}", name.to_string_lossy()));
 }
@@ -94,8 +108,14 @@ pub fn set_times(path: &Path, atime: Timespec, mtime: Timespec) {
 
 /// The distinct, odd-nanosecond (atime, mtime) pair that [`stamp_times`] gives entry `n`.
 pub fn stamp(n: i64) -> (Timespec, Timespec) {
-    let mtime = ts(1_500_000_000 + n * 1_000, (n * 7_919 + 123_456_789) % 1_000_000_000);
-    let atime = ts(1_400_000_000 + n * 1_000, (n * 104_729 + 987_654_321) % 1_000_000_000);
+    let mtime = ts(
+        1_500_000_000 + n * 1_000,
+        (n * 7_919 + 123_456_789) % 1_000_000_000,
+    );
+    let atime = ts(
+        1_400_000_000 + n * 1_000,
+        (n * 104_729 + 987_654_321) % 1_000_000_000,
+    );
     (atime, mtime)
 }
 
@@ -114,6 +134,26 @@ pub fn stamp_times(root: &Path) {
     set_times_at(fd.as_fd(), OsStr::new("."), atime, mtime);
 }
 
+/// Gives every directory below `root` mode 0755 (top down, not following symlinks),
+/// so that the tree can be removed without root. Failures are ignored.
+pub fn make_removable(root: &Path) {
+    fn open_up(dir: BorrowedFd<'_>) {
+        let Ok(entries) = std::fs::read_dir(fdwalk::at(dir, OsStr::new("."))) else {
+            return;
+        };
+        for name in entries.filter_map(|e| Some(e.ok()?.file_name())) {
+            if fdwalk::is_dir(dir, &name) {
+                let _ =
+                    rustix::fs::chmodat(dir, &name, Mode::from_raw_mode(0o755), AtFlags::empty());
+                if let Ok(sub) = fdwalk::open_subdir(dir, &name) {
+                    open_up(sub.as_fd());
+                }
+            }
+        }
+    }
+    open_up(fdwalk::open_dir(root).as_fd());
+}
+
 /// Creates a file of `size` bytes whose only data is `extents` (offset, bytes): the
 /// rest are holes.
 pub fn sparse_file(path: &Path, size: u64, extents: &[(u64, &[u8])]) {
@@ -129,6 +169,8 @@ pub fn sparse_file(path: &Path, size: u64, extents: &[(u64, &[u8])]) {
 /// allocation so the number is final.
 pub fn allocated(path: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
-    File::open(path).and_then(|f| f.sync_all()).unwrap_or_else(|e| panic!("fsync {}: {e}", path.display()));
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .unwrap_or_else(|e| panic!("fsync {}: {e}", path.display()));
     std::fs::symlink_metadata(path).expect("stat").blocks() * 512
 }

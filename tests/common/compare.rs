@@ -26,6 +26,19 @@ pub struct Options {
     /// Relative paths (bytes, `a/b`) not compared, on either side; a skipped directory
     /// is skipped whole.
     pub skip: Vec<Vec<u8>>,
+    /// Leave xattrs out (for a DST filesystem that has none).
+    pub skip_xattrs: bool,
+}
+
+impl Options {
+    /// Options that leave out the relative paths `rels`.
+    pub fn skipping(rels: &[&str]) -> Options {
+        let skip = rels.iter().map(|r| r.as_bytes().to_vec()).collect();
+        Options {
+            skip,
+            ..Options::default()
+        }
+    }
 }
 
 /// Every difference between the trees at `src` and `dst`, one line each.
@@ -36,7 +49,11 @@ pub fn diff_trees(src: &Path, dst: &Path) -> Vec<String> {
 /// [`diff_trees`] with some paths left out.
 pub fn diff_trees_with(src: &Path, dst: &Path, opts: &Options) -> Vec<String> {
     let (s, d) = (fdwalk::open_dir(src), fdwalk::open_dir(dst));
-    let mut cmp = Comparer { opts, diffs: Vec::new(), inodes: Vec::new() };
+    let mut cmp = Comparer {
+        opts,
+        diffs: Vec::new(),
+        inodes: Vec::new(),
+    };
     cmp.entry(b"", s.as_fd(), d.as_fd(), OsStr::new("."));
     cmp.check_links();
     cmp.diffs
@@ -71,8 +88,15 @@ struct Comparer<'a> {
 }
 
 impl Comparer<'_> {
-    fn differ(&mut self, rel: &[u8], what: &str, src: impl std::fmt::Debug, dst: impl std::fmt::Debug) {
-        self.diffs.push(format!("{}: {what}: SRC {src:?} != DST {dst:?}", show(rel)));
+    fn differ(
+        &mut self,
+        rel: &[u8],
+        what: &str,
+        src: impl std::fmt::Debug,
+        dst: impl std::fmt::Debug,
+    ) {
+        self.diffs
+            .push(format!("{}: {what}: SRC {src:?} != DST {dst:?}", show(rel)));
     }
 
     fn note(&mut self, rel: &[u8], msg: &str) {
@@ -82,7 +106,8 @@ impl Comparer<'_> {
     /// Compares the entry `name` of the directories `s` (SRC) and `d` (DST).
     fn entry(&mut self, rel: &[u8], s: BorrowedFd<'_>, d: BorrowedFd<'_>, name: &OsStr) {
         let (sp, dp) = (at(s, name), at(d, name));
-        let sm = std::fs::symlink_metadata(&sp).unwrap_or_else(|e| panic!("lstat SRC {}: {e}", show(rel)));
+        let sm = std::fs::symlink_metadata(&sp)
+            .unwrap_or_else(|e| panic!("lstat SRC {}: {e}", show(rel)));
         let dm = match std::fs::symlink_metadata(&dp) {
             Ok(m) => m,
             Err(e) => return self.note(rel, &format!("missing in DST ({e})")),
@@ -92,7 +117,9 @@ impl Comparer<'_> {
             return self.differ(rel, "kind", sk, dk);
         }
         self.metadata(rel, sk, &sm, &dm);
-        self.xattrs(rel, &sp, &dp);
+        if !self.opts.skip_xattrs {
+            self.xattrs(rel, &sp, &dp);
+        }
         match sk {
             "dir" => self.dir(rel, s, d, name),
             "file" => self.content(rel, &sp, &dp),
@@ -105,20 +132,51 @@ impl Comparer<'_> {
             _ => {}
         }
         if sk != "dir" {
-            self.inodes.push((rel.to_vec(), (sm.dev(), sm.ino()), (dm.dev(), dm.ino())));
+            self.inodes
+                .push((rel.to_vec(), (sm.dev(), sm.ino()), (dm.dev(), dm.ino())));
         }
     }
 
     fn metadata(&mut self, rel: &[u8], kind: &str, s: &Metadata, d: &Metadata) {
         let fields: [(&str, bool, String, String); 8] = [
-            ("mode", true, format!("{:o}", s.mode() & 0o7777), format!("{:o}", d.mode() & 0o7777)),
+            (
+                "mode",
+                true,
+                format!("{:o}", s.mode() & 0o7777),
+                format!("{:o}", d.mode() & 0o7777),
+            ),
             ("uid", true, s.uid().to_string(), d.uid().to_string()),
             ("gid", true, s.gid().to_string(), d.gid().to_string()),
-            ("mtime", true, time(s.mtime(), s.mtime_nsec()), time(d.mtime(), d.mtime_nsec())),
-            ("atime", kind == "file", time(s.atime(), s.atime_nsec()), time(d.atime(), d.atime_nsec())),
-            ("size", kind == "file" || kind == "symlink", s.size().to_string(), d.size().to_string()),
-            ("nlink", kind != "dir", s.nlink().to_string(), d.nlink().to_string()),
-            ("rdev", kind.ends_with("device"), format!("{:#x}", s.rdev()), format!("{:#x}", d.rdev())),
+            (
+                "mtime",
+                true,
+                time(s.mtime(), s.mtime_nsec()),
+                time(d.mtime(), d.mtime_nsec()),
+            ),
+            (
+                "atime",
+                kind == "file",
+                time(s.atime(), s.atime_nsec()),
+                time(d.atime(), d.atime_nsec()),
+            ),
+            (
+                "size",
+                kind == "file" || kind == "symlink",
+                s.size().to_string(),
+                d.size().to_string(),
+            ),
+            (
+                "nlink",
+                kind != "dir",
+                s.nlink().to_string(),
+                d.nlink().to_string(),
+            ),
+            (
+                "rdev",
+                kind.ends_with("device"),
+                format!("{:#x}", s.rdev()),
+                format!("{:#x}", d.rdev()),
+            ),
         ];
         for (what, applies, sv, dv) in fields {
             if applies && sv != dv {
@@ -128,7 +186,10 @@ impl Comparer<'_> {
     }
 
     fn dir(&mut self, rel: &[u8], s: BorrowedFd<'_>, d: BorrowedFd<'_>, name: &OsStr) {
-        let open = |fd, side| fdwalk::open_subdir(fd, name).unwrap_or_else(|e| panic!("open {side} {}: {e}", show(rel)));
+        let open = |fd, side| {
+            fdwalk::open_subdir(fd, name)
+                .unwrap_or_else(|e| panic!("open {side} {}: {e}", show(rel)))
+        };
         let (sd, dd) = (open(s, "SRC"), open(d, "DST"));
         let snames: BTreeSet<OsString> = fdwalk::names(sd.as_fd()).into_iter().collect();
         let dnames: BTreeSet<OsString> = fdwalk::names(dd.as_fd()).into_iter().collect();
@@ -153,8 +214,15 @@ impl Comparer<'_> {
             let sn = read_full(&mut sf, &mut sb);
             let dn = read_full(&mut df, &mut db);
             if sb[..sn] != db[..dn] {
-                let at = sb[..sn].iter().zip(&db[..dn]).position(|(a, b)| a != b).unwrap_or(sn.min(dn));
-                return self.note(rel, &format!("content differs at byte {}", offset + at as u64));
+                let at = sb[..sn]
+                    .iter()
+                    .zip(&db[..dn])
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(sn.min(dn));
+                return self.note(
+                    rel,
+                    &format!("content differs at byte {}", offset + at as u64),
+                );
             }
             if sn == 0 {
                 return;
@@ -169,7 +237,12 @@ impl Comparer<'_> {
             let (sv, dv) = (sx.get(key), dx.get(key));
             if sv != dv {
                 let what = format!("xattr {}", key.escape_ascii());
-                self.differ(rel, &what, sv.map(|v| v.escape_ascii().to_string()), dv.map(|v| v.escape_ascii().to_string()));
+                self.differ(
+                    rel,
+                    &what,
+                    sv.map(|v| v.escape_ascii().to_string()),
+                    dv.map(|v| v.escape_ascii().to_string()),
+                );
             }
         }
     }
@@ -185,7 +258,10 @@ impl Comparer<'_> {
                 match first.get(&mine) {
                     Some((r0, t0)) if *t0 != theirs => problems.push((
                         rel.clone(),
-                        format!("hardlink: shares an inode with {} in {side} but not in {other}", show(r0)),
+                        format!(
+                            "hardlink: shares an inode with {} in {side} but not in {other}",
+                            show(r0)
+                        ),
                     )),
                     Some(_) => {}
                     None => {
@@ -211,11 +287,23 @@ fn kind(m: &Metadata) -> &'static str {
         (t.is_block_device(), "block device"),
         (t.is_socket(), "socket"),
     ];
-    kinds.iter().find(|(is, _)| *is).map_or("unknown", |(_, name)| name)
+    kinds
+        .iter()
+        .find(|(is, _)| *is)
+        .map_or("unknown", |(_, name)| name)
 }
 
 fn time(sec: i64, nsec: i64) -> String {
     format!("{sec}.{nsec:09}")
+}
+
+/// The content of a regular file, read without updating its atime where allowed.
+pub fn read_noatime(path: &Path) -> Vec<u8> {
+    let mut data = Vec::new();
+    open_noatime(path)
+        .read_to_end(&mut data)
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    data
 }
 
 /// Opens a regular file for reading without updating its atime where the kernel allows
@@ -223,7 +311,12 @@ fn time(sec: i64, nsec: i64) -> String {
 fn open_noatime(path: &Path) -> File {
     let noatime = rustix::fs::OFlags::NOATIME.bits() as i32;
     let nofollow = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
-    let open = |flags| std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path);
+    let open = |flags| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(path)
+    };
     open(noatime | nofollow)
         .or_else(|_| open(nofollow))
         .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))

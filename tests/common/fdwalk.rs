@@ -69,7 +69,11 @@ pub fn show(rel: &[u8]) -> String {
 
 /// Calls `visit(dir, name, rel)` for every entry below `dir`, children before their
 /// directory (so a visitor may change a directory's times after its children).
-pub fn walk_post_order(dir: BorrowedFd<'_>, rel: &[u8], visit: &mut dyn FnMut(BorrowedFd<'_>, &OsStr, &[u8])) {
+pub fn walk_post_order(
+    dir: BorrowedFd<'_>,
+    rel: &[u8],
+    visit: &mut dyn FnMut(BorrowedFd<'_>, &OsStr, &[u8]),
+) {
     for name in names(dir) {
         let child_rel = join(rel, &name);
         if is_dir(dir, &name) {

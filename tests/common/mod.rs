@@ -41,9 +41,24 @@ pub struct Scratch {
     pub dst: std::path::PathBuf,
 }
 
+impl Drop for Scratch {
+    /// Without root, entries in a 0500 or 000 directory cannot be removed: open every
+    /// directory up first so the temp dir goes away.
+    fn drop(&mut self) {
+        if !is_root() {
+            build::make_removable(self.tmp.path());
+        }
+    }
+}
+
 /// A new [`Scratch`] in the system temp dir.
 pub fn scratch() -> Scratch {
-    let tmp = tempfile::tempdir().expect("make a temp dir");
+    scratch_in(&std::env::temp_dir())
+}
+
+/// A new [`Scratch`] inside `dir` (e.g. on a mounted test filesystem).
+pub fn scratch_in(dir: &std::path::Path) -> Scratch {
+    let tmp = tempfile::tempdir_in(dir).expect("make a temp dir");
     let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
     build::mkdirs(&src);
     Scratch { tmp, src, dst }
@@ -67,6 +82,10 @@ pub fn copy_exact(s: &Scratch, args: &[&str]) -> run::Summary {
         ("errors", 0),
     ]);
     let seconds = summary.0.get("seconds").and_then(|v| v.as_f64());
-    assert!(seconds.is_some_and(|t| t >= 0.0), "no seconds in the summary: {}", summary.0);
+    assert!(
+        seconds.is_some_and(|t| t >= 0.0),
+        "no seconds in the summary: {}",
+        summary.0
+    );
     summary
 }

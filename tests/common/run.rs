@@ -29,7 +29,9 @@ pub fn copy_ok(src: &Path, dst: &Path, args: &[&str]) -> Run {
 /// Runs a command to the end and keeps what it printed.
 pub fn run(mut cmd: Command) -> Run {
     let shown = format!("{cmd:?}");
-    let out = cmd.output().unwrap_or_else(|e| panic!("spawn {shown}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("spawn {shown}: {e}"));
     Run::new(shown, out)
 }
 
@@ -57,18 +59,27 @@ impl Run {
 
     /// Lines of the form `ferry: <path>: <operation>: <error>` (not warnings).
     pub fn errors(&self) -> Vec<&str> {
-        self.stderr.lines().filter(|l| l.starts_with("ferry: ") && !l.starts_with("ferry: warning: ")).collect()
+        self.stderr
+            .lines()
+            .filter(|l| l.starts_with("ferry: ") && !l.starts_with("ferry: warning: "))
+            .collect()
     }
 
     /// Lines of the form `ferry: warning: ...`.
     pub fn warnings(&self) -> Vec<&str> {
-        self.stderr.lines().filter(|l| l.starts_with("ferry: warning: ")).collect()
+        self.stderr
+            .lines()
+            .filter(|l| l.starts_with("ferry: warning: "))
+            .collect()
     }
 
     /// Exit status 0 and no error line.
     pub fn assert_ok(&self) {
         self.assert_status(0);
-        assert!(self.errors().is_empty(), "error lines from a successful run: {self}");
+        assert!(
+            self.errors().is_empty(),
+            "error lines from a successful run: {self}"
+        );
     }
 
     /// Exit status `code`.
@@ -87,7 +98,11 @@ impl Run {
 
 impl std::fmt::Display for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}\nexit status {}\n--- stdout\n{}--- stderr\n{}", self.cmd, self.status, self.stdout, self.stderr)
+        write!(
+            f,
+            "{}\nexit status {}\n--- stdout\n{}--- stderr\n{}",
+            self.cmd, self.status, self.stdout, self.stderr
+        )
     }
 }
 

@@ -26,7 +26,12 @@ pub fn mixed(root: &Path) {
     write(&root.join("one"), b"1");
     write(&root.join("twin_a"), b"same content");
     write(&root.join("twin_b"), b"same content");
-    for (name, mode) in [("setuid", 0o4755), ("setgid", 0o2711), ("private", 0o600), ("readable", 0o444)] {
+    for (name, mode) in [
+        ("setuid", 0o4755),
+        ("setgid", 0o2711),
+        ("private", 0o600),
+        ("readable", 0o444),
+    ] {
         write(&root.join(name), name.as_bytes());
         chmod(&root.join(name), mode);
     }
@@ -46,7 +51,11 @@ pub fn mixed(root: &Path) {
     hardlink(&root.join("pair_x"), &root.join("pair_y"));
     set_xattr(&root.join("one"), "user.test", b"value");
     set_xattr(&root.join("size4095"), "user.empty", b"");
-    set_xattr(&root.join("size4095"), "user.binary", &[0, 1, 2, 255, b'\n']);
+    set_xattr(
+        &root.join("size4095"),
+        "user.binary",
+        &[0, 1, 2, 255, b'\n'],
+    );
     set_xattr(&root.join("a"), "user.dir", b"on a directory");
     set_xattr(&root.join("hard1"), "user.linked", b"shared by three names");
     special_dirs(root);
@@ -77,7 +86,10 @@ pub fn root_extras(root: &Path) {
     device(&r.join("null_like"), FileType::CharacterDevice, 1, 3);
     device(&r.join("block_like"), FileType::BlockDevice, 7, 200);
     write(&r.join("owned"), b"owned by someone else");
-    write(&r.join("owned_dir/inside"), b"in a directory owned by someone else");
+    write(
+        &r.join("owned_dir/inside"),
+        b"in a directory owned by someone else",
+    );
     symlink("owned", &r.join("owned_link"));
     fifo(&r.join("owned_fifo"));
     write(&r.join("owned_setuid"), b"setuid, not root's");
@@ -118,7 +130,10 @@ pub struct Counts {
 /// Counts what is in the tree at `root` (sockets are not counted).
 pub fn count(root: &Path) -> Counts {
     let fd = fdwalk::open_dir(root);
-    let mut c = Counts { dirs: 1, ..Counts::default() };
+    let mut c = Counts {
+        dirs: 1,
+        ..Counts::default()
+    };
     let mut seen = HashSet::new();
     fdwalk::walk_post_order(fd.as_fd(), b"", &mut |dir, name, _| {
         let m = std::fs::symlink_metadata(fdwalk::at(dir, name)).expect("lstat");

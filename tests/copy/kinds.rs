@@ -1,11 +1,13 @@
 //! Every kind of entry and every metadata field: a mixed tree, hardlinks, symlinks
 //! (copied as links, never followed, nothing written outside DST), fifos, device nodes
-//! and other owners (root), xattrs, sockets (skipped with a warning).
+//! and other owners (root), xattrs (one warning when DST has none), sockets (skipped
+//! with a warning).
 
 use crate::common::build::*;
 use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
+use crate::common::mount::mount_ramfs;
 use crate::common::run::copy;
-use crate::common::{copy_exact, is_root, scratch, skip_unless_root, trees};
+use crate::common::{copy_exact, is_root, scratch, skip, skip_unless_root, trees};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
@@ -49,7 +51,10 @@ fn hardlink_tree(root: &Path) {
         let first = root.join(format!("d{}/g{g}_1", g % 10));
         write(&first, &pattern(g, (g as usize) * 1000));
         for (k, shift) in [(2, 3), (3, 7)] {
-            hardlink(&first, &root.join(format!("d{}/g{g}_{k}", (g + shift) % 10)));
+            hardlink(
+                &first,
+                &root.join(format!("d{}/g{g}_{k}", (g + shift) % 10)),
+            );
         }
     }
     write(&root.join("same_dir_1"), b"two names, one directory");
@@ -72,6 +77,28 @@ fn hardlinks_keep_their_structure() {
     copy_exact(&s, &[]);
 }
 
+/// One directory of 3,000 entries (large enough to be split among workers): files,
+/// hardlink pairs inside it, symlinks and subdirectories.
+fn flat_tree(root: &Path) {
+    for i in 0..3000u64 {
+        let p = root.join(format!("e{i:04}"));
+        match i % 10 {
+            0 => mkdirs(&p.join("inner")),
+            1 => symlink(format!("e{:04}", i - 1), &p),
+            2 if i > 10 => hardlink(&root.join(format!("e{:04}", i - 3)), &p),
+            _ => write(&p, &pattern(i, (i as usize * 7) % 5000)),
+        }
+    }
+    stamp_times(root);
+}
+
+#[test]
+fn a_large_flat_directory_is_copied_exactly() {
+    let s = scratch();
+    flat_tree(&s.src);
+    copy_exact(&s, &["-j", "8"]);
+}
+
 /// Symlinks of every sort: dangling, absolute, relative, out of SRC (to a file and a
 /// directory that exist), to a directory inside, to a symlink, a loop, a long target.
 fn symlink_tree(root: &Path, outside: &Path) {
@@ -88,7 +115,10 @@ fn symlink_tree(root: &Path, outside: &Path) {
         ("loop_a".to_string(), "loop_b"),
         ("../outside/secret".to_string(), "out_relative"),
         (outside.display().to_string(), "out_dir"),
-        (format!("{}/secret", outside.display()), "sub/inner/out_file"),
+        (
+            format!("{}/secret", outside.display()),
+            "sub/inner/out_file",
+        ),
         ("x/".repeat(1000), "long"),
     ] {
         symlink(target, &root.join(name));
@@ -107,7 +137,10 @@ fn outside_tree(root: &Path) {
 #[test]
 fn symlinks_are_copied_as_links_never_followed() {
     let s = scratch();
-    let (outside, reference) = (s.tmp.path().join("outside"), s.tmp.path().join("outside_ref"));
+    let (outside, reference) = (
+        s.tmp.path().join("outside"),
+        s.tmp.path().join("outside_ref"),
+    );
     outside_tree(&outside);
     outside_tree(&reference);
     symlink_tree(&s.src, &outside);
@@ -118,12 +151,18 @@ fn symlinks_are_copied_as_links_never_followed() {
 #[test]
 fn symlinks_already_in_dst_are_not_followed() {
     let s = scratch();
-    let (outside, reference) = (s.tmp.path().join("outside"), s.tmp.path().join("outside_ref"));
+    let (outside, reference) = (
+        s.tmp.path().join("outside"),
+        s.tmp.path().join("outside_ref"),
+    );
     outside_tree(&outside);
     outside_tree(&reference);
     mkdirs(&s.src.join("escape"));
     write(&s.src.join("escape/f"), b"would land outside");
-    write(&s.src.join("secret_link"), b"a file in SRC, a symlink in DST");
+    write(
+        &s.src.join("secret_link"),
+        b"a file in SRC, a symlink in DST",
+    );
     stamp_times(&s.src);
     mkdirs(&s.dst);
     symlink(&outside, &s.dst.join("escape"));
@@ -132,11 +171,16 @@ fn symlinks_already_in_dst_are_not_followed() {
     let r = copy(&s.src, &s.dst, &[]);
     assert_same_tree(&reference, &outside);
     // Like cp -a, ferry may refuse to put a directory where a symlink is; it must say so.
-    let escape_is_link = std::fs::symlink_metadata(s.dst.join("escape")).unwrap().is_symlink();
+    let escape_is_link = std::fs::symlink_metadata(s.dst.join("escape"))
+        .unwrap()
+        .is_symlink();
     if escape_is_link {
         r.assert_status(1);
-        assert!(r.errors().iter().any(|l| l.contains("escape")), "no error line names escape: {r}");
-        assert_same_tree_with(&s.src, &s.dst, &Options { skip: vec![b"escape".to_vec()] });
+        assert!(
+            r.errors().iter().any(|l| l.contains("escape")),
+            "no error line names escape: {r}"
+        );
+        assert_same_tree_with(&s.src, &s.dst, &Options::skipping(&["escape"]));
     } else {
         r.assert_ok();
         assert_same_tree(&s.src, &s.dst);
@@ -147,7 +191,12 @@ fn symlinks_already_in_dst_are_not_followed() {
 fn fifos_are_recreated() {
     let s = scratch();
     mkdirs(&s.src.join("d"));
-    for (name, mode) in [("f600", 0o600), ("f644", 0o644), ("d/f622", 0o622), ("d/f1777", 0o1777)] {
+    for (name, mode) in [
+        ("f600", 0o600),
+        ("f644", 0o644),
+        ("d/f622", 0o622),
+        ("d/f1777", 0o1777),
+    ] {
         fifo(&s.src.join(name));
         chmod(&s.src.join(name), mode);
     }
@@ -163,7 +212,11 @@ fn xattrs_are_copied() {
     mkdirs(&dir);
     // ext4 keeps all of a file's xattrs in one 4 KiB block.
     for i in 0..12 {
-        set_xattr(&file, &format!("user.attr{i:02}"), &pattern(i, i as usize * 20));
+        set_xattr(
+            &file,
+            &format!("user.attr{i:02}"),
+            &pattern(i, i as usize * 20),
+        );
     }
     set_xattr(&file, "user.big", &pattern(7, 1500));
     set_xattr(&dir, "user.on_dir", b"directory value");
@@ -181,16 +234,47 @@ fn xattrs_are_copied() {
 }
 
 #[test]
+fn a_target_without_xattrs_costs_one_warning() {
+    let target = match mount_ramfs() {
+        Ok(m) => m,
+        Err(why) => return skip(&why),
+    };
+    let s = scratch();
+    trees::mixed(&s.src);
+    let dst = target.path().join("dst");
+    let r = copy(&s.src, &dst, &[]);
+    r.assert_ok();
+    assert_eq!(
+        r.warnings().len(),
+        1,
+        "expected one warning about xattrs: {r}"
+    );
+    let opts = Options {
+        skip_xattrs: true,
+        ..Options::default()
+    };
+    assert_same_tree_with(&s.src, &dst, &opts);
+}
+
+#[test]
 fn sockets_are_skipped_with_a_warning() {
     let s = scratch();
     write(&s.src.join("file"), b"kept");
-    let _listener = std::os::unix::net::UnixListener::bind(s.src.join("sock")).expect("bind a socket");
+    let _listener =
+        std::os::unix::net::UnixListener::bind(s.src.join("sock")).expect("bind a socket");
     stamp_times(&s.src);
 
     let r = copy(&s.src, &s.dst, &[]);
     r.assert_ok();
-    assert!(r.warnings().iter().any(|l| l.contains("sock")), "no warning names the socket: {r}");
+    assert!(
+        r.warnings().iter().any(|l| l.contains("sock")),
+        "no warning names the socket: {r}"
+    );
     let kept = std::fs::symlink_metadata(s.dst.join("sock"));
-    assert!(kept.is_err(), "the socket was copied as {:?}", kept.map(|m| m.file_type().is_socket()));
-    assert_same_tree_with(&s.src, &s.dst, &Options { skip: vec![b"sock".to_vec()] });
+    assert!(
+        kept.is_err(),
+        "the socket was copied as {:?}",
+        kept.map(|m| m.file_type().is_socket())
+    );
+    assert_same_tree_with(&s.src, &s.dst, &Options::skipping(&["sock"]));
 }

@@ -10,7 +10,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod selftest;
+mod cli;
 mod kinds;
 mod names;
+mod reflink;
+mod resume;
+mod selftest;
 mod sparse;
+mod unreadable;
+mod update;

@@ -47,15 +47,25 @@ fn odd_tree(root: &Path) {
     let long_utf8 = long_name("\u{e9}".as_bytes(), 255);
     let long_latin1 = long_name(b"\xe9", 255);
     write(&root.join(name(&long_file)), b"255-byte name");
-    write(&root.join(name(&long_utf8)), b"254 bytes of two-byte characters");
-    write(&root.join(name(&long_latin1)), b"255 bytes that are not UTF-8");
+    write(
+        &root.join(name(&long_utf8)),
+        b"254 bytes of two-byte characters",
+    );
+    write(
+        &root.join(name(&long_latin1)),
+        b"255 bytes that are not UTF-8",
+    );
     let dir = root.join(name(&long_dir)).join(name(b"sub\xff\ndir"));
     mkdirs(&dir);
     write(&dir.join(name(&long_file)), b"two long components");
     hardlink(&dir.join(name(&long_file)), &root.join(name(b"link\xe9\n")));
     symlink(name(b"caf\xe9"), &root.join(name(b"sym\xfe")));
     symlink(name(&long_dir), &dir.join(name(b"up\nlink")));
-    set_xattr(&root.join(name(b"new\nline")), "user.odd", b"xattr on an odd name");
+    set_xattr(
+        &root.join(name(b"new\nline")),
+        "user.odd",
+        b"xattr on an odd name",
+    );
     stamp_times(root);
 }
 
@@ -83,8 +93,11 @@ fn deep_dirs(root: &Path, levels: usize, len: usize) -> (OwnedFd, usize) {
 /// Creates `name` in `dir` with `data`.
 fn write_at(dir: &OwnedFd, name: &str, data: &[u8]) {
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o640)).expect("create a deep file");
-    std::fs::File::from(fd).write_all(data).expect("write a deep file");
+    let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o640))
+        .expect("create a deep file");
+    std::fs::File::from(fd)
+        .write_all(data)
+        .expect("write a deep file");
 }
 
 #[test]
@@ -92,13 +105,20 @@ fn paths_longer_than_path_max_are_copied() {
     let s = scratch();
     write(&s.src.join("top"), b"linked from the bottom");
     let (bottom, path_len) = deep_dirs(&s.src, 40, 200);
-    assert!(path_len > 8000, "the test tree is not deep enough: {path_len} bytes");
+    assert!(
+        path_len > 8000,
+        "the test tree is not deep enough: {path_len} bytes"
+    );
     write_at(&bottom, "file", &pattern(1, 70_000));
     rustix::fs::symlinkat("file", &bottom, "link").expect("symlinkat");
     rustix::fs::mkfifoat(&bottom, "fifo", Mode::from_raw_mode(0o600)).expect("mkfifoat");
     let top = fdwalk::open_dir(&s.src);
     rustix::fs::linkat(&top, "top", &bottom, "hardlink_to_top", AtFlags::empty()).expect("linkat");
-    set_xattr(&at(bottom.as_fd(), OsStr::new("file")), "user.deep", b"8 KiB down");
+    set_xattr(
+        &at(bottom.as_fd(), OsStr::new("file")),
+        "user.deep",
+        b"8 KiB down",
+    );
     stamp_times(&s.src);
     copy_exact(&s, &[]);
 }

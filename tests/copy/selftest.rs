@@ -1,25 +1,25 @@
 //! The comparer must be able to fail: two trees built the same way compare equal, and
 //! each single change to one of them (a mode bit, a nanosecond, a byte, an xattr, a
-//! hardlink...) is reported, naming the path and the field.
+//! hardlink...) is reported, naming the path and the field. And a mount guard
+//! unmounts even when its test panics.
 
 use crate::common::build::*;
 use crate::common::compare::diff_trees;
-use crate::common::{is_root, trees};
+use crate::common::mount::mount_image;
+use crate::common::{is_root, scratch, trees, Scratch};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use tempfile::TempDir;
 
-/// Two identical trees (with root-only entries when root), in one temp dir.
-fn twins() -> (TempDir, std::path::PathBuf, std::path::PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    for root in [&a, &b] {
+/// Two identical trees (with root-only entries when root) in `src` and `dst`.
+fn twins() -> Scratch {
+    let s = scratch();
+    for root in [&s.src, &s.dst] {
         trees::mixed(root);
         if is_root() {
             trees::root_extras(root);
         }
     }
-    (tmp, a, b)
+    s
 }
 
 /// Runs `change` with the times of `paths` saved before and put back after, so one
@@ -41,34 +41,45 @@ fn keeping_times(paths: &[&Path], change: impl FnOnce()) {
 /// Adds `delta_ns` nanoseconds to the mtime of `path` (not following a symlink).
 fn nudge_mtime(path: &Path, delta_ns: i64) {
     let m = std::fs::symlink_metadata(path).unwrap();
-    set_times(path, ts(m.atime(), m.atime_nsec()), ts(m.mtime(), m.mtime_nsec() + delta_ns));
+    set_times(
+        path,
+        ts(m.atime(), m.atime_nsec()),
+        ts(m.mtime(), m.mtime_nsec() + delta_ns),
+    );
 }
 
 /// Makes twins, applies `change` to the second, and checks that the comparer reports
 /// a difference containing each of `expected`.
 fn reports(expected: &[&str], change: impl FnOnce(&Path)) {
-    let (_tmp, a, b) = twins();
-    change(&b);
-    let diffs = diff_trees(&a, &b);
+    let s = twins();
+    change(&s.dst);
+    let diffs = diff_trees(&s.src, &s.dst);
     for want in expected {
-        assert!(diffs.iter().any(|d| d.contains(want)), "comparer missed {want:?}; it reported: {diffs:#?}");
+        assert!(
+            diffs.iter().any(|d| d.contains(want)),
+            "comparer missed {want:?}; it reported: {diffs:#?}"
+        );
     }
 }
 
 #[test]
 fn identical_trees_have_no_differences() {
-    let (_tmp, a, b) = twins();
-    assert_eq!(diff_trees(&a, &b), Vec::<String>::new());
+    let s = twins();
+    assert_eq!(diff_trees(&s.src, &s.dst), Vec::<String>::new());
 }
 
 #[test]
 fn reports_a_mode_bit() {
-    reports(&["size4096: mode: SRC \"644\" != DST \"645\""], |b| chmod(&b.join("size4096"), 0o645));
+    reports(&["size4096: mode: SRC \"644\" != DST \"645\""], |b| {
+        chmod(&b.join("size4096"), 0o645)
+    });
 }
 
 #[test]
 fn reports_a_lost_setuid_bit() {
-    reports(&["setuid: mode: SRC \"4755\" != DST \"755\""], |b| chmod(&b.join("setuid"), 0o755));
+    reports(&["setuid: mode: SRC \"4755\" != DST \"755\""], |b| {
+        chmod(&b.join("setuid"), 0o755)
+    });
 }
 
 #[test]
@@ -88,69 +99,98 @@ fn reports_atime_of_a_file() {
     reports(&["one: atime"], |b| {
         let p = b.join("one");
         let m = std::fs::symlink_metadata(&p).unwrap();
-        set_times(&p, ts(m.atime() + 1, m.atime_nsec()), ts(m.mtime(), m.mtime_nsec()));
+        set_times(
+            &p,
+            ts(m.atime() + 1, m.atime_nsec()),
+            ts(m.mtime(), m.mtime_nsec()),
+        );
     });
 }
 
 #[test]
 fn reports_one_changed_byte() {
     let size = trees::SIZES[5];
-    reports(&[&format!("size{size}: content differs at byte {}", size - 2)], |b| {
-        let p = b.join(format!("size{size}"));
-        keeping_times(&[&p], || {
-            let mut data = std::fs::read(&p).unwrap();
-            data[size - 2] ^= 1;
-            write(&p, &data);
-        });
-    });
+    reports(
+        &[&format!("size{size}: content differs at byte {}", size - 2)],
+        |b| {
+            let p = b.join(format!("size{size}"));
+            keeping_times(&[&p], || {
+                let mut data = std::fs::read(&p).unwrap();
+                data[size - 2] ^= 1;
+                write(&p, &data);
+            });
+        },
+    );
 }
 
 #[test]
 fn reports_a_size() {
     reports(&["size4097: size: SRC \"4097\" != DST \"4096\""], |b| {
         let p = b.join("size4097");
-        keeping_times(&[&p], || std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(4096).unwrap());
+        keeping_times(&[&p], || {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_len(4096)
+                .unwrap()
+        });
     });
 }
 
 #[test]
 fn reports_xattr_changes() {
-    reports(&["one: xattr user.test", "a: xattr user.dir: SRC Some(\"on a directory\") != DST None"], |b| {
-        set_xattr(&b.join("one"), "user.test", b"valuE");
-        rustix::fs::lremovexattr(&b.join("a"), "user.dir").unwrap();
-    });
+    reports(
+        &[
+            "one: xattr user.test",
+            "a: xattr user.dir: SRC Some(\"on a directory\") != DST None",
+        ],
+        |b| {
+            set_xattr(&b.join("one"), "user.test", b"valuE");
+            rustix::fs::lremovexattr(b.join("a"), "user.dir").unwrap();
+        },
+    );
 }
 
 #[test]
 fn reports_a_broken_hardlink() {
-    reports(&["a/hard2: hardlink: shares an inode with a/b/hard3 in SRC but not in DST"], |b| {
-        let (p, dir) = (b.join("a/b/hard3"), b.join("a/b"));
-        keeping_times(&[&dir], || {
-            std::fs::remove_file(&p).unwrap();
-            std::fs::copy(b.join("hard1"), &p).unwrap();
-        });
-    });
+    reports(
+        &["a/hard2: hardlink: shares an inode with a/b/hard3 in SRC but not in DST"],
+        |b| {
+            let (p, dir) = (b.join("a/b/hard3"), b.join("a/b"));
+            keeping_times(&[&dir], || {
+                std::fs::remove_file(&p).unwrap();
+                std::fs::copy(b.join("hard1"), &p).unwrap();
+            });
+        },
+    );
 }
 
 #[test]
 fn reports_a_hardlink_that_should_not_be() {
-    reports(&["twin_b: hardlink: shares an inode with twin_a in DST but not in SRC"], |b| {
-        keeping_times(&[b], || {
-            std::fs::remove_file(b.join("twin_b")).unwrap();
-            hardlink(&b.join("twin_a"), &b.join("twin_b"));
-        });
-    });
+    reports(
+        &["twin_b: hardlink: shares an inode with twin_a in DST but not in SRC"],
+        |b| {
+            keeping_times(&[b], || {
+                std::fs::remove_file(b.join("twin_b")).unwrap();
+                hardlink(&b.join("twin_a"), &b.join("twin_b"));
+            });
+        },
+    );
 }
 
 #[test]
 fn reports_a_symlink_target() {
-    reports(&["link_rel: symlink target: SRC Some(\"one\") != DST Some(\"two\")"], |b| {
-        let p = b.join("link_rel");
-        keeping_times(&[b], || {
-            std::fs::remove_file(&p).unwrap();
-            symlink("two", &p);
-        });
-    });
+    reports(
+        &["link_rel: symlink target: SRC Some(\"one\") != DST Some(\"two\")"],
+        |b| {
+            let p = b.join("link_rel");
+            keeping_times(&[b], || {
+                std::fs::remove_file(&p).unwrap();
+                symlink("two", &p);
+            });
+        },
+    );
 }
 
 #[test]
@@ -176,13 +216,44 @@ fn reports_owner_and_device_number() {
     if crate::common::skip_unless_root() {
         return;
     }
-    let expected = ["rootonly/owned: uid: SRC \"1234\" != DST \"1\"", "rootonly/owned: gid", "rootonly/null_like: rdev"];
+    let expected = [
+        "rootonly/owned: uid: SRC \"1234\" != DST \"1\"",
+        "rootonly/owned: gid",
+        "rootonly/null_like: rdev",
+    ];
     reports(&expected, |b| {
         let r = b.join("rootonly");
         chown(&r.join("owned"), 1, 2);
         keeping_times(&[&r], || {
             std::fs::remove_file(r.join("null_like")).unwrap();
-            device(&r.join("null_like"), rustix::fs::FileType::CharacterDevice, 1, 5);
+            device(
+                &r.join("null_like"),
+                rustix::fs::FileType::CharacterDevice,
+                1,
+                5,
+            );
         });
     });
+}
+
+#[test]
+fn a_mount_guard_unmounts_when_its_test_panics() {
+    let mounted = match mount_image(32 << 20, "mkfs.ext4", &["-q"]) {
+        Ok(m) => m,
+        Err(why) => return crate::common::skip(&why),
+    };
+    let mnt = mounted.path().to_path_buf();
+    let mounted_now = || {
+        let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        table
+            .lines()
+            .any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+    };
+    assert!(mounted_now(), "{} should be mounted", mnt.display());
+    let failed = std::panic::catch_unwind(move || {
+        let _guard = mounted;
+        panic!("a test failing while it holds a mount (expected)");
+    });
+    assert!(failed.is_err());
+    assert!(!mounted_now(), "{} is still mounted", mnt.display());
 }

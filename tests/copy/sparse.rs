@@ -14,7 +14,11 @@ const SLACK: u64 = 256 * 1024;
 /// that is one hole.
 fn holey_files(s: &Scratch) {
     let (a, b) = (pattern(1, MIB as usize), pattern(2, MIB as usize));
-    sparse_file(&s.src.join("middle_hole"), 66 * MIB, &[(0, &a), (65 * MIB, &b)]);
+    sparse_file(
+        &s.src.join("middle_hole"),
+        66 * MIB,
+        &[(0, &a), (65 * MIB, &b)],
+    );
     sparse_file(&s.src.join("trailing_hole"), 16 * MIB, &[(0, &a[..BLOCK])]);
     sparse_file(&s.src.join("all_hole"), 8 * MIB, &[]);
     stamp_times(&s.src);
@@ -27,7 +31,10 @@ fn holes_stay_holes() {
     copy_exact(&s, &[]);
     for name in ["middle_hole", "trailing_hole", "all_hole"] {
         let (src, dst) = (allocated(&s.src.join(name)), allocated(&s.dst.join(name)));
-        assert!(dst <= src + SLACK, "{name}: DST allocates {dst} bytes, SRC only {src}");
+        assert!(
+            dst <= src + SLACK,
+            "{name}: DST allocates {dst} bytes, SRC only {src}"
+        );
     }
 }
 
@@ -55,7 +62,10 @@ fn zero_blocks_become_holes_by_default() {
     copy_exact(&s, &[]);
     let (before, after) = (allocated(&src), allocated(&s.dst.join("dense")));
     // More than half of the blocks are zero.
-    assert!(after < before / 2 + SLACK, "DST allocates {after} bytes of SRC's {before}: zero blocks were written");
+    assert!(
+        after < before / 2 + SLACK,
+        "DST allocates {after} bytes of SRC's {before}: zero blocks were written"
+    );
 }
 
 #[test]
@@ -64,7 +74,10 @@ fn sparse_never_writes_every_block() {
     let src = dense_with_zero_blocks(&s);
     copy_exact(&s, &["--sparse=never"]);
     let (before, after) = (allocated(&src), allocated(&s.dst.join("dense")));
-    assert!(after >= before, "--sparse=never left holes: DST allocates {after} bytes, SRC {before}");
+    assert!(
+        after >= before,
+        "--sparse=never left holes: DST allocates {after} bytes, SRC {before}"
+    );
 }
 
 #[test]
@@ -74,7 +87,16 @@ fn sparse_always_keeps_holes_and_makes_new_ones() {
     let src = dense_with_zero_blocks(&s);
     copy_exact(&s, &["--sparse=always"]);
     let (before, after) = (allocated(&src), allocated(&s.dst.join("dense")));
-    assert!(after < before / 2 + SLACK, "--sparse=always: DST allocates {after} bytes of SRC's {before}");
-    let (before, after) = (allocated(&s.src.join("middle_hole")), allocated(&s.dst.join("middle_hole")));
-    assert!(after <= before + SLACK, "--sparse=always: middle_hole allocates {after} bytes, SRC {before}");
+    assert!(
+        after < before / 2 + SLACK,
+        "--sparse=always: DST allocates {after} bytes of SRC's {before}"
+    );
+    let (before, after) = (
+        allocated(&s.src.join("middle_hole")),
+        allocated(&s.dst.join("middle_hole")),
+    );
+    assert!(
+        after <= before + SLACK,
+        "--sparse=always: middle_hole allocates {after} bytes, SRC {before}"
+    );
 }

@@ -35,6 +35,7 @@ pub mod meta;
 pub mod sink;
 pub mod stats;
 pub mod walk;
+pub mod xattr;
 pub mod zero;
 
 pub use copy::{copy_tree, CopyOptions};

@@ -14,6 +14,7 @@ use crate::links::{Claim, Links, Made};
 use crate::meta::{self, MetaNotice, MetaWriter};
 use crate::sink::{FileData, TreeSink};
 use crate::stats::Stats;
+use crate::xattr;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use std::ffi::{CStr, CString};
@@ -112,7 +113,7 @@ impl<'a> LocalTreeSink<'a> {
     ) -> Result<()> {
         let n = self
             .meta
-            .apply_fd(fd, meta, chmod, created)
+            .apply_fd(fd, meta, chmod, created, &[])
             .map_err(|(op, e)| Error::dst(path, op, e))?;
         self.notice(n);
         Ok(())
@@ -186,7 +187,7 @@ impl<'a> LocalTreeSink<'a> {
             if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
                 && self.up_to_date(dir, name, &st, entry, &data)?
             {
-                self.fix_meta(dir, name, &st, entry)?;
+                self.settle(dir, name, &st, entry, false)?;
                 Stats::bump(&self.stats.skipped);
                 self.stats.skipped_bytes.fetch_add(size, Relaxed);
                 return Ok(());
@@ -301,34 +302,44 @@ impl<'a> LocalTreeSink<'a> {
             FileData::Stream { .. } => return Ok(false),
         }
         .at(&entry.path, "read")?;
-        let fd = rfs::openat(
-            &*dir.fd,
-            name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
+        // Reading must not change the atime the copy is meant to keep.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = match rfs::openat(&*dir.fd, name, flags | OFlags::NOATIME, Mode::empty()) {
+            Err(Errno::PERM) => rfs::openat(&*dir.fd, name, flags, Mode::empty()),
+            other => other,
+        }
         .at_dst(&entry.path, "open destination")?;
         let theirs = data::hash_range(&fd, 0, size).at_dst(&entry.path, "read destination")?;
         Ok(theirs == ours)
     }
 
-    /// Brings an up-to-date file's owner, mode and times in line without touching data.
-    fn fix_meta(&self, dir: &DstDir, name: &CStr, st: &Stat, entry: &Entry) -> Result<()> {
+    /// Brings an existing node's owner, mode, xattrs and times in line with `entry`
+    /// without touching its data; does nothing when they already match.
+    fn settle(
+        &self,
+        dir: &DstDir,
+        name: &CStr,
+        st: &Stat,
+        entry: &Entry,
+        is_symlink: bool,
+    ) -> Result<()> {
         let m = &entry.meta;
-        let same = st.st_mode & 0o7777 == m.mode
-            && (!self.meta.privileged || (st.st_uid == m.uid && st.st_gid == m.gid))
-            && meta::mtime_of(st) == m.mtime;
+        let have = xattr::read(&xattr::Node::named(dir.fd.as_fd(), name))
+            .at_dst(&entry.path, "read xattrs")?;
+        let same = (is_symlink || st.st_mode & 0o7777 == m.mode)
+            && (!self.meta.privileged || (st.st_uid, st.st_gid) == (m.uid, m.gid))
+            && meta::mtime_of(st) == m.mtime
+            && meta::atime_of(st) == m.atime
+            && xattr::same(&have, &m.xattrs);
         if same {
             return Ok(());
         }
-        let fd = rfs::openat(
-            &*dir.fd,
-            name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .at_dst(&entry.path, "open destination")?;
-        self.apply(&fd, &entry.path, m, true, false)
+        let n = self
+            .meta
+            .apply_at(&*dir.fd, name, m, is_symlink, &have)
+            .map_err(|(op, e)| Error::dst(&entry.path, op, e))?;
+        self.notice(n);
+        Ok(())
     }
 
     fn hardlink(
@@ -377,16 +388,11 @@ impl<'a> LocalTreeSink<'a> {
             let same = FileType::from_raw_mode(st.st_mode) == FileType::Symlink
                 && rfs::readlinkat(&*dir.fd, name.as_c_str(), Vec::new())
                     .is_ok_and(|t| t.as_bytes() == target);
-            if same && meta::mtime_of(&st) == entry.meta.mtime {
-                Stats::bump(&self.stats.skipped);
-                return Ok(());
-            }
-            if !same {
-                self.remove(dir, &name, path, &st)?;
-            }
             if same {
-                return self.meta_at(dir, &name, entry, true);
+                Stats::bump(&self.stats.skipped);
+                return self.settle(dir, &name, &st, entry, true);
             }
+            self.remove(dir, &name, path, &st)?;
         }
         let target = CString::new(target)
             .map_err(|_| Error::dst(path, "symlink", other("target contains a NUL byte")))?;
@@ -409,7 +415,7 @@ impl<'a> LocalTreeSink<'a> {
         if let Some(st) = self.existing(dir, &name, path)? {
             if FileType::from_raw_mode(st.st_mode) == kind && st.st_rdev == rdev {
                 Stats::bump(&self.stats.skipped);
-                return self.meta_at(dir, &name, entry, false);
+                return self.settle(dir, &name, &st, entry, false);
             }
             self.remove(dir, &name, path, &st)?;
         }
@@ -427,9 +433,12 @@ impl<'a> LocalTreeSink<'a> {
     }
 
     fn meta_at(&self, dir: &DstDir, name: &CStr, entry: &Entry, is_symlink: bool) -> Result<()> {
-        self.meta
-            .apply_at(&*dir.fd, name, &entry.meta, is_symlink)
-            .map_err(|(op, e)| Error::dst(&entry.path, op, e))
+        let n = self
+            .meta
+            .apply_at(&*dir.fd, name, &entry.meta, is_symlink, &[])
+            .map_err(|(op, e)| Error::dst(&entry.path, op, e))?;
+        self.notice(n);
+        Ok(())
     }
 
     /// Opens an existing destination directory, making sure this job can fill it.
@@ -521,7 +530,8 @@ impl LocalTreeSink<'_> {
         match self.root.get() {
             Some(root) if root.fresh => {
                 let mode = 0o777 & !self.meta.umask();
-                rfs::fchmod(&*root.fd, Mode::from_raw_mode(mode)).at_dst(&RelPath::root(), "set mode")
+                rfs::fchmod(&*root.fd, Mode::from_raw_mode(mode))
+                    .at_dst(&RelPath::root(), "set mode")
             }
             _ => Ok(()),
         }
@@ -668,6 +678,17 @@ impl TreeSink for LocalTreeSink<'_> {
     }
 
     fn finish_dir(&self, dir: &DstDir, entry: &Entry) -> Result<()> {
-        self.apply(&*dir.fd, &entry.path, &entry.meta, true, false)
+        // A directory that was there before may have xattrs the source lacks.
+        let have = if dir.fresh {
+            Vec::new()
+        } else {
+            meta::read_xattrs(&*dir.fd).at_dst(&entry.path, "read xattrs")?
+        };
+        let n = self
+            .meta
+            .apply_fd(&*dir.fd, &entry.meta, true, false, &have)
+            .map_err(|(op, e)| Error::dst(&entry.path, op, e))?;
+        self.notice(n);
+        Ok(())
     }
 }

@@ -3,6 +3,7 @@
 //! then mode, then xattrs, and the times last, so a half-written file never looks complete.
 
 use crate::entry::{Metadata, Timestamp, Xattr};
+use crate::xattr;
 use rustix::fs::{self as rfs, AtFlags, Gid, Mode, Stat, Timestamps, Uid};
 use rustix::io::Errno;
 use std::ffi::CStr;
@@ -38,44 +39,15 @@ pub fn mtime_of(st: &Stat) -> Timestamp {
 /// All extended attributes of an open file or directory. A filesystem without xattr
 /// support yields none.
 pub fn read_xattrs(fd: impl AsFd) -> std::io::Result<Vec<Xattr>> {
-    let fd = fd.as_fd();
-    let mut names = vec![0u8; 1024];
-    let n = loop {
-        match rfs::flistxattr(fd, &mut names[..]) {
-            Ok(n) => break n,
-            Err(Errno::RANGE) => names.resize(names.len() * 4, 0),
-            Err(Errno::NOTSUP) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        }
-    };
-    if n == 0 {
-        return Ok(Vec::new());
+    xattr::read(&xattr::Node::Fd(fd.as_fd()))
+}
+
+/// The access time in a `stat`.
+pub fn atime_of(st: &Stat) -> Timestamp {
+    Timestamp {
+        sec: st.st_atime,
+        nsec: st.st_atime_nsec as u32,
     }
-    let mut out = Vec::new();
-    for name in names[..n].split(|&b| b == 0).filter(|s| !s.is_empty()) {
-        let cname = match std::ffi::CString::new(name) {
-            Ok(c) => c,
-            Err(_) => continue,
-        };
-        let mut value = vec![0u8; 256];
-        let len = loop {
-            match rfs::fgetxattr(fd, cname.as_c_str(), &mut value[..]) {
-                Ok(len) => break Some(len),
-                Err(Errno::RANGE) => value.resize(value.len() * 4, 0),
-                // Removed between list and get, or not readable by us: nothing to copy.
-                Err(Errno::NODATA) | Err(Errno::PERM) | Err(Errno::ACCESS) => break None,
-                Err(e) => return Err(e.into()),
-            }
-        };
-        if let Some(len) = len {
-            value.truncate(len);
-            out.push(Xattr {
-                name: name.to_vec(),
-                value,
-            });
-        }
-    }
-    Ok(out)
 }
 
 /// Applies metadata to created nodes; remembers what the destination refuses so a
@@ -130,6 +102,7 @@ impl MetaWriter {
     }
 
     /// Sets owner, mode, xattrs and times on an open file or directory, times last.
+    /// `have` is the xattrs it has now (those not wanted are removed).
     /// `chmod` says whether the mode must be set explicitly; `created` that this process
     /// just created the node in a directory without the setgid bit, so it is owned by
     /// this process's user and group and a chown to those would change nothing.
@@ -139,6 +112,7 @@ impl MetaWriter {
         meta: &Metadata,
         chmod: bool,
         created: bool,
+        have: &[Xattr],
     ) -> Result<MetaNotice, (&'static str, std::io::Error)> {
         let fd = fd.as_fd();
         if self.privileged && !(created && (meta.uid, meta.gid) == self.creator) {
@@ -153,21 +127,23 @@ impl MetaWriter {
             rfs::fchmod(fd, Mode::from_raw_mode(meta.mode)).map_err(|e| ("set mode", e.into()))?;
         }
         let notice = self
-            .set_xattrs(fd, &meta.xattrs)
+            .set_xattrs(&xattr::Node::Fd(fd), &meta.xattrs, have)
             .map_err(|e| ("set xattr", e))?;
         rfs::futimens(fd, &timestamps(meta)).map_err(|e| ("set times", e.into()))?;
         Ok(notice)
     }
 
-    /// Sets owner, mode (unless a symlink) and times on `name` in `dir`, never following
-    /// a symlink. For nodes that cannot be opened: symlinks, fifos, devices.
+    /// Sets owner, mode (unless a symlink), xattrs and times on `name` in `dir`, never
+    /// following a symlink: for nodes that cannot be opened (symlinks, fifos, devices)
+    /// and for existing nodes brought up to date. `have` is the xattrs the node has now.
     pub fn apply_at(
         &self,
         dir: impl AsFd,
         name: &CStr,
         meta: &Metadata,
         is_symlink: bool,
-    ) -> Result<(), (&'static str, std::io::Error)> {
+        have: &[Xattr],
+    ) -> Result<MetaNotice, (&'static str, std::io::Error)> {
         let dir = dir.as_fd();
         if self.privileged {
             rfs::chownat(
@@ -183,27 +159,53 @@ impl MetaWriter {
             rfs::chmodat(dir, name, Mode::from_raw_mode(meta.mode), AtFlags::empty())
                 .map_err(|e| ("set mode", e.into()))?;
         }
+        let notice = if meta.xattrs.is_empty() && have.is_empty() {
+            MetaNotice::None
+        } else {
+            self.set_xattrs(&xattr::Node::named(dir, name), &meta.xattrs, have)
+                .map_err(|e| ("set xattr", e))?
+        };
         rfs::utimensat(dir, name, &timestamps(meta), AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| ("set times", e.into()))?;
-        Ok(())
+        Ok(notice)
     }
 
-    fn set_xattrs(&self, fd: impl AsFd, xattrs: &[Xattr]) -> std::io::Result<MetaNotice> {
-        let fd = fd.as_fd();
-        for x in xattrs {
+    /// Sets `want` on `node` and removes the attributes of `have` (what the node has
+    /// now) that `want` lacks.
+    pub fn set_xattrs(
+        &self,
+        node: &xattr::Node<'_>,
+        want: &[Xattr],
+        have: &[Xattr],
+    ) -> std::io::Result<MetaNotice> {
+        let refused = || {
+            if self.xattrs_refused.swap(true, Relaxed) {
+                MetaNotice::None
+            } else {
+                MetaNotice::XattrsUnsupported
+            }
+        };
+        for x in want.iter().filter(|x| !have.contains(x)) {
             let Ok(name) = std::ffi::CString::new(x.name.clone()) else {
                 continue;
             };
-            match rfs::fsetxattr(fd, name.as_c_str(), &x.value, rfs::XattrFlags::empty()) {
+            match node.set(name.as_c_str(), &x.value) {
                 Ok(()) => {}
-                Err(Errno::NOTSUP) => {
-                    return Ok(if self.xattrs_refused.swap(true, Relaxed) {
-                        MetaNotice::None
-                    } else {
-                        MetaNotice::XattrsUnsupported
-                    });
-                }
+                Err(Errno::NOTSUP) => return Ok(refused()),
                 // trusted.* and some security.* need privileges we may not have.
+                Err(Errno::PERM) if !self.privileged => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for x in have
+            .iter()
+            .filter(|h| !want.iter().any(|w| w.name == h.name))
+        {
+            let Ok(name) = std::ffi::CString::new(x.name.clone()) else {
+                continue;
+            };
+            match node.remove(name.as_c_str()) {
+                Ok(()) | Err(Errno::NODATA) => {}
                 Err(Errno::PERM) if !self.privileged => {}
                 Err(e) => return Err(e.into()),
             }

@@ -14,6 +14,7 @@ use crate::entry::{Entry, EntryKind, InodeKey, RelPath};
 use crate::error::{Context, Error, Reporter, Result};
 use crate::meta;
 use crate::sink::{FileData, TreeSink};
+use crate::xattr;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RawDir};
 use rustix::io::Errno;
 use std::ffi::{CStr, CString};
@@ -350,7 +351,7 @@ impl<S: TreeSink> Walker<'_, S> {
         }
         let st = rfs::statat(&node.src, n.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
             .at(path, "stat")?;
-        let meta = meta::from_stat(&st);
+        let mut meta = meta::from_stat(&st);
         let kind = match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile => EntryKind::File {
                 size: st.st_size as u64,
@@ -383,6 +384,11 @@ impl<S: TreeSink> Walker<'_, S> {
                 ))
             }
         };
+        // Nodes that cannot be opened keep their xattrs too (read by name, unfollowed).
+        if self.sink.wants_data() && !matches!(kind, EntryKind::File { .. }) {
+            meta.xattrs = xattr::read(&xattr::Node::named(node.src.as_fd(), &n.name))
+                .at(path, "read xattrs")?;
+        }
         self.sink.leaf(
             &node.dst,
             &Entry {

@@ -105,7 +105,7 @@ fn not_found(what: &str) -> ArchiveError {
 /// Writes the content of member `path` (compared after making both paths safe) to
 /// `out`. In a ferry archive only that member is read.
 pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), ArchiveError> {
-    let want = safe_path(path).map_err(|why| not_found(why))?;
+    let want = safe_path(path).map_err(not_found)?;
     let Some(index) = archive.index() else {
         return cat_stream(scan(archive), path, out);
     };
@@ -118,7 +118,7 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
     };
     let mut e = find(want.as_bytes()).ok_or_else(|| not_found("no such member"))?;
     if e.kind == crate::index::Kind::HardLink {
-        let target = safe_path(&e.link).map_err(|why| not_found(why))?;
+        let target = safe_path(&e.link).map_err(not_found)?;
         e = find(target.as_bytes()).ok_or_else(|| not_found("hardlink target is missing"))?;
     }
     if e.kind != crate::index::Kind::File {
@@ -174,7 +174,7 @@ fn write_runs(
 /// `cat` on a tar stream. tar lets a later member of the same name win, but a stream
 /// cannot be read twice, so the first regular file of that name is printed.
 pub fn cat_stream(input: impl Read, path: &[u8], out: &mut dyn Write) -> Result<(), ArchiveError> {
-    let want = safe_path(path).map_err(|why| not_found(why))?;
+    let want = safe_path(path).map_err(not_found)?;
     let mut reader = Reader::new(input);
     while let Some(t) = reader.next_entry()? {
         if t.kind != TarKind::File || !safe_path(&t.path).is_ok_and(|p| p == want) {

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Peak RSS of `ferry copy` on a tree of 1,000,000 files (the issue's target: < 64 MiB).
+
+Makes a fresh loop-mounted filesystem with room for twice the inodes (source and
+destination live on it), creates DIRS directories of FILES/DIRS files of SIZE bytes
+(empty by default), then copies it with ferry (and any other tools asked for), warm cache,
+and reports peak RSS (GNU time's %M: the largest resident set of the process), wall
+seconds and CPU. Checks the copy's counts.
+
+    sudo bench/rss_million.py                          # 1,000,000 empty files in 1,000 dirs
+    sudo bench/rss_million.py --dirs 1 --files 1000000 # all in one directory
+    sudo bench/rss_million.py --tools ferry,cp,rsync --size 100
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as B  # noqa: E402
+import copy_bench as C  # noqa: E402
+
+
+def make_tree(root, files, dirs, size):
+    data = b"x" * size
+    per = files // dirs
+    for d in range(dirs):
+        dp = os.path.join(root, f"d{d:04d}") if dirs > 1 else root
+        os.makedirs(dp, exist_ok=True)
+        for i in range(per):
+            fd = os.open(os.path.join(dp, f"f{i:07d}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            if size:
+                os.write(fd, data)
+            os.close(fd)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--files", type=int, default=1_000_000)
+    ap.add_argument("--dirs", type=int, default=1000)
+    ap.add_argument("--size", type=int, default=0, help="bytes per file (default 0: empty)")
+    ap.add_argument("--fs", default="ext4", help="ext4 (made with -N for 2x the entries) or xfs")
+    ap.add_argument("--tools", default="ferry", help="comma list, as in copy_bench.py")
+    ap.add_argument("-j", "--jobs", type=int, help="ferry -j (default: ferry's own)")
+    ap.add_argument("--ferry-j", default="", help="also ferry with each of these -j")
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--cache", default="warm", help="warm or cold (or both: warm,cold)")
+    ap.add_argument("--ferry", default=B.default_ferry())
+    ap.add_argument("--scratch", default=B.DEFAULT_SCRATCH)
+    ap.add_argument("--image-size", default="16G")
+    ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--out", help="JSON path (default bench/results/rss-<timestamp>.json)")
+    args = ap.parse_args()
+    B.require_root()
+    B.install_signal_handlers()
+    tools = [t for t in args.tools.split(",") if t] + [f"ferry-j{j}" for j in args.ferry_j.split(",") if j]
+    built = args.ferry
+    args.ferry = B.snapshot_binary(built, os.path.join(B.HERE, ".build", "bin"))
+    # what copy_bench.tool_command reads
+    args.ferry_arg, args.limitcopy_threads = [], os.cpu_count() or 2
+    out_path = args.out or os.path.join(B.RESULTS, f"rss-{B.timestamp()}.json")
+    results = {"kind": "rss_million", "started": B.timestamp(), "argv": sys.argv, "machine": B.machine_info(),
+               "ferry": dict(B.ferry_identity(built), snapshot=args.ferry), "runs": []}
+    inodes = 2 * (args.files + args.dirs) + 100_000
+    with B.LoopFs(args.fs, args.scratch, f"{args.fs}-rss", size=args.image_size,
+                  inodes=inodes if args.fs == "ext4" else None) as lfs:
+        src, dst = os.path.join(lfs.mnt, "src"), os.path.join(lfs.mnt, "dst")
+        B.log(f"creating {args.files:,} files of {args.size} B in {args.dirs:,} dirs on {args.fs}")
+        t0 = time.perf_counter()
+        os.makedirs(src)
+        make_tree(src, args.files, args.dirs, args.size)
+        B.sync()
+        want = B.tree_stats(src)
+        B.log(f"source: {want} (made in {time.perf_counter() - t0:.0f} s)")
+        results["source"] = want
+        results["loop"] = lfs.info
+        rows = []
+        for cache in args.cache.split(","):
+            if cache == "warm":
+                C.warm_source(src)
+            for tool in tools:
+                c = C.tool_command(tool, src, dst, args)
+                if c is None:
+                    B.log(f"{tool}: not installed, skipped")
+                    continue
+                for rep in range(args.reps):
+                    B.rmtree(dst)
+                    B.sync()
+                    if cache == "cold":
+                        B.drop_caches()
+                    B.wait_quiet(60)
+                    run = B.run_measured(c[0], shell=c[1], timeout=args.timeout)
+                    problem = C.check_copy(tool, want, dst, run)
+                    if run["rc"]:
+                        problem = f"exit {run['rc']}: {run['stderr'].strip()[:300]}; {problem}"
+                    run.update(tool=tool, cache=cache, cmd=c[0] if c[1] else " ".join(c[0]), problem=problem,
+                               stdout=run["stdout"][-2000:], stderr=run["stderr"][-2000:])
+                    rows.append(run)
+                    B.write_json(out_path, results | {"runs": rows})
+                    B.log(f"{tool} {cache}: {run['seconds']:.1f} s, peak RSS {(run['maxrss_kib'] or 0) / 1024:.1f} MiB"
+                          + (f"  PROBLEM: {problem}" if problem else ""))
+        B.rmtree(dst)
+    results["runs"] = rows
+    results["finished"] = B.timestamp()
+    B.write_json(out_path, results)
+    print(f"\n== peak RSS copying {want['files']:,} files ({args.size} B each) in {want['dirs']:,} dirs, {args.fs} ==")
+    print(f"{'tool':<12} {'cache':<5} {'seconds':>8} {'files/s':>9} {'cpu s':>7} {'peak RSS MiB':>13}  check")
+    for r in rows:
+        print(f"{r['tool']:<12} {r['cache']:<5} {r['seconds']:>8.1f} {want['files'] / r['seconds']:>9,.0f} "
+              f"{(r['user'] or 0) + (r['sys'] or 0):>7.1f} {(r['maxrss_kib'] or 0) / 1024:>13.1f}  "
+              f"{r['problem'] or 'ok'}")
+    print(f"\nresults: {out_path}")
+    if any(r["problem"] and r["tool"].startswith("ferry") for r in rows):
+        sys.exit("FERRY CORRECTNESS FAILURE (see above)")
+
+
+if __name__ == "__main__":
+    main()

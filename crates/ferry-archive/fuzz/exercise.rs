@@ -1,0 +1,124 @@
+//! The fuzz target's body, shared with the plain tests: reads every entry of `data`
+//! and all of its data, and checks what the reader promises about what it returns.
+//!
+//! Used by `fuzz_targets/reader.rs` (cargo-fuzz) and by the crate's integration tests
+//! (corpus replay and the stable mutation loop), through `#[path]`.
+
+use ferry_archive::tar::{Reader, TarKind, BLOCK_SIZE};
+
+/// Reads `data` to its end or its first error and checks the invariants; panics when
+/// one is broken. Returns the number of entries read and whether the archive was read
+/// to its end without error.
+pub fn exercise(data: &[u8]) -> (usize, bool) {
+    let len = data.len() as u64;
+    let mut reader = Reader::new(data);
+    let mut entries = 0;
+    loop {
+        match reader.next_entry() {
+            Ok(None) => {
+                assert!(reader.offset() <= len, "end offset past the input");
+                assert_eq!(reader.offset() % BLOCK_SIZE, 0, "end offset not on a block");
+                assert!(reader.next_entry().unwrap().is_none(), "end is sticky");
+                return (entries, true);
+            }
+            Ok(Some(entry)) => {
+                entries += 1;
+                check_entry(&entry);
+                if !read_data(&mut reader, &entry, data) {
+                    return (entries, false);
+                }
+            }
+            Err(e) => {
+                assert!(
+                    e.offset <= len,
+                    "error offset {} past the input ({len}): {e}",
+                    e.offset
+                );
+                assert!(reader.next_entry().is_err(), "errors are sticky");
+                return (entries, false);
+            }
+        }
+    }
+}
+
+fn check_entry(entry: &ferry_archive::tar::TarEntry) {
+    assert!(
+        !entry.path.is_empty() && !entry.path.contains(&0),
+        "bad path"
+    );
+    assert_eq!(
+        entry.header_offset % BLOCK_SIZE,
+        0,
+        "header offset not on a block"
+    );
+    assert_eq!(
+        entry.data_offset % BLOCK_SIZE,
+        0,
+        "data offset not on a block"
+    );
+    assert!(
+        entry.data_offset > entry.header_offset,
+        "data before header"
+    );
+    assert!(entry.mode <= 0o7777);
+    assert!(entry.mtime.1 < 1_000_000_000 && entry.atime.is_none_or(|a| a.1 < 1_000_000_000));
+    assert_eq!(
+        entry.link_target.is_some(),
+        matches!(entry.kind, TarKind::Symlink | TarKind::HardLink)
+    );
+    assert_eq!(
+        entry.rdev.is_some(),
+        matches!(entry.kind, TarKind::CharDevice | TarKind::BlockDevice)
+    );
+    if entry.kind != TarKind::File {
+        assert_eq!((entry.size, entry.stored), (0, 0), "data on a non-file");
+    }
+    match &entry.sparse {
+        None => assert_eq!(entry.size, entry.stored),
+        Some(runs) => {
+            let mut end = 0u64;
+            let mut total = 0u64;
+            for &(offset, n) in runs {
+                assert!(n > 0 && offset >= end, "runs unsorted or empty");
+                end = offset + n;
+                total += n;
+            }
+            assert!(end <= entry.size, "run past the size");
+            assert_eq!(total, entry.stored, "runs do not add up");
+        }
+    }
+}
+
+/// Reads the entry's data (all of it, or half of it to exercise skipping) and checks it
+/// is the input's bytes at `data_offset`. Returns false if reading failed.
+fn read_data(
+    reader: &mut Reader<&[u8]>,
+    entry: &ferry_archive::tar::TarEntry,
+    data: &[u8],
+) -> bool {
+    let want = if entry.header_offset % 1024 == 0 {
+        entry.stored
+    } else {
+        entry.stored / 2
+    };
+    let mut pos = 0u64;
+    let mut buf = [0u8; 4096];
+    while pos < want {
+        let n = match reader.read_data(&mut buf) {
+            Ok(0) => panic!("data ended at {pos} of {}", entry.stored),
+            Ok(n) => n,
+            Err(e) => {
+                assert!(e.offset <= data.len() as u64);
+                return false;
+            }
+        };
+        let start = entry.data_offset + pos;
+        let expected = &data[start as usize..start as usize + n];
+        assert_eq!(&buf[..n], expected, "data is not the input at data_offset");
+        pos += n as u64;
+    }
+    if want == entry.stored {
+        assert_eq!(reader.read_data(&mut buf).unwrap(), 0, "data past stored");
+    }
+    true
+}

@@ -1,0 +1,12 @@
+//! Integration tests of the strict tar reader: archives made by GNU tar and bsdtar in
+//! every format, hand-made hostile archives, the fuzz corpus and a mutation loop.
+
+mod check;
+mod common;
+mod corpus;
+mod craft;
+#[path = "../../fuzz/exercise.rs"]
+mod exercise;
+mod hostile;
+mod real;
+mod tree;

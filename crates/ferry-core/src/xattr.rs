@@ -1,0 +1,103 @@
+//! Extended attributes of a node: read from and written to an open file, or by name for
+//! nodes that cannot be opened (symlinks, fifos, devices) without following a symlink.
+//!
+//! By-name access goes through `/proc/self/fd/DIR/NAME` with the `l*xattr` calls, so it
+//! works relative to a directory descriptor at any depth.
+
+use crate::entry::Xattr;
+use rustix::fs::{self as rfs, XattrFlags};
+use rustix::io::Errno;
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// The node whose xattrs are read or written.
+pub enum Node<'a> {
+    /// An open file or directory.
+    Fd(BorrowedFd<'a>),
+    /// A name in a directory, reached without following a final symlink.
+    Named(CString),
+}
+
+impl<'a> Node<'a> {
+    /// The node `name` in the directory `dir`.
+    pub fn named(dir: BorrowedFd<'_>, name: &CStr) -> Node<'a> {
+        let mut p = format!("/proc/self/fd/{}/", dir.as_raw_fd()).into_bytes();
+        p.extend_from_slice(name.to_bytes());
+        // A CStr has no interior NUL, and the prefix has none either.
+        Node::Named(CString::new(p).unwrap_or_default())
+    }
+
+    fn list(&self, buf: &mut [u8]) -> Result<usize, Errno> {
+        match self {
+            Node::Fd(fd) => rfs::flistxattr(fd, buf),
+            Node::Named(p) => rfs::llistxattr(p.as_c_str(), buf),
+        }
+    }
+
+    fn get(&self, name: &CStr, buf: &mut [u8]) -> Result<usize, Errno> {
+        match self {
+            Node::Fd(fd) => rfs::fgetxattr(fd, name, buf),
+            Node::Named(p) => rfs::lgetxattr(p.as_c_str(), name, buf),
+        }
+    }
+
+    /// Sets one attribute.
+    pub fn set(&self, name: &CStr, value: &[u8]) -> Result<(), Errno> {
+        match self {
+            Node::Fd(fd) => rfs::fsetxattr(fd, name, value, XattrFlags::empty()),
+            Node::Named(p) => rfs::lsetxattr(p.as_c_str(), name, value, XattrFlags::empty()),
+        }
+    }
+
+    /// Removes one attribute.
+    pub fn remove(&self, name: &CStr) -> Result<(), Errno> {
+        match self {
+            Node::Fd(fd) => rfs::fremovexattr(fd, name),
+            Node::Named(p) => rfs::lremovexattr(p.as_c_str(), name),
+        }
+    }
+}
+
+/// All extended attributes of `node` that this process may read. A filesystem
+/// without xattr support yields none.
+pub fn read(node: &Node<'_>) -> io::Result<Vec<Xattr>> {
+    let mut names = vec![0u8; 1024];
+    let n = loop {
+        match node.list(&mut names[..]) {
+            Ok(n) => break n,
+            Err(Errno::RANGE) => names.resize(names.len() * 4, 0),
+            Err(Errno::NOTSUP) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let mut out = Vec::new();
+    for name in names[..n].split(|&b| b == 0).filter(|s| !s.is_empty()) {
+        let Ok(cname) = CString::new(name) else {
+            continue;
+        };
+        let mut value = vec![0u8; 256];
+        let len = loop {
+            match node.get(cname.as_c_str(), &mut value[..]) {
+                Ok(len) => break Some(len),
+                Err(Errno::RANGE) => value.resize(value.len() * 4, 0),
+                // Removed between list and get, or not readable by us: nothing to copy.
+                Err(Errno::NODATA | Errno::PERM | Errno::ACCESS) => break None,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if let Some(len) = len {
+            value.truncate(len);
+            out.push(Xattr {
+                name: name.to_vec(),
+                value,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// True when two attribute lists hold the same names and values, in any order.
+pub fn same(a: &[Xattr], b: &[Xattr]) -> bool {
+    a.len() == b.len() && a.iter().all(|x| b.contains(x))
+}

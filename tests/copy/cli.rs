@@ -1,0 +1,70 @@
+//! The command line: what a successful run prints (nothing, unless `--json`), and
+//! what ferry refuses with exit status 2 (usage errors, a missing or non-directory SRC,
+//! copying a directory into itself), leaving everything as it was.
+
+use crate::common::build::*;
+use crate::common::compare::assert_same_tree;
+use crate::common::run::{copy, copy_ok, run, FERRY};
+use crate::common::{scratch, trees};
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn a_successful_run_prints_nothing_when_not_on_a_terminal() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    let r = copy_ok(&s.src, &s.dst, &[]);
+    assert!(
+        r.stdout.is_empty() && r.stderr.is_empty(),
+        "expected silence: {r}"
+    );
+}
+
+/// Runs `ferry copy src dst` expecting exit status 2, an error line, and no DST.
+fn refused(src: &Path, dst: &Path) {
+    let existed = dst.exists();
+    let r = copy(src, dst, &[]);
+    r.assert_status(2);
+    assert!(!r.errors().is_empty(), "no error line says why: {r}");
+    assert_eq!(dst.exists(), existed, "{} was created: {r}", dst.display());
+}
+
+#[test]
+fn refuses_to_copy_a_directory_into_itself() {
+    let s = scratch();
+    let reference = s.tmp.path().join("reference");
+    trees::mixed(&s.src);
+    trees::mixed(&reference);
+    let alias = s.tmp.path().join("alias");
+    symlink(&s.src, &alias);
+
+    refused(&s.src, &s.src.join("inside"));
+    refused(&s.src, &s.src.join("a/b/new/deeper"));
+    refused(&s.src, &s.src);
+    refused(&s.src, &s.src.join("a"));
+    refused(&s.src, &alias.join("through_a_symlink"));
+    refused(&alias, &s.src.join("a/x"));
+    assert_same_tree(&reference, &s.src);
+}
+
+#[test]
+fn usage_and_fatal_errors_exit_2() {
+    let s = scratch();
+    write(&s.src.join("file"), b"a file, not a tree");
+    let missing = s.tmp.path().join("missing");
+    refused(&missing, &s.dst);
+    refused(&s.src.join("file"), &s.dst);
+    let dst_file = s.tmp.path().join("dst_file");
+    write(&dst_file, b"a file where DST should be a directory");
+    refused(&s.src, &dst_file);
+    for args in [
+        &["copy"][..],
+        &["copy", "--reflink=sometimes", "a", "b"],
+        &["copy", "--jobs", "many", "a", "b"],
+        &["no-such-command"],
+    ] {
+        let mut cmd = Command::new(FERRY);
+        cmd.args(args);
+        run(cmd).assert_status(2);
+    }
+}

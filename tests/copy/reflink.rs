@@ -1,0 +1,93 @@
+//! Cloning: on a loop-mounted XFS image with reflink (root, mkfs.xfs), `--reflink=always`
+//! and the default clone every file with data and use almost no new space; a copy from
+//! XFS to another filesystem falls back to copying; on a filesystem that cannot clone,
+//! `--reflink=always` fails with one error line per file.
+
+use crate::common::build::*;
+use crate::common::mount::{mount_image, Mounted};
+use crate::common::run::copy;
+use crate::common::{copy_exact, scratch, scratch_in, skip, trees, Scratch};
+use std::path::Path;
+
+const MIB: usize = 1 << 20;
+
+/// A few 1 MiB files, a small one, one that ends mid-block, and an empty one.
+fn files_to_clone(s: &Scratch) {
+    mkdirs(&s.src.join("sub"));
+    for i in 0..4 {
+        write(&s.src.join(format!("sub/mib{i}")), &pattern(i, MIB));
+    }
+    write(&s.src.join("small"), b"a few bytes");
+    write(&s.src.join("odd_tail"), &pattern(9, 3 * 4096 + 1000));
+    write(&s.src.join("empty"), b"");
+    stamp_times(&s.src);
+}
+
+/// Bytes in use on the filesystem holding `path`.
+fn used_bytes(path: &Path) -> u64 {
+    let st = rustix::fs::statvfs(path).expect("statvfs");
+    (st.f_blocks - st.f_bfree) * st.f_frsize
+}
+
+/// Copies `s` with `args` and checks: exact copy, every file with data cloned, and the
+/// filesystem barely fuller (cloned data takes no new blocks).
+fn copy_cloning(s: &Scratch, args: &[&str]) {
+    let before = used_bytes(&s.src);
+    let summary = copy_exact(s, args);
+    let nonempty = trees::count(&s.src).nonempty;
+    summary.assert_counts(&[("cloned", nonempty)]);
+    let grown = used_bytes(&s.src).saturating_sub(before);
+    assert!(
+        grown < MIB as u64,
+        "{args:?}: the filesystem grew by {grown} bytes for 4 MiB of clones"
+    );
+}
+
+/// A 512 MiB XFS image with reflink, or `None` (after saying why) when it cannot be had.
+fn xfs() -> Option<Mounted> {
+    mount_image(512 << 20, "mkfs.xfs", &["-q", "-m", "reflink=1"])
+        .map_err(|why| skip(&why))
+        .ok()
+}
+
+#[test]
+fn files_are_cloned_on_xfs() {
+    let Some(mounted) = xfs() else { return };
+    for args in [&["--reflink=always"][..], &[]] {
+        let s = scratch_in(mounted.path());
+        files_to_clone(&s);
+        copy_cloning(&s, args);
+    }
+}
+
+#[test]
+fn a_copy_from_xfs_to_another_filesystem_falls_back_to_copying() {
+    let Some(mounted) = xfs() else { return };
+    let mut s = scratch_in(mounted.path());
+    files_to_clone(&s);
+    let elsewhere = tempfile::tempdir().unwrap();
+    s.dst = elsewhere.path().join("dst");
+    copy_exact(&s, &[]).assert_counts(&[("cloned", 0)]);
+}
+
+#[test]
+fn reflink_always_fails_where_the_filesystem_cannot_clone() {
+    let s = scratch();
+    files_to_clone(&s);
+    let r = copy(&s.src, &s.dst, &["--reflink=always", "--json"]);
+    r.assert_status(1);
+    let errors = r.errors();
+    let nonempty = trees::count(&s.src).nonempty;
+    assert!(
+        errors.len() as u64 >= nonempty,
+        "expected an error line per file with data: {r}"
+    );
+    for name in ["sub/mib0", "small", "odd_tail"] {
+        assert!(
+            errors.iter().any(|l| l.contains(name)),
+            "no error line names {name}: {r}"
+        );
+    }
+    r.json()
+        .assert_counts(&[("errors", errors.len() as u64), ("cloned", 0)]);
+}

@@ -1,0 +1,131 @@
+//! Resuming: `ferry copy` killed with SIGKILL at several moments, then run again with
+//! the same command, must leave DST exactly equal to SRC (hardlinks, symlinks and 0500
+//! directories included); meanwhile no file in DST may look complete (size and mtime
+//! of SRC) without being complete. A rerun of a finished copy skips every file.
+
+use crate::common::build::*;
+use crate::common::compare::{assert_same_tree, read_noatime};
+use crate::common::mount::{mount_image, Mounted};
+use crate::common::run::{copy_command, copy_ok};
+use crate::common::{scratch_in, trees};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const DIRS: usize = 100;
+const FILES_PER_DIR: usize = 200;
+
+/// 20,000 small entries of different sizes in 100 directories: mostly files, every
+/// 50th a hardlink to a file in the previous directory, every 50th a symlink, and every
+/// tenth directory 0500.
+fn many_small_files(root: &Path) {
+    for d in 0..DIRS {
+        let dir = root.join(format!("d{d:03}"));
+        mkdirs(&dir);
+        for f in 0..FILES_PER_DIR {
+            let (n, path) = (d * FILES_PER_DIR + f, dir.join(format!("f{f:03}")));
+            match n % 50 {
+                7 if d > 0 => hardlink(&root.join(format!("d{:03}/f{:03}", d - 1, f - 1)), &path),
+                13 => symlink("f000", &path),
+                _ => write(&path, &pattern(n as u64, (n * 37) % 6000)),
+            }
+        }
+        if d % 10 == 9 {
+            chmod(&dir, 0o500);
+        }
+    }
+    stamp_times(root);
+}
+
+/// Every file of DST that has SRC's size and mtime must have SRC's content. Returns
+/// how many such complete-looking files there are.
+fn complete_looking_files_are_complete(src: &Path, dst: &Path) -> usize {
+    let mut complete = 0;
+    for d in 0..DIRS {
+        for f in 0..FILES_PER_DIR {
+            let rel = format!("d{d:03}/f{f:03}");
+            let (s, d) = (src.join(&rel), dst.join(&rel));
+            let (Ok(sm), Ok(dm)) = (std::fs::symlink_metadata(&s), std::fs::symlink_metadata(&d))
+            else {
+                continue;
+            };
+            if dm.is_file()
+                && (sm.size(), sm.mtime(), sm.mtime_nsec())
+                    == (dm.size(), dm.mtime(), dm.mtime_nsec())
+            {
+                let same = read_noatime(&s) == read_noatime(&d);
+                assert!(
+                    same,
+                    "{rel} has SRC's size and mtime in DST but not its content"
+                );
+                complete += 1;
+            }
+        }
+    }
+    complete
+}
+
+/// Starts a copy of `src` into `dst`, kills it with SIGKILL after `delay`, and says
+/// whether it was still running then.
+fn copy_killed_after(src: &Path, dst: &Path, delay: Duration) -> bool {
+    let mut child = copy_command(src, dst, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ferry");
+    std::thread::sleep(delay);
+    let running = child.try_wait().expect("poll ferry").is_none();
+    child.kill().expect("kill ferry");
+    child.wait().expect("reap ferry");
+    running
+}
+
+/// A fresh ext4 image when root (the root filesystem here is slow and erratic for
+/// making many files), the temp dir otherwise.
+fn fresh_fs() -> Option<Mounted> {
+    mount_image(1 << 30, "mkfs.ext4", &["-q", "-N", "200000"])
+        .map_err(|why| eprintln!("resume test runs in the temp dir: {why}"))
+        .ok()
+}
+
+#[test]
+fn killed_copies_resume_to_an_exact_copy() {
+    let mounted = fresh_fs();
+    let first = scratch_in(
+        &mounted
+            .as_ref()
+            .map_or_else(std::env::temp_dir, |m| m.path().to_path_buf()),
+    );
+    many_small_files(&first.src);
+    let started = Instant::now();
+    copy_ok(&first.src, &first.dst, &[]);
+    let full = started.elapsed();
+    assert_same_tree(&first.src, &first.dst);
+
+    let expected = trees::count(&first.src);
+    let rerun = copy_ok(&first.src, &first.dst, &["--json"]).json();
+    rerun.assert_counts(&[
+        ("files", 0),
+        ("bytes", 0),
+        ("skipped", expected.files + expected.others),
+        ("errors", 0),
+    ]);
+
+    let mut interrupted = 0;
+    let delays = [20, 50, 150].map(Duration::from_millis);
+    for (i, delay) in delays.into_iter().chain([full / 2]).enumerate() {
+        let (src, dst) = (&first.src, &first.tmp.path().join(format!("dst{i}")));
+        if copy_killed_after(src, dst, delay) {
+            interrupted += 1;
+        }
+        let complete = complete_looking_files_are_complete(src, dst);
+        eprintln!("killed after {delay:?} (a full copy took {full:?}): {complete} files complete");
+        copy_ok(src, dst, &[]);
+        assert_same_tree(src, dst);
+    }
+    assert!(
+        interrupted > 0,
+        "every kill came after ferry had finished (a full copy took {full:?})"
+    );
+}

@@ -1,0 +1,137 @@
+//! What an unprivileged user cannot copy: an unreadable file or directory, a device
+//! node. Each is one error line naming the path, the rest is copied, the exit status is
+//! 1 and the summary counts one error.
+//!
+//! Root reads everything, so as root ferry runs as `nobody` (65534) through `setpriv`
+//! on a tree owned by nobody.
+
+use crate::common::build::*;
+use crate::common::compare::{assert_same_tree_with, Options};
+use crate::common::fdwalk;
+use crate::common::run::{copy_command, run, Run, FERRY};
+use crate::common::{is_root, scratch, skip, trees, Scratch};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const NOBODY: u32 = 65534;
+
+/// Gives the whole tree at `root` (and `root`) to nobody.
+fn give_to_nobody(root: &Path) {
+    let fd = fdwalk::open_dir(root);
+    fdwalk::walk_post_order(fd.as_fd(), b"", &mut |dir, name, _| {
+        chown(&fdwalk::at(dir, name), NOBODY, NOBODY)
+    });
+    chown(root, NOBODY, NOBODY);
+}
+
+/// A scratch whose DST nobody may create: the temp dir is world-searchable and DST's
+/// parent belongs to nobody. Returns it and the DST path to use.
+fn scratch_for_nobody() -> (Scratch, PathBuf) {
+    let s = scratch();
+    chmod(s.tmp.path(), 0o755);
+    let out = s.tmp.path().join("out");
+    mkdirs(&out);
+    chown(&out, NOBODY, NOBODY);
+    let dst = out.join("dst");
+    (s, dst)
+}
+
+/// Runs `ferry copy --json src dst` as nobody when root (as the caller otherwise).
+/// `None` when it cannot be done here (the reason is printed).
+fn copy_unprivileged(src: &Path, dst: &Path) -> Option<Run> {
+    if !is_root() {
+        return Some(run(copy_command(src, dst, &["--json"])));
+    }
+    let mut cmd = Command::new("setpriv");
+    let ids = format!("{NOBODY}");
+    cmd.args([
+        "--reuid",
+        &ids,
+        "--regid",
+        &ids,
+        "--clear-groups",
+        "--",
+        FERRY,
+        "copy",
+        "--json",
+    ]);
+    cmd.arg(src).arg(dst);
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        skip("setpriv (util-linux) is needed to run ferry as nobody");
+        return None;
+    }
+    Some(run(cmd))
+}
+
+/// Copies as an unprivileged user and checks: exit status 1, exactly one error line,
+/// naming `bad` (relative to SRC) and containing `why`; errors counted once; everything
+/// but `bad` copied exactly; `bad` absent from DST.
+fn expect_one_error(s: &Scratch, dst: &Path, bad: &str, why: &str) {
+    let Some(r) = copy_unprivileged(&s.src, dst) else {
+        return;
+    };
+    r.assert_status(1);
+    let errors = r.errors();
+    assert_eq!(errors.len(), 1, "expected exactly one error line: {r}");
+    let line = errors[0];
+    assert!(
+        line.contains(bad) && line.contains(why),
+        "the error line should name {bad} and say {why:?}: {r}"
+    );
+    assert!(
+        line.splitn(4, ": ").count() == 4,
+        "not `ferry: <path>: <operation>: <error>`: {line}"
+    );
+    r.json().assert_counts(&[("errors", 1)]);
+    assert!(
+        std::fs::symlink_metadata(dst.join(bad)).is_err(),
+        "{bad} should not be in DST: {r}"
+    );
+    assert_same_tree_with(&s.src, dst, &Options::skipping(&[bad]));
+}
+
+/// The mixed tree plus what `extra` makes, owned by nobody when we are root, with times
+/// stamped. (A later chmod leaves the times alone.)
+fn unprivileged_tree(s: &Scratch, extra: impl FnOnce(&Path)) {
+    trees::mixed(&s.src);
+    extra(&s.src);
+    if is_root() {
+        give_to_nobody(&s.src);
+    }
+    stamp_times(&s.src);
+}
+
+#[test]
+fn an_unreadable_file_is_reported_and_the_rest_copied() {
+    let (s, dst) = scratch_for_nobody();
+    unprivileged_tree(&s, |src| {
+        write(&src.join("a/b/secret"), b"nobody may read this")
+    });
+    chmod(&s.src.join("a/b/secret"), 0o000);
+    expect_one_error(&s, &dst, "a/b/secret", "Permission denied");
+}
+
+#[test]
+fn an_unreadable_directory_is_reported_and_the_rest_copied() {
+    let (s, dst) = scratch_for_nobody();
+    unprivileged_tree(&s, |src| {
+        mkdirs(&src.join("a/closed/inner"));
+        write(&src.join("a/closed/inner/f"), b"out of reach");
+    });
+    chmod(&s.src.join("a/closed"), 0o000);
+    expect_one_error(&s, &dst, "a/closed", "Permission denied");
+    chmod(&s.src.join("a/closed"), 0o755); // so that the temp dir can be removed
+}
+
+#[test]
+fn a_device_node_is_an_error_without_root() {
+    if !is_root() {
+        skip("needs root to make the device node that nobody then copies");
+        return;
+    }
+    let (s, dst) = scratch_for_nobody();
+    let kind = rustix::fs::FileType::CharacterDevice;
+    unprivileged_tree(&s, |src| device(&src.join("a/dev"), kind, 1, 3));
+    expect_one_error(&s, &dst, "a/dev", "Operation not permitted");
+}
