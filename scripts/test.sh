@@ -10,6 +10,7 @@ command -v mkfs.xfs >/dev/null || need_pkgs+=(xfsprogs)
 command -v mkfs.btrfs >/dev/null || need_pkgs+=(btrfs-progs)
 command -v bsdtar >/dev/null || need_pkgs+=(libarchive-tools)
 command -v setpriv >/dev/null || need_pkgs+=(util-linux)
+command -v zstd >/dev/null || need_pkgs+=(zstd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need_pkgs[*]}"

@@ -28,6 +28,13 @@ pub struct Options {
     pub skip: Vec<Vec<u8>>,
     /// Leave xattrs out (for a DST filesystem that has none).
     pub skip_xattrs: bool,
+    /// Leave atimes out (tar extractors set them to the time of extraction).
+    pub skip_atime: bool,
+    /// Compare mtimes to the second only (archive formats that keep no fractions).
+    pub mtime_seconds: bool,
+    /// Leave out the root directory's own metadata (bsdtar does not apply an archive's
+    /// `./` entry to the directory it extracts into).
+    pub skip_root_meta: bool,
 }
 
 impl Options {
@@ -116,7 +123,9 @@ impl Comparer<'_> {
         if sk != dk {
             return self.differ(rel, "kind", sk, dk);
         }
-        self.metadata(rel, sk, &sm, &dm);
+        if !(rel.is_empty() && self.opts.skip_root_meta) {
+            self.metadata(rel, sk, &sm, &dm);
+        }
         if !self.opts.skip_xattrs {
             self.xattrs(rel, &sp, &dp);
         }
@@ -150,12 +159,26 @@ impl Comparer<'_> {
             (
                 "mtime",
                 true,
-                time(s.mtime(), s.mtime_nsec()),
-                time(d.mtime(), d.mtime_nsec()),
+                time(
+                    s.mtime(),
+                    if self.opts.mtime_seconds {
+                        0
+                    } else {
+                        s.mtime_nsec()
+                    },
+                ),
+                time(
+                    d.mtime(),
+                    if self.opts.mtime_seconds {
+                        0
+                    } else {
+                        d.mtime_nsec()
+                    },
+                ),
             ),
             (
                 "atime",
-                kind == "file",
+                kind == "file" && !self.opts.skip_atime,
                 time(s.atime(), s.atime_nsec()),
                 time(d.atime(), d.atime_nsec()),
             ),

@@ -2,6 +2,8 @@
 //! fd (so paths longer than PATH_MAX work), comparing two trees field by field, running
 //! the `ferry` binary and loop-mounting scratch filesystems.
 
+#![allow(dead_code)] // shared by several test binaries, each using a part
+
 pub mod build;
 pub mod compare;
 pub mod fdwalk;

@@ -259,11 +259,7 @@ impl<'a> LocalTreeSink<'a> {
         if moved.written_end.unwrap_or(0) < size {
             rfs::ftruncate(dst, size).at_dst(path, "set length")?;
         }
-        Stats::bump(match moved.method {
-            data::Method::Clone => &self.stats.cloned,
-            data::Method::KernelCopy => &self.stats.kernel_copied,
-            data::Method::Buffered => &self.stats.buffered,
-        });
+        self.stats.count_method(moved.method);
         if let Some(want) = moved.hash {
             let got = data::hash_range(fd, 0, size).at_dst(path, "verify")?;
             if got != want {

@@ -49,6 +49,15 @@ impl Stats {
         counter.fetch_add(1, Relaxed);
     }
 
+    /// Counts one file moved by `method`.
+    pub fn count_method(&self, method: crate::data::Method) {
+        Stats::bump(match method {
+            crate::data::Method::Clone => &self.cloned,
+            crate::data::Method::KernelCopy => &self.kernel_copied,
+            crate::data::Method::Buffered => &self.buffered,
+        });
+    }
+
     /// Reads every counter.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {

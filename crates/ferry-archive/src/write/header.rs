@@ -117,19 +117,25 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
             stored,
             runs: Some(runs),
         }) => {
-            let mut text = format!("{}\n", runs.len());
+            let real = match &entry.kind {
+                EntryKind::File { size, .. } => *size,
+                _ => 0,
+            };
+            // GNU tar takes a sparse file's length from the end of its last run, so a
+            // file that ends in a hole gets an empty run at its end, as GNU tar writes.
+            let ends_in_hole = runs.last().map_or(real > 0, |(o, l)| o + l < real);
+            let mut text = format!("{}\n", runs.len() + usize::from(ends_in_hole));
             for (o, l) in runs.iter() {
                 text.push_str(&format!("{o}\n{l}\n"));
+            }
+            if ends_in_hole {
+                text.push_str(&format!("{real}\n0\n"));
             }
             let map = text.into_bytes();
             let mut stand_in = sparse_stand_in(path);
             pax_record(&mut pax, b"GNU.sparse.major", b"1");
             pax_record(&mut pax, b"GNU.sparse.minor", b"0");
             pax_record(&mut pax, b"GNU.sparse.name", path);
-            let real = match &entry.kind {
-                EntryKind::File { size, .. } => *size,
-                _ => 0,
-            };
             pax_record(
                 &mut pax,
                 b"GNU.sparse.realsize",

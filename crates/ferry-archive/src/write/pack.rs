@@ -281,12 +281,16 @@ impl<'a> ArchiveSink<'a> {
                         self.mover
                             .transfer(fd, out.as_fd(), &segs, *size, self.hash)
                     })
-                    .map(|m| m.hash)
+                    .map(|m| {
+                        self.stats.count_method(m.method);
+                        m.hash
+                    })
             }
             (None, Some(w)) => {
                 let r = w
                     .write_all(&placed.header)
                     .and_then(|()| stream_runs(fd, &segs, *size, w.as_mut()));
+                self.stats.count_method(ferry_core::data::Method::Buffered);
                 drop(st);
                 r.map(Some)
             }

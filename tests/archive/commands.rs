@@ -1,0 +1,195 @@
+//! `ls`, `cat`, pipes, compressed input, the aligned layout and resuming an unpack.
+
+use crate::common::compare::assert_same_tree;
+use crate::common::run::FERRY;
+use crate::common::{build, scratch, trees};
+use crate::{ferry, missing, pack};
+use ferry_archive::index::Kind;
+use ferry_archive::read::Archive;
+use std::process::{Command, Stdio};
+
+#[test]
+fn file_data_is_aligned_and_small_files_are_not_padded() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    for (i, size) in [4096usize, 4097, 100_000, 1 << 20].iter().enumerate() {
+        build::write(
+            &s.src.join(format!("big{i}")),
+            &build::pattern(i as u64, *size),
+        );
+    }
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let a = Archive::open(&archive).expect("open archive");
+    let index = a.index().expect("a ferry archive has an index");
+    let mut big = 0;
+    for e in index.entries.iter().filter(|e| e.kind == Kind::File) {
+        if e.stored >= 4096 {
+            assert_eq!(
+                e.data_offset % 4096,
+                0,
+                "{:?} not aligned",
+                String::from_utf8_lossy(&e.path)
+            );
+            big += 1;
+        } else if e.stored > 0 {
+            // A small file's data follows its headers directly: no 4 KiB padding.
+            assert!(
+                e.data_offset - e.header_offset <= 2048,
+                "{:?} padded",
+                String::from_utf8_lossy(&e.path)
+            );
+        }
+    }
+    assert!(big >= 4);
+}
+
+#[test]
+fn ls_lists_every_member_and_cat_prints_one() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    build::sparse_file(
+        &s.src.join("holey"),
+        16 << 20,
+        &[(1 << 20, b"data in the middle")],
+    );
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let ls = ferry(&[&"ls", &archive]);
+    ls.assert_ok();
+    let listed: Vec<&str> = ls.stdout.lines().collect();
+    let counts = trees::count(&s.src);
+    assert_eq!(
+        listed.len() as u64,
+        counts.files + counts.dirs + counts.others
+    );
+    assert!(listed.contains(&"holey"));
+    let long = ferry(&[&"ls", &"-l", &archive]);
+    assert!(
+        long.stdout
+            .lines()
+            .any(|l| l.starts_with("-rwsr-xr-x") && l.ends_with("setuid")),
+        "{}",
+        long.stdout
+    );
+
+    let out = Command::new(FERRY)
+        .args(["cat"])
+        .arg(&archive)
+        .arg("holey")
+        .output()
+        .expect("run cat");
+    assert!(out.status.success());
+    assert_eq!(
+        out.stdout,
+        std::fs::read(s.src.join("holey")).expect("read")
+    );
+    let size_file = std::fs::read_dir(&s.src)
+        .expect("list")
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("size"))
+        .expect("a sized file");
+    let out = Command::new(FERRY)
+        .arg("cat")
+        .arg(&archive)
+        .arg(size_file.file_name())
+        .output()
+        .expect("run cat");
+    assert_eq!(out.stdout, std::fs::read(size_file.path()).expect("read"));
+
+    let missing = ferry(&[&"cat", &archive, &"no/such/member"]);
+    missing.assert_status(2);
+    assert!(
+        missing.stderr.contains("no such member"),
+        "{}",
+        missing.stderr
+    );
+}
+
+/// `a | b`: runs both, feeding a's stdout to b's stdin; returns b's output.
+fn pipe(a: &mut Command, b: &mut Command) -> std::process::Output {
+    let mut first = a.stdout(Stdio::piped()).spawn().expect("spawn first");
+    let out = first.stdout.take().expect("stdout");
+    let second = b.stdin(out).output().expect("run second");
+    assert!(first.wait().expect("wait").success());
+    second
+}
+
+#[test]
+fn packs_to_a_pipe_and_unpacks_from_one() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    let out = pipe(
+        Command::new(FERRY).arg("pack").arg(&s.src).arg("-"),
+        Command::new(FERRY).arg("unpack").arg("-").arg(&s.dst),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_same_tree(&s.src, &s.dst);
+}
+
+#[test]
+fn unpacks_gzip_and_zstd_archives() {
+    if missing("gzip") || missing("zstd") {
+        return;
+    }
+    let s = scratch();
+    trees::mixed(&s.src);
+    let plain = s.tmp.path().join("a.tar");
+    pack(&s.src, &plain, &[]);
+    for (program, suffix) in [("gzip", "gz"), ("zstd", "zst")] {
+        let packed = s.tmp.path().join(format!("a.tar.{suffix}"));
+        let status = Command::new(program)
+            .arg("-c")
+            .arg(&plain)
+            .stdout(std::fs::File::create(&packed).expect("create"))
+            .status();
+        assert!(status.is_ok_and(|s| s.success()));
+        let dst = s.tmp.path().join(format!("out-{suffix}"));
+        ferry(&[&"unpack", &packed, &dst]).assert_ok();
+        assert_same_tree(&s.src, &dst);
+        // The same from standard input.
+        let dst = s.tmp.path().join(format!("stdin-{suffix}"));
+        let out = Command::new(FERRY)
+            .arg("unpack")
+            .arg("-")
+            .arg(&dst)
+            .stdin(std::fs::File::open(&packed).expect("open"))
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_same_tree(&s.src, &dst);
+    }
+}
+
+#[test]
+fn unpacking_again_skips_what_is_there_and_repairs_what_is_not() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    let again = ferry(&[&"unpack", &"--json", &archive, &s.dst]);
+    again.assert_ok();
+    let j = again.json();
+    assert_eq!(j.count("bytes"), 0, "a second unpack rewrote data");
+    assert!(j.count("skipped") > 0);
+    // A damaged file (same size, other mtime) is rewritten.
+    let victim = std::fs::read_dir(&s.src)
+        .expect("list")
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("size"))
+        .expect("a sized file");
+    let damaged = s.dst.join(victim.file_name());
+    let len = std::fs::metadata(&damaged).expect("stat").len() as usize;
+    build::write(&damaged, &vec![b'x'; len]);
+    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    assert_same_tree(&s.src, &s.dst);
+}

@@ -1,0 +1,216 @@
+//! Hostile archives: members that try to escape the destination, corrupt indexes,
+//! truncated and random input. Each must end in a clear error naming the path or the
+//! offset, with nothing written outside the destination and no panic.
+
+use crate::common::scratch;
+use crate::common::trees;
+use crate::{ferry, pack};
+use std::path::Path;
+use std::process::Command;
+
+/// Writes a tar with Python's tarfile module: `members` are (name, type, linkname,
+/// data) with type one of "file", "dir", "symlink", "hardlink".
+fn python_tar(path: &Path, members: &[(&str, &str, &str, &str)]) {
+    let mut script = String::from(
+        "import tarfile, io, sys\nt = tarfile.open(sys.argv[1], 'w', format=tarfile.PAX_FORMAT)\n",
+    );
+    for (name, kind, link, data) in members {
+        let ty = match *kind {
+            "file" => "tarfile.REGTYPE",
+            "dir" => "tarfile.DIRTYPE",
+            "symlink" => "tarfile.SYMTYPE",
+            _ => "tarfile.LNKTYPE",
+        };
+        script.push_str(&format!(
+            "i = tarfile.TarInfo({name:?}); i.type = {ty}; i.linkname = {link:?}; d = {data:?}.encode(); i.size = len(d) if i.type == tarfile.REGTYPE else 0; i.mode = 0o755\nt.addfile(i, io.BytesIO(d) if i.size else None)\n"
+        ));
+    }
+    script.push_str("t.close()\n");
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .arg(path)
+        .status()
+        .expect("python3");
+    assert!(status.success());
+}
+
+/// Every path under `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("list").filter_map(Result::ok) {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p.clone());
+            }
+            out.push(
+                p.strip_prefix(dir)
+                    .expect("inside")
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn members_cannot_escape_the_destination() {
+    let s = scratch();
+    let outside = s.tmp.path().join("outside");
+    std::fs::create_dir(&outside).expect("mkdir");
+    std::fs::write(outside.join("target"), b"secret").expect("write");
+    let archive = s.tmp.path().join("evil.tar");
+    let out_abs = outside.to_string_lossy().into_owned();
+    python_tar(
+        &archive,
+        &[
+            ("../escape", "file", "", "x"),
+            ("ok/../../escape2", "file", "", "x"),
+            ("/absolute/file", "file", "", "kept inside"),
+            ("abs-link", "symlink", &out_abs, ""),
+            ("abs-link/through", "file", "", "must not land outside"),
+            ("rel-link", "symlink", "../outside", ""),
+            ("rel-link/through", "file", "", "must not land outside"),
+            ("hard-out", "hardlink", "../outside/target", ""),
+            ("hard-abs", "hardlink", &format!("{out_abs}/target"), ""),
+            ("good", "file", "", "fine"),
+        ],
+    );
+    let before = listing(s.tmp.path());
+    let r = ferry(&[&"unpack", &archive, &s.dst]);
+    r.assert_status(1);
+    let errors = r.errors().join("\n");
+    for named in ["../escape", "escape2", "abs-link", "rel-link", "hard-out"] {
+        assert!(errors.contains(named), "no error names {named}:\n{errors}");
+    }
+    assert_eq!(
+        std::fs::read(outside.join("target")).expect("read"),
+        b"secret"
+    );
+    assert_eq!(
+        listing(&outside),
+        vec!["target".to_string()],
+        "something was written outside"
+    );
+    let after: Vec<String> = listing(s.tmp.path())
+        .into_iter()
+        .filter(|p| !p.starts_with("dst"))
+        .collect();
+    assert_eq!(
+        after,
+        before
+            .into_iter()
+            .filter(|p| !p.starts_with("dst"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        std::fs::read(s.dst.join("absolute/file")).expect("read"),
+        b"kept inside"
+    );
+    assert_eq!(std::fs::read(s.dst.join("good")).expect("read"), b"fine");
+    // The hardlink to an absolute path lands on a file inside the destination, if any:
+    // never on the file outside.
+    if let Ok(m) = std::fs::metadata(s.dst.join("hard-abs")) {
+        use std::os::unix::fs::MetadataExt;
+        assert_ne!(
+            m.ino(),
+            std::fs::metadata(outside.join("target"))
+                .expect("stat")
+                .ino()
+        );
+    }
+}
+
+/// A packed mixed tree and its bytes.
+fn packed(s: &crate::common::Scratch) -> (std::path::PathBuf, Vec<u8>) {
+    trees::mixed(&s.src);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let bytes = std::fs::read(&archive).expect("read");
+    (archive, bytes)
+}
+
+/// Runs each command on `archive`: none may panic (exit 101) and each must fail with
+/// exit status 2 and an error mentioning `expect`.
+fn all_refuse(archive: &Path, dst: &Path, expect: &str) {
+    for args in [vec!["ls"], vec!["cat"], vec!["unpack"]] {
+        let mut cmd = Command::new(crate::common::run::FERRY);
+        cmd.args(&args).arg(archive);
+        match args[0] {
+            "unpack" => cmd.arg(dst),
+            "cat" => cmd.arg("size0"),
+            _ => &mut cmd,
+        };
+        let r = crate::common::run::run(cmd);
+        assert_ne!(r.status, 101, "{args:?} panicked:\n{}", r.stderr);
+        assert_eq!(
+            r.status, 2,
+            "{args:?} on a bad archive: status {}, stderr:\n{}",
+            r.status, r.stderr
+        );
+        assert!(
+            r.stderr.contains(expect),
+            "{args:?}: expected {expect:?} in:\n{}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn a_corrupt_index_is_refused() {
+    let s = scratch();
+    let (archive, mut bytes) = packed(&s);
+    let n = bytes.len();
+    bytes[n - 200] ^= 0x55; // inside the index (the footer is the last 64 bytes)
+    std::fs::write(&archive, &bytes).expect("write");
+    all_refuse(&archive, &s.dst, "index");
+}
+
+#[test]
+fn truncated_archives_are_errors_naming_the_offset() {
+    let s = scratch();
+    let (archive, bytes) = packed(&s);
+    // Cut inside the tar data: the index is gone, the tar ends early.
+    std::fs::write(&archive, &bytes[..bytes.len() / 2 + 100]).expect("write");
+    let r = ferry(&[&"unpack", &archive, &s.dst]);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("offset"), "{}", r.stderr);
+}
+
+#[test]
+fn random_bytes_are_refused_without_a_panic() {
+    let s = scratch();
+    let archive = s.tmp.path().join("noise");
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let noise: Vec<u8> = (0..64 * 1024)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    std::fs::write(&archive, noise).expect("write");
+    all_refuse(&archive, &s.dst, "offset");
+}
+
+#[test]
+fn an_index_that_disagrees_with_the_tar_data_is_refused() {
+    let s = scratch();
+    let (archive, mut bytes) = packed(&s);
+    // Change a name in a tar header (and its checksum stays wrong): the index still
+    // names the old path, so the member check must catch the header.
+    let at = bytes
+        .windows(5)
+        .position(|w| w == b"size0")
+        .expect("a member name in a header");
+    bytes[at] = b'S';
+    std::fs::write(&archive, &bytes).expect("write");
+    let r = ferry(&[&"cat", &archive, &"size0"]);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("offset"), "{}", r.stderr);
+}

@@ -1,0 +1,187 @@
+//! GNU tar and bsdtar read ferry's archives, and ferry reads theirs, to identical trees.
+
+use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
+use crate::common::{build, is_root, scratch, trees};
+use crate::{ferry, missing, pack, peer};
+use std::path::Path;
+
+/// The test tree: every kind, a sparse file with a hole in the middle and one that ends
+/// in a hole, names that need pax records, and (as root) devices and other owners.
+fn tree(root: &Path) {
+    trees::mixed(root);
+    if is_root() {
+        trees::root_extras(root);
+    }
+    build::sparse_file(
+        &root.join("holey"),
+        64 << 20,
+        &[(0, b"head"), (40 << 20, b"middle")],
+    );
+    build::sparse_file(&root.join("tail-hole"), 8 << 20, &[(4096, &[7u8; 10_000])]);
+    let long = "d".repeat(120);
+    build::mkdirs(&root.join(&long));
+    build::write(
+        &root.join(&long).join("f".repeat(200)),
+        &build::pattern(9, 70_000),
+    );
+    build::write(&root.join("caf\u{e9}"), b"utf-8 name");
+    build::stamp_times(root);
+}
+
+/// Extractors set atimes to the time they run; everything else must match.
+fn no_atime() -> Options {
+    Options {
+        skip_atime: true,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn ferry_round_trip_is_exact() {
+    let s = scratch();
+    tree(&s.src);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let r = ferry(&[&"unpack", &"--json", &archive, &s.dst]);
+    r.assert_ok();
+    assert_same_tree(&s.src, &s.dst);
+    // Holes survive the round trip: 64 MiB with 8 bytes of data stays small.
+    assert!(build::allocated(&s.dst.join("holey")) < 1 << 20);
+}
+
+#[test]
+fn gnu_tar_extracts_ferry_archives_exactly() {
+    if missing("tar") {
+        return;
+    }
+    let s = scratch();
+    tree(&s.src);
+    let archive = s.tmp.path().join("a.tar");
+    pack(&s.src, &archive, &[]);
+    build::mkdirs(&s.dst);
+    peer(
+        "tar",
+        &[
+            &"--xattrs",
+            &"--xattrs-include=*",
+            &"-C",
+            &s.dst,
+            &"-xf",
+            &archive,
+        ],
+    );
+    assert_same_tree_with(&s.src, &s.dst, &no_atime());
+    assert!(
+        build::allocated(&s.dst.join("holey")) < 1 << 20,
+        "GNU tar did not see the sparse map"
+    );
+}
+
+#[test]
+fn bsdtar_extracts_ferry_archives_exactly() {
+    if missing("bsdtar") {
+        return;
+    }
+    let s = scratch();
+    tree(&s.src);
+    let archive = s.tmp.path().join("a.tar");
+    pack(&s.src, &archive, &[]);
+    build::mkdirs(&s.dst);
+    peer("bsdtar", &[&"-xp", &"-C", &s.dst, &"-f", &archive]);
+    assert_same_tree_with(
+        &s.src,
+        &s.dst,
+        &Options {
+            skip_root_meta: true,
+            ..no_atime()
+        },
+    );
+}
+
+/// ferry unpacks what a peer packed (`args` before `-cf ARCHIVE -C SRC .`).
+fn unpack_peer_archive(program: &str, args: &[&str], opts: &Options) {
+    if missing(program) {
+        return;
+    }
+    let s = scratch();
+    tree(&s.src);
+    let archive = s.tmp.path().join("peer.tar");
+    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = args
+        .iter()
+        .map(|a| a as &dyn AsRef<std::ffi::OsStr>)
+        .collect();
+    all.extend([
+        &"-cf" as &dyn AsRef<std::ffi::OsStr>,
+        &archive,
+        &"-C",
+        &s.src,
+        &".",
+    ]);
+    peer(program, &all);
+    let r = ferry(&[&"unpack", &"--json", &archive, &s.dst]);
+    r.assert_ok();
+    assert_same_tree_with(&s.src, &s.dst, opts);
+    assert!(
+        build::allocated(&s.dst.join("holey")) < 1 << 20,
+        "{program} {args:?}: holes lost"
+    );
+}
+
+#[test]
+fn ferry_reads_gnu_tar_pax_with_sparse_1_0() {
+    let opts = Options {
+        skip_atime: true,
+        ..Options::default()
+    };
+    unpack_peer_archive(
+        "tar",
+        &[
+            "--format=posix",
+            "--sparse",
+            "--sparse-version=1.0",
+            "--xattrs",
+            "--xattrs-include=*",
+        ],
+        &opts,
+    );
+}
+
+#[test]
+fn ferry_reads_gnu_tar_pax_with_sparse_0_1() {
+    let opts = Options {
+        skip_atime: true,
+        ..Options::default()
+    };
+    unpack_peer_archive(
+        "tar",
+        &[
+            "--format=posix",
+            "--sparse",
+            "--sparse-version=0.1",
+            "--xattrs",
+            "--xattrs-include=*",
+        ],
+        &opts,
+    );
+}
+
+#[test]
+fn ferry_reads_gnu_tar_gnu_format_with_old_sparse() {
+    // The GNU format keeps whole seconds and no xattrs.
+    let opts = Options {
+        skip_atime: true,
+        mtime_seconds: true,
+        skip_xattrs: true,
+        ..Options::default()
+    };
+    unpack_peer_archive("tar", &["--format=gnu", "--sparse"], &opts);
+}
+
+#[test]
+fn ferry_reads_bsdtar_pax() {
+    let opts = Options {
+        skip_atime: true,
+        ..Options::default()
+    };
+    unpack_peer_archive("bsdtar", &["--format=pax", "--read-sparse"], &opts);
+}

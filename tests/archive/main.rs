@@ -1,0 +1,67 @@
+//! End-to-end tests of `ferry pack`, `unpack`, `ls` and `cat`: ferry's archives read by
+//! the real GNU tar and bsdtar, theirs read by ferry, hostile archives, and cloning in
+//! and out on XFS. One test binary: `cargo test --release --test archive`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod commands;
+mod hostile;
+mod interop;
+mod reflink;
+
+use common::run::{run, Run, FERRY};
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `ferry ARGS..`.
+fn ferry(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Run {
+    let mut cmd = Command::new(FERRY);
+    for a in args {
+        cmd.arg(a);
+    }
+    run(cmd)
+}
+
+/// Runs a peer program, which must succeed and print nothing on stderr (a warning is a
+/// failure: GNU tar and bsdtar must read ferry's archives silently).
+fn peer(program: &str, args: &[&dyn AsRef<std::ffi::OsStr>]) {
+    let mut cmd = Command::new(program);
+    for a in args {
+        cmd.arg(a);
+    }
+    let shown = format!("{cmd:?}");
+    let out = cmd.output().unwrap_or_else(|e| panic!("{shown}: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.is_empty(),
+        "{shown}: status {:?}, stderr:\n{stderr}",
+        out.status
+    );
+}
+
+/// True (after saying why) when `program` is not installed.
+fn missing(program: &str) -> bool {
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        common::skip(&format!("{program} is not installed"));
+    }
+    !found
+}
+
+/// Packs `src` into `archive` with ferry, which must succeed.
+fn pack(src: &Path, archive: &Path, args: &[&str]) -> Run {
+    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"pack"];
+    for a in args {
+        all.push(a);
+    }
+    all.push(&src);
+    all.push(&archive);
+    let r = ferry(&all);
+    r.assert_ok();
+    r
+}
