@@ -131,6 +131,7 @@ impl ReadAtMost for File {
 /// `ferry unpack`.
 pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
     let opts = UnpackOptions {
+        threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
         reflink: args.reflink.into(),
         sparse: args.sparse.into(),
         checksum: args.checksum,

@@ -60,6 +60,9 @@ pub struct UnpackArgs {
     pub archive: PathBuf,
     /// Where to unpack it (created if missing).
     pub dst: PathBuf,
+    /// Workers for a ferry archive read through its index [default: 4 per core].
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    pub jobs: Option<usize>,
     /// Clone member data out of the archive where the filesystem allows.
     #[arg(long, value_enum, default_value_t = ReflinkArg::Auto)]
     pub reflink: ReflinkArg,

@@ -25,7 +25,7 @@ use std::os::fd::AsFd;
 use std::path::Path;
 
 /// How to unpack.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct UnpackOptions {
     /// Clone policy for member data.
     pub reflink: Reflink,
@@ -35,18 +35,21 @@ pub struct UnpackOptions {
     pub checksum: bool,
     /// Re-read every written file and compare its hash with the member's.
     pub verify: bool,
+    /// Workers for an archive read through its index.
+    pub threads: usize,
 }
 
-/// Places entries given by path under the destination.
+/// Places entries given by path under the destination; shared by the workers of a
+/// parallel unpack, each with its own cache of the directory it is filling.
 struct Extractor<'a> {
     sink: LocalTreeSink<'a>,
     root: DstDir,
-    /// The parent directory of the last member, which the next one likely shares.
-    cached: Option<(RelPath, DstDir)>,
-    /// Directories (the root included) whose metadata is applied at the end.
-    dirs: Vec<Entry>,
     reporter: &'a dyn Reporter,
 }
+
+/// The parent directory of the last member a worker placed, which the next one likely
+/// shares.
+type DirCache = Option<(RelPath, DstDir)>;
 
 fn parent_of(path: &RelPath) -> RelPath {
     let b = path.as_bytes();
@@ -61,7 +64,7 @@ impl<'a> Extractor<'a> {
         opts: &UnpackOptions,
         stats: &'a Stats,
         reporter: &'a dyn Reporter,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, ArchiveError> {
         let sink = LocalTreeSink::new(
             dst,
             mover,
@@ -77,19 +80,19 @@ impl<'a> Extractor<'a> {
             kind: EntryKind::Dir,
             meta: Metadata::default(),
         };
-        let root = sink.root(&root_entry)?;
+        let root = sink.root(&root_entry).map_err(|e| {
+            ArchiveError::Io(io::Error::other(format!("{}: {}", dst.display(), e.os)))
+        })?;
         Ok(Extractor {
             sink,
             root,
-            cached: None,
-            dirs: Vec::new(),
             reporter,
         })
     }
 
-    fn parent(&mut self, path: &RelPath) -> Result<DstDir, Error> {
+    fn parent(&self, path: &RelPath, cache: &mut DirCache) -> Result<DstDir, Error> {
         let parent = parent_of(path);
-        if let Some((p, d)) = &self.cached {
+        if let Some((p, d)) = cache {
             if *p == parent {
                 return Ok(d.clone());
             }
@@ -99,18 +102,25 @@ impl<'a> Extractor<'a> {
         } else {
             self.sink.dir_at(&parent, true)?
         };
-        self.cached = Some((parent, dir.clone()));
+        *cache = Some((parent, dir.clone()));
         Ok(dir)
     }
 
-    fn put(&mut self, entry: Entry, data: Option<FileData<'_>>) -> Result<(), Error> {
-        if entry.kind == EntryKind::Dir {
-            if !entry.path.is_root() {
-                self.sink.dir_at(&entry.path, true)?;
-            }
-            self.dirs.push(entry);
-            return Ok(());
+    /// Makes a directory member (its metadata waits for [`Extractor::finish`]).
+    fn make_dir(&self, entry: &Entry) -> Result<(), Error> {
+        if !entry.path.is_root() {
+            self.sink.dir_at(&entry.path, true)?;
         }
+        Ok(())
+    }
+
+    /// Places a member that is not a directory.
+    fn put(
+        &self,
+        entry: &Entry,
+        data: Option<FileData<'_>>,
+        cache: &mut DirCache,
+    ) -> Result<(), Error> {
         if entry.path.is_root() {
             return Err(Error::new(
                 &entry.path,
@@ -118,24 +128,23 @@ impl<'a> Extractor<'a> {
                 io::Error::other("a member that is not a directory names the destination itself"),
             ));
         }
-        let parent = self.parent(&entry.path)?;
-        self.sink.leaf(&parent, &entry, data)
+        let parent = self.parent(&entry.path, cache)?;
+        self.sink.leaf(&parent, entry, data)
     }
 
     /// Applies directory metadata, deepest first, so setting one never disturbs another.
-    fn finish(mut self) {
-        if !self.dirs.iter().any(|e| e.path.is_root()) {
+    fn finish(&self, mut dirs: Vec<Entry>) {
+        if !dirs.iter().any(|e| e.path.is_root()) {
             if let Err(err) = self.sink.settle_unnamed_root() {
                 self.reporter.error(&err);
             }
         }
-        self.dirs.sort_by_key(|e| {
-            std::cmp::Reverse(
-                e.path.as_bytes().iter().filter(|&&b| b == b'/').count()
-                    + usize::from(!e.path.is_root()),
-            )
-        });
-        for e in &self.dirs {
+        let depth = |e: &Entry| {
+            e.path.as_bytes().iter().filter(|&&b| b == b'/').count()
+                + usize::from(!e.path.is_root())
+        };
+        dirs.sort_by_key(|e| std::cmp::Reverse(depth(e)));
+        for e in &dirs {
             let dir = if e.path.is_root() {
                 Ok(self.root.clone())
             } else {
@@ -156,8 +165,27 @@ fn refused(raw: &[u8], why: &'static str) -> Error {
     )
 }
 
+/// Members handed to a worker at a time.
+const GROUP: usize = 128;
+
+/// Asks the kernel to read every member's headers ahead, all at once: on a cold cache
+/// the checks of each member's header then wait on one batch of reads, not on one
+/// random read each.
+fn prefetch_headers(archive: &Archive, index: &crate::index::Index) {
+    use rustix::fs::{fadvise, Advice};
+    let fd = archive.file().as_fd();
+    for e in &index.entries {
+        let len = std::num::NonZeroU64::new(e.data_offset - e.header_offset);
+        let _ = fadvise(fd, e.header_offset, len, Advice::WillNeed);
+    }
+}
+
 /// Unpacks an archive file into `dst`. Per-member failures go to `reporter` and the
 /// rest goes on; an archive that cannot be read on is an error.
+///
+/// A ferry archive is unpacked from its index by `opts.threads` workers: directories
+/// first, in order; then runs of members sharing a directory, in parallel; then
+/// hardlinks, whose targets now exist; then directory metadata.
 pub fn unpack_file(
     archive: &Archive,
     dst: &Path,
@@ -176,15 +204,12 @@ pub fn unpack_file(
         return unpack_stream(r, dst, opts, stats, reporter);
     };
     let mover = Mover::new(opts.reflink, opts.sparse);
-    let mut ex = Extractor::new(dst, &mover, opts, stats, reporter)
-        .map_err(|e| ArchiveError::Io(io::Error::other(e.to_string())))?;
-    let fd = archive.file().as_fd();
-    let mut result = Ok(());
-    for e in &index.entries {
-        if let Err(err) = archive.check_member(e) {
-            result = Err(err);
-            break;
-        }
+    let ex = Extractor::new(dst, &mover, opts, stats, reporter)?;
+    let mut dirs = Vec::new();
+    let mut groups: Vec<Vec<(usize, Entry)>> = Vec::new();
+    let mut links = Vec::new();
+    let mut last_parent = None;
+    for (i, e) in index.entries.iter().enumerate() {
         let entry = match from_index(e) {
             Ok(entry) => entry,
             Err(why) => {
@@ -192,17 +217,75 @@ pub fn unpack_file(
                 continue;
             }
         };
-        let runs = runs_of((!e.runs.is_empty()).then_some(e.runs.as_slice()), e.size);
-        let data = matches!(entry.kind, EntryKind::File { .. }).then_some(FileData::Range {
-            fd,
-            offset: e.data_offset,
-            runs: &runs,
-        });
-        if let Err(err) = ex.put(entry, data) {
-            reporter.error(&err);
+        match entry.kind {
+            EntryKind::Dir => {
+                archive.check_member(e)?;
+                if let Err(err) = ex.make_dir(&entry) {
+                    reporter.error(&err);
+                }
+                dirs.push(entry);
+            }
+            EntryKind::HardLink { .. } => links.push((i, entry)),
+            _ => {
+                let parent = parent_of(&entry.path);
+                // Runs of one directory are cut so a big directory is shared by several
+                // workers (each member still lands in its own directory).
+                let full = groups.last().is_some_and(|g| g.len() >= GROUP);
+                if last_parent.as_ref() != Some(&parent) || groups.is_empty() || full {
+                    groups.push(Vec::new());
+                    last_parent = Some(parent);
+                }
+                if let Some(g) = groups.last_mut() {
+                    g.push((i, entry));
+                }
+            }
         }
     }
-    ex.finish();
+    prefetch_headers(archive, index);
+    let failed: std::sync::Mutex<Option<ArchiveError>> = std::sync::Mutex::new(None);
+    let queue = std::sync::Mutex::new(groups.into_iter());
+    let place = |members: &[(usize, Entry)], cache: &mut DirCache| -> Result<(), ArchiveError> {
+        for (i, entry) in members {
+            let e = &index.entries[*i];
+            archive.check_member(e)?;
+            let runs = runs_of((!e.runs.is_empty()).then_some(e.runs.as_slice()), e.size);
+            let data = matches!(entry.kind, EntryKind::File { .. }).then_some(FileData::Range {
+                fd: archive.file().as_fd(),
+                offset: e.data_offset,
+                runs: &runs,
+            });
+            if let Err(err) = ex.put(entry, data, cache) {
+                reporter.error(&err);
+            }
+        }
+        Ok(())
+    };
+    std::thread::scope(|s| {
+        for _ in 0..opts.threads.max(1) {
+            s.spawn(|| {
+                let mut cache = None;
+                loop {
+                    if failed.lock().map_or(true, |f| f.is_some()) {
+                        return;
+                    }
+                    let Some(group) = queue.lock().ok().and_then(|mut q| q.next()) else {
+                        return;
+                    };
+                    if let Err(err) = place(&group, &mut cache) {
+                        if let Ok(mut f) = failed.lock() {
+                            f.get_or_insert(err);
+                        }
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let result = match failed.into_inner().ok().flatten() {
+        Some(err) => Err(err),
+        None => place(&links, &mut None),
+    };
+    ex.finish(dirs);
     result
 }
 
@@ -215,9 +298,10 @@ pub fn unpack_stream(
     reporter: &dyn Reporter,
 ) -> Result<(), ArchiveError> {
     let mover = Mover::new(opts.reflink, opts.sparse);
-    let mut ex = Extractor::new(dst, &mover, opts, stats, reporter)
-        .map_err(|e| ArchiveError::Io(io::Error::other(e.to_string())))?;
+    let ex = Extractor::new(dst, &mover, opts, stats, reporter)?;
     let mut reader = Reader::new(input);
+    let mut dirs = Vec::new();
+    let mut cache = None;
     let result = loop {
         let t = match reader.next_entry() {
             Ok(Some(t)) => t,
@@ -231,16 +315,23 @@ pub fn unpack_stream(
                 continue;
             }
         };
+        if entry.kind == EntryKind::Dir {
+            if let Err(err) = ex.make_dir(&entry) {
+                reporter.error(&err);
+            }
+            dirs.push(entry);
+            continue;
+        }
         let runs = runs_of(t.sparse.as_deref(), t.size);
         let mut body = reader.data();
         let data = matches!(entry.kind, EntryKind::File { .. }).then_some(FileData::Stream {
             reader: &mut body,
             runs: &runs,
         });
-        if let Err(err) = ex.put(entry, data) {
+        if let Err(err) = ex.put(&entry, data, &mut cache) {
             reporter.error(&err);
         }
     };
-    ex.finish();
+    ex.finish(dirs);
     result
 }
