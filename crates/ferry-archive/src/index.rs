@@ -29,6 +29,9 @@ const FOOTER_MAGIC: &[u8; 8] = b"FERRYEND";
 const VERSION: u32 = 1;
 /// Size of the footer at the very end of an indexed archive.
 pub const FOOTER_LEN: u64 = 64;
+/// The largest index a reader loads (room for several million members): a footer may
+/// not make a reader allocate what the archive's length alone would allow.
+pub const MAX_INDEX_LEN: u64 = 1 << 30;
 
 /// What an index entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,6 +238,9 @@ impl Footer {
             || f.tar_end < 1024
         {
             return Err(bad("footer places the index outside the archive"));
+        }
+        if f.index_len > MAX_INDEX_LEN {
+            return Err(bad("index larger than a reader loads"));
         }
         Ok(Some(f))
     }
@@ -476,6 +482,19 @@ mod tests {
                 assert_eq!(idx, sample(), "byte {i} changed the index silently");
             }
         }
+    }
+
+    #[test]
+    fn a_huge_index_length_is_refused_before_allocating() {
+        let mut bytes = sample().encode(10240);
+        let n = bytes.len();
+        let footer = &mut bytes[n - 64..];
+        footer[16..24].copy_from_slice(&(MAX_INDEX_LEN + 1).to_le_bytes());
+        let hash = xxh3_64(&footer[..56]);
+        footer[56..64].copy_from_slice(&hash.to_le_bytes());
+        let claimed_len = 10240 + MAX_INDEX_LEN * 2; // as a huge sparse file would be
+        let err = Footer::parse(&bytes[n - 64..], claimed_len).expect_err("refused");
+        assert!(err.0.contains("larger"), "{err}");
     }
 
     #[test]
