@@ -45,6 +45,40 @@ fn file_data_is_aligned_and_small_files_are_not_padded() {
 }
 
 #[test]
+fn many_small_files_pack_and_unpack_exactly() {
+    // Small files are written with their headers in 1 MiB pieces: cross that boundary
+    // many times, with sizes that end mid-block, mixed with large files.
+    let s = scratch();
+    build::mkdirs(&s.src);
+    for i in 0..900u64 {
+        let size = 100 + (i as usize * 997) % 60_000;
+        build::write(&s.src.join(format!("s{i:04}")), &build::pattern(i, size));
+        if i % 150 == 0 {
+            build::write(&s.src.join(format!("L{i:04}")), &build::pattern(i, 300_000));
+        }
+    }
+    build::stamp_times(&s.src);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    assert_same_tree(&s.src, &s.dst);
+    let out = Command::new("tar")
+        .arg("-tf")
+        .arg(&archive)
+        .output()
+        .expect("tar -tf");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        900 + 6 + 1
+    );
+}
+
+#[test]
 fn ls_lists_every_member_and_cat_prints_one() {
     let s = scratch();
     trees::mixed(&s.src);

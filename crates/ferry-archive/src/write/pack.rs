@@ -9,7 +9,9 @@
 
 use super::header::{encode, pad_block, DataShape, ALIGN};
 use crate::index::{Index, IndexEntry, Kind};
-use ferry_core::data::{data_runs, with_buffer, write_full, Mover, Reflink, Segment, Sparse};
+use ferry_core::data::{
+    data_runs, with_buffer, write_full, Method, Mover, Reflink, Segment, Sparse,
+};
 use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, Reporter, Result};
 use ferry_core::sink::{FileData, TreeSink};
@@ -61,7 +63,16 @@ struct State {
     stream: Option<Box<dyn Write + Send>>,
     /// The first failure to write the archive: everything after it is moot.
     failed: Option<io::Error>,
+    /// Bytes of the archive from `gathered_at` on, laid out but not yet written: headers
+    /// and small files, written in large pieces.
+    gathered: Vec<u8>,
+    gathered_at: u64,
 }
+
+/// Files smaller than this are read into memory and written with their headers.
+const SMALL: u64 = 64 << 10;
+/// Gathered bytes are written once there are this many.
+const GATHER: usize = 1 << 20;
 
 /// A tree sink that writes a ferry archive.
 pub struct ArchiveSink<'a> {
@@ -74,7 +85,6 @@ pub struct ArchiveSink<'a> {
 
 /// Where one entry's bytes go, decided under the lock.
 struct Placed {
-    header_at: u64,
     header: Vec<u8>,
     data_at: u64,
     slot: usize,
@@ -134,6 +144,8 @@ impl<'a> ArchiveSink<'a> {
             first_names: HashMap::new(),
             stream,
             failed: None,
+            gathered: Vec::with_capacity(GATHER + SMALL as usize * 2),
+            gathered_at: 0,
         };
         ArchiveSink {
             file,
@@ -150,6 +162,8 @@ impl<'a> ArchiveSink<'a> {
 
     /// Lays out `entry` at the end of the archive and records it in the index.
     fn place(st: &mut State, entry: &Entry, shape: Option<&DataShape<'_>>) -> Placed {
+        // Everything before `pos` is written or gathered: entries follow each other.
+        debug_assert_eq!(st.pos, st.gathered_at + st.gathered.len() as u64);
         let enc = encode(entry, shape, st.pos);
         let header_at = st.pos;
         let data_at = header_at + enc.data_start;
@@ -191,7 +205,6 @@ impl<'a> ArchiveSink<'a> {
                 .collect(),
         });
         Placed {
-            header_at,
             header: enc.bytes,
             data_at,
             slot: st.index.len() - 1,
@@ -211,6 +224,29 @@ impl<'a> ArchiveSink<'a> {
         err
     }
 
+    /// Writes out what has been gathered; the next gathered byte follows it.
+    fn flush(&self, st: &mut State) -> io::Result<()> {
+        if !st.gathered.is_empty() {
+            match (&self.file, st.stream.as_mut()) {
+                (Some(fd), _) => write_full(fd.as_fd(), &st.gathered, st.gathered_at)?,
+                (None, Some(w)) => w.write_all(&st.gathered)?,
+                (None, None) => {}
+            }
+            st.gathered_at += st.gathered.len() as u64;
+            st.gathered.clear();
+        }
+        Ok(())
+    }
+
+    /// Appends the next bytes of the archive, writing them out once there are enough.
+    fn gather(&self, st: &mut State, bytes: &[u8]) -> io::Result<()> {
+        st.gathered.extend_from_slice(bytes);
+        if st.gathered.len() >= GATHER {
+            self.flush(st)?;
+        }
+        Ok(())
+    }
+
     /// Writes an entry that has no data.
     fn write_plain(&self, entry: &Entry) -> Result<()> {
         let mut st = self.lock();
@@ -218,11 +254,7 @@ impl<'a> ArchiveSink<'a> {
             return Ok(());
         }
         let placed = Self::place(&mut st, entry, None);
-        let written = match (&self.file, st.stream.as_mut()) {
-            (Some(fd), _) => write_full(fd.as_fd(), &placed.header, placed.header_at),
-            (None, Some(w)) => w.write_all(&placed.header),
-            (None, None) => Ok(()),
-        };
+        let written = self.gather(&mut st, &placed.header);
         drop(st);
         written.map_err(|e| self.fail(&entry.path, e))
     }
@@ -237,6 +269,13 @@ impl<'a> ArchiveSink<'a> {
         let shape = DataShape {
             stored,
             runs: runs.as_deref(),
+        };
+        // A small file is read before the lock is taken, so workers read in parallel.
+        let small = match runs {
+            None if *size < SMALL => {
+                Some(read_small(fd, *size).map_err(|e| Error::new(&entry.path, "read", e))?)
+            }
+            _ => None,
         };
         let mut st = self.lock();
         if st.failed.is_some() {
@@ -256,59 +295,83 @@ impl<'a> ArchiveSink<'a> {
             st.first_names.insert(*key, entry.path.clone());
         }
         let placed = Self::place(&mut st, entry, Some(&shape));
-        let segs: Vec<Segment> = {
-            let mut at = placed.data_at;
-            runs.clone()
-                .unwrap_or_else(|| vec![(0, *size)])
-                .into_iter()
-                .map(|(o, l)| {
-                    let seg = Segment {
-                        file_off: o,
-                        src: o,
-                        dst: at,
-                        len: l,
-                    };
-                    at += l;
-                    seg
-                })
-                .collect()
-        };
-        let hash = match (&self.file, st.stream.as_mut()) {
-            (Some(out), _) => {
+        let written = match small {
+            Some(data) => {
+                st.index[placed.slot].hash = Some(xxhash_rust::xxh3::xxh3_128(&data));
+                let padding = [0u8; 512];
+                let pad = (pad_block(stored) - stored) as usize;
+                let r = self
+                    .gather(&mut st, &placed.header)
+                    .and_then(|()| self.gather(&mut st, &data))
+                    .and_then(|()| self.gather(&mut st, &padding[..pad]));
                 drop(st);
-                write_full(out.as_fd(), &placed.header, placed.header_at)
-                    .and_then(|()| {
-                        self.mover
-                            .transfer(fd, out.as_fd(), &segs, *size, self.hash)
-                    })
-                    .map(|m| {
-                        self.stats.count_method(m.method);
-                        m.hash
-                    })
+                self.stats.count_method(Method::Buffered);
+                r
             }
-            (None, Some(w)) => {
-                let r = w
-                    .write_all(&placed.header)
-                    .and_then(|()| stream_runs(fd, &segs, *size, w.as_mut()));
-                self.stats.count_method(ferry_core::data::Method::Buffered);
-                drop(st);
-                r.map(Some)
-            }
-            (None, None) => Ok(None),
+            None => self.write_large(st, &placed, fd, runs.as_deref(), *size),
         };
-        let hash = hash.map_err(|e| self.fail(&entry.path, e))?;
-        self.lock().index[placed.slot].hash = hash;
+        written.map_err(|e| self.fail(&entry.path, e))?;
         self.stats.files.fetch_add(1, Relaxed);
         self.stats.bytes.fetch_add(*size, Relaxed);
         Ok(())
     }
 
+    /// Writes a large file placed at `placed`: its headers now, then its data, into a
+    /// file outside the lock by the cheapest path, into a stream in order.
+    fn write_large<'s>(
+        &'s self,
+        mut st: std::sync::MutexGuard<'s, State>,
+        placed: &Placed,
+        fd: BorrowedFd<'_>,
+        runs: Option<&[(u64, u64)]>,
+        size: u64,
+    ) -> io::Result<()> {
+        st.gathered.extend_from_slice(&placed.header);
+        self.flush(&mut st)?;
+        // The data region is written directly; gathering resumes after it.
+        st.gathered_at = st.pos;
+        let mut at = placed.data_at;
+        let segs: Vec<Segment> = runs
+            .map_or_else(|| vec![(0, size)], <[_]>::to_vec)
+            .into_iter()
+            .map(|(o, l)| {
+                let seg = Segment {
+                    file_off: o,
+                    src: o,
+                    dst: at,
+                    len: l,
+                };
+                at += l;
+                seg
+            })
+            .collect();
+        let (hash, method) = match (&self.file, st.stream.as_mut()) {
+            (Some(out), _) => {
+                drop(st);
+                let moved = self
+                    .mover
+                    .transfer(fd, out.as_fd(), &segs, size, self.hash)?;
+                st = self.lock();
+                (moved.hash, moved.method)
+            }
+            (None, Some(w)) => (
+                Some(stream_runs(fd, &segs, size, w.as_mut())?),
+                Method::Buffered,
+            ),
+            (None, None) => (None, Method::Buffered),
+        };
+        st.index[placed.slot].hash = hash;
+        self.stats.count_method(method);
+        Ok(())
+    }
+
     /// Ends the archive: end-of-archive blocks, index and footer.
     pub fn finish(self) -> io::Result<u64> {
-        let mut st = self.state.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut st = self.lock();
         if let Some(e) = st.failed.take() {
             return Err(e);
         }
+        self.flush(&mut st)?;
         let tar_end = st.pos + 1024;
         let index = Index {
             entries: std::mem::take(&mut st.index),
@@ -329,6 +392,26 @@ impl<'a> ArchiveSink<'a> {
         }
         Ok(st.pos + tail.len() as u64)
     }
+}
+
+/// The whole content of a small file, which must still be `size` bytes long.
+fn read_small(fd: BorrowedFd<'_>, size: u64) -> io::Result<Vec<u8>> {
+    let mut data = vec![0u8; size as usize];
+    let mut got = 0;
+    while got < data.len() {
+        match rustix::io::pread(fd, &mut data[got..], got as u64) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being packed",
+                ))
+            }
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(data)
 }
 
 /// Writes a file's runs to a stream through memory, padded to a tar block; returns the
