@@ -78,14 +78,30 @@ impl Archive {
 
     /// Parses the tar header(s) of an index entry and checks they say the same.
     pub fn check_member(&self, e: &IndexEntry) -> Result<TarEntry, ArchiveError> {
-        let mut reader = Reader::new(At {
-            file: &self.file,
-            pos: e.header_offset,
-        });
+        self.read_member(e, 0).map(|(t, _)| t)
+    }
+
+    /// Reads a member's headers in one read, checks they agree with its index entry,
+    /// and returns them, with the member's stored data too when it is at most
+    /// `data_up_to` bytes (read in the same call).
+    pub fn read_member(
+        &self,
+        e: &IndexEntry,
+        data_up_to: u64,
+    ) -> Result<(TarEntry, Option<Vec<u8>>), ArchiveError> {
         let mismatch = |what| ArchiveError::Mismatch {
             offset: e.header_offset,
             what,
         };
+        // The index checks bounded `data_offset - header_offset` by the archive's length.
+        let head = e.data_offset - e.header_offset;
+        if head > MAX_HEADERS {
+            return Err(mismatch("headers larger than a reader accepts"));
+        }
+        let with_data = e.stored <= data_up_to;
+        let mut buf = vec![0u8; (head + if with_data { e.stored } else { 0 }) as usize];
+        self.file.read_exact_at(&mut buf, e.header_offset)?;
+        let mut reader = Reader::new(&buf[..head as usize]);
         let t = reader
             .next_entry()
             .map_err(|mut err| {
@@ -93,29 +109,36 @@ impl Archive {
                 err
             })?
             .ok_or_else(|| mismatch("no entry at the indexed offset"))?;
-        if t.path != e.path {
-            return Err(mismatch("path"));
-        }
-        if tar_kind(e.kind) != t.kind {
-            return Err(mismatch("kind"));
-        }
-        if t.size != e.size
-            || t.stored != e.stored
-            || t.data_offset + e.header_offset != e.data_offset
-        {
-            return Err(mismatch("data size or place"));
-        }
-        if t.sparse.as_deref().unwrap_or_default() != e.runs.as_slice() {
-            return Err(mismatch("sparse map"));
-        }
-        if t.link_target.as_deref().unwrap_or_default() != e.link.as_slice() {
-            return Err(mismatch("link target"));
-        }
-        if (t.mode, t.uid, t.gid, t.mtime) != (e.mode, e.uid, e.gid, e.mtime) {
-            return Err(mismatch("metadata"));
-        }
-        Ok(t)
+        agree(&t, e).map_err(mismatch)?;
+        Ok((t, with_data.then(|| buf.split_off(head as usize))))
     }
+}
+
+/// The most header bytes (pax records, long names, sparse map) one member may have.
+const MAX_HEADERS: u64 = 16 << 20;
+
+/// Whether a parsed tar entry says what its index entry says; if not, what differs.
+fn agree(t: &TarEntry, e: &IndexEntry) -> Result<(), &'static str> {
+    if t.path != e.path {
+        return Err("path");
+    }
+    if tar_kind(e.kind) != t.kind {
+        return Err("kind");
+    }
+    if t.size != e.size || t.stored != e.stored || t.data_offset + e.header_offset != e.data_offset
+    {
+        return Err("data size or place");
+    }
+    if t.sparse.as_deref().unwrap_or_default() != e.runs.as_slice() {
+        return Err("sparse map");
+    }
+    if t.link_target.as_deref().unwrap_or_default() != e.link.as_slice() {
+        return Err("link target");
+    }
+    if (t.mode, t.uid, t.gid, t.mtime) != (e.mode, e.uid, e.gid, e.mtime) {
+        return Err("metadata");
+    }
+    Ok(())
 }
 
 /// The tar kind an index kind stands for.

@@ -168,17 +168,40 @@ fn refused(raw: &[u8], why: &'static str) -> Error {
 /// Members handed to a worker at a time.
 const GROUP: usize = 128;
 
-/// Asks the kernel to read every member's headers ahead, all at once: on a cold cache
-/// the checks of each member's header then wait on one batch of reads, not on one
-/// random read each.
+/// Asks the kernel to read every member's headers (and the data of the small ones,
+/// which is read with them) ahead, all at once, in as few ranges as they merge into: on
+/// a cold cache the workers then wait on one batch of reads, not one random read each.
 fn prefetch_headers(archive: &Archive, index: &crate::index::Index) {
     use rustix::fs::{fadvise, Advice};
     let fd = archive.file().as_fd();
+    let advise = |(start, end): (u64, u64)| {
+        let _ = fadvise(
+            fd,
+            start,
+            std::num::NonZeroU64::new(end - start),
+            Advice::WillNeed,
+        );
+    };
+    let mut range: Option<(u64, u64)> = None;
     for e in &index.entries {
-        let len = std::num::NonZeroU64::new(e.data_offset - e.header_offset);
-        let _ = fadvise(fd, e.header_offset, len, Advice::WillNeed);
+        let end = if e.stored <= SMALL_MEMBER {
+            e.data_offset + e.stored
+        } else {
+            e.data_offset
+        };
+        range = match range {
+            Some((start, last)) if e.header_offset <= last + (64 << 10) => Some((start, end)),
+            other => {
+                other.map(advise);
+                Some((e.header_offset, end))
+            }
+        };
     }
+    range.map(advise);
 }
+
+/// Members up to this size are read with their headers in one call.
+const SMALL_MEMBER: u64 = 32 << 10;
 
 /// Unpacks an archive file into `dst`. Per-member failures go to `reporter` and the
 /// rest goes on; an archive that cannot be read on is an error.
@@ -247,13 +270,21 @@ pub fn unpack_file(
     let place = |members: &[(usize, Entry)], cache: &mut DirCache| -> Result<(), ArchiveError> {
         for (i, entry) in members {
             let e = &index.entries[*i];
-            archive.check_member(e)?;
+            let (_, small) = archive.read_member(e, SMALL_MEMBER)?;
             let runs = runs_of((!e.runs.is_empty()).then_some(e.runs.as_slice()), e.size);
-            let data = matches!(entry.kind, EntryKind::File { .. }).then_some(FileData::Range {
-                fd: archive.file().as_fd(),
-                offset: e.data_offset,
-                runs: &runs,
-            });
+            let mut bytes = small.as_deref().unwrap_or_default();
+            let data = match (&entry.kind, &small) {
+                (EntryKind::File { .. }, Some(_)) => Some(FileData::Stream {
+                    reader: &mut bytes,
+                    runs: &runs,
+                }),
+                (EntryKind::File { .. }, None) => Some(FileData::Range {
+                    fd: archive.file().as_fd(),
+                    offset: e.data_offset,
+                    runs: &runs,
+                }),
+                _ => None,
+            };
             if let Err(err) = ex.put(entry, data, cache) {
                 reporter.error(&err);
             }
