@@ -229,7 +229,9 @@ pub fn unpack_file(
     let mover = Mover::new(opts.reflink, opts.sparse);
     let ex = Extractor::new(dst, &mover, opts, stats, reporter)?;
     let mut dirs = Vec::new();
-    let mut groups: Vec<Vec<(usize, Entry)>> = Vec::new();
+    // Groups hold member numbers, not entries: members are converted when placed, so
+    // memory stays the index's, whatever the number of members.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut links = Vec::new();
     let mut last_parent = None;
     for (i, e) in index.entries.iter().enumerate() {
@@ -248,7 +250,7 @@ pub fn unpack_file(
                 }
                 dirs.push(entry);
             }
-            EntryKind::HardLink { .. } => links.push((i, entry)),
+            EntryKind::HardLink { .. } => links.push(i),
             _ => {
                 let parent = parent_of(&entry.path);
                 // Runs of one directory are cut so a big directory is shared by several
@@ -259,7 +261,7 @@ pub fn unpack_file(
                     last_parent = Some(parent);
                 }
                 if let Some(g) = groups.last_mut() {
-                    g.push((i, entry));
+                    g.push(i);
                 }
             }
         }
@@ -267,9 +269,11 @@ pub fn unpack_file(
     prefetch_headers(archive, index);
     let failed: std::sync::Mutex<Option<ArchiveError>> = std::sync::Mutex::new(None);
     let queue = std::sync::Mutex::new(groups.into_iter());
-    let place = |members: &[(usize, Entry)], cache: &mut DirCache| -> Result<(), ArchiveError> {
-        for (i, entry) in members {
-            let e = &index.entries[*i];
+    let place = |members: &[usize], cache: &mut DirCache| -> Result<(), ArchiveError> {
+        for &i in members {
+            let e = &index.entries[i];
+            // Converted once already; a member that failed then was reported and left out.
+            let Ok(entry) = from_index(e) else { continue };
             let (_, small) = archive.read_member(e, SMALL_MEMBER)?;
             let runs = runs_of((!e.runs.is_empty()).then_some(e.runs.as_slice()), e.size);
             let mut bytes = small.as_deref().unwrap_or_default();
@@ -285,7 +289,7 @@ pub fn unpack_file(
                 }),
                 _ => None,
             };
-            if let Err(err) = ex.put(entry, data, cache) {
+            if let Err(err) = ex.put(&entry, data, cache) {
                 reporter.error(&err);
             }
         }

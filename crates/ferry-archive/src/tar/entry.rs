@@ -154,6 +154,11 @@ pub(crate) fn build(
         }
         kind = TarKind::Dir;
     }
+    if kind != TarKind::File && plan != Plan::Plain {
+        return Err(TarErrorKind::BadSparse(
+            "sparse map on an entry that is not a regular file",
+        ));
+    }
     if kind != TarKind::File && data_area != 0 {
         return Err(TarErrorKind::Invalid(
             "entry of a kind without data declares a size",

@@ -77,9 +77,12 @@ pub const BLOCK_SIZE: u64 = 512;
 /// Largest pax extended header (`x` or `g`) body accepted, in bytes.
 pub const MAX_PAX_HEADER: u64 = 1 << 20;
 
-/// Largest total size of the pax global records in force, in bytes. (Together with
-/// [`MAX_PAX_HEADER`] this also bounds the xattrs of one entry.)
-pub const MAX_PAX_GLOBAL: u64 = 1 << 20;
+/// Largest total size of the pax global records in force, in bytes. Kept small because
+/// every following entry carries a copy of them (in [`TarEntry::pax`], and the global
+/// xattrs in [`TarEntry::xattrs`]): a 512-byte entry must not cost megabytes. Real
+/// global headers (git's commit id, GNU tar's `--pax-option`) are tens of bytes.
+/// Together with [`MAX_PAX_HEADER`] this also bounds the xattrs of one entry.
+pub const MAX_PAX_GLOBAL: u64 = 64 << 10;
 
 /// Largest GNU long name or long link (`L`, `K`) body accepted, in bytes.
 pub const MAX_LONG_NAME: u64 = 64 << 10;

@@ -5,6 +5,8 @@
 //! itself included. Values may hold any byte (xattr values do): records are delimited by
 //! their length, never by searching for a newline.
 
+use std::collections::{HashMap, HashSet};
+
 use super::error::TarErrorKind;
 use super::xattr;
 use super::MAX_PAX_GLOBAL;
@@ -109,10 +111,42 @@ fn is_per_file_key(key: &[u8]) -> bool {
     matches!(key, b"path" | b"linkpath" | b"size") || key.starts_with(b"GNU.sparse.")
 }
 
+/// Key-value pairs, each key once, in the order keys first appear; setting a key again
+/// replaces its value. Lookups are hashed, so a header of many small records costs
+/// linear time, not quadratic.
+#[derive(Default)]
+pub(crate) struct OrderedMap {
+    pairs: Vec<Record>,
+    index: HashMap<Vec<u8>, usize>,
+}
+
+impl OrderedMap {
+    /// Sets `key` to `value`.
+    pub(crate) fn set(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        match self.index.get(&key).and_then(|&i| self.pairs.get_mut(i)) {
+            Some(slot) => slot.1 = value,
+            None => {
+                self.index.insert(key.clone(), self.pairs.len());
+                self.pairs.push((key, value));
+            }
+        }
+    }
+
+    /// The pairs.
+    pub(crate) fn pairs(&self) -> &[Record] {
+        &self.pairs
+    }
+
+    /// The pairs, by value.
+    pub(crate) fn into_pairs(self) -> Vec<Record> {
+        self.pairs
+    }
+}
+
 /// The global records in force: set by `g` headers, each key kept once (the latest).
 #[derive(Default)]
 pub(crate) struct Globals {
-    records: Vec<Record>,
+    records: OrderedMap,
 }
 
 impl Globals {
@@ -124,12 +158,9 @@ impl Globals {
             ));
         }
         for (key, value) in records {
-            match self.records.iter_mut().find(|(k, _)| *k == key) {
-                Some(slot) => slot.1 = value,
-                None => self.records.push((key, value)),
-            }
+            self.records.set(key, value);
         }
-        let total: usize = self.records.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let total: usize = self.records().iter().map(|(k, v)| k.len() + v.len()).sum();
         if u64::try_from(total).map_or(true, |t| t > MAX_PAX_GLOBAL) {
             return Err(TarErrorKind::TooLarge {
                 what: "pax global records",
@@ -142,7 +173,7 @@ impl Globals {
 
     /// The records, in the order their keys were first set.
     pub(crate) fn records(&self) -> &[Record] {
-        &self.records
+        self.records.pairs()
     }
 }
 
@@ -202,10 +233,11 @@ impl<'a> PaxView<'a> {
     /// Every record that applies, raw: globals not overridden locally, then the local
     /// records in order.
     pub(crate) fn applied(&self) -> Vec<Record> {
+        let local: HashSet<&[u8]> = self.local.iter().map(|(k, _)| k.as_slice()).collect();
         let global = self
             .global
             .iter()
-            .filter(|(k, _)| !self.local.iter().any(|(l, _)| l == k));
+            .filter(|(k, _)| !local.contains(k.as_slice()));
         global.chain(self.local).cloned().collect()
     }
 
@@ -215,7 +247,7 @@ impl<'a> PaxView<'a> {
     pub(crate) fn xattrs(&self) -> Result<Vec<xattr::Xattr>, TarErrorKind> {
         let applied = self.applied();
         let libarchive = applied.iter().any(|(k, _)| xattr::is_libarchive_key(k));
-        let mut out: Vec<xattr::Xattr> = Vec::new();
+        let mut out = OrderedMap::default();
         for (key, value) in applied {
             if libarchive && xattr::is_schily_key(&key) {
                 continue;
@@ -224,12 +256,9 @@ impl<'a> PaxView<'a> {
                 continue;
             };
             let (name, value) = decoded.map_err(|()| TarErrorKind::BadPaxValue(key))?;
-            match out.iter_mut().find(|(n, _)| *n == name) {
-                Some(slot) => slot.1 = value,
-                None => out.push((name, value)),
-            }
+            out.set(name, value);
         }
-        Ok(out)
+        Ok(out.into_pairs())
     }
 }
 

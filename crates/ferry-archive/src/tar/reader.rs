@@ -137,35 +137,14 @@ impl<R: Read> Reader<R> {
             }
             let header = Header::parse(&block).map_err(|k| TarError::new(at, k))?;
             match header.typeflag() {
-                b'x' | b'X' => {
-                    let body = self.read_extension(
-                        &header,
-                        at,
-                        &pending.pax,
-                        MAX_PAX_HEADER,
-                        "pax header",
-                    )?;
-                    pending.pax = Some(parse_pax(&body, at + BLOCK_SIZE)?);
-                }
+                b'x' | b'X' => pending.pax = Some(self.read_pax(&header, at, &pending.pax)?),
                 b'L' => {
-                    let body = self.read_extension(
-                        &header,
-                        at,
-                        &pending.long_name,
-                        MAX_LONG_NAME,
-                        "long name",
-                    )?;
-                    pending.long_name = Some(long_name(&body).map_err(|k| TarError::new(at, k))?);
+                    let name = self.read_long_name(&header, at, &pending.long_name, "long name")?;
+                    pending.long_name = Some(name);
                 }
                 b'K' => {
-                    let body = self.read_extension(
-                        &header,
-                        at,
-                        &pending.long_link,
-                        MAX_LONG_NAME,
-                        "long link",
-                    )?;
-                    pending.long_link = Some(long_name(&body).map_err(|k| TarError::new(at, k))?);
+                    let name = self.read_long_name(&header, at, &pending.long_link, "long link")?;
+                    pending.long_link = Some(name);
                 }
                 b'g' | b'V' => {
                     self.read_unattached(&header, at, &pending)?;
@@ -234,6 +213,29 @@ impl<R: Read> Reader<R> {
             ));
         }
         self.read_body(size)
+    }
+
+    /// Reads and parses the body of the pax `x` header at `at`.
+    fn read_pax(
+        &mut self,
+        header: &Header<'_>,
+        at: u64,
+        already: &Option<Vec<pax::Record>>,
+    ) -> Result<Vec<pax::Record>, TarError> {
+        let body = self.read_extension(header, at, already, MAX_PAX_HEADER, "pax header")?;
+        parse_pax(&body, at + BLOCK_SIZE)
+    }
+
+    /// Reads the name in the body of the GNU `L` or `K` header at `at`.
+    fn read_long_name(
+        &mut self,
+        header: &Header<'_>,
+        at: u64,
+        already: &Option<Vec<u8>>,
+        what: &'static str,
+    ) -> Result<Vec<u8>, TarError> {
+        let body = self.read_extension(header, at, already, MAX_LONG_NAME, what)?;
+        long_name(&body).map_err(|k| TarError::new(at, k))
     }
 
     /// Reads a pax global header (merging it into the globals) or skips a volume label.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::{have, make_archive};
 use crate::craft::{record, sparse10, Archive, Header};
-use crate::exercise::exercise;
+use crate::exercise::{exercise, with_fixed_checksums};
 use crate::tree;
 
 fn corpus_dir() -> PathBuf {
@@ -324,7 +324,9 @@ fn mutate(rng: &mut Rng, data: &mut Vec<u8>, corpus: &[(PathBuf, Vec<u8>)]) {
         }
     }
     if rng.below(10) != 0 {
-        fix_checksums(data);
+        if let Some(fixed) = with_fixed_checksums(data) {
+            *data = fixed;
+        }
     }
     data.truncate(1 << 20);
 }
@@ -370,17 +372,6 @@ fn digit(rng: &mut Rng, data: &mut [u8]) {
     }
 }
 
-/// Recomputes the checksum of every block that looks like a header.
-fn fix_checksums(data: &mut [u8]) {
-    for block in data.chunks_exact_mut(512) {
-        if &block[257..262] == b"ustar" {
-            block[148..156].fill(b' ');
-            let sum: u32 = block.iter().map(|&c| u32::from(c)).sum();
-            block[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-        }
-    }
-}
-
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -390,8 +381,8 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 /// Mutates corpus files at random and feeds them to the reader; no input may panic.
 /// `FERRY_FUZZ_ITERS` (default 100,000), `FERRY_FUZZ_SEED` (default 1),
-/// `FERRY_FUZZ_SECS` (a time limit, default none). A panicking input is saved under
-/// `fuzz/artifacts/reader/`.
+/// `FERRY_FUZZ_SECS` (a time limit, default none). The first 20 panicking inputs are
+/// saved under `fuzz/artifacts/reader/`.
 #[test]
 #[ignore]
 fn fuzz_mutation_loop() {
@@ -412,6 +403,7 @@ fn fuzz_mutation_loop() {
                 entries += n;
                 clean += u64::from(ok);
             }
+            Err(_) if crashes.len() >= 20 => crashes.push(PathBuf::from("(not saved)")),
             Err(_) => crashes.push(save_crash(seed, done, &data)),
         }
         done += 1;
@@ -431,4 +423,50 @@ fn save_crash(seed: u64, iter: u64, data: &[u8]) -> PathBuf {
     let path = dir.join(format!("crash-seed{seed}-iter{iter}"));
     fs::write(&path, data).unwrap();
     path
+}
+
+/// Replays inputs: `FERRY_FUZZ_INPUT=/abs/path cargo test -p ferry-archive -- --ignored
+/// fuzz_replay --nocapture`, the path a file (a crash saved by the loop or by
+/// cargo-fuzz) or a directory; prints each distinct panic message once with a count.
+#[test]
+#[ignore]
+fn fuzz_replay_input() {
+    let Ok(path) = std::env::var("FERRY_FUZZ_INPUT") else {
+        return;
+    };
+    let path = PathBuf::from(path);
+    let files: Vec<PathBuf> = if path.is_dir() {
+        fs::read_dir(&path)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    } else {
+        vec![path]
+    };
+    let messages = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = messages.clone();
+    panic::set_hook(Box::new(move |info| {
+        let at = info.location().map(|l| l.to_string()).unwrap_or_default();
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        sink.lock()
+            .unwrap()
+            .push(format!("{at}: {}", msg.lines().next().unwrap_or("")));
+    }));
+    let mut seen: std::collections::BTreeMap<String, (usize, PathBuf)> = Default::default();
+    for file in files {
+        let data = fs::read(&file).unwrap();
+        if panic::catch_unwind(|| exercise(&data)).is_err() {
+            let msg = messages.lock().unwrap().pop().unwrap_or_default();
+            seen.entry(msg).or_insert((0, file)).0 += 1;
+        }
+    }
+    let _ = panic::take_hook();
+    for (msg, (count, example)) in &seen {
+        eprintln!("{count:6} x {msg}  (e.g. {})", example.display());
+    }
 }

@@ -766,3 +766,57 @@ fn offsets_count_every_extension_header() {
     assert_eq!(&r[1].0.path, b"p", "pax path wins over the long name");
     assert_eq!(pad(b"abc"), a[4096..4608].to_vec());
 }
+
+#[test]
+fn sparse_records_on_a_non_file_are_refused() {
+    // Found by the mutation loop: a symlink carrying a sparse map got a logical size.
+    let mut link = Header::ustar(b'2', b"l", 0);
+    link.set(157, b"target");
+    let a = Archive::default()
+        .pax(
+            b'x',
+            &[(b"GNU.sparse.size", b"12288"), (b"GNU.sparse.map", b"")],
+        )
+        .header(&link)
+        .end()
+        .bytes();
+    assert_err!(a, 1024, TarErrorKind::BadSparse(_));
+}
+
+#[test]
+fn many_small_records_cost_linear_time() {
+    // 30,000 distinct xattrs in one header and 2,500 distinct global keys: the lookups
+    // must not be quadratic (a 1 MiB header would otherwise cost minutes).
+    let local: Vec<u8> = (0..30_000)
+        .flat_map(|i| record(format!("SCHILY.xattr.user.{i}").as_bytes(), b"v"))
+        .collect();
+    assert!(local.len() < 1 << 20);
+    let global: Vec<u8> = (0..2_500)
+        .flat_map(|i| record(format!("k{i}").as_bytes(), b"v"))
+        .collect();
+    let a = Archive::default()
+        .pax_body(b'g', &global)
+        .pax_body(b'x', &local)
+        .file(b"a", b"")
+        .file(b"b", b"")
+        .end()
+        .bytes();
+    let start = std::time::Instant::now();
+    let r = read_all(&a).unwrap();
+    assert_eq!(r[0].0.xattrs.len(), 30_000);
+    assert_eq!(r[1].0.pax.len(), 2_500);
+    assert!(start.elapsed().as_secs() < 20, "took {:?}", start.elapsed());
+}
+
+#[test]
+fn global_records_are_capped() {
+    let big = vec![b'v'; 40_000];
+    let a = Archive::default()
+        .pax(b'g', &[(b"k1", &big)])
+        .pax(b'g', &[(b"k2", &big)])
+        .file(b"a", b"")
+        .end()
+        .bytes();
+    let e = read_err(&a);
+    assert!(matches!(e.kind, TarErrorKind::TooLarge { .. }), "{e}");
+}
