@@ -66,9 +66,10 @@ class LoopFs:
     cached twice) and always unmounts and detaches it in __exit__.
     """
 
-    def __init__(self, fstype, scratch, name, size="8G", inodes=None, direct_io=True):
+    def __init__(self, fstype, scratch, name, size="8G", inodes=None, direct_io=True, mkfs_args=()):
         self.fstype, self.scratch, self.name = fstype, scratch, name
         self.size, self.inodes, self.direct_io = size, inodes, direct_io
+        self.mkfs_args = list(mkfs_args)  # extra mkfs options, e.g. ("-m", "reflink=1") for xfs
         self.img = os.path.join(scratch, f"{name}.img")
         self.mnt = os.path.join(scratch, f"mnt-{name}")
         self.dev = None
@@ -89,11 +90,11 @@ class LoopFs:
             cmd = ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"]
             if self.inodes:
                 cmd += ["-N", str(self.inodes)]
-            sh(*cmd, self.img)
+            sh(*cmd, *self.mkfs_args, self.img)
         elif self.fstype == "xfs":
-            sh("mkfs.xfs", "-q", "-f", self.img)
+            sh("mkfs.xfs", "-q", "-f", *self.mkfs_args, self.img)
         elif self.fstype == "btrfs":
-            sh("mkfs.btrfs", "-q", "-f", self.img)
+            sh("mkfs.btrfs", "-q", "-f", *self.mkfs_args, self.img)
         else:
             raise ValueError(f"unknown filesystem {self.fstype}")
         try:
@@ -162,8 +163,11 @@ def rmtree(path):
         sh("rm", "-rf", "--one-file-system", path)
 
 
-def run_measured(argv, *, shell=False, env=None, timeout=3600, cwd=None):
+def run_measured(argv, *, shell=False, env=None, timeout=3600, cwd=None, stdout_path=None):
     """Run a command; return dict(seconds, maxrss_kib, user, sys, rc, stdout, stderr).
+
+    stdout_path: send the command's standard output there (e.g. /dev/null, for a command
+    whose output is large or beside the point) instead of capturing it; "stdout" is then "".
 
     Wall seconds are taken here around the whole run. Peak RSS, user and system CPU come
     from GNU time (/usr/bin/time), which forks from a small process: wait4() on a child
@@ -173,12 +177,15 @@ def run_measured(argv, *, shell=False, env=None, timeout=3600, cwd=None):
     """
     if shell:
         argv = ["sh", "-c", argv]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+    with (open(stdout_path, "wb") if stdout_path else tempfile.TemporaryFile()) as out, \
+            tempfile.TemporaryFile() as err, \
             tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
         full_env = dict(os.environ)
         if env:
             full_env.update(env)
         timed = [TIME, "-q", "-f", "%M %U %S", "-o", tf.name] + list(argv)
+        if NICE:
+            timed = ["nice", "-n", str(NICE)] + timed
         busy0 = busy_seconds()
         t0 = time.perf_counter()
         p = subprocess.Popen(timed, stdin=subprocess.DEVNULL, stdout=out,
@@ -192,7 +199,8 @@ def run_measured(argv, *, shell=False, env=None, timeout=3600, cwd=None):
         t1 = time.perf_counter()
         busy1 = busy_seconds()
         p.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
+        if not stdout_path:
+            out.seek(0)
         err.seek(0)
         maxrss = user = system = None
         for line in tf.read().splitlines():
@@ -211,12 +219,15 @@ def run_measured(argv, *, shell=False, env=None, timeout=3600, cwd=None):
             "user": user,
             "sys": system,
             "rc": p.returncode,
-            "stdout": out.read().decode(errors="replace"),
+            "stdout": "" if stdout_path else out.read().decode(errors="replace"),
             "stderr": err.read().decode(errors="replace"),
         }
 
 
 TIME = "/usr/bin/time"
+# Measured commands run at this niceness (set from --nice): on a 2-core machine shared
+# with builds and test suites, a negative value keeps them from losing their CPUs.
+NICE = 0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -360,6 +371,17 @@ def write_json(path, obj):
 def require_root():
     if os.geteuid() != 0:
         sys.exit("the benchmarks mount loop images and drop caches: run them as root")
+
+
+def format_table(cols, rows, left=1):
+    """Aligned text table: `cols` the header, `rows` lists of strings; the first `left`
+    columns are left-aligned, the rest right-aligned. Returns the lines."""
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
+
+    def line(vals):
+        return "  ".join(v.ljust(w) if i < left else v.rjust(w)
+                         for i, (v, w) in enumerate(zip(vals, widths))).rstrip()
+    return [line(cols)] + [line(r) for r in rows]
 
 
 def which(name):

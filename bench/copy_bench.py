@@ -348,8 +348,10 @@ def main():
     ap.add_argument("--keep-going", action="store_true", help="do not stop at a ferry correctness failure")
     ap.add_argument("--out", help="JSON path (default bench/results/<timestamp>.json)")
     ap.add_argument("--cleanup", action="store_true", help="unmount and detach leftovers under --scratch, then exit")
+    ap.add_argument("--nice", type=int, default=-10, help="niceness of the measured commands (default -10)")
     args = ap.parse_args()
     B.require_root()
+    B.NICE = args.nice
     B.install_signal_handlers()
     if args.cleanup:
         B.cleanup_scratch(args.scratch)

@@ -50,8 +50,10 @@ def main():
     ap.add_argument("--image-size", default="16G")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--out", help="JSON path (default bench/results/rss-<timestamp>.json)")
+    ap.add_argument("--nice", type=int, default=-10, help="niceness of the measured commands (default -10)")
     args = ap.parse_args()
     B.require_root()
+    B.NICE = args.nice
     B.install_signal_handlers()
     tools = [t for t in args.tools.split(",") if t] + [f"ferry-j{j}" for j in args.ferry_j.split(",") if j]
     built = args.ferry

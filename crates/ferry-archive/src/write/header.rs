@@ -198,7 +198,14 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
     pax_record(&mut pax, b"atime", &time_value(meta.atime));
     for x in &meta.xattrs {
         let mut key = b"SCHILY.xattr.".to_vec();
-        key.extend_from_slice(&x.name);
+        // As GNU tar writes them: `%` and `=` escaped, so the key ends at the first `=`.
+        for &b in &x.name {
+            match b {
+                b'%' => key.extend_from_slice(b"%25"),
+                b'=' => key.extend_from_slice(b"%3D"),
+                b => key.push(b),
+            }
+        }
         pax_record(&mut pax, &key, &x.value);
     }
     ustar[156] = typeflag;
