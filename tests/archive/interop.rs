@@ -64,6 +64,7 @@ fn gnu_tar_extracts_ferry_archives_exactly() {
     }
     let s = scratch();
     tree(&s.src);
+    odd_xattr(&s.src);
     let archive = s.tmp.path().join("a.tar");
     pack(&s.src, &archive, &[]);
     build::mkdirs(&s.dst);
