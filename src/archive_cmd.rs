@@ -1,8 +1,8 @@
 //! `pack`, `unpack`, `ls` and `cat`: the archive commands.
 
 use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
+use crate::job::Job;
 use crate::progress;
-use crate::report::{StderrReporter, Summary};
 use anyhow::Context;
 use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
 use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
@@ -10,27 +10,16 @@ use ferry_archive::read::Archive;
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
 use ferry_core::entry::{write_escaped, InodeKey};
-use ferry_core::error::Counting;
-use ferry_core::Stats;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
 
 fn is_dash(p: &Path) -> bool {
     p.as_os_str() == "-"
-}
-
-fn exit_for(summary: &Summary) -> ExitCode {
-    if summary.errors > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
 }
 
 /// `ferry pack`.
@@ -57,28 +46,15 @@ pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
             }),
         )
     };
-    let stats = Stats::default();
-    let terminal = io::stderr().is_terminal();
-    let show = terminal && !args.output.no_progress && !args.output.json;
-    let reporter = StderrReporter {
-        src: &args.src,
-        dst: &args.archive,
-    };
-    let counting = Counting {
-        inner: &reporter,
-        stats: &stats,
-    };
-    let start = Instant::now();
-    let packed = progress::with_progress(show, &args.src, &stats, || {
-        pack(&args.src, out, skip, &opts, &stats, &counting)
+    let job = Job::new(args.output, &args.src, &args.archive);
+    let counting = job.counting();
+    let packed = progress::with_progress(job.show_progress(), &args.src, &job.stats, || {
+        pack(&args.src, out, skip, &opts, &job.stats, &counting)
     });
-    if let Err(e) = packed {
-        eprintln!("ferry: {}", reporter.line(&e));
-        return Ok(ExitCode::from(2));
-    }
-    let summary = Summary::new(&stats.snapshot(), start.elapsed().as_secs_f64());
-    summary.print(args.output.json, terminal);
-    Ok(exit_for(&summary))
+    Ok(match packed {
+        Ok(_) => job.finish(),
+        Err(e) => job.fatal(&job.reporter.line(&e)),
+    })
 }
 
 /// An input archive: a plain file (read through its index when it has one) or a
@@ -132,61 +108,43 @@ impl ReadAtMost for File {
 pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
     let opts = UnpackOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
-        reflink: args.reflink.into(),
-        sparse: args.sparse.into(),
-        checksum: args.checksum,
-        verify: args.verify,
+        reflink: args.data.reflink.into(),
+        sparse: args.data.sparse.into(),
+        checksum: args.data.checksum,
+        verify: args.data.verify,
     };
     let input = open_input(&args.archive)?;
-    let stats = Stats::default();
-    let terminal = io::stderr().is_terminal();
-    let show = terminal && !args.output.no_progress && !args.output.json;
-    let reporter = StderrReporter {
-        src: &args.archive,
-        dst: &args.dst,
-    };
-    let counting = Counting {
-        inner: &reporter,
-        stats: &stats,
-    };
-    let start = Instant::now();
-    let result = match &input {
+    let job = Job::new(args.output, &args.archive, &args.dst);
+    let counting = job.counting();
+    let show = job.show_progress();
+    let result = match input {
         Input::File(a) => {
+            // The index says how much there is to do, before anything is done.
             let count = |t: &ferry_core::count::Totals| {
-                if let Some(index) = a.index() {
-                    for e in &index.entries {
-                        t.entries.fetch_add(
-                            u64::from(e.kind != ferry_archive::index::Kind::Dir),
-                            Relaxed,
-                        );
-                        t.bytes.fetch_add(e.size, Relaxed);
-                    }
+                for e in a.index().map_or(&[][..], |i| i.entries.as_slice()) {
+                    t.entries.fetch_add(
+                        u64::from(e.kind != ferry_archive::index::Kind::Dir),
+                        Relaxed,
+                    );
+                    t.bytes.fetch_add(e.size, Relaxed);
                 }
                 t.complete.store(a.index().is_some(), Relaxed);
             };
-            progress::with_totals(show, count, &stats, || {
-                unpack_file(a, &args.dst, &opts, &stats, &counting)
+            progress::with_totals(show, count, &job.stats, || {
+                unpack_file(&a, &args.dst, &opts, &job.stats, &counting)
             })
         }
-        Input::Stream(_) => Ok(()),
-    };
-    let result = match input {
         Input::Stream(r) => progress::with_totals(
             show,
             |_| {},
-            &stats,
-            || unpack_stream(r, &args.dst, &opts, &stats, &counting),
+            &job.stats,
+            || unpack_stream(r, &args.dst, &opts, &job.stats, &counting),
         ),
-        Input::File(_) => result,
     };
-    let summary = Summary::new(&stats.snapshot(), start.elapsed().as_secs_f64());
-    if let Err(e) = result {
-        eprintln!("ferry: {}: {e}", args.archive.display());
-        summary.print(args.output.json, terminal);
-        return Ok(ExitCode::from(2));
-    }
-    summary.print(args.output.json, terminal);
-    Ok(exit_for(&summary))
+    Ok(match result {
+        Ok(()) => job.finish(),
+        Err(e) => job.fatal(&format!("{}: {e}", args.archive.display())),
+    })
 }
 
 fn mode_string(kind: TarKind, mode: u32) -> String {

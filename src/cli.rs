@@ -63,18 +63,8 @@ pub struct UnpackArgs {
     /// Workers for a ferry archive read through its index [default: 4 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
-    /// Clone member data out of the archive where the filesystem allows.
-    #[arg(long, value_enum, default_value_t = ReflinkArg::Auto)]
-    pub reflink: ReflinkArg,
-    /// Keep holes; `auto` also turns all-zero 4 KiB blocks into holes.
-    #[arg(long, value_enum, default_value_t = SparseArg::Auto)]
-    pub sparse: SparseArg,
-    /// Decide an existing file is up to date by its content, not its size and mtime.
-    #[arg(long)]
-    pub checksum: bool,
-    /// Re-read every written file and compare its hash with the member's.
-    #[arg(long)]
-    pub verify: bool,
+    #[command(flatten)]
+    pub data: DataArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -108,24 +98,31 @@ pub struct CopyArgs {
     /// Worker threads [default: 4 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
-    /// Clone file data (share blocks) where the filesystem allows.
-    #[arg(long, value_enum, default_value_t = ReflinkArg::Auto)]
-    pub reflink: ReflinkArg,
-    /// Keep holes; `auto` also turns all-zero 4 KiB blocks into holes.
-    #[arg(long, value_enum, default_value_t = SparseArg::Auto)]
-    pub sparse: SparseArg,
-    /// Decide a file is up to date by its content, not its size and mtime.
-    #[arg(long)]
-    pub checksum: bool,
-    /// Re-read every copied file and compare its hash with the source's.
-    #[arg(long)]
-    pub verify: bool,
+    #[command(flatten)]
+    pub data: DataArgs,
     /// Skip the all-zero block check (for measuring its cost; holes in the source are
     /// still kept).
     #[arg(long, hide = true)]
     pub no_zero_scan: bool,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// How file data is moved and checked, for the jobs that write trees.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct DataArgs {
+    /// Clone file data (share blocks) where the filesystem allows.
+    #[arg(long, value_enum, default_value_t = ReflinkArg::Auto)]
+    pub reflink: ReflinkArg,
+    /// Keep holes; `auto` also turns all-zero 4 KiB blocks into holes.
+    #[arg(long, value_enum, default_value_t = SparseArg::Auto)]
+    pub sparse: SparseArg,
+    /// Decide an existing file is up to date by its content, not its size and mtime.
+    #[arg(long)]
+    pub checksum: bool,
+    /// Re-read every file written and compare its hash with the source's.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 /// Flags every job shares about what it prints.

@@ -6,16 +6,15 @@
 mod archive_cmd;
 mod cli;
 mod demo;
+mod job;
 mod progress;
 mod report;
 
 use clap::Parser;
 use cli::{Cli, Command, CopyArgs};
-use ferry_core::{copy_tree, CopyOptions, Stats};
-use report::{StderrReporter, Summary};
-use std::io::IsTerminal;
+use ferry_core::{copy_tree, CopyOptions};
+use job::Job;
 use std::process::ExitCode;
-use std::time::Instant;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -51,32 +50,18 @@ fn raise_fd_limit() {
 fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let opts = CopyOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
-        reflink: args.reflink.into(),
-        sparse: args.sparse.into(),
-        checksum: args.checksum,
-        verify: args.verify,
+        reflink: args.data.reflink.into(),
+        sparse: args.data.sparse.into(),
+        checksum: args.data.checksum,
+        verify: args.data.verify,
         zero_scan: !args.no_zero_scan,
     };
-    let stats = Stats::default();
-    let terminal = std::io::stderr().is_terminal();
-    let show = terminal && !args.output.no_progress && !args.output.json;
-    let start = Instant::now();
-    let reporter = StderrReporter {
-        src: &args.src,
-        dst: &args.dst,
-    };
-    let copied = progress::with_progress(show, &args.src, &stats, || {
-        copy_tree(&args.src, &args.dst, &opts, &stats, &reporter)
+    let job = Job::new(args.output, &args.src, &args.dst);
+    let copied = progress::with_progress(job.show_progress(), &args.src, &job.stats, || {
+        copy_tree(&args.src, &args.dst, &opts, &job.stats, &job.reporter)
     });
-    if let Err(e) = copied {
-        eprintln!("ferry: {}", reporter.line(&e));
-        return Ok(ExitCode::from(2));
-    }
-    let summary = Summary::new(&stats.snapshot(), start.elapsed().as_secs_f64());
-    summary.print(args.output.json, terminal);
-    Ok(if summary.errors > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    Ok(match copied {
+        Ok(()) => job.finish(),
+        Err(e) => job.fatal(&job.reporter.line(&e)),
     })
 }

@@ -1,0 +1,66 @@
+//! What every job that writes shares: its counters, whether a progress bar is shown,
+//! the error reporter, and the summary and exit status at the end.
+
+use crate::cli::OutputArgs;
+use crate::report::{StderrReporter, Summary};
+use ferry_core::error::Counting;
+use ferry_core::Stats;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// One running job.
+pub struct Job<'a> {
+    /// The job's counters.
+    pub stats: Stats,
+    /// Prints one line per failure, naming paths on the source or destination side.
+    pub reporter: StderrReporter<'a>,
+    output: OutputArgs,
+    terminal: bool,
+    start: Instant,
+}
+
+impl<'a> Job<'a> {
+    /// A job from `src` to `dst` (as the user named them), printing as `output` says.
+    pub fn new(output: OutputArgs, src: &'a Path, dst: &'a Path) -> Self {
+        Job {
+            stats: Stats::default(),
+            reporter: StderrReporter { src, dst },
+            output,
+            terminal: std::io::stderr().is_terminal(),
+            start: Instant::now(),
+        }
+    }
+
+    /// Whether to draw a progress bar: on a terminal, unless told not to or printing JSON.
+    pub fn show_progress(&self) -> bool {
+        self.terminal && !self.output.no_progress && !self.output.json
+    }
+
+    /// The reporter, counting the errors it passes on.
+    pub fn counting(&self) -> Counting<'_> {
+        Counting {
+            inner: &self.reporter,
+            stats: &self.stats,
+        }
+    }
+
+    /// Prints the summary; exit status 1 if any path failed.
+    pub fn finish(&self) -> ExitCode {
+        let summary = Summary::new(&self.stats.snapshot(), self.start.elapsed().as_secs_f64());
+        summary.print(self.output.json, self.terminal);
+        if summary.errors > 0 {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        }
+    }
+
+    /// Reports why the job could not go on, prints the summary; exit status 2.
+    pub fn fatal(&self, line: &str) -> ExitCode {
+        eprintln!("ferry: {line}");
+        let _ = self.finish();
+        ExitCode::from(2)
+    }
+}
