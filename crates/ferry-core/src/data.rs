@@ -81,6 +81,9 @@ pub struct Mover {
     kernel_copy_refused: AtomicBool,
 }
 
+/// With `--reflink=auto`, files smaller than this are copied rather than cloned.
+pub const CLONE_MIN: u64 = 64 << 10;
+
 /// Buffers are this large at most; a file up to this size is read and written whole.
 pub const BUFFER_SIZE: usize = 1 << 20;
 
@@ -148,7 +151,10 @@ impl Mover {
         dst: BorrowedFd<'_>,
         hash: bool,
     ) -> io::Result<Moved> {
-        if self.may_clone() && size > 0 {
+        // Cloning a small file costs about what copying it does (XFS, measured in
+        // docs/benchmarks.md), and leaves shared extents behind: clone the large ones.
+        let worth_cloning = size >= CLONE_MIN || self.reflink == Reflink::Always;
+        if self.may_clone() && size > 0 && worth_cloning {
             match rfs::ioctl_ficlone(dst, src) {
                 Ok(()) => {
                     let hash = if hash {
