@@ -121,8 +121,12 @@ impl Mover {
         }
     }
 
-    fn may_clone(&self) -> bool {
-        self.reflink != Reflink::Never && !self.clone_refused.load(Relaxed)
+    /// Whether to clone `len` bytes. Cloning a small file costs about what copying it
+    /// does (XFS, measured in docs/benchmarks.md) and leaves shared extents behind, so
+    /// `auto` clones only from [`CLONE_MIN`] bytes on.
+    fn may_clone(&self, len: u64) -> bool {
+        let worth = len >= CLONE_MIN || self.reflink == Reflink::Always;
+        worth && self.reflink != Reflink::Never && !self.clone_refused.load(Relaxed)
     }
 
     /// Kernel copies are used only when nothing needs to see the bytes: with holes off
@@ -151,10 +155,7 @@ impl Mover {
         dst: BorrowedFd<'_>,
         hash: bool,
     ) -> io::Result<Moved> {
-        // Cloning a small file costs about what copying it does (XFS, measured in
-        // docs/benchmarks.md), and leaves shared extents behind: clone the large ones.
-        let worth_cloning = size >= CLONE_MIN || self.reflink == Reflink::Always;
-        if self.may_clone() && size > 0 && worth_cloning {
+        if self.may_clone(size) && size > 0 {
             match rfs::ioctl_ficlone(dst, src) {
                 Ok(()) => {
                     let hash = if hash {
@@ -215,8 +216,9 @@ impl Mover {
             }
             covered = seg.file_off + seg.len;
             let mut done = 0;
-            if self.may_clone() && seg.src % BLOCK as u64 == 0 && seg.dst % BLOCK as u64 == 0 {
-                let aligned = seg.len - seg.len % BLOCK as u64;
+            let aligned = seg.len - seg.len % BLOCK as u64;
+            if self.may_clone(aligned) && seg.src % BLOCK as u64 == 0 && seg.dst % BLOCK as u64 == 0
+            {
                 if aligned > 0 {
                     match clone_range(dst, src, seg.src, aligned, seg.dst) {
                         Ok(()) => {
