@@ -217,20 +217,18 @@ impl Mover {
             covered = seg.file_off + seg.len;
             let mut done = 0;
             let aligned = seg.len - seg.len % BLOCK as u64;
-            if self.may_clone(aligned) && seg.src % BLOCK as u64 == 0 && seg.dst % BLOCK as u64 == 0
-            {
-                if aligned > 0 {
-                    match clone_range(dst, src, seg.src, aligned, seg.dst) {
-                        Ok(()) => {
-                            done = aligned;
-                            method = Method::Clone;
-                            written_end = Some(seg.dst + aligned);
-                            if let Some(h) = hasher.as_mut() {
-                                hash_into(h, src, seg.src, aligned)?;
-                            }
+            let block_aligned = seg.src % BLOCK as u64 == 0 && seg.dst % BLOCK as u64 == 0;
+            if aligned > 0 && block_aligned && self.may_clone(aligned) {
+                match clone_range(dst, src, seg.src, aligned, seg.dst) {
+                    Ok(()) => {
+                        done = aligned;
+                        method = Method::Clone;
+                        written_end = Some(seg.dst + aligned);
+                        if let Some(h) = hasher.as_mut() {
+                            hash_into(h, src, seg.src, aligned)?;
                         }
-                        Err(e) => self.clone_failed(e)?,
                     }
+                    Err(e) => self.clone_failed(e)?,
                 }
             }
             let rest = Segment {
