@@ -190,7 +190,8 @@ fn prefetch_headers(archive: &Archive, index: &crate::index::Index) {
             e.data_offset
         };
         range = match range {
-            Some((start, last)) if e.header_offset <= last + (64 << 10) => Some((start, end)),
+            // Only near neighbours merge: a gap is data that may be cloned, not read.
+            Some((start, last)) if e.header_offset <= last + 4096 => Some((start, end)),
             other => {
                 other.map(advise);
                 Some((e.header_offset, end))
