@@ -136,42 +136,27 @@ fn unpack_peer_archive(program: &str, args: &[&str], opts: &Options) {
     );
 }
 
+/// GNU tar's pax format with xattrs and the given sparse format version.
+fn gnu_tar_pax(sparse_version: &str) {
+    let version = format!("--sparse-version={sparse_version}");
+    let args = [
+        "--format=posix",
+        "--sparse",
+        version.as_str(),
+        "--xattrs",
+        "--xattrs-include=*",
+    ];
+    unpack_peer_archive("tar", &args, &no_atime());
+}
+
 #[test]
 fn ferry_reads_gnu_tar_pax_with_sparse_1_0() {
-    let opts = Options {
-        skip_atime: true,
-        ..Options::default()
-    };
-    unpack_peer_archive(
-        "tar",
-        &[
-            "--format=posix",
-            "--sparse",
-            "--sparse-version=1.0",
-            "--xattrs",
-            "--xattrs-include=*",
-        ],
-        &opts,
-    );
+    gnu_tar_pax("1.0");
 }
 
 #[test]
 fn ferry_reads_gnu_tar_pax_with_sparse_0_1() {
-    let opts = Options {
-        skip_atime: true,
-        ..Options::default()
-    };
-    unpack_peer_archive(
-        "tar",
-        &[
-            "--format=posix",
-            "--sparse",
-            "--sparse-version=0.1",
-            "--xattrs",
-            "--xattrs-include=*",
-        ],
-        &opts,
-    );
+    gnu_tar_pax("0.1");
 }
 
 #[test]
@@ -188,9 +173,5 @@ fn ferry_reads_gnu_tar_gnu_format_with_old_sparse() {
 
 #[test]
 fn ferry_reads_bsdtar_pax() {
-    let opts = Options {
-        skip_atime: true,
-        ..Options::default()
-    };
-    unpack_peer_archive("bsdtar", &["--format=pax", "--read-sparse"], &opts);
+    unpack_peer_archive("bsdtar", &["--format=pax", "--read-sparse"], &no_atime());
 }
