@@ -105,7 +105,8 @@ def main():
     results["runs"] = rows
     results["finished"] = B.timestamp()
     B.write_json(out_path, results)
-    print(f"\n== peak RSS copying {want['files']:,} files ({args.size} B each) in {want['dirs']:,} dirs, {args.fs} ==")
+    where = f"{want['dirs']:,} dirs" if want["dirs"] else "one directory"
+    print(f"\n== peak RSS copying {want['files']:,} files ({args.size} B each) in {where}, {args.fs} ==")
     print(f"{'tool':<12} {'cache':<5} {'seconds':>8} {'files/s':>9} {'cpu s':>7} {'peak RSS MiB':>13}  check")
     for r in rows:
         print(f"{r['tool']:<12} {r['cache']:<5} {r['seconds']:>8.1f} {want['files'] / r['seconds']:>9,.0f} "
