@@ -60,7 +60,7 @@ pub struct UnpackArgs {
     pub archive: PathBuf,
     /// Where to unpack it (created if missing).
     pub dst: PathBuf,
-    /// Workers for a ferry archive read through its index [default: 4 per core].
+    /// Workers for a ferry archive read through its index [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
     #[command(flatten)]
@@ -95,7 +95,7 @@ pub struct CopyArgs {
     pub src: PathBuf,
     /// Where to copy it (created if missing).
     pub dst: PathBuf,
-    /// Worker threads [default: 4 per core].
+    /// Worker threads [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
     #[command(flatten)]

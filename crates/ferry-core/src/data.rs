@@ -9,6 +9,7 @@
 //! `EINVAL`), and remembers the refusal so it costs one failed call per job, not one per
 //! file.
 
+use crate::gate::Gate;
 use crate::zero::{self, BLOCK};
 use rustix::fs::{self as rfs, SeekFrom};
 use rustix::io::Errno;
@@ -79,10 +80,9 @@ pub struct Mover {
     pub zero_scan: bool,
     clone_refused: AtomicBool,
     kernel_copy_refused: AtomicBool,
+    /// Clones run at most one per CPU at a time (see [`crate::gate`]).
+    clone_gate: Option<Gate>,
 }
-
-/// With `--reflink=auto`, files smaller than this are copied rather than cloned.
-pub const CLONE_MIN: u64 = 64 << 10;
 
 /// Buffers are this large at most; a file up to this size is read and written whole.
 pub const BUFFER_SIZE: usize = 1 << 20;
@@ -103,6 +103,10 @@ pub struct Moved {
     pub written_end: Option<u64>,
 }
 
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 fn refused(e: Errno) -> bool {
     matches!(
         e,
@@ -117,16 +121,22 @@ impl Mover {
             reflink,
             sparse,
             zero_scan: true,
+            clone_gate: Some(Gate::new(cpus())),
             ..Default::default()
         }
     }
 
-    /// Whether to clone `len` bytes. Cloning a small file costs about what copying it
-    /// does (XFS, measured in docs/benchmarks.md) and leaves shared extents behind, so
-    /// `auto` clones only from [`CLONE_MIN`] bytes on.
-    fn may_clone(&self, len: u64) -> bool {
-        let worth = len >= CLONE_MIN || self.reflink == Reflink::Always;
-        worth && self.reflink != Reflink::Never && !self.clone_refused.load(Relaxed)
+    /// Whether to try a clone. Small files are cloned too: a clone costs about what a
+    /// buffered copy of a 4 KiB file does, and leaves no data to write back afterwards
+    /// (docs/benchmarks.md).
+    fn may_clone(&self) -> bool {
+        self.reflink != Reflink::Never && !self.clone_refused.load(Relaxed)
+    }
+
+    /// Runs a clone call through the clone gate.
+    fn gated<T>(&self, clone: impl FnOnce() -> T) -> T {
+        let _pass = self.clone_gate.as_ref().map(Gate::enter);
+        clone()
     }
 
     /// Kernel copies are used only when nothing needs to see the bytes: with holes off
@@ -155,8 +165,8 @@ impl Mover {
         dst: BorrowedFd<'_>,
         hash: bool,
     ) -> io::Result<Moved> {
-        if self.may_clone(size) && size > 0 {
-            match rfs::ioctl_ficlone(dst, src) {
+        if self.may_clone() && size > 0 {
+            match self.gated(|| rfs::ioctl_ficlone(dst, src)) {
                 Ok(()) => {
                     let hash = if hash {
                         Some(hash_range(src, 0, size)?)
@@ -218,8 +228,8 @@ impl Mover {
             let mut done = 0;
             let aligned = seg.len - seg.len % BLOCK as u64;
             let block_aligned = seg.src % BLOCK as u64 == 0 && seg.dst % BLOCK as u64 == 0;
-            if aligned > 0 && block_aligned && self.may_clone(aligned) {
-                match clone_range(dst, src, seg.src, aligned, seg.dst) {
+            if aligned > 0 && block_aligned && self.may_clone() {
+                match self.gated(|| clone_range(dst, src, seg.src, aligned, seg.dst)) {
                     Ok(()) => {
                         done = aligned;
                         method = Method::Clone;
