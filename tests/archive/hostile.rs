@@ -125,6 +125,37 @@ fn members_cannot_escape_the_destination() {
     }
 }
 
+/// A path given twice ends as the last member says, as with tar, even in a directory
+/// this unpack made (where nothing is looked up before creating); a directory member
+/// after files in it keeps them.
+#[test]
+fn a_path_given_twice_ends_as_the_last_member() {
+    let s = scratch();
+    let archive = s.tmp.path().join("twice.tar");
+    python_tar(
+        &archive,
+        &[
+            ("d/f", "file", "", "first"),
+            ("d/f", "file", "", "second, longer"),
+            ("d/l", "symlink", "f", ""),
+            ("d/l", "file", "", "a file now"),
+            ("d", "dir", "", ""),
+            ("d/sub/g", "file", "", "deep"),
+            ("d/f2", "file", "", "other"),
+        ],
+    );
+    let r = ferry(&[&"unpack", &archive, &s.dst]);
+    r.assert_status(0);
+    let read = |p: &str| std::fs::read(s.dst.join(p)).expect("read");
+    assert_eq!(read("d/f"), b"second, longer");
+    assert_eq!(read("d/l"), b"a file now");
+    assert!(std::fs::symlink_metadata(s.dst.join("d/l"))
+        .expect("stat")
+        .is_file());
+    assert_eq!(read("d/sub/g"), b"deep");
+    assert_eq!(read("d/f2"), b"other");
+}
+
 /// A packed mixed tree and its bytes.
 fn packed(s: &crate::common::Scratch) -> (std::path::PathBuf, Vec<u8>) {
     trees::mixed(&s.src);

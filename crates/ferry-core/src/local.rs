@@ -472,52 +472,90 @@ impl LocalTreeSink<'_> {
     /// creating missing components when `create` is set. `path` must be clean: no `..`,
     /// `.` or empty components.
     pub fn dir_at(&self, path: &RelPath, create: bool) -> Result<DstDir> {
-        let Some(mut cur) = self.root.get().cloned() else {
-            return Err(Error::dst(
+        let root = self.root.get().cloned().ok_or_else(|| {
+            Error::dst(
                 path,
                 "open destination",
                 other("the destination root is not open"),
-            ));
-        };
-        let mut walked = RelPath::root();
-        for comp in path
-            .as_bytes()
-            .split(|&b| b == b'/')
-            .filter(|c| !c.is_empty())
-        {
+            )
+        })?;
+        self.dir_below(&root, &RelPath::root(), path, create)
+    }
+
+    /// The directory at `path`, walked down from `from`, the open directory at
+    /// `from_path`, which must be an ancestor of `path` (or `path` itself).
+    pub fn dir_below(
+        &self,
+        from: &DstDir,
+        from_path: &RelPath,
+        path: &RelPath,
+        create: bool,
+    ) -> Result<DstDir> {
+        let skip = from_path.as_bytes().len();
+        let rest = path.as_bytes().get(skip..).unwrap_or_default();
+        let mut cur = from.clone();
+        let mut walked = from_path.clone();
+        for comp in rest.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
             walked = walked.join(comp);
-            let name = CString::new(comp)
-                .map_err(|_| Error::dst(&walked, "open", other("contains a NUL byte")))?;
-            // A directory made here only because a member lies below it gets the mode
-            // `mkdir -p` would give it; one the source names gets its own at the end.
-            let made = create && {
-                match rfs::mkdirat(&*cur.fd, name.as_c_str(), Mode::from_raw_mode(0o777)) {
-                    Ok(()) => true,
-                    Err(Errno::EXIST) => false,
-                    Err(e) => return Err(Error::dst(&walked, "create directory", e)),
-                }
-            };
-            let fd = if made {
-                rfs::openat(
-                    &*cur.fd,
-                    name.as_c_str(),
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .at_dst(&walked, "open destination directory")?
-            } else {
-                self.open_existing_dir(&cur.fd, &name, &walked)?
-            };
-            if made {
-                Stats::bump(&self.stats.dirs);
-            }
-            cur = DstDir {
-                fd: Arc::new(fd),
-                fresh: made,
-                plain_owner: made && cur.plain_owner,
-            };
+            cur = self.subdir(&cur, &walked, comp, create)?;
         }
         Ok(cur)
+    }
+
+    /// The directory `name` in `parent` (it is at `path`), opened without following a
+    /// symlink, and made when missing if `create` is set. A directory found in one this
+    /// job made was made by this job too: it counts as fresh, so nothing is looked up
+    /// before creating in it.
+    pub fn subdir(
+        &self,
+        parent: &DstDir,
+        path: &RelPath,
+        name: &[u8],
+        create: bool,
+    ) -> Result<DstDir> {
+        let name = CString::new(name)
+            .map_err(|_| Error::dst(path, "open", other("contains a NUL byte")))?;
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let found = if parent.fresh {
+            // Made by this job: its mode lets the owner in, no need to look.
+            rfs::openat(&*parent.fd, name.as_c_str(), flags, Mode::empty())
+                .map_err(|e| (e, Error::dst(path, "open destination directory", e)))
+        } else {
+            self.open_existing_dir(&parent.fd, &name, path)
+                .map_err(|e| {
+                    (
+                        e.os.raw_os_error()
+                            .map_or(Errno::IO, Errno::from_raw_os_error),
+                        e,
+                    )
+                })
+        };
+        match found {
+            Ok(fd) => {
+                return Ok(DstDir {
+                    fd: Arc::new(fd),
+                    fresh: parent.fresh,
+                    plain_owner: parent.fresh && parent.plain_owner,
+                })
+            }
+            Err((Errno::NOENT, _)) if create => {}
+            Err((_, e)) => return Err(e),
+        }
+        // A directory made here only because a member lies below it gets the mode
+        // `mkdir -p` would give it; one the source names gets its own at the end.
+        match rfs::mkdirat(&*parent.fd, name.as_c_str(), Mode::from_raw_mode(0o777)) {
+            // Another worker made it meanwhile: it is this job's all the same.
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(Error::dst(path, "create directory", e)),
+        }
+        let fd = rfs::openat(&*parent.fd, name.as_c_str(), flags, Mode::empty())
+            .at_dst(path, "open destination directory")?;
+        Stats::bump(&self.stats.dirs);
+        Ok(DstDir {
+            fd: Arc::new(fd),
+            fresh: true,
+            plain_owner: parent.plain_owner,
+        })
     }
 
     /// Gives a root this job created, and that no entry describes, the mode `mkdir`

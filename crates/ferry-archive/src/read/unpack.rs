@@ -47,9 +47,20 @@ struct Extractor<'a> {
     reporter: &'a dyn Reporter,
 }
 
-/// The parent directory of the last member a worker placed, which the next one likely
-/// shares.
-type DirCache = Option<(RelPath, DstDir)>;
+/// Open directories a worker used last, each an ancestor of the next, with their paths:
+/// the next member most likely lies in the same directory or near it, so finding its
+/// directory opens only the components below the deepest one it shares.
+type DirCache = Vec<(RelPath, DstDir)>;
+
+/// At most this many open directories in a worker's cache (the shallowest go first),
+/// so a very deep path does not run out of descriptors.
+const CACHED_DIRS: usize = 32;
+
+/// `dir` is `path` or one of its ancestors.
+fn is_within(path: &RelPath, dir: &RelPath) -> bool {
+    let (p, d) = (path.as_bytes(), dir.as_bytes());
+    p.starts_with(d) && (p.len() == d.len() || p[d.len()] == b'/')
+}
 
 fn parent_of(path: &RelPath) -> RelPath {
     let b = path.as_bytes();
@@ -90,28 +101,31 @@ impl<'a> Extractor<'a> {
         })
     }
 
-    fn parent(&self, path: &RelPath, cache: &mut DirCache) -> Result<DstDir, Error> {
-        let parent = parent_of(path);
-        if let Some((p, d)) = cache {
-            if *p == parent {
-                return Ok(d.clone());
-            }
+    /// The directory at `path` (made if missing when `create` is set), found from the
+    /// worker's cache.
+    fn dir(&self, path: &RelPath, create: bool, cache: &mut DirCache) -> Result<DstDir, Error> {
+        while cache.last().is_some_and(|(p, _)| !is_within(path, p)) {
+            cache.pop();
         }
-        let dir = if parent.is_root() {
-            self.root.clone()
-        } else {
-            self.sink.dir_at(&parent, true)?
+        let (mut at, mut cur) = match cache.last() {
+            Some((p, d)) => (p.clone(), d.clone()),
+            None => (RelPath::root(), self.root.clone()),
         };
-        *cache = Some((parent, dir.clone()));
-        Ok(dir)
+        let rest = path.as_bytes()[at.as_bytes().len()..].to_vec();
+        for comp in rest.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+            at = at.join(comp);
+            cur = self.sink.subdir(&cur, &at, comp, create)?;
+            if cache.len() == CACHED_DIRS {
+                cache.remove(0);
+            }
+            cache.push((at.clone(), cur.clone()));
+        }
+        Ok(cur)
     }
 
     /// Makes a directory member (its metadata waits for [`Extractor::finish`]).
-    fn make_dir(&self, entry: &Entry) -> Result<(), Error> {
-        if !entry.path.is_root() {
-            self.sink.dir_at(&entry.path, true)?;
-        }
-        Ok(())
+    fn make_dir(&self, entry: &Entry, cache: &mut DirCache) -> Result<(), Error> {
+        self.dir(&entry.path, true, cache).map(drop)
     }
 
     /// Places a member that is not a directory.
@@ -128,7 +142,7 @@ impl<'a> Extractor<'a> {
                 io::Error::other("a member that is not a directory names the destination itself"),
             ));
         }
-        let parent = self.parent(&entry.path, cache)?;
+        let parent = self.dir(&parent_of(&entry.path), true, cache)?;
         self.sink.leaf(&parent, entry, data)
     }
 
@@ -143,13 +157,11 @@ impl<'a> Extractor<'a> {
             e.path.as_bytes().iter().filter(|&&b| b == b'/').count()
                 + usize::from(!e.path.is_root())
         };
+        // Stable: siblings stay together and share their parent in the cache.
         dirs.sort_by_key(|e| std::cmp::Reverse(depth(e)));
+        let mut cache = DirCache::new();
         for e in &dirs {
-            let dir = if e.path.is_root() {
-                Ok(self.root.clone())
-            } else {
-                self.sink.dir_at(&e.path, false)
-            };
+            let dir = self.dir(&e.path, false, &mut cache);
             if let Err(err) = dir.and_then(|d| self.sink.finish_dir(&d, e)) {
                 self.reporter.error(&err);
             }
@@ -230,6 +242,7 @@ pub fn unpack_file(
     let mover = Mover::new(opts.reflink, opts.sparse);
     let ex = Extractor::new(dst, &mover, opts, stats, reporter)?;
     let mut dirs = Vec::new();
+    let mut made = DirCache::new();
     // Groups hold member numbers, not entries: members are converted when placed, so
     // memory stays the index's, whatever the number of members.
     let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -246,7 +259,7 @@ pub fn unpack_file(
         match entry.kind {
             EntryKind::Dir => {
                 archive.check_member(e)?;
-                if let Err(err) = ex.make_dir(&entry) {
+                if let Err(err) = ex.make_dir(&entry, &mut made) {
                     reporter.error(&err);
                 }
                 dirs.push(entry);
@@ -267,6 +280,7 @@ pub fn unpack_file(
             }
         }
     }
+    drop(made);
     prefetch_headers(archive, index);
     let failed: std::sync::Mutex<Option<ArchiveError>> = std::sync::Mutex::new(None);
     let queue = std::sync::Mutex::new(groups.into_iter());
@@ -299,7 +313,7 @@ pub fn unpack_file(
     std::thread::scope(|s| {
         for _ in 0..opts.threads.max(1) {
             s.spawn(|| {
-                let mut cache = None;
+                let mut cache = DirCache::new();
                 loop {
                     if failed.lock().map_or(true, |f| f.is_some()) {
                         return;
@@ -319,7 +333,7 @@ pub fn unpack_file(
     });
     let result = match failed.into_inner().ok().flatten() {
         Some(err) => Err(err),
-        None => place(&links, &mut None),
+        None => place(&links, &mut DirCache::new()),
     };
     ex.finish(dirs);
     result
@@ -337,7 +351,7 @@ pub fn unpack_stream(
     let ex = Extractor::new(dst, &mover, opts, stats, reporter)?;
     let mut reader = Reader::new(input);
     let mut dirs = Vec::new();
-    let mut cache = None;
+    let mut cache = DirCache::new();
     let result = loop {
         let t = match reader.next_entry() {
             Ok(Some(t)) => t,
@@ -352,7 +366,7 @@ pub fn unpack_stream(
             }
         };
         if entry.kind == EntryKind::Dir {
-            if let Err(err) = ex.make_dir(&entry) {
+            if let Err(err) = ex.make_dir(&entry, &mut cache) {
                 reporter.error(&err);
             }
             dirs.push(entry);
