@@ -33,6 +33,7 @@ pub mod gate;
 pub mod links;
 pub mod local;
 pub mod meta;
+pub mod prefetch;
 pub mod sink;
 pub mod stats;
 pub mod walk;

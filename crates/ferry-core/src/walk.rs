@@ -13,6 +13,7 @@
 use crate::entry::{Entry, EntryKind, InodeKey, RelPath};
 use crate::error::{Context, Error, Reporter, Result};
 use crate::meta;
+use crate::prefetch::Prefetch;
 use crate::sink::{FileData, TreeSink};
 use crate::xattr;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RawDir};
@@ -37,6 +38,9 @@ pub struct WalkConfig {
     /// A directory or file never to visit (the destination or the archive being
     /// written, when it lies in the source).
     pub skip: Option<InodeKey>,
+    /// Threads reading files ahead of the workers (see [`crate::prefetch`]); for a walk
+    /// with one worker, which reads one file at a time.
+    pub prefetch: usize,
 }
 
 impl Default for WalkConfig {
@@ -46,6 +50,7 @@ impl Default for WalkConfig {
             chunk: 256,
             max_ways: 4,
             skip: None,
+            prefetch: 0,
         }
     }
 }
@@ -53,7 +58,7 @@ impl Default for WalkConfig {
 /// A directory being walked: alive until all its descendants are done.
 struct Node<D> {
     entry: Entry,
-    src: OwnedFd,
+    src: Arc<OwnedFd>,
     dst: D,
     /// This directory's own work items plus unfinished subdirectories.
     pending: AtomicUsize,
@@ -146,10 +151,11 @@ pub fn walk<S: TreeSink>(
             ready: Condvar::new(),
         },
         noatime: AtomicBool::new(true),
+        prefetch: (cfg.prefetch > 0).then(Prefetch::default),
     };
     let node = Arc::new(Node {
         entry,
-        src: fd,
+        src: Arc::new(fd),
         dst,
         pending: AtomicUsize::new(1),
         parent: None,
@@ -162,12 +168,21 @@ pub fn walk<S: TreeSink>(
         .unwrap_or_else(|e| e.into_inner())
         .1 = 1;
     std::thread::scope(|s| {
+        if let Some(p) = &walker.prefetch {
+            for _ in 0..cfg.prefetch {
+                s.spawn(|| p.work());
+            }
+        }
         for _ in 1..cfg.threads.max(1) {
             s.spawn(|| walker.work());
         }
         walker.read_dir(node);
         walker.queue.done();
         walker.work();
+        // This worker ends only once every job is done.
+        if let Some(p) = &walker.prefetch {
+            p.close();
+        }
     });
     Ok(())
 }
@@ -179,6 +194,7 @@ struct Walker<'a, S: TreeSink> {
     queue: Queue<S::Dir>,
     /// Whether O_NOATIME is still worth asking for (it needs ownership or root).
     noatime: AtomicBool,
+    prefetch: Option<Prefetch>,
 }
 
 fn dir_entry(fd: &OwnedFd, path: RelPath) -> Result<Entry> {
@@ -198,9 +214,7 @@ impl<S: TreeSink> Walker<'_, S> {
             match job {
                 Job::Dir { parent, name } => self.enter(parent, name),
                 Job::Leaves { node, names } => {
-                    for n in &names {
-                        self.leaf(&node, n);
-                    }
+                    self.leaves(&node, &names);
                     self.complete(node);
                 }
             }
@@ -235,7 +249,7 @@ impl<S: TreeSink> Walker<'_, S> {
             let dst = self.sink.dir(&parent.dst, &entry)?;
             Ok(Some(Node {
                 entry,
-                src: fd,
+                src: Arc::new(fd),
                 dst,
                 pending: AtomicUsize::new(1),
                 parent: Some(parent.clone()),
@@ -286,7 +300,23 @@ impl<S: TreeSink> Walker<'_, S> {
             name: n.name,
         }));
         self.queue.push(shared);
-        for n in &leaves {
+        self.leaves(node, &leaves);
+    }
+
+    /// Pushes a run of `node`'s non-directory entries into the sink, with its regular
+    /// files read ahead when prefetching.
+    fn leaves(&self, node: &Node<S::Dir>, names: &[Name]) {
+        let is_file = |n: &&Name| n.kind == FileType::RegularFile;
+        let run = self.prefetch.as_ref().map(|p| {
+            let files = names.iter().filter(is_file).map(|n| n.name.clone());
+            p.offer(node.src.clone(), files.collect())
+        });
+        let mut files = 0;
+        for n in names {
+            if let (Some(run), true) = (&run, is_file(&n)) {
+                run.at(files);
+                files += 1;
+            }
             self.leaf(node, n);
         }
     }

@@ -517,9 +517,16 @@ pub fn pack(
     reporter: &dyn Reporter,
 ) -> Result<u64> {
     let sink = ArchiveSink::new(out, opts, stats);
+    let threads = opts.threads.max(1);
     let cfg = WalkConfig {
-        threads: opts.threads.max(1),
+        threads,
         skip,
+        // One worker reads one file at a time: read ahead for it.
+        prefetch: if threads == 1 {
+            ferry_core::copy::default_threads()
+        } else {
+            0
+        },
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, reporter)?;
