@@ -106,8 +106,12 @@ mod tests {
         for i in 0..50 {
             std::fs::write(tmp.path().join(format!("f{i}")), vec![7u8; 10_000]).expect("write");
         }
-        let dir = rfs::open(tmp.path(), OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())
-            .expect("open");
+        let dir = rfs::open(
+            tmp.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .expect("open");
         let dir = Arc::new(dir);
         let p = Prefetch::default();
         std::thread::scope(|s| {
