@@ -40,7 +40,8 @@ pub struct PackArgs {
     pub src: PathBuf,
     /// The archive to write (`-` for standard output).
     pub archive: PathBuf,
-    /// Walker threads [default: 1, which keeps each directory's members together].
+    /// Walker threads [default: 1, which keeps each directory's subtree together; files
+    /// are read ahead by prefetch threads].
     #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 1)]
     pub jobs: usize,
     /// Clone file data into the archive where the filesystem allows.

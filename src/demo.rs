@@ -134,7 +134,10 @@ fn check_identical(a: &Path, b: &Path) -> anyhow::Result<usize> {
     Ok(n)
 }
 
+/// Times `f` after writing back what earlier steps left dirty, so neither copier pays
+/// for the other's writeback.
 fn timed(f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<f64> {
+    rustix::fs::sync();
     let t = Instant::now();
     f()?;
     Ok(t.elapsed().as_secs_f64())

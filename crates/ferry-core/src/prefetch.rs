@@ -4,9 +4,9 @@
 //! the archive) reads one file at a time: on a cold cache the disk sees one request at
 //! a time. Prefetch threads run ahead of it through the same names, opening each
 //! regular file and asking the kernel to read it in (`POSIX_FADV_WILLNEED`, which starts
-//! the reads and returns), so the worker finds inodes and data in memory. A name the
-//! worker has already passed is skipped, so on a warm cache the prefetchers only trail
-//! along on the otherwise idle cores.
+//! the reads and returns), so the worker finds inodes and data in memory. They stay at
+//! most [`AHEAD`] names in front of it and skip names it has passed, so on a warm cache
+//! they mostly sleep.
 
 use rustix::fs::{self as rfs, Advice, Mode, OFlags};
 use std::collections::VecDeque;
@@ -14,6 +14,9 @@ use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+/// Prefetchers stay at most this many names ahead of the walk.
+pub const AHEAD: usize = 256;
 
 /// Names of one directory to read ahead, and how far the walk and the prefetchers are.
 pub struct Run {
@@ -64,6 +67,13 @@ impl Prefetch {
     /// A prefetch thread's loop: runs until [`Prefetch::close`].
     pub fn work(&self) {
         while let Some((run, i)) = self.take() {
+            // The walk goes through every name of the run, so this wait ends.
+            while i > run.walked.load(Relaxed) + AHEAD {
+                if self.closed() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
             if i < run.walked.load(Relaxed) {
                 continue;
             }
@@ -72,6 +82,10 @@ impl Prefetch {
                 let _ = rfs::fadvise(&fd, 0, None, Advice::WillNeed);
             }
         }
+    }
+
+    fn closed(&self) -> bool {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).1
     }
 
     /// The next name to read ahead, waiting for one; None once closed.
