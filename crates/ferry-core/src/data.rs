@@ -81,7 +81,7 @@ pub struct Mover {
     clone_refused: AtomicBool,
     kernel_copy_refused: AtomicBool,
     /// Clones run at most one per CPU at a time (see [`crate::gate`]).
-    clone_gate: Option<Gate>,
+    clone_gate: Gate,
 }
 
 /// Buffers are this large at most; a file up to this size is read and written whole.
@@ -103,10 +103,6 @@ pub struct Moved {
     pub written_end: Option<u64>,
 }
 
-fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 fn refused(e: Errno) -> bool {
     matches!(
         e,
@@ -121,7 +117,6 @@ impl Mover {
             reflink,
             sparse,
             zero_scan: true,
-            clone_gate: Some(Gate::new(cpus())),
             ..Default::default()
         }
     }
@@ -135,7 +130,7 @@ impl Mover {
 
     /// Runs a clone call through the clone gate.
     fn gated<T>(&self, clone: impl FnOnce() -> T) -> T {
-        let _pass = self.clone_gate.as_ref().map(Gate::enter);
+        let _pass = self.clone_gate.enter();
         clone()
     }
 

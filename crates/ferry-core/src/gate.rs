@@ -18,6 +18,13 @@ pub struct Gate {
 /// A place inside a [`Gate`], given back when dropped.
 pub struct Pass<'a>(&'a Gate);
 
+impl Default for Gate {
+    /// A gate with one place per CPU.
+    fn default() -> Self {
+        Gate::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+}
+
 impl Gate {
     /// A gate letting `slots` (at least one) threads in at once.
     pub fn new(slots: usize) -> Self {

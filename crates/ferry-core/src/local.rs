@@ -439,28 +439,44 @@ impl<'a> LocalTreeSink<'a> {
 
     /// Opens an existing destination directory, making sure this job can fill it.
     fn open_existing_dir(&self, parent: &OwnedFd, name: &CStr, path: &RelPath) -> Result<OwnedFd> {
-        let fd = rfs::openat(
-            parent,
-            name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| match e {
-            Errno::NOTDIR | Errno::LOOP => Error::dst(
-                path,
-                "create directory",
-                other("something that is not a directory is in the way in the destination"),
-            ),
-            e => Error::dst(path, "open destination directory", e),
-        })?;
+        let fd = open_dir(parent, name).map_err(|e| dir_error(path, e))?;
+        self.let_owner_in(&fd, path)?;
+        Ok(fd)
+    }
+
+    /// Gives the owner full access to a directory this job did not make, so it can fill
+    /// it (root needs no such help).
+    fn let_owner_in(&self, fd: &OwnedFd, path: &RelPath) -> Result<()> {
         if !self.meta.privileged {
-            let st = rfs::fstat(&fd).at_dst(path, "stat destination")?;
+            let st = rfs::fstat(fd).at_dst(path, "stat destination")?;
             if st.st_mode & 0o700 != 0o700 {
-                rfs::fchmod(&fd, Mode::from_raw_mode((st.st_mode & 0o7777) | 0o700))
+                rfs::fchmod(fd, Mode::from_raw_mode((st.st_mode & 0o7777) | 0o700))
                     .at_dst(path, "set mode")?;
             }
         }
-        Ok(fd)
+        Ok(())
+    }
+}
+
+/// Opens the directory `name` in `parent`, never through a symlink.
+fn open_dir(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
+    rfs::openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// The error for a destination directory at `path` that could not be opened.
+fn dir_error(path: &RelPath, e: Errno) -> Error {
+    match e {
+        Errno::NOTDIR | Errno::LOOP => Error::dst(
+            path,
+            "create directory",
+            other("something that is not a directory is in the way in the destination"),
+        ),
+        e => Error::dst(path, "open destination directory", e),
     }
 }
 
@@ -479,17 +495,19 @@ impl LocalTreeSink<'_> {
                 other("the destination root is not open"),
             )
         })?;
-        self.dir_below(&root, &RelPath::root(), path, create)
+        self.dir_below(&root, &RelPath::root(), path, create, |_, _| {})
     }
 
     /// The directory at `path`, walked down from `from`, the open directory at
-    /// `from_path`, which must be an ancestor of `path` (or `path` itself).
+    /// `from_path`, which must be an ancestor of `path` (or `path` itself). Each
+    /// directory opened on the way is passed to `opened` with its path.
     pub fn dir_below(
         &self,
         from: &DstDir,
         from_path: &RelPath,
         path: &RelPath,
         create: bool,
+        mut opened: impl FnMut(&RelPath, &DstDir),
     ) -> Result<DstDir> {
         let skip = from_path.as_bytes().len();
         let rest = path.as_bytes().get(skip..).unwrap_or_default();
@@ -498,6 +516,7 @@ impl LocalTreeSink<'_> {
         for comp in rest.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
             walked = walked.join(comp);
             cur = self.subdir(&cur, &walked, comp, create)?;
+            opened(&walked, &cur);
         }
         Ok(cur)
     }
@@ -515,31 +534,23 @@ impl LocalTreeSink<'_> {
     ) -> Result<DstDir> {
         let name = CString::new(name)
             .map_err(|_| Error::dst(path, "open", other("contains a NUL byte")))?;
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let found = if parent.fresh {
-            // Made by this job: its mode lets the owner in, no need to look.
-            rfs::openat(&*parent.fd, name.as_c_str(), flags, Mode::empty())
-                .map_err(|e| (e, Error::dst(path, "open destination directory", e)))
-        } else {
-            self.open_existing_dir(&parent.fd, &name, path)
-                .map_err(|e| {
-                    (
-                        e.os.raw_os_error()
-                            .map_or(Errno::IO, Errno::from_raw_os_error),
-                        e,
-                    )
-                })
-        };
-        match found {
+        match open_dir(&parent.fd, &name) {
             Ok(fd) => {
+                // Made by this job: its mode lets the owner in, no need to look.
+                if !parent.fresh {
+                    self.let_owner_in(&fd, path)?;
+                }
                 return Ok(DstDir {
                     fd: Arc::new(fd),
                     fresh: parent.fresh,
                     plain_owner: parent.fresh && parent.plain_owner,
-                })
+                });
             }
-            Err((Errno::NOENT, _)) if create => {}
-            Err((_, e)) => return Err(e),
+            Err(Errno::NOENT) if create => {}
+            Err(e) if parent.fresh => {
+                return Err(Error::dst(path, "open destination directory", e))
+            }
+            Err(e) => return Err(dir_error(path, e)),
         }
         // A directory made here only because a member lies below it gets the mode
         // `mkdir -p` would give it; one the source names gets its own at the end.
@@ -548,8 +559,7 @@ impl LocalTreeSink<'_> {
             Ok(()) | Err(Errno::EXIST) => {}
             Err(e) => return Err(Error::dst(path, "create directory", e)),
         }
-        let fd = rfs::openat(&*parent.fd, name.as_c_str(), flags, Mode::empty())
-            .at_dst(path, "open destination directory")?;
+        let fd = open_dir(&parent.fd, &name).at_dst(path, "open destination directory")?;
         Stats::bump(&self.stats.dirs);
         Ok(DstDir {
             fd: Arc::new(fd),
@@ -675,13 +685,7 @@ impl TreeSink for LocalTreeSink<'_> {
             Err(e) => return Err(Error::dst(path, "create directory", e)),
         };
         let fd = if fresh {
-            rfs::openat(
-                &*parent.fd,
-                name.as_c_str(),
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .at_dst(path, "open destination directory")?
+            open_dir(&parent.fd, &name).at_dst(path, "open destination directory")?
         } else {
             self.open_existing_dir(&parent.fd, &name, path)?
         };

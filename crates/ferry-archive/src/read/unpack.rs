@@ -107,20 +107,16 @@ impl<'a> Extractor<'a> {
         while cache.last().is_some_and(|(p, _)| !is_within(path, p)) {
             cache.pop();
         }
-        let (mut at, mut cur) = match cache.last() {
+        let (at, from) = match cache.last() {
             Some((p, d)) => (p.clone(), d.clone()),
             None => (RelPath::root(), self.root.clone()),
         };
-        let rest = path.as_bytes()[at.as_bytes().len()..].to_vec();
-        for comp in rest.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
-            at = at.join(comp);
-            cur = self.sink.subdir(&cur, &at, comp, create)?;
+        self.sink.dir_below(&from, &at, path, create, |p, d| {
             if cache.len() == CACHED_DIRS {
                 cache.remove(0);
             }
-            cache.push((at.clone(), cur.clone()));
-        }
-        Ok(cur)
+            cache.push((p.clone(), d.clone()));
+        })
     }
 
     /// Makes a directory member (its metadata waits for [`Extractor::finish`]).

@@ -65,7 +65,7 @@ mod header;
 mod pax;
 mod reader;
 mod sparse;
-mod xattr;
+pub(crate) mod xattr;
 
 pub use entry::{TarEntry, TarKind};
 pub use error::{TarError, TarErrorKind};

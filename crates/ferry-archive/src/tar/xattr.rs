@@ -50,6 +50,21 @@ pub(crate) fn decode(key: &[u8], value: &[u8]) -> Option<Result<Xattr, ()>> {
     )
 }
 
+/// The `SCHILY.xattr` key for attribute `name`, escaped as GNU tar writes it (`%` as
+/// `%25`, `=` as `%3D`), so the key ends at the first `=` and [`decode`] gives `name`
+/// back.
+pub(crate) fn schily_key(name: &[u8]) -> Vec<u8> {
+    let mut key = SCHILY.to_vec();
+    for &b in name {
+        match b {
+            b'%' => key.extend_from_slice(b"%25"),
+            b'=' => key.extend_from_slice(b"%3D"),
+            b => key.push(b),
+        }
+    }
+    key
+}
+
 /// GNU tar's name decoding: `%3D` is `=`, `%25` is `%`, everything else is literal.
 fn gnu_unescape(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
@@ -148,6 +163,23 @@ mod tests {
         assert_eq!(url_decode(b"%e9%E9").unwrap(), [0xe9, 0xe9]);
         assert!(url_decode(b"%4").is_none());
         assert!(url_decode(b"%zz").is_none());
+    }
+
+    #[test]
+    fn schily_keys_decode_to_their_names() {
+        for name in [
+            &b"user.plain"[..],
+            b"user.a=b%c",
+            b"user.%3D=%25",
+            b"user.\xff",
+        ] {
+            let key = schily_key(name);
+            assert!(!key.contains(&b'='), "{key:?}");
+            assert_eq!(
+                decode(&key, b"v").unwrap().unwrap(),
+                (name.to_vec(), b"v".to_vec())
+            );
+        }
     }
 
     #[test]

@@ -197,16 +197,7 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
     }
     pax_record(&mut pax, b"atime", &time_value(meta.atime));
     for x in &meta.xattrs {
-        let mut key = b"SCHILY.xattr.".to_vec();
-        // As GNU tar writes them: `%` and `=` escaped, so the key ends at the first `=`.
-        for &b in &x.name {
-            match b {
-                b'%' => key.extend_from_slice(b"%25"),
-                b'=' => key.extend_from_slice(b"%3D"),
-                b => key.push(b),
-            }
-        }
-        pax_record(&mut pax, &key, &x.value);
+        pax_record(&mut pax, &crate::tar::xattr::schily_key(&x.name), &x.value);
     }
     ustar[156] = typeflag;
     ustar[257..263].copy_from_slice(b"ustar\0");

@@ -397,9 +397,15 @@ impl<'a> ArchiveSink<'a> {
 /// The whole content of a small file, which must still be `size` bytes long.
 fn read_small(fd: BorrowedFd<'_>, size: u64) -> io::Result<Vec<u8>> {
     let mut data = vec![0u8; size as usize];
+    read_exact_at(fd, &mut data, 0)?;
+    Ok(data)
+}
+
+/// Fills `buf` from `fd` at `at`; a file that ends sooner shrank while being packed.
+fn read_exact_at(fd: BorrowedFd<'_>, buf: &mut [u8], at: u64) -> io::Result<()> {
     let mut got = 0;
-    while got < data.len() {
-        match rustix::io::pread(fd, &mut data[got..], got as u64) {
+    while got < buf.len() {
+        match rustix::io::pread(fd, &mut buf[got..], at + got as u64) {
             Ok(0) => {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -411,7 +417,7 @@ fn read_small(fd: BorrowedFd<'_>, size: u64) -> io::Result<Vec<u8>> {
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(data)
+    Ok(())
 }
 
 /// Writes a file's runs to a stream through memory, padded to a tar block; returns the
@@ -431,18 +437,12 @@ fn stream_runs(
             let mut done = 0;
             while done < seg.len {
                 let want = (seg.len - done).min(buf.len() as u64) as usize;
-                let got = rustix::io::pread(fd, &mut buf[..want], seg.src + done)?;
-                if got == 0 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file shrank while being packed",
-                    ));
-                }
-                h.update(&buf[..got]);
-                w.write_all(&buf[..got])?;
-                done += got as u64;
+                read_exact_at(fd, &mut buf[..want], seg.src + done)?;
+                h.update(&buf[..want]);
+                w.write_all(&buf[..want])?;
+                done += want as u64;
             }
-            Ok(())
+            io::Result::Ok(())
         })?;
         covered = seg.file_off + seg.len;
         stored += seg.len;
