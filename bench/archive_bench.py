@@ -623,11 +623,7 @@ def main():
     ap.add_argument("--plot-python", default="/usr/bin/python3", help="a python with matplotlib ('' = no plots)")
     ap.add_argument("--cleanup", action="store_true", help="unmount and detach leftovers under --scratch, then exit")
     args = ap.parse_args()
-    B.require_root()
-    B.install_signal_handlers()
-    if args.cleanup:
-        B.cleanup_scratch(args.scratch)
-        return
+    B.start(args)
     for e in args.experiments:
         if e not in EXPERIMENTS:
             ap.error(f"unknown experiment {e}")

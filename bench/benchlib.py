@@ -373,6 +373,20 @@ def require_root():
         sys.exit("the benchmarks mount loop images and drop caches: run them as root")
 
 
+def start(args):
+    """What every benchmark script does first with its parsed `args`: insist on root,
+    set the measured commands' niceness (`--nice`), clean up on a signal, and for
+    `--cleanup` unmount and detach leftovers under `--scratch` and exit."""
+    global NICE
+    require_root()
+    if getattr(args, "nice", None) is not None:
+        NICE = args.nice
+    install_signal_handlers()
+    if getattr(args, "cleanup", False):
+        cleanup_scratch(args.scratch)
+        sys.exit(0)
+
+
 def format_table(cols, rows, left=1):
     """Aligned text table: `cols` the header, `rows` lists of strings; the first `left`
     columns are left-aligned, the rest right-aligned. Returns the lines."""

@@ -350,12 +350,7 @@ def main():
     ap.add_argument("--cleanup", action="store_true", help="unmount and detach leftovers under --scratch, then exit")
     ap.add_argument("--nice", type=int, default=-10, help="niceness of the measured commands (default -10)")
     args = ap.parse_args()
-    B.require_root()
-    B.NICE = args.nice
-    B.install_signal_handlers()
-    if args.cleanup:
-        B.cleanup_scratch(args.scratch)
-        return
+    B.start(args)
     for w in args.workloads:
         if w not in WORKLOADS:
             ap.error(f"unknown workload {w}")

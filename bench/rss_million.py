@@ -52,9 +52,7 @@ def main():
     ap.add_argument("--out", help="JSON path (default bench/results/rss-<timestamp>.json)")
     ap.add_argument("--nice", type=int, default=-10, help="niceness of the measured commands (default -10)")
     args = ap.parse_args()
-    B.require_root()
-    B.NICE = args.nice
-    B.install_signal_handlers()
+    B.start(args)
     tools = [t for t in args.tools.split(",") if t] + [f"ferry-j{j}" for j in args.ferry_j.split(",") if j]
     built = args.ferry
     args.ferry = B.snapshot_binary(built, os.path.join(B.HERE, ".build", "bin"))

@@ -146,9 +146,7 @@ def main():
     ap.add_argument("--out", help="JSON path (default bench/results/zeroscan-<timestamp>.json)")
     ap.add_argument("--nice", type=int, default=-10, help="niceness of the measured commands (default -10)")
     args = ap.parse_args()
-    B.require_root()
-    B.NICE = args.nice
-    B.install_signal_handlers()
+    B.start(args)
     built = args.ferry
     args.ferry = B.snapshot_binary(built, os.path.join(B.HERE, ".build", "bin"))
     out_path = args.out or os.path.join(B.RESULTS, f"zeroscan-{B.timestamp()}.json")
