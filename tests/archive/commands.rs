@@ -7,6 +7,7 @@ use crate::{ferry, missing, pack};
 use ferry_archive::index::Kind;
 use ferry_archive::read::Archive;
 use std::process::{Command, Stdio};
+use xxhash_rust::xxh3::xxh3_128;
 
 #[test]
 fn file_data_is_aligned_and_small_files_are_not_padded() {
@@ -46,8 +47,10 @@ fn file_data_is_aligned_and_small_files_are_not_padded() {
 
 #[test]
 fn many_small_files_pack_and_unpack_exactly() {
-    // Small files are written with their headers in 1 MiB pieces: cross that boundary
-    // many times, with sizes that end mid-block, mixed with large files.
+    // Small files are written with their headers in blocks of 256 KiB or 128 files by
+    // parallel fillers: cross those bounds many times, with sizes that end mid-block,
+    // mixed with large files moved on their own; every member's hash in the index must
+    // be its content's.
     let s = scratch();
     build::mkdirs(&s.src);
     for i in 0..900u64 {
@@ -59,9 +62,23 @@ fn many_small_files_pack_and_unpack_exactly() {
     }
     build::stamp_times(&s.src);
     let archive = s.tmp.path().join("a.far");
-    pack(&s.src, &archive, &[]);
+    pack(&s.src, &archive, &["--hash"]);
     ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
     assert_same_tree(&s.src, &s.dst);
+    let a = Archive::open(&archive).expect("open archive");
+    let index = a.index().expect("a ferry archive has an index");
+    let mut files = 0;
+    for e in index.entries.iter().filter(|e| e.kind == Kind::File) {
+        let name = String::from_utf8_lossy(&e.path).into_owned();
+        let content = std::fs::read(s.src.join(&name)).expect("read source");
+        assert_eq!(
+            e.hash,
+            Some(xxh3_128(&content)),
+            "{name}: hash in the index"
+        );
+        files += 1;
+    }
+    assert_eq!(files, 906);
     let out = Command::new("tar")
         .arg("-tf")
         .arg(&archive)

@@ -242,7 +242,9 @@ impl<'a> LocalTreeSink<'a> {
             FileData::File {
                 fd: src,
                 maybe_sparse,
-            } => self.mover.copy_file(src, size, maybe_sparse, dst, verify),
+            } => self
+                .mover
+                .copy_file(src.as_fd(), size, maybe_sparse, dst, verify),
             FileData::Range {
                 fd: src,
                 offset,

@@ -9,14 +9,15 @@
 use crate::entry::Entry;
 use crate::error::Result;
 use std::io::Read;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 
 /// Where a file entry's bytes come from.
 pub enum FileData<'a> {
     /// A whole local file: it may be cloned whole, and its holes found with SEEK_DATA.
     File {
-        /// The open file.
-        fd: BorrowedFd<'a>,
+        /// The open file, handed over: a sink may keep it past the call (pack reads it
+        /// on another thread).
+        fd: OwnedFd,
         /// Its blocks do not cover its size, so it may have holes.
         maybe_sparse: bool,
     },

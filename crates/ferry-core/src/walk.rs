@@ -374,7 +374,7 @@ impl<S: TreeSink> Walker<'_, S> {
                 meta,
             };
             let data = FileData::File {
-                fd: fd.as_fd(),
+                fd,
                 maybe_sparse: (st.st_blocks as u64) * 512 < size,
             };
             return self.sink.leaf(&node.dst, &entry, Some(data));

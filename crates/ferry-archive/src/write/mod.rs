@@ -1,4 +1,5 @@
 //! Writing ferry archives: header encoding and the pack sink.
 
+pub mod fill;
 pub mod header;
 pub mod pack;

@@ -1,12 +1,15 @@
 //! `pack`: the local walker pushing a tree into a ferry archive.
 //!
-//! Into an archive file, each entry's region is reserved under a lock (its headers,
-//! padding and data are laid out at once), and the data is moved outside the lock by the
-//! cheapest path: cloned into the aligned region where the filesystem allows, else
-//! copied in the kernel, else through memory. Into a pipe, entries are written in
-//! order through memory. Either way the index and footer follow the end-of-archive
-//! blocks.
+//! The walk lays every entry out at the end of the archive under a lock (its headers,
+//! padding and data region at once) and records it in the index. Headers and small
+//! files collect in a [`Block`] of memory; large files' data regions are moved on their
+//! own. Into an archive file, [`crate::write::fill`]'s threads move those bytes in
+//! parallel, by the cheapest path (cloned into the aligned region where the filesystem
+//! allows, else copied in the kernel, else through memory). Into a pipe, they are
+//! written in order through memory. Either way the index and footer follow the
+//! end-of-archive blocks.
 
+use super::fill::{read_or_zeros, Block, Fillers, Job, Large, Shared, Small};
 use super::header::{encode, pad_block, DataShape, ALIGN};
 use crate::index::{Index, IndexEntry, Kind};
 use ferry_core::data::{
@@ -22,7 +25,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 /// Where the archive goes.
 pub enum Output {
@@ -60,27 +63,26 @@ struct State {
     index: Vec<IndexEntry>,
     /// The first name written for each multiply-linked inode.
     first_names: HashMap<InodeKey, RelPath>,
+    /// The stretch of the archive being laid out, up to `pos`.
+    block: Block,
     stream: Option<Box<dyn Write + Send>>,
-    /// The first failure to write the archive: everything after it is moot.
+    /// The first failure to write the stream: everything after it is moot.
     failed: Option<io::Error>,
-    /// Bytes of the archive from `gathered_at` on, laid out but not yet written: headers
-    /// and small files, written in large pieces.
-    gathered: Vec<u8>,
-    gathered_at: u64,
+    /// Content hashes found while writing the stream, `(index slot, hash)`.
+    hashes: Vec<(usize, u128)>,
 }
 
 /// Files smaller than this are read into memory and written with their headers.
 const SMALL: u64 = 64 << 10;
-/// Gathered bytes are written once there are this many.
-const GATHER: usize = 1 << 20;
 
-/// A tree sink that writes a ferry archive.
-pub struct ArchiveSink<'a> {
-    file: Option<OwnedFd>,
+/// A tree sink that lays out a ferry archive; the bytes are moved by fillers (into a
+/// file) or in order (into a stream).
+struct ArchiveSink<'s, 'env> {
     state: Mutex<State>,
-    mover: Mover,
-    hash: bool,
-    stats: &'a Stats,
+    /// The archive file and its fillers; None for a stream.
+    fillers: Option<(&'env Shared<'env>, Fillers<'s, 'env>)>,
+    stats: &'env Stats,
+    reporter: &'env dyn Reporter,
 }
 
 /// Where one entry's bytes go, decided under the lock.
@@ -128,31 +130,27 @@ fn stored_runs(
     Ok(Some(runs))
 }
 
-impl<'a> ArchiveSink<'a> {
-    /// A sink writing to `out`.
-    pub fn new(out: Output, opts: &PackOptions, stats: &'a Stats) -> Self {
-        let (file, stream) = match out {
-            Output::File(fd) => (Some(fd), None),
-            Output::Stream(w) => (None, Some(w)),
-        };
-        // Holes in the source are found here and stored as sparse runs; zero blocks in
-        // dense files are not looked for, so the kernel may move the data.
-        let mover = Mover::new(opts.reflink, Sparse::Never);
+impl<'s, 'env> ArchiveSink<'s, 'env> {
+    fn new(
+        stream: Option<Box<dyn Write + Send>>,
+        fillers: Option<(&'env Shared<'env>, Fillers<'s, 'env>)>,
+        stats: &'env Stats,
+        reporter: &'env dyn Reporter,
+    ) -> Self {
         let state = State {
             pos: 0,
             index: Vec::new(),
             first_names: HashMap::new(),
+            block: Block::new(0, Vec::new()),
             stream,
             failed: None,
-            gathered: Vec::with_capacity(GATHER + SMALL as usize * 2),
-            gathered_at: 0,
+            hashes: Vec::new(),
         };
         ArchiveSink {
-            file,
             state: Mutex::new(state),
-            mover,
-            hash: opts.hash,
+            fillers,
             stats,
+            reporter,
         }
     }
 
@@ -160,10 +158,15 @@ impl<'a> ArchiveSink<'a> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Lays out `entry` at the end of the archive and records it in the index.
+    /// Whether writing the archive has failed, so nothing more need be laid out.
+    fn has_failed(&self, st: &State) -> bool {
+        st.failed.is_some() || self.fillers.as_ref().is_some_and(|f| f.0.has_failed())
+    }
+
+    /// Lays out `entry` at the end of the archive, records it in the index and puts
+    /// its headers into the current block.
     fn place(st: &mut State, entry: &Entry, shape: Option<&DataShape<'_>>) -> Placed {
-        // Everything before `pos` is written or gathered: entries follow each other.
-        debug_assert_eq!(st.pos, st.gathered_at + st.gathered.len() as u64);
+        debug_assert_eq!(st.pos, st.block.at + st.block.buf.len() as u64);
         let enc = encode(entry, shape, st.pos);
         let header_at = st.pos;
         let data_at = header_at + enc.data_start;
@@ -211,74 +214,62 @@ impl<'a> ArchiveSink<'a> {
         }
     }
 
-    fn fail(&self, path: &RelPath, e: io::Error) -> Error {
-        let err = Error::dst(
-            path,
-            "write archive",
-            io::Error::new(e.kind(), e.to_string()),
-        );
-        let mut st = self.lock();
-        if st.failed.is_none() {
-            st.failed = Some(e);
+    /// Sends the current block on and starts the next at `pos`.
+    fn send_block(&self, st: &mut State) {
+        let buf = self
+            .fillers
+            .as_ref()
+            .map(|f| f.0.buffer())
+            .unwrap_or_default();
+        let block = std::mem::replace(&mut st.block, Block::new(st.pos, buf));
+        if block.buf.is_empty() {
+            return;
         }
-        err
-    }
-
-    /// Writes out what has been gathered; the next gathered byte follows it.
-    fn flush(&self, st: &mut State) -> io::Result<()> {
-        if !st.gathered.is_empty() {
-            match (&self.file, st.stream.as_mut()) {
-                (Some(fd), _) => write_full(fd.as_fd(), &st.gathered, st.gathered_at)?,
-                (None, Some(w)) => w.write_all(&st.gathered)?,
-                (None, None) => {}
+        match &self.fillers {
+            Some((_, fillers)) => fillers.send(Job::Block(block)),
+            None => {
+                let mut block = block;
+                let mut hashes = std::mem::take(&mut st.hashes);
+                block.read_files(self.reporter, &mut hashes);
+                st.hashes = hashes;
+                self.stats.count_method(Method::Buffered);
+                if let Some(w) = st.stream.as_mut() {
+                    if let Err(e) = w.write_all(&block.buf) {
+                        st.failed.get_or_insert(e);
+                    }
+                }
             }
-            st.gathered_at += st.gathered.len() as u64;
-            st.gathered.clear();
         }
-        Ok(())
-    }
-
-    /// Appends the next bytes of the archive, writing them out once there are enough.
-    fn gather(&self, st: &mut State, bytes: &[u8]) -> io::Result<()> {
-        st.gathered.extend_from_slice(bytes);
-        if st.gathered.len() >= GATHER {
-            self.flush(st)?;
-        }
-        Ok(())
     }
 
     /// Writes an entry that has no data.
     fn write_plain(&self, entry: &Entry) -> Result<()> {
         let mut st = self.lock();
-        if st.failed.is_some() {
+        if self.has_failed(&st) {
             return Ok(());
         }
         let placed = Self::place(&mut st, entry, None);
-        let written = self.gather(&mut st, &placed.header);
-        drop(st);
-        written.map_err(|e| self.fail(&entry.path, e))
+        st.block.buf.extend_from_slice(&placed.header);
+        if st.block.is_full() {
+            self.send_block(&mut st);
+        }
+        Ok(())
     }
 
-    fn write_file(&self, entry: &Entry, fd: BorrowedFd<'_>, maybe_sparse: bool) -> Result<()> {
+    fn write_file(&self, entry: &Entry, fd: OwnedFd, maybe_sparse: bool) -> Result<()> {
         let EntryKind::File { size, links } = &entry.kind else {
             return Ok(());
         };
-        let runs = stored_runs(fd, *size, maybe_sparse)
+        let size = *size;
+        let runs = stored_runs(fd.as_fd(), size, maybe_sparse)
             .map_err(|e| Error::new(&entry.path, "find holes", e))?;
-        let stored = runs.as_ref().map_or(*size, |r| r.iter().map(|x| x.1).sum());
+        let stored = runs.as_ref().map_or(size, |r| r.iter().map(|x| x.1).sum());
         let shape = DataShape {
             stored,
             runs: runs.as_deref(),
         };
-        // A small file is read before the lock is taken, so workers read in parallel.
-        let small = match runs {
-            None if *size < SMALL => {
-                Some(read_small(fd, *size).map_err(|e| Error::new(&entry.path, "read", e))?)
-            }
-            _ => None,
-        };
         let mut st = self.lock();
-        if st.failed.is_some() {
+        if self.has_failed(&st) {
             return Ok(());
         }
         if let Some((key, _)) = links {
@@ -295,83 +286,92 @@ impl<'a> ArchiveSink<'a> {
             st.first_names.insert(*key, entry.path.clone());
         }
         let placed = Self::place(&mut st, entry, Some(&shape));
-        let written = match small {
-            Some(data) => {
-                st.index[placed.slot].hash = Some(xxhash_rust::xxh3::xxh3_128(&data));
-                let padding = [0u8; 512];
-                let pad = (pad_block(stored) - stored) as usize;
-                let r = self
-                    .gather(&mut st, &placed.header)
-                    .and_then(|()| self.gather(&mut st, &data))
-                    .and_then(|()| self.gather(&mut st, &padding[..pad]));
-                drop(st);
-                self.stats.count_method(Method::Buffered);
-                r
+        st.block.buf.extend_from_slice(&placed.header);
+        if runs.is_none() && size < SMALL {
+            // Its content is read into the block by whoever writes the block.
+            let within = st.block.buf.len();
+            st.block.buf.resize(within + pad_block(size) as usize, 0);
+            st.block.files.push(Small {
+                fd,
+                within,
+                len: size as usize,
+                slot: placed.slot,
+                path: entry.path.clone(),
+            });
+            if st.block.is_full() {
+                self.send_block(&mut st);
             }
-            None => self.write_large(st, &placed, fd, runs.as_deref(), *size),
-        };
-        written.map_err(|e| self.fail(&entry.path, e))?;
+        } else {
+            // The headers go with the block; the data region is moved on its own.
+            self.send_block(&mut st);
+            let mut at = placed.data_at;
+            let segs = runs
+                .unwrap_or_else(|| vec![(0, size)])
+                .into_iter()
+                .map(|(o, l)| {
+                    let seg = Segment {
+                        file_off: o,
+                        src: o,
+                        dst: at,
+                        len: l,
+                    };
+                    at += l;
+                    seg
+                })
+                .collect();
+            let large = Large {
+                fd,
+                segs,
+                size,
+                slot: placed.slot,
+                path: entry.path.clone(),
+            };
+            match &self.fillers {
+                Some((_, fillers)) => fillers.send(Job::Large(large)),
+                None => self.stream_large(&mut st, &large),
+            }
+        }
+        drop(st);
         self.stats.files.fetch_add(1, Relaxed);
-        self.stats.bytes.fetch_add(*size, Relaxed);
+        self.stats.bytes.fetch_add(size, Relaxed);
         Ok(())
     }
 
-    /// Writes a large file placed at `placed`: its headers now, then its data, into a
-    /// file outside the lock by the cheapest path, into a stream in order.
-    fn write_large<'s>(
-        &'s self,
-        mut st: std::sync::MutexGuard<'s, State>,
-        placed: &Placed,
-        fd: BorrowedFd<'_>,
-        runs: Option<&[(u64, u64)]>,
-        size: u64,
-    ) -> io::Result<()> {
-        st.gathered.extend_from_slice(&placed.header);
-        self.flush(&mut st)?;
-        // The data region is written directly; gathering resumes after it.
-        st.gathered_at = st.pos;
-        let mut at = placed.data_at;
-        let segs: Vec<Segment> = runs
-            .map_or_else(|| vec![(0, size)], <[_]>::to_vec)
-            .into_iter()
-            .map(|(o, l)| {
-                let seg = Segment {
-                    file_off: o,
-                    src: o,
-                    dst: at,
-                    len: l,
-                };
-                at += l;
-                seg
-            })
-            .collect();
-        let (hash, method) = match (&self.file, st.stream.as_mut()) {
-            (Some(out), _) => {
-                drop(st);
-                let moved = self
-                    .mover
-                    .transfer(fd, out.as_fd(), &segs, size, self.hash)?;
-                st = self.lock();
-                (moved.hash, moved.method)
-            }
-            (None, Some(w)) => (
-                Some(stream_runs(fd, &segs, size, w.as_mut())?),
-                Method::Buffered,
-            ),
-            (None, None) => (None, Method::Buffered),
+    /// Writes a large file's data region to the stream, in order.
+    fn stream_large(&self, st: &mut State, f: &Large) {
+        let State {
+            stream,
+            failed,
+            hashes,
+            ..
+        } = st;
+        let Some(w) = stream.as_mut() else {
+            return;
         };
-        st.index[placed.slot].hash = hash;
-        self.stats.count_method(method);
-        Ok(())
+        match stream_runs(f, w.as_mut(), self.reporter) {
+            Ok(h) => hashes.push((f.slot, h)),
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+        self.stats.count_method(Method::Buffered);
     }
 
-    /// Ends the archive: end-of-archive blocks, index and footer.
-    pub fn finish(self) -> io::Result<u64> {
-        let mut st = self.lock();
+    /// Ends the archive: the last block, end-of-archive blocks, index and footer.
+    fn finish(self, file: Option<BorrowedFd<'_>>) -> io::Result<u64> {
+        self.send_block(&mut self.lock());
+        let ArchiveSink { state, fillers, .. } = self;
+        let mut st = state.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let hashes = match fillers {
+            Some((_, fillers)) => fillers.finish()?,
+            None => std::mem::take(&mut st.hashes),
+        };
         if let Some(e) = st.failed.take() {
             return Err(e);
         }
-        self.flush(&mut st)?;
+        for (slot, hash) in hashes {
+            st.index[slot].hash = Some(hash);
+        }
         let tar_end = st.pos + 1024;
         let index = Index {
             entries: std::mem::take(&mut st.index),
@@ -379,9 +379,9 @@ impl<'a> ArchiveSink<'a> {
         };
         let mut tail = vec![0u8; 1024];
         tail.extend_from_slice(&index.encode(tar_end));
-        match (&self.file, st.stream.as_mut()) {
+        match (file, st.stream.as_mut()) {
             (Some(fd), _) => {
-                write_full(fd.as_fd(), &tail, st.pos)?;
+                write_full(fd, &tail, st.pos)?;
                 rustix::fs::ftruncate(fd, st.pos + tail.len() as u64)?;
             }
             (None, Some(w)) => {
@@ -394,52 +394,29 @@ impl<'a> ArchiveSink<'a> {
     }
 }
 
-/// The whole content of a small file, which must still be `size` bytes long.
-fn read_small(fd: BorrowedFd<'_>, size: u64) -> io::Result<Vec<u8>> {
-    let mut data = vec![0u8; size as usize];
-    read_exact_at(fd, &mut data, 0)?;
-    Ok(data)
-}
-
-/// Fills `buf` from `fd` at `at`; a file that ends sooner shrank while being packed.
-fn read_exact_at(fd: BorrowedFd<'_>, buf: &mut [u8], at: u64) -> io::Result<()> {
-    let mut got = 0;
-    while got < buf.len() {
-        match rustix::io::pread(fd, &mut buf[got..], at + got as u64) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "file shrank while being packed",
-                ))
-            }
-            Ok(n) => got += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
-}
-
-/// Writes a file's runs to a stream through memory, padded to a tar block; returns the
-/// content hash (free here: the bytes pass through memory anyway).
-fn stream_runs(
-    fd: BorrowedFd<'_>,
-    segs: &[Segment],
-    size: u64,
-    w: &mut dyn Write,
-) -> io::Result<u128> {
+/// Writes a large file's stored runs to a stream through memory, padded to a tar
+/// block; returns the content hash (free here: the bytes pass through memory anyway).
+/// A file that shrank is reported and its missing bytes written as zeros, so the
+/// stream keeps the laid-out shape; only a failure to write the stream is returned.
+fn stream_runs(f: &Large, w: &mut dyn Write, reporter: &dyn Reporter) -> io::Result<u128> {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut covered = 0u64;
     let mut stored = 0u64;
-    for seg in segs {
+    let mut shrank = None;
+    for seg in &f.segs {
         feed_zeros(&mut h, seg.file_off - covered);
         with_buffer(seg.len, |buf| {
             let mut done = 0;
             while done < seg.len {
                 let want = (seg.len - done).min(buf.len() as u64) as usize;
-                read_exact_at(fd, &mut buf[..want], seg.src + done)?;
-                h.update(&buf[..want]);
-                w.write_all(&buf[..want])?;
+                let chunk = &mut buf[..want];
+                if shrank.is_some() {
+                    chunk.fill(0);
+                } else if let Err(e) = read_or_zeros(f.fd.as_fd(), chunk, seg.src + done) {
+                    shrank = Some(e);
+                }
+                h.update(chunk);
+                w.write_all(chunk)?;
                 done += want as u64;
             }
             io::Result::Ok(())
@@ -447,8 +424,11 @@ fn stream_runs(
         covered = seg.file_off + seg.len;
         stored += seg.len;
     }
-    feed_zeros(&mut h, size - covered);
+    feed_zeros(&mut h, f.size - covered);
     w.write_all(&vec![0u8; (pad_block(stored) - stored) as usize])?;
+    if let Some(e) = shrank {
+        reporter.error(&Error::new(&f.path, "read", e));
+    }
     Ok(h.digest128())
 }
 
@@ -474,7 +454,7 @@ fn tar_path(entry: &Entry) -> Entry {
     e
 }
 
-impl TreeSink for ArchiveSink<'_> {
+impl TreeSink for ArchiveSink<'_, '_> {
     type Dir = ();
 
     fn root(&self, entry: &Entry) -> Result<()> {
@@ -505,6 +485,18 @@ impl TreeSink for ArchiveSink<'_> {
     }
 }
 
+/// Filler threads for an archive file: as many as copy's workers. Packing the kernel
+/// tree on ext4 (warm cache) took 1.14-1.31 s with 2 fillers, 0.98-1.22 s with 16.
+fn fillers() -> usize {
+    ferry_core::copy::default_threads()
+}
+
+/// Read-ahead threads for the single walker. With the fillers reading data in
+/// parallel, more of them cost time on a warm cache (kernel tree, ext4: 0.98-1.07 s
+/// with none, 1.21-1.27 s with 16) and gain little on a cold one (3.38-3.67 s with
+/// none, 3.16-3.26 s with 4).
+const PREFETCH: usize = 4;
+
 /// Packs the tree `src` into `out`. Per-path failures go to `reporter` (and count in
 /// `stats.errors` only if the reporter counts them); a failure to write the archive
 /// ends the job with an error.
@@ -516,20 +508,72 @@ pub fn pack(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<u64> {
-    let sink = ArchiveSink::new(out, opts, stats);
+    let (file, stream) = match out {
+        Output::File(fd) => (Some(fd), None),
+        Output::Stream(w) => (None, Some(w)),
+    };
+    // Holes in the source are found here and stored as sparse runs; zero blocks in
+    // dense files are not looked for, so the kernel may move the data.
+    let mover = Mover::new(opts.reflink, Sparse::Never);
+    let shared = file
+        .as_ref()
+        .map(|f| Shared::new(f.as_fd(), &mover, opts.hash, stats, reporter));
     let threads = opts.threads.max(1);
     let cfg = WalkConfig {
         threads,
         skip,
-        // One worker reads one file at a time: read ahead for it.
-        prefetch: if threads == 1 {
-            ferry_core::copy::default_threads()
-        } else {
-            0
-        },
+        // One walker opens one file at a time: a few threads open files ahead of it, so
+        // it finds their inodes in memory (the fillers read the data in parallel).
+        prefetch: if threads == 1 { PREFETCH } else { 0 },
         ..WalkConfig::default()
     };
-    walk(src, &sink, &cfg, reporter)?;
-    sink.finish()
-        .map_err(|e| Error::dst(&RelPath::root(), "write archive", e))
+    std::thread::scope(|scope| {
+        let fillers = shared
+            .as_ref()
+            .map(|sh| (sh, Fillers::start(scope, sh, fillers())));
+        let sink = ArchiveSink::new(stream, fillers, stats, reporter);
+        let walked = walk(src, &sink, &cfg, reporter);
+        let finished = sink
+            .finish(file.as_ref().map(|f| f.as_fd()))
+            .map_err(|e| Error::dst(&RelPath::root(), "write archive", e));
+        walked?;
+        finished
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::write::fill::tests::Kept;
+
+    #[test]
+    fn a_large_file_that_shrank_keeps_the_stream_in_shape() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("big");
+        std::fs::write(&path, vec![7u8; 70_000]).expect("write test file");
+        let fd: OwnedFd = std::fs::File::open(&path).expect("open").into();
+        // Laid out as 100,000 bytes: the stream must still carry all of them.
+        let size = 100_000;
+        let large = Large {
+            fd,
+            segs: vec![Segment {
+                file_off: 0,
+                src: 0,
+                dst: 0,
+                len: size,
+            }],
+            size,
+            slot: 0,
+            path: RelPath::from_bytes(b"d/big".to_vec()),
+        };
+        let kept = Kept::default();
+        let mut out = Vec::new();
+        stream_runs(&large, &mut out, &kept).expect("the stream is written");
+        assert_eq!(out.len() as u64, pad_block(size));
+        assert!(out[..70_000].iter().all(|&b| b == 7));
+        assert!(out[70_000..].iter().all(|&b| b == 0));
+        let errors = kept.0.into_inner().unwrap();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("d/big"), "{errors:?}");
+    }
 }

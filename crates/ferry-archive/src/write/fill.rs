@@ -1,0 +1,410 @@
+//! Filling an archive's laid-out regions, on filler threads.
+//!
+//! Pack lays entries out on one thread, in walk order, so that every directory's subtree
+//! stays contiguous in the archive (tar readers set a directory's times when extraction
+//! leaves its subtree). Laying out needs only what `fstat` and the xattrs say; moving
+//! the bytes is the larger part of the work, and it is what this module does, on
+//! several threads, each job at offsets already fixed:
+//!
+//! - a [`Block`]: a stretch of the archive holding headers and small files, built in
+//!   memory with the headers in place; the filler reads each file's content into its
+//!   slot and writes the stretch with one `pwrite`;
+//! - a [`Large`] file: its data region, moved by the cheapest path (cloned, copied in
+//!   the kernel, or through memory).
+//!
+//! Into a stream the same jobs are done in order on the laying-out thread.
+
+use ferry_core::data::{Method, Mover, Segment};
+use ferry_core::entry::RelPath;
+use ferry_core::error::{Error, Reporter};
+use ferry_core::Stats;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{Scope, ScopedJoinHandle};
+
+/// A block is sent to a filler once it holds this many bytes ...
+pub const BLOCK_BYTES: usize = 256 << 10;
+/// ... or this many files (each holds a descriptor until it is filled).
+pub const BLOCK_FILES: usize = 128;
+
+/// A stretch of the archive starting at `at`: headers and padding in place, each small
+/// file's slot still to be read in.
+pub struct Block {
+    /// Archive offset of `buf[0]`.
+    pub at: u64,
+    /// The bytes of the stretch.
+    pub buf: Vec<u8>,
+    /// The files whose content goes into `buf`.
+    pub files: Vec<Small>,
+}
+
+/// A small file whose whole content goes into a block.
+pub struct Small {
+    /// The open file.
+    pub fd: OwnedFd,
+    /// Where its content starts in the block.
+    pub within: usize,
+    /// Its size, as laid out.
+    pub len: usize,
+    /// Its index entry.
+    pub slot: usize,
+    /// Its path, for errors.
+    pub path: RelPath,
+}
+
+/// A file whose data region is moved on its own.
+pub struct Large {
+    /// The open file.
+    pub fd: OwnedFd,
+    /// Its stored runs and where each goes in the archive.
+    pub segs: Vec<Segment>,
+    /// Its size, as laid out.
+    pub size: u64,
+    /// Its index entry.
+    pub slot: usize,
+    /// Its path, for errors.
+    pub path: RelPath,
+}
+
+/// Work for a filler.
+pub enum Job {
+    /// A stretch of headers and small files.
+    Block(Block),
+    /// One large file's data.
+    Large(Large),
+}
+
+impl Block {
+    /// An empty block starting at `at`, reusing `buf`'s memory.
+    pub fn new(at: u64, mut buf: Vec<u8>) -> Self {
+        buf.clear();
+        Block {
+            at,
+            buf,
+            files: Vec::new(),
+        }
+    }
+
+    /// Whether the block should be sent now.
+    pub fn is_full(&self) -> bool {
+        self.buf.len() >= BLOCK_BYTES || self.files.len() >= BLOCK_FILES
+    }
+
+    /// Reads every file's content into its slot and closes it; returns the content
+    /// hash of each file read whole. A file that cannot be read whole is reported, and
+    /// its slot is left as zeros (as GNU tar pads a file that shrank).
+    pub fn read_files(&mut self, reporter: &dyn Reporter, hashes: &mut Vec<(usize, u128)>) {
+        for f in self.files.drain(..) {
+            let slot = &mut self.buf[f.within..f.within + f.len];
+            match read_or_zeros(f.fd.as_fd(), slot, 0) {
+                Ok(()) => hashes.push((f.slot, xxhash_rust::xxh3::xxh3_128(slot))),
+                Err(e) => reporter.error(&Error::new(&f.path, "read", e)),
+            }
+        }
+    }
+}
+
+/// Reads into `buf` from `fd` at `at` until `buf` is full or the file ends; returns how
+/// many bytes were read.
+pub fn read_up_to(fd: BorrowedFd<'_>, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match rustix::io::pread(fd, &mut buf[got..], at + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(got)
+}
+
+/// Fills `buf` from `fd` at `at`. What could not be read is left as zeros and returned
+/// as the error: the archive keeps its laid-out shape either way.
+pub fn read_or_zeros(fd: BorrowedFd<'_>, buf: &mut [u8], at: u64) -> io::Result<()> {
+    match read_up_to(fd, buf, at) {
+        Ok(got) if got == buf.len() => Ok(()),
+        Ok(got) => {
+            buf[got..].fill(0);
+            Err(shrank())
+        }
+        Err(e) => {
+            buf.fill(0);
+            Err(e)
+        }
+    }
+}
+
+/// The error for a file found shorter than it was laid out.
+fn shrank() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "file shrank while being packed; the archive holds zeros for the rest",
+    )
+}
+
+/// What the fillers share with the laying-out thread.
+pub struct Shared<'env> {
+    out: BorrowedFd<'env>,
+    mover: &'env Mover,
+    hash: bool,
+    stats: &'env Stats,
+    reporter: &'env dyn Reporter,
+    /// Content hashes found by the fillers, `(index slot, hash)`.
+    hashes: Mutex<Vec<(usize, u128)>>,
+    /// The first failure to write the archive: everything after it is moot.
+    failed: Mutex<Option<io::Error>>,
+    /// Emptied block buffers, for the next blocks.
+    spare: Mutex<Vec<Vec<u8>>>,
+}
+
+impl<'env> Shared<'env> {
+    /// What fillers writing to the archive file `out` need.
+    pub fn new(
+        out: BorrowedFd<'env>,
+        mover: &'env Mover,
+        hash: bool,
+        stats: &'env Stats,
+        reporter: &'env dyn Reporter,
+    ) -> Self {
+        Shared {
+            out,
+            mover,
+            hash,
+            stats,
+            reporter,
+            hashes: Mutex::default(),
+            failed: Mutex::default(),
+            spare: Mutex::default(),
+        }
+    }
+
+    /// A buffer for a new block.
+    pub fn buffer(&self) -> Vec<u8> {
+        lock(&self.spare).pop().unwrap_or_default()
+    }
+
+    /// Whether writing the archive has failed.
+    pub fn has_failed(&self) -> bool {
+        lock(&self.failed).is_some()
+    }
+
+    fn fail(&self, e: io::Error) {
+        lock(&self.failed).get_or_insert(e);
+    }
+
+    /// Does one job.
+    fn run(&self, job: Job) {
+        if self.has_failed() {
+            return;
+        }
+        let mut hashes = Vec::new();
+        match job {
+            Job::Block(mut b) => {
+                b.read_files(self.reporter, &mut hashes);
+                self.stats.count_method(Method::Buffered);
+                match ferry_core::data::write_full(self.out, &b.buf, b.at) {
+                    Ok(()) => lock(&self.spare).push(b.buf),
+                    Err(e) => self.fail(e),
+                }
+            }
+            Job::Large(f) => {
+                match self
+                    .mover
+                    .transfer(f.fd.as_fd(), self.out, &f.segs, f.size, self.hash)
+                {
+                    Ok(moved) => {
+                        self.stats.count_method(moved.method);
+                        hashes.extend(moved.hash.map(|h| (f.slot, h)));
+                    }
+                    // The source ended early: that member is damaged, not the archive.
+                    Err(_) if is_shorter(&f) => {
+                        self.reporter.error(&Error::new(&f.path, "read", shrank()))
+                    }
+                    Err(e) => self.fail(e),
+                }
+            }
+        }
+        lock(&self.hashes).extend(hashes);
+    }
+}
+
+/// Whether a large file is now shorter than it was laid out.
+fn is_shorter(f: &Large) -> bool {
+    rustix::fs::fstat(&f.fd).is_ok_and(|st| (st.st_size as u64) < f.size)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Filler threads, fed through a bounded queue.
+pub struct Fillers<'scope, 'env> {
+    shared: &'env Shared<'env>,
+    queue: Option<SyncSender<Job>>,
+    threads: Vec<ScopedJoinHandle<'scope, ()>>,
+}
+
+impl<'scope, 'env: 'scope> Fillers<'scope, 'env> {
+    /// Starts `n` fillers in `scope`.
+    pub fn start(scope: &'scope Scope<'scope, 'env>, shared: &'env Shared<'env>, n: usize) -> Self {
+        let n = n.max(1);
+        let (tx, rx) = sync_channel::<Job>(n);
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..n)
+            .map(|_| {
+                let rx = rx.clone();
+                scope.spawn(move || loop {
+                    let job = lock(&rx).recv();
+                    match job {
+                        Ok(job) => shared.run(job),
+                        Err(_) => return,
+                    }
+                })
+            })
+            .collect();
+        Fillers {
+            shared,
+            queue: Some(tx),
+            threads,
+        }
+    }
+
+    /// Hands `job` to a filler, waiting while all are busy and the queue is full.
+    pub fn send(&self, job: Job) {
+        if let Some(q) = &self.queue {
+            // The fillers outlive the queue's sender, so this cannot fail.
+            let _ = q.send(job);
+        }
+    }
+
+    /// Waits for every job to be done; returns the content hashes found, or the first
+    /// failure to write the archive.
+    pub fn finish(mut self) -> io::Result<Vec<(usize, u128)>> {
+        self.queue = None;
+        let mut panicked = false;
+        for t in self.threads.drain(..) {
+            panicked |= t.join().is_err();
+        }
+        if panicked {
+            return Err(io::Error::other("a filler thread failed"));
+        }
+        if let Some(e) = lock(&self.shared.failed).take() {
+            return Err(e);
+        }
+        Ok(std::mem::take(&mut *lock(&self.shared.hashes)))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A reporter keeping every error's text.
+    #[derive(Default)]
+    pub(crate) struct Kept(pub(crate) Mutex<Vec<String>>);
+
+    impl Reporter for Kept {
+        fn error(&self, err: &Error) {
+            lock(&self.0).push(err.to_string());
+        }
+        fn warn(&self, _: &str) {}
+    }
+
+    fn file_with(dir: &tempfile::TempDir, name: &str, content: &[u8]) -> OwnedFd {
+        let path = dir.path().join(name);
+        std::fs::File::create(&path)
+            .and_then(|mut f| f.write_all(content))
+            .expect("write test file");
+        std::fs::File::open(&path).expect("open test file").into()
+    }
+
+    #[test]
+    fn a_file_that_shrank_is_reported_and_the_rest_of_its_slot_left_zero() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let whole = file_with(&dir, "whole", b"abcdef");
+        // Laid out as 10 bytes, but only 4 are there when the block is filled.
+        let shrunk = file_with(&dir, "shrunk", b"wxyz");
+        let mut block = Block::new(0, Vec::new());
+        block.buf = vec![0xEE; 32];
+        block.files.push(Small {
+            fd: whole,
+            within: 0,
+            len: 6,
+            slot: 0,
+            path: RelPath::from_bytes(b"whole".to_vec()),
+        });
+        block.files.push(Small {
+            fd: shrunk,
+            within: 16,
+            len: 10,
+            slot: 1,
+            path: RelPath::from_bytes(b"dir/shrunk".to_vec()),
+        });
+        let kept = Kept::default();
+        let mut hashes = Vec::new();
+        block.read_files(&kept, &mut hashes);
+        assert_eq!(&block.buf[..6], b"abcdef");
+        assert_eq!(
+            &block.buf[16..26],
+            b"wxyz\0\0\0\0\0\0",
+            "what was read, then zeros"
+        );
+        assert_eq!(
+            &block.buf[26..],
+            &[0xEE; 6],
+            "bytes past the slot are untouched"
+        );
+        assert_eq!(hashes, vec![(0, xxhash_rust::xxh3::xxh3_128(b"abcdef"))]);
+        let errors = lock(&kept.0).clone();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].contains("dir/shrunk") && errors[0].contains("shrank"),
+            "{errors:?}"
+        );
+        assert!(block.files.is_empty(), "every descriptor is closed");
+    }
+
+    #[test]
+    fn a_large_file_that_shrank_damages_its_member_not_the_archive() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = file_with(&dir, "big", &vec![5u8; 70_000]);
+        let out: OwnedFd = std::fs::File::create(dir.path().join("archive"))
+            .expect("create archive")
+            .into();
+        let mover = Mover::new(
+            ferry_core::data::Reflink::Never,
+            ferry_core::data::Sparse::Never,
+        );
+        let stats = Stats::default();
+        let kept = Kept::default();
+        let shared = Shared::new(out.as_fd(), &mover, true, &stats, &kept);
+        let size = 100_000;
+        shared.run(Job::Large(Large {
+            fd: src,
+            segs: vec![Segment {
+                file_off: 0,
+                src: 0,
+                dst: 4096,
+                len: size,
+            }],
+            size,
+            slot: 3,
+            path: RelPath::from_bytes(b"d/big".to_vec()),
+        }));
+        assert!(!shared.has_failed(), "the archive is still good");
+        assert!(
+            lock(&shared.hashes).is_empty(),
+            "no hash for a damaged member"
+        );
+        let errors = lock(&kept.0).clone();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].contains("d/big") && errors[0].contains("shrank"),
+            "{errors:?}"
+        );
+    }
+}
