@@ -139,51 +139,108 @@ impl Index {
     /// Encodes the index, the zero padding and the footer, for an index starting at
     /// `at` (which must be `tar_end`).
     pub fn encode(&self, at: u64) -> Vec<u8> {
+        let mut w = IndexWriter::new();
+        for e in &self.entries {
+            w.push(e);
+        }
+        w.finish(at, self.tar_end)
+    }
+}
+
+/// Builds an index one entry at a time, already encoded: a packer keeps a few dozen
+/// bytes beyond the path per member, not a decoded entry and its allocations.
+pub struct IndexWriter {
+    out: Vec<u8>,
+    /// Where each entry's has-hash byte lies in `out`, so its hash can be filled in
+    /// once the data has been read.
+    hash_at: Vec<usize>,
+}
+
+impl Default for IndexWriter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where the entry count lies in an encoded index.
+const COUNT_AT: usize = 12;
+
+impl IndexWriter {
+    /// An empty index.
+    pub fn new() -> Self {
         let mut out = Vec::new();
         out.extend_from_slice(INDEX_MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
-        for e in &self.entries {
-            out.push(e.kind as u8);
-            for v in [e.mode, e.uid, e.gid] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            for (s, ns) in [e.mtime, e.atime] {
-                out.extend_from_slice(&s.to_le_bytes());
-                out.extend_from_slice(&ns.to_le_bytes());
-            }
-            for v in [e.size, e.header_offset, e.data_offset, e.stored, e.rdev] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            out.push(u8::from(e.hash.is_some()));
-            out.extend_from_slice(&e.hash.unwrap_or(0).to_le_bytes());
-            put_bytes(&mut out, &e.path);
-            put_bytes(&mut out, &e.link);
-            out.extend_from_slice(&(e.runs.len() as u32).to_le_bytes());
-            for (o, l) in &e.runs {
-                out.extend_from_slice(&o.to_le_bytes());
-                out.extend_from_slice(&l.to_le_bytes());
-            }
-            out.extend_from_slice(&(e.xattrs.len() as u32).to_le_bytes());
-            for (n, v) in &e.xattrs {
-                put_bytes(&mut out, n);
-                put_bytes(&mut out, v);
-            }
+        out.extend_from_slice(&0u64.to_le_bytes()); // the count, set by `finish`
+        debug_assert_eq!(out.len(), COUNT_AT + 8);
+        IndexWriter {
+            out,
+            hash_at: Vec::new(),
         }
+    }
+
+    /// Appends an entry; returns its number.
+    pub fn push(&mut self, e: &IndexEntry) -> usize {
+        let out = &mut self.out;
+        out.push(e.kind as u8);
+        for v in [e.mode, e.uid, e.gid] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        for (s, ns) in [e.mtime, e.atime] {
+            out.extend_from_slice(&s.to_le_bytes());
+            out.extend_from_slice(&ns.to_le_bytes());
+        }
+        for v in [e.size, e.header_offset, e.data_offset, e.stored, e.rdev] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        self.hash_at.push(out.len());
+        out.push(u8::from(e.hash.is_some()));
+        out.extend_from_slice(&e.hash.unwrap_or(0).to_le_bytes());
+        put_bytes(out, &e.path);
+        put_bytes(out, &e.link);
+        out.extend_from_slice(&(e.runs.len() as u32).to_le_bytes());
+        for (o, l) in &e.runs {
+            out.extend_from_slice(&o.to_le_bytes());
+            out.extend_from_slice(&l.to_le_bytes());
+        }
+        out.extend_from_slice(&(e.xattrs.len() as u32).to_le_bytes());
+        for (n, v) in &e.xattrs {
+            put_bytes(out, n);
+            put_bytes(out, v);
+        }
+        self.hash_at.len() - 1
+    }
+
+    /// Sets the content hash of entry `slot`.
+    pub fn set_hash(&mut self, slot: usize, hash: u128) {
+        let at = self.hash_at[slot];
+        self.out[at] = 1;
+        self.out[at + 1..at + 17].copy_from_slice(&hash.to_le_bytes());
+    }
+
+    /// Entries pushed so far.
+    pub fn len(&self) -> usize {
+        self.hash_at.len()
+    }
+
+    /// True before the first entry.
+    pub fn is_empty(&self) -> bool {
+        self.hash_at.is_empty()
+    }
+
+    /// The encoded index, the zero padding and the footer, for an index starting at
+    /// `at` (which must be `tar_end`).
+    pub fn finish(self, at: u64, tar_end: u64) -> Vec<u8> {
+        let count = self.hash_at.len() as u64;
+        let mut out = self.out;
+        out[COUNT_AT..COUNT_AT + 8].copy_from_slice(&count.to_le_bytes());
         let index_len = out.len() as u64;
         let index_hash = xxh3_64(&out);
         let end = (at + index_len + FOOTER_LEN).div_ceil(512) * 512;
         out.resize((end - at - FOOTER_LEN) as usize, 0);
         let mut footer = Vec::with_capacity(FOOTER_LEN as usize);
         footer.extend_from_slice(FOOTER_MAGIC);
-        for v in [
-            at,
-            index_len,
-            self.tar_end,
-            self.entries.len() as u64,
-            index_hash,
-            0,
-        ] {
+        for v in [at, index_len, tar_end, count, index_hash, 0] {
             footer.extend_from_slice(&v.to_le_bytes());
         }
         let footer_hash = xxh3_64(&footer);

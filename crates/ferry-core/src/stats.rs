@@ -51,11 +51,17 @@ impl Stats {
 
     /// Counts one file moved by `method`.
     pub fn count_method(&self, method: crate::data::Method) {
-        Stats::bump(match method {
+        self.count_files_moved(method, 1);
+    }
+
+    /// Counts `n` files moved by `method`.
+    pub fn count_files_moved(&self, method: crate::data::Method, n: u64) {
+        match method {
             crate::data::Method::Clone => &self.cloned,
             crate::data::Method::KernelCopy => &self.kernel_copied,
             crate::data::Method::Buffered => &self.buffered,
-        });
+        }
+        .fetch_add(n, Relaxed);
     }
 
     /// Reads every counter.

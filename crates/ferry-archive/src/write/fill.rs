@@ -203,8 +203,9 @@ impl<'env> Shared<'env> {
         let mut hashes = Vec::new();
         match job {
             Job::Block(mut b) => {
+                let files = b.files.len() as u64;
                 b.read_files(self.reporter, &mut hashes);
-                self.stats.count_method(Method::Buffered);
+                self.stats.count_files_moved(Method::Buffered, files);
                 match ferry_core::data::write_full(self.out, &b.buf, b.at) {
                     Ok(()) => lock(&self.spare).push(b.buf),
                     Err(e) => self.fail(e),

@@ -11,7 +11,7 @@
 
 use super::fill::{read_or_zeros, Block, Fillers, Job, Large, Shared, Small};
 use super::header::{encode, pad_block, DataShape, ALIGN};
-use crate::index::{Index, IndexEntry, Kind};
+use crate::index::{IndexEntry, IndexWriter, Kind};
 use ferry_core::data::{
     data_runs, with_buffer, write_full, Method, Mover, Reflink, Segment, Sparse,
 };
@@ -60,7 +60,7 @@ impl Default for PackOptions {
 struct State {
     /// Next free archive offset.
     pos: u64,
-    index: Vec<IndexEntry>,
+    index: IndexWriter,
     /// The first name written for each multiply-linked inode.
     first_names: HashMap<InodeKey, RelPath>,
     /// The stretch of the archive being laid out, up to `pos`.
@@ -139,7 +139,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
     ) -> Self {
         let state = State {
             pos: 0,
-            index: Vec::new(),
+            index: IndexWriter::new(),
             first_names: HashMap::new(),
             block: Block::new(0, Vec::new()),
             stream,
@@ -182,7 +182,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             _ => (0, Vec::new(), 0),
         };
         let m = &entry.meta;
-        st.index.push(IndexEntry {
+        let slot = st.index.push(&IndexEntry {
             path: entry.path.as_bytes().to_vec(),
             kind: index_kind(&entry.kind),
             mode: m.mode,
@@ -210,7 +210,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         Placed {
             header: enc.bytes,
             data_at,
-            slot: st.index.len() - 1,
+            slot,
         }
     }
 
@@ -229,10 +229,9 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             Some((_, fillers)) => fillers.send(Job::Block(block)),
             None => {
                 let mut block = block;
-                let mut hashes = std::mem::take(&mut st.hashes);
-                block.read_files(self.reporter, &mut hashes);
-                st.hashes = hashes;
-                self.stats.count_method(Method::Buffered);
+                let files = block.files.len() as u64;
+                block.read_files(self.reporter, &mut st.hashes);
+                self.stats.count_files_moved(Method::Buffered, files);
                 if let Some(w) = st.stream.as_mut() {
                     if let Err(e) = w.write_all(&block.buf) {
                         st.failed.get_or_insert(e);
@@ -370,27 +369,26 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             return Err(e);
         }
         for (slot, hash) in hashes {
-            st.index[slot].hash = Some(hash);
+            st.index.set_hash(slot, hash);
         }
-        let tar_end = st.pos + 1024;
-        let index = Index {
-            entries: std::mem::take(&mut st.index),
-            tar_end,
-        };
-        let mut tail = vec![0u8; 1024];
-        tail.extend_from_slice(&index.encode(tar_end));
+        // The end-of-archive blocks, then the index.
+        let end_blocks = [0u8; 1024];
+        let tar_end = st.pos + end_blocks.len() as u64;
+        let index = std::mem::take(&mut st.index).finish(tar_end, tar_end);
         match (file, st.stream.as_mut()) {
             (Some(fd), _) => {
-                write_full(fd, &tail, st.pos)?;
-                rustix::fs::ftruncate(fd, st.pos + tail.len() as u64)?;
+                write_full(fd, &end_blocks, st.pos)?;
+                write_full(fd, &index, tar_end)?;
+                rustix::fs::ftruncate(fd, tar_end + index.len() as u64)?;
             }
             (None, Some(w)) => {
-                w.write_all(&tail)?;
+                w.write_all(&end_blocks)?;
+                w.write_all(&index)?;
                 w.flush()?;
             }
             (None, None) => {}
         }
-        Ok(st.pos + tail.len() as u64)
+        Ok(tar_end + index.len() as u64)
     }
 }
 
