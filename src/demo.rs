@@ -34,23 +34,6 @@ const SIZES: [u64; 12] = [
 /// No folder holds more than this many bytes, so the demo stays under a minute.
 const FOLDER_BYTES: u64 = 16 << 20;
 
-/// A small deterministic generator (xorshift), so the sample is the same every run.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let v = self.next().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
-
 fn folder_name(size: u64) -> String {
     if size >= 1 << 20 {
         format!("{}MiB", size >> 20)
@@ -63,7 +46,8 @@ fn folder_name(size: u64) -> String {
 
 /// Makes the sample tree; returns (folder name, file count) in order.
 fn make_sample(root: &Path, files: usize) -> anyhow::Result<Vec<(String, usize)>> {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    // Seeded, so the sample is the same every run.
+    let mut rng = fastrand::Rng::with_seed(0x9E37_79B9_7F4A_7C15);
     let mut buf = vec![0u8; 1 << 20];
     let mut folders = Vec::new();
     let mut write_folder =
@@ -84,11 +68,11 @@ fn make_sample(root: &Path, files: usize) -> anyhow::Result<Vec<(String, usize)>
         let n = (files as u64).min((FOLDER_BYTES / size).max(32)) as usize;
         write_folder(folder_name(size), &mut std::iter::repeat_n(size, n))?;
     }
-    let mut pick = Rng(7);
+    let mut pick = fastrand::Rng::with_seed(7);
     let mix = files.min(500);
     write_folder(
         "mix".into(),
-        &mut (0..mix).map(|_| SIZES[(pick.next() % SIZES.len() as u64) as usize]),
+        &mut (0..mix).map(|_| SIZES[pick.usize(..SIZES.len())]),
     )?;
     Ok(folders)
 }

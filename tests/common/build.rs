@@ -12,17 +12,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// `len` pseudo-random bytes, the same for the same `seed` (xorshift64).
+/// `len` pseudo-random bytes, the same for the same `seed`.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut bytes = vec![0u8; len];
+    fastrand::Rng::with_seed(seed).fill(&mut bytes);
+    bytes
 }
 
 /// Creates (or truncates) `path` with `data`.

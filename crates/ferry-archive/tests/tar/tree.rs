@@ -99,15 +99,9 @@ pub fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
+    let mut bytes = vec![0u8; len];
+    fastrand::Rng::with_seed(seed.into()).fill(&mut bytes);
+    bytes
 }
 
 /// Short names only (fits ustar and v7): files of awkward sizes, a directory, a symlink,
