@@ -128,6 +128,11 @@ impl Mover {
         self.reflink != Reflink::Never && !self.clone_refused.load(Relaxed)
     }
 
+    /// Whether clones are still tried (allowed, and not refused by the kernel yet).
+    pub fn tries_clones(&self) -> bool {
+        self.may_clone()
+    }
+
     /// Runs a clone call through the clone gate.
     fn gated<T>(&self, clone: impl FnOnce() -> T) -> T {
         let _pass = self.clone_gate.enter();

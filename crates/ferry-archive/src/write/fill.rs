@@ -195,8 +195,13 @@ impl<'env> Shared<'env> {
         lock(&self.failed).get_or_insert(e);
     }
 
+    /// Whether large files are still cloned into the archive.
+    pub fn clones(&self) -> bool {
+        self.mover.tries_clones()
+    }
+
     /// Does one job.
-    fn run(&self, job: Job) {
+    pub fn run(&self, job: Job) {
         if self.has_failed() {
             return;
         }

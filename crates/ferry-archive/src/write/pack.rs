@@ -326,6 +326,13 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 path: entry.path.clone(),
             };
             match &self.fillers {
+                // Clones into one file run one at a time in the kernel: the walker
+                // clones itself rather than hand the job over.
+                Some((shared, _)) if shared.clones() => {
+                    drop(st);
+                    shared.run(Job::Large(large));
+                    st = self.lock();
+                }
                 Some((_, fillers)) => fillers.send(Job::Large(large)),
                 None => self.stream_large(&mut st, &large),
             }
