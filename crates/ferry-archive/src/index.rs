@@ -218,16 +218,6 @@ impl IndexWriter {
         self.out[at + 1..at + 17].copy_from_slice(&hash.to_le_bytes());
     }
 
-    /// Entries pushed so far.
-    pub fn len(&self) -> usize {
-        self.hash_at.len()
-    }
-
-    /// True before the first entry.
-    pub fn is_empty(&self) -> bool {
-        self.hash_at.is_empty()
-    }
-
     /// The encoded index, the zero padding and the footer, for an index starting at
     /// `at` (which must be `tar_end`).
     pub fn finish(self, at: u64, tar_end: u64) -> Vec<u8> {

@@ -497,6 +497,20 @@ pub fn with_buffer<T>(len: u64, f: impl FnOnce(&mut [u8]) -> T) -> T {
     })
 }
 
+/// Reads into `buf` from `fd` at `offset` until `buf` is full or the file ends; returns
+/// how many bytes were read.
+pub fn read_up_to(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut reader = PositionedReader { fd, pos: offset };
+    let mut got = 0;
+    while got < buf.len() {
+        match reader.read(&mut buf[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    Ok(got)
+}
+
 /// Writes all of `buf` at `offset`.
 pub fn write_full(fd: BorrowedFd<'_>, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
     while !buf.is_empty() {
@@ -513,7 +527,8 @@ pub fn write_full(fd: BorrowedFd<'_>, mut buf: &[u8], mut offset: u64) -> io::Re
     Ok(())
 }
 
-fn hash_zeros(h: &mut Xxh3, mut n: u64) {
+/// Feeds `n` zero bytes (a hole) into `h`.
+pub fn hash_zeros(h: &mut Xxh3, mut n: u64) {
     static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
     while n > 0 {
         let k = n.min(ZEROS.len() as u64) as usize;

@@ -10,11 +10,12 @@
 //!   memory with the headers in place; the filler reads each file's content into its
 //!   slot and writes the stretch with one `pwrite`;
 //! - a [`Large`] file: its data region, moved by the cheapest path (cloned, copied in
-//!   the kernel, or through memory).
+//!   the kernel, or through memory). While the archive takes clones, the laying-out
+//!   thread runs these jobs itself: clones into one file run one at a time anyway.
 //!
 //! Into a stream the same jobs are done in order on the laying-out thread.
 
-use ferry_core::data::{Method, Mover, Segment};
+use ferry_core::data::{read_up_to, Method, Mover, Segment};
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
 use ferry_core::Stats;
@@ -94,7 +95,7 @@ impl Block {
 
     /// Reads every file's content into its slot and closes it; returns the content
     /// hash of each file read whole. A file that cannot be read whole is reported, and
-    /// its slot is left as zeros (as GNU tar pads a file that shrank).
+    /// the rest of its slot is left as zeros (as GNU tar pads a file that shrank).
     pub fn read_files(&mut self, reporter: &dyn Reporter, hashes: &mut Vec<(usize, u128)>) {
         for f in self.files.drain(..) {
             let slot = &mut self.buf[f.within..f.within + f.len];
@@ -104,21 +105,6 @@ impl Block {
             }
         }
     }
-}
-
-/// Reads into `buf` from `fd` at `at` until `buf` is full or the file ends; returns how
-/// many bytes were read.
-pub fn read_up_to(fd: BorrowedFd<'_>, buf: &mut [u8], at: u64) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match rustix::io::pread(fd, &mut buf[got..], at + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(got)
 }
 
 /// Fills `buf` from `fd` at `at`. What could not be read is left as zeros and returned
@@ -276,6 +262,11 @@ impl<'scope, 'env: 'scope> Fillers<'scope, 'env> {
             queue: Some(tx),
             threads,
         }
+    }
+
+    /// What the fillers share with the laying-out thread.
+    pub fn shared(&self) -> &'env Shared<'env> {
+        self.shared
     }
 
     /// Hands `job` to a filler, waiting while all are busy and the queue is full.

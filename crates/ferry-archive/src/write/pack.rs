@@ -13,7 +13,7 @@ use super::fill::{read_or_zeros, Block, Fillers, Job, Large, Shared, Small};
 use super::header::{encode, pad_block, DataShape, ALIGN};
 use crate::index::{IndexEntry, IndexWriter, Kind};
 use ferry_core::data::{
-    data_runs, with_buffer, write_full, Method, Mover, Reflink, Segment, Sparse,
+    data_runs, hash_zeros, with_buffer, write_full, Method, Mover, Reflink, Segment, Sparse,
 };
 use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, Reporter, Result};
@@ -79,8 +79,8 @@ const SMALL: u64 = 64 << 10;
 /// file) or in order (into a stream).
 struct ArchiveSink<'s, 'env> {
     state: Mutex<State>,
-    /// The archive file and its fillers; None for a stream.
-    fillers: Option<(&'env Shared<'env>, Fillers<'s, 'env>)>,
+    /// The archive file's fillers; None for a stream.
+    fillers: Option<Fillers<'s, 'env>>,
     stats: &'env Stats,
     reporter: &'env dyn Reporter,
 }
@@ -133,7 +133,7 @@ fn stored_runs(
 impl<'s, 'env> ArchiveSink<'s, 'env> {
     fn new(
         stream: Option<Box<dyn Write + Send>>,
-        fillers: Option<(&'env Shared<'env>, Fillers<'s, 'env>)>,
+        fillers: Option<Fillers<'s, 'env>>,
         stats: &'env Stats,
         reporter: &'env dyn Reporter,
     ) -> Self {
@@ -160,7 +160,11 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
 
     /// Whether writing the archive has failed, so nothing more need be laid out.
     fn has_failed(&self, st: &State) -> bool {
-        st.failed.is_some() || self.fillers.as_ref().is_some_and(|f| f.0.has_failed())
+        st.failed.is_some()
+            || self
+                .fillers
+                .as_ref()
+                .is_some_and(|f| f.shared().has_failed())
     }
 
     /// Lays out `entry` at the end of the archive, records it in the index and puts
@@ -219,14 +223,14 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         let buf = self
             .fillers
             .as_ref()
-            .map(|f| f.0.buffer())
+            .map(|f| f.shared().buffer())
             .unwrap_or_default();
         let block = std::mem::replace(&mut st.block, Block::new(st.pos, buf));
         if block.buf.is_empty() {
             return;
         }
         match &self.fillers {
-            Some((_, fillers)) => fillers.send(Job::Block(block)),
+            Some(fillers) => fillers.send(Job::Block(block)),
             None => {
                 let mut block = block;
                 let files = block.files.len() as u64;
@@ -328,12 +332,12 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             match &self.fillers {
                 // Clones into one file run one at a time in the kernel: the walker
                 // clones itself rather than hand the job over.
-                Some((shared, _)) if shared.clones() => {
+                Some(fillers) if fillers.shared().clones() => {
                     drop(st);
-                    shared.run(Job::Large(large));
+                    fillers.shared().run(Job::Large(large));
                     st = self.lock();
                 }
-                Some((_, fillers)) => fillers.send(Job::Large(large)),
+                Some(fillers) => fillers.send(Job::Large(large)),
                 None => self.stream_large(&mut st, &large),
             }
         }
@@ -369,7 +373,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         let ArchiveSink { state, fillers, .. } = self;
         let mut st = state.into_inner().unwrap_or_else(PoisonError::into_inner);
         let hashes = match fillers {
-            Some((_, fillers)) => fillers.finish()?,
+            Some(fillers) => fillers.finish()?,
             None => std::mem::take(&mut st.hashes),
         };
         if let Some(e) = st.failed.take() {
@@ -409,7 +413,7 @@ fn stream_runs(f: &Large, w: &mut dyn Write, reporter: &dyn Reporter) -> io::Res
     let mut stored = 0u64;
     let mut shrank = None;
     for seg in &f.segs {
-        feed_zeros(&mut h, seg.file_off - covered);
+        hash_zeros(&mut h, seg.file_off - covered);
         with_buffer(seg.len, |buf| {
             let mut done = 0;
             while done < seg.len {
@@ -429,21 +433,12 @@ fn stream_runs(f: &Large, w: &mut dyn Write, reporter: &dyn Reporter) -> io::Res
         covered = seg.file_off + seg.len;
         stored += seg.len;
     }
-    feed_zeros(&mut h, f.size - covered);
+    hash_zeros(&mut h, f.size - covered);
     w.write_all(&vec![0u8; (pad_block(stored) - stored) as usize])?;
     if let Some(e) = shrank {
         reporter.error(&Error::new(&f.path, "read", e));
     }
     Ok(h.digest128())
-}
-
-fn feed_zeros(h: &mut xxhash_rust::xxh3::Xxh3, mut n: u64) {
-    let zeros = [0u8; 4096];
-    while n > 0 {
-        let k = n.min(4096) as usize;
-        h.update(&zeros[..k]);
-        n -= k as u64;
-    }
 }
 
 /// The root is stored as `./`, directories with a trailing `/`, as tar does.
@@ -535,7 +530,7 @@ pub fn pack(
     std::thread::scope(|scope| {
         let fillers = shared
             .as_ref()
-            .map(|sh| (sh, Fillers::start(scope, sh, fillers())));
+            .map(|sh| Fillers::start(scope, sh, fillers()));
         let sink = ArchiveSink::new(stream, fillers, stats, reporter);
         let walked = walk(src, &sink, &cfg, reporter);
         let finished = sink
