@@ -139,10 +139,14 @@ impl Mover {
         clone()
     }
 
-    /// Kernel copies are used only when nothing needs to see the bytes: with holes off
-    /// there are no zero blocks to look for, and without a hash nothing to hash.
-    fn may_kernel_copy(&self, hash: bool) -> bool {
-        self.sparse == Sparse::Never && !hash && !self.kernel_copy_refused.load(Relaxed)
+    /// Kernel copies are used only when nothing needs to see the `len` bytes: without a
+    /// hash there is nothing to hash, and with holes off, or less than a block to move,
+    /// there is no zero block to look for. (A small file then costs one call and one
+    /// copy in the kernel instead of a read and a write through memory.)
+    fn may_kernel_copy(&self, hash: bool, len: u64) -> bool {
+        (self.sparse == Sparse::Never || len < BLOCK as u64)
+            && !hash
+            && !self.kernel_copy_refused.load(Relaxed)
     }
 
     /// Notes a clone the kernel refused; an error under `--reflink=always`.
@@ -250,7 +254,7 @@ impl Mover {
             if rest.len == 0 {
                 continue;
             }
-            if self.may_kernel_copy(hash) {
+            if self.may_kernel_copy(hash, rest.len) {
                 match kernel_copy(src, rest.src, dst, rest.dst, rest.len) {
                     Ok(()) => {
                         method = method.min(Method::KernelCopy);
@@ -293,6 +297,46 @@ impl Mover {
         size: u64,
         hash: bool,
     ) -> io::Result<Moved> {
+        self.each_run(base, runs, size, hash, |at, len, hasher| {
+            self.buffered(src, dst, at, len, hasher)
+        })
+    }
+
+    /// Moves a file's runs stored one after another in `bytes` (a small archive member
+    /// read with its header) into `dst`, written straight from memory.
+    pub fn transfer_bytes(
+        &self,
+        mut bytes: &[u8],
+        dst: BorrowedFd<'_>,
+        runs: &[(u64, u64)],
+        size: u64,
+        hash: bool,
+    ) -> io::Result<Moved> {
+        self.each_run(0, runs, size, hash, |at, len, hasher| {
+            let Some((chunk, rest)) = usize::try_from(len)
+                .ok()
+                .and_then(|len| bytes.split_at_checked(len))
+            else {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            };
+            bytes = rest;
+            if let Some(h) = hasher {
+                h.update(chunk);
+            }
+            self.write_chunk(dst, chunk, at)
+        })
+    }
+
+    /// Runs `move_run(target offset, length, hasher)` for each run in order, feeding the
+    /// hasher the holes between them, and sums up what was done.
+    fn each_run(
+        &self,
+        base: u64,
+        runs: &[(u64, u64)],
+        size: u64,
+        hash: bool,
+        mut move_run: impl FnMut(u64, u64, Option<&mut Xxh3>) -> io::Result<Option<u64>>,
+    ) -> io::Result<Moved> {
         let mut hasher = hash.then(Xxh3::new);
         let mut covered = 0u64;
         let mut written_end = None;
@@ -301,7 +345,7 @@ impl Mover {
                 hash_zeros(h, off.saturating_sub(covered));
             }
             covered = off + len;
-            if let Some(end) = self.buffered(src, dst, base + off, len, hasher.as_mut())? {
+            if let Some(end) = move_run(base + off, len, hasher.as_mut())? {
                 written_end = Some(end);
             }
         }
@@ -326,7 +370,6 @@ impl Mover {
         len: u64,
         mut hasher: Option<&mut Xxh3>,
     ) -> io::Result<Option<u64>> {
-        let scan = self.sparse != Sparse::Never && self.zero_scan;
         with_buffer(len, |buf| {
             let mut done = 0u64;
             let mut written_end = None;
@@ -337,20 +380,28 @@ impl Mover {
                 if let Some(h) = hasher.as_deref_mut() {
                     h.update(chunk);
                 }
-                let at = dst_off + done;
-                if scan {
-                    for (s, e) in zero::data_runs(chunk) {
-                        write_full(dst, &chunk[s..e], at + s as u64)?;
-                        written_end = Some(at + e as u64);
-                    }
-                } else {
-                    write_full(dst, chunk, at)?;
-                    written_end = Some(at + want as u64);
+                if let Some(end) = self.write_chunk(dst, chunk, dst_off + done)? {
+                    written_end = Some(end);
                 }
                 done += want as u64;
             }
             Ok(written_end)
         })
+    }
+
+    /// Writes `chunk` at `at`, leaving its all-zero blocks out unless holes are off.
+    /// Returns the target offset just past the last byte written, if any was.
+    fn write_chunk(&self, dst: BorrowedFd<'_>, chunk: &[u8], at: u64) -> io::Result<Option<u64>> {
+        if self.sparse == Sparse::Never || !self.zero_scan {
+            write_full(dst, chunk, at)?;
+            return Ok((!chunk.is_empty()).then_some(at + chunk.len() as u64));
+        }
+        let mut written_end = None;
+        for (s, e) in zero::data_runs(chunk) {
+            write_full(dst, &chunk[s..e], at + s as u64)?;
+            written_end = Some(at + e as u64);
+        }
+        Ok(written_end)
     }
 }
 
@@ -388,6 +439,21 @@ pub fn hash_runs(
     }
     hash_zeros(&mut h, size.saturating_sub(covered));
     Ok(h.digest128())
+}
+
+/// xxh3-128 of the logical content of a file whose runs are stored one after another
+/// in `bytes` (holes hash as zeros); `None` if `bytes` holds less than the runs.
+pub fn hash_bytes(bytes: &[u8], runs: &[(u64, u64)], size: u64) -> Option<u128> {
+    let mut h = Xxh3::new();
+    let (mut covered, mut at) = (0u64, 0usize);
+    for &(off, len) in runs {
+        hash_zeros(&mut h, off.saturating_sub(covered));
+        let end = at.checked_add(usize::try_from(len).ok()?)?;
+        h.update(bytes.get(at..end)?);
+        (covered, at) = (off + len, end);
+    }
+    hash_zeros(&mut h, size.saturating_sub(covered));
+    Some(h.digest128())
 }
 
 /// Reads a descriptor from a position with `pread`, leaving its file offset alone.
@@ -604,6 +670,45 @@ mod tests {
         let mut out = vec![0u8; 12];
         rustix::io::pread(dst.as_fd(), &mut out[..], 100).expect("read");
         assert_eq!(out, logical);
+    }
+
+    #[test]
+    fn bytes_are_written_from_memory_with_their_holes() {
+        // Runs: a block holding one byte, then a zero block (left as a hole) and "bb";
+        // the logical file ends past the last run, in a hole.
+        let mut stored = vec![0u8; 2 * BLOCK];
+        stored[0] = 7;
+        stored.extend_from_slice(b"bb");
+        let runs = [(0, 2 * BLOCK as u64), (3 * BLOCK as u64, 2)];
+        let size = 4 * BLOCK as u64;
+        let dst = tempfile::tempfile().expect("tempfile");
+        let mover = Mover::new(Reflink::Never, Sparse::Auto);
+        let moved = mover
+            .transfer_bytes(&stored, dst.as_fd(), &runs, size, true)
+            .expect("transfer");
+        assert_eq!(moved.written_end, Some(3 * BLOCK as u64 + 2));
+        let mut logical = vec![0u8; size as usize];
+        logical[0] = 7;
+        logical[3 * BLOCK..3 * BLOCK + 2].copy_from_slice(b"bb");
+        let want = xxhash_rust::xxh3::xxh3_128(&logical);
+        assert_eq!(moved.hash, Some(want));
+        assert_eq!(hash_bytes(&stored, &runs, size), Some(want));
+        rfs::ftruncate(&dst, size).expect("truncate");
+        let mut out = vec![0u8; size as usize];
+        rustix::io::pread(dst.as_fd(), &mut out[..], 0).expect("read");
+        assert_eq!(out, logical);
+        // The zero block was not written: only the first and the last block hold data.
+        let data = data_runs(dst.as_fd(), 0, size).expect("runs");
+        assert!(!data
+            .iter()
+            .any(|&(o, l)| o < 2 * BLOCK as u64 && o + l > BLOCK as u64));
+        // Fewer bytes than the runs claim: an error, and no hash.
+        let short = &stored[..stored.len() - 1];
+        let dst = tempfile::tempfile().expect("tempfile");
+        assert!(mover
+            .transfer_bytes(short, dst.as_fd(), &runs, size, false)
+            .is_err());
+        assert_eq!(hash_bytes(short, &runs, size), None);
     }
 
     #[test]

@@ -252,6 +252,9 @@ impl<'a> LocalTreeSink<'a> {
             } => self
                 .mover
                 .transfer(src, dst, &data::run_segments(offset, runs), size, verify),
+            FileData::Bytes { bytes, runs } => {
+                self.mover.transfer_bytes(bytes, dst, runs, size, verify)
+            }
             FileData::Stream { reader, runs } => self
                 .mover
                 .transfer_stream(reader, dst, 0, runs, size, verify),
@@ -296,6 +299,8 @@ impl<'a> LocalTreeSink<'a> {
         let ours = match data {
             FileData::File { fd, .. } => data::hash_range(fd, 0, size),
             FileData::Range { fd, offset, runs } => data::hash_runs(*fd, *offset, runs, size),
+            FileData::Bytes { bytes, runs } => data::hash_bytes(bytes, runs, size)
+                .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof)),
             // A stream cannot be read twice: copy it.
             FileData::Stream { .. } => return Ok(false),
         }

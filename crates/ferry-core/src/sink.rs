@@ -31,6 +31,14 @@ pub enum FileData<'a> {
         /// The runs, in file order.
         runs: &'a [(u64, u64)],
     },
+    /// The same runs, stored one after another in memory (a small archive member, read
+    /// with its header).
+    Bytes {
+        /// The stored runs.
+        bytes: &'a [u8],
+        /// The runs, in file order.
+        runs: &'a [(u64, u64)],
+    },
     /// The same runs, read in order from a stream (an archive on a pipe).
     Stream {
         /// The stream, positioned at the first run's bytes.

@@ -78,17 +78,13 @@ impl Archive {
 
     /// Parses the tar header(s) of an index entry and checks they say the same.
     pub fn check_member(&self, e: &IndexEntry) -> Result<TarEntry, ArchiveError> {
-        self.read_member(e, 0).map(|(t, _)| t)
+        self.read_member(e, 0).map(|m| m.tar)
     }
 
     /// Reads a member's headers in one read, checks they agree with its index entry,
     /// and returns them, with the member's stored data too when it is at most
     /// `data_up_to` bytes (read in the same call).
-    pub fn read_member(
-        &self,
-        e: &IndexEntry,
-        data_up_to: u64,
-    ) -> Result<(TarEntry, Option<Vec<u8>>), ArchiveError> {
+    pub fn read_member(&self, e: &IndexEntry, data_up_to: u64) -> Result<Member, ArchiveError> {
         let mismatch = |what| ArchiveError::Mismatch {
             offset: e.header_offset,
             what,
@@ -101,16 +97,36 @@ impl Archive {
         let with_data = e.stored <= data_up_to;
         let mut buf = vec![0u8; (head + if with_data { e.stored } else { 0 }) as usize];
         self.file.read_exact_at(&mut buf, e.header_offset)?;
-        let mut reader = Reader::new(&buf[..head as usize]);
-        let t = reader
+        let (headers, data) = buf.split_at(head as usize);
+        let tar = Reader::new(headers)
             .next_entry()
             .map_err(|mut err| {
                 err.offset += e.header_offset;
                 err
             })?
             .ok_or_else(|| mismatch("no entry at the indexed offset"))?;
-        agree(&t, e).map_err(mismatch)?;
-        Ok((t, with_data.then(|| buf.split_off(head as usize))))
+        agree(&tar, e).map_err(mismatch)?;
+        let data = with_data.then_some(data.len());
+        Ok(Member { tar, buf, data })
+    }
+}
+
+/// A member's tar headers, checked against its index entry, and its stored data when
+/// that was read with them.
+pub struct Member {
+    /// The parsed headers.
+    pub tar: TarEntry,
+    /// The bytes read: the headers, then the stored data if read.
+    buf: Vec<u8>,
+    /// The length of the stored data at the end of `buf`, if it was read.
+    data: Option<usize>,
+}
+
+impl Member {
+    /// The member's stored data (its runs, one after another), if it was read.
+    pub fn data(&self) -> Option<&[u8]> {
+        let len = self.data?;
+        self.buf.get(self.buf.len() - len..)
     }
 }
 

@@ -13,6 +13,7 @@
 
 use super::archive::{Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
+use crate::index::IndexEntry;
 use crate::tar::Reader;
 use ferry_core::data::{Mover, Reflink, Sparse};
 use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath};
@@ -23,6 +24,7 @@ use ferry_core::Stats;
 use std::io::{self, BufReader, Read};
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::{mpsc, Mutex};
 
 /// How to unpack.
 #[derive(Clone, Copy, Debug)]
@@ -142,19 +144,17 @@ impl<'a> Extractor<'a> {
         self.sink.leaf(&parent, entry, data)
     }
 
-    /// Applies directory metadata, deepest first, so setting one never disturbs another.
+    /// Applies directory metadata, every directory after all below it (so setting one
+    /// never disturbs another): in descending byte order of paths, which puts each
+    /// directory after its descendants (a path sorts after its proper prefixes) and keeps
+    /// a subtree together, so the cache of open ancestors serves it.
     fn finish(&self, mut dirs: Vec<Entry>) {
         if !dirs.iter().any(|e| e.path.is_root()) {
             if let Err(err) = self.sink.settle_unnamed_root() {
                 self.reporter.error(&err);
             }
         }
-        let depth = |e: &Entry| {
-            e.path.as_bytes().iter().filter(|&&b| b == b'/').count()
-                + usize::from(!e.path.is_root())
-        };
-        // Stable: siblings stay together and share their parent in the cache.
-        dirs.sort_by_key(|e| std::cmp::Reverse(depth(e)));
+        dirs.sort_unstable_by(|a, b| b.path.as_bytes().cmp(a.path.as_bytes()));
         let mut cache = DirCache::new();
         for e in &dirs {
             let dir = self.dir(&e.path, false, &mut cache);
@@ -215,9 +215,10 @@ const SMALL_MEMBER: u64 = 32 << 10;
 /// Unpacks an archive file into `dst`. Per-member failures go to `reporter` and the
 /// rest goes on; an archive that cannot be read on is an error.
 ///
-/// A ferry archive is unpacked from its index by `opts.threads` workers: directories
-/// first, in order; then runs of members sharing a directory, in parallel; then
-/// hardlinks, whose targets now exist; then directory metadata.
+/// A ferry archive is unpacked from its index by `opts.threads` workers, handed runs
+/// of members sharing a directory as this thread goes through the index (a directory
+/// is made by whichever worker needs it first: its member, or a member below it); then
+/// come hardlinks, whose targets now exist; then directory metadata.
 pub fn unpack_file(
     archive: &Archive,
     dst: &Path,
@@ -237,95 +238,38 @@ pub fn unpack_file(
     };
     let mover = Mover::new(opts.reflink, opts.sparse);
     let ex = Extractor::new(dst, &mover, opts, stats, reporter)?;
-    let mut dirs = Vec::new();
-    let mut made = DirCache::new();
-    // Groups hold member numbers, not entries: members are converted when placed, so
-    // memory stays the index's, whatever the number of members.
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut links = Vec::new();
-    let mut last_parent = None;
-    for (i, e) in index.entries.iter().enumerate() {
-        let entry = match from_index(e) {
-            Ok(entry) => entry,
-            Err(why) => {
-                reporter.error(&refused(&e.path, why));
-                continue;
-            }
-        };
-        match entry.kind {
-            EntryKind::Dir => {
-                archive.check_member(e)?;
-                if let Err(err) = ex.make_dir(&entry, &mut made) {
-                    reporter.error(&err);
-                }
-                dirs.push(entry);
-            }
-            EntryKind::HardLink { .. } => links.push(i),
-            _ => {
-                let parent = parent_of(&entry.path);
-                // Runs of one directory are cut so a big directory is shared by several
-                // workers (each member still lands in its own directory).
-                let full = groups.last().is_some_and(|g| g.len() >= GROUP);
-                if last_parent.as_ref() != Some(&parent) || groups.is_empty() || full {
-                    groups.push(Vec::new());
-                    last_parent = Some(parent);
-                }
-                if let Some(g) = groups.last_mut() {
-                    g.push(i);
-                }
-            }
-        }
-    }
-    drop(made);
     prefetch_headers(archive, index);
-    let failed: std::sync::Mutex<Option<ArchiveError>> = std::sync::Mutex::new(None);
-    let queue = std::sync::Mutex::new(groups.into_iter());
+    let failed: Mutex<Option<ArchiveError>> = Mutex::new(None);
+    let fail = |err: ArchiveError| {
+        if let Ok(mut f) = failed.lock() {
+            f.get_or_insert(err);
+        }
+    };
+    let has_failed = || failed.lock().map_or(true, |f| f.is_some());
     let place = |members: &[usize], cache: &mut DirCache| -> Result<(), ArchiveError> {
         for &i in members {
-            let e = &index.entries[i];
-            // Converted once already; a member that failed then was reported and left out.
-            let Ok(entry) = from_index(e) else { continue };
-            let (_, small) = archive.read_member(e, SMALL_MEMBER)?;
-            let runs = runs_of((!e.runs.is_empty()).then_some(e.runs.as_slice()), e.size);
-            let mut bytes = small.as_deref().unwrap_or_default();
-            let data = match (&entry.kind, &small) {
-                (EntryKind::File { .. }, Some(_)) => Some(FileData::Stream {
-                    reader: &mut bytes,
-                    runs: &runs,
-                }),
-                (EntryKind::File { .. }, None) => Some(FileData::Range {
-                    fd: archive.file().as_fd(),
-                    offset: e.data_offset,
-                    runs: &runs,
-                }),
-                _ => None,
-            };
-            if let Err(err) = ex.put(&entry, data, cache) {
-                reporter.error(&err);
-            }
+            place_member(archive, &index.entries[i], &ex, cache)?;
         }
         Ok(())
     };
-    std::thread::scope(|s| {
+    let (groups, queue) = mpsc::channel::<Vec<usize>>();
+    let queue = Mutex::new(queue);
+    let (dirs, links) = std::thread::scope(|s| {
         for _ in 0..opts.threads.max(1) {
             s.spawn(|| {
                 let mut cache = DirCache::new();
-                loop {
-                    if failed.lock().map_or(true, |f| f.is_some()) {
-                        return;
-                    }
-                    let Some(group) = queue.lock().ok().and_then(|mut q| q.next()) else {
+                while !has_failed() {
+                    // A closed queue (all handed out, or the walk stopped) ends the worker.
+                    let Some(group) = queue.lock().ok().and_then(|q| q.recv().ok()) else {
                         return;
                     };
                     if let Err(err) = place(&group, &mut cache) {
-                        if let Ok(mut f) = failed.lock() {
-                            f.get_or_insert(err);
-                        }
-                        return;
+                        fail(err);
                     }
                 }
             });
         }
+        walk_index(index, reporter, groups, &has_failed)
     });
     let result = match failed.into_inner().ok().flatten() {
         Some(err) => Err(err),
@@ -333,6 +277,91 @@ pub fn unpack_file(
     };
     ex.finish(dirs);
     result
+}
+
+/// Goes through the index in order and sends runs of members sharing a directory to
+/// the workers (runs are cut so a big directory is shared by several workers); returns
+/// the directories, for their metadata at the end, and the hardlinks, placed once their
+/// targets exist. Groups hold member numbers, not entries, so memory stays the index's
+/// whatever its size.
+fn walk_index(
+    index: &crate::index::Index,
+    reporter: &dyn Reporter,
+    groups: mpsc::Sender<Vec<usize>>,
+    stop: &dyn Fn() -> bool,
+) -> (Vec<Entry>, Vec<usize>) {
+    let mut dirs = Vec::new();
+    let mut links = Vec::new();
+    let mut group: Vec<usize> = Vec::new();
+    let mut last_parent = None;
+    let send = |group: &mut Vec<usize>| {
+        if !group.is_empty() {
+            // Workers gone (they stop only after a failure) leave nothing to do.
+            let _ = groups.send(std::mem::take(group));
+        }
+    };
+    for (i, e) in index.entries.iter().enumerate() {
+        if i % GROUP == 0 && stop() {
+            break;
+        }
+        let entry = match from_index(e) {
+            Ok(entry) => entry,
+            Err(why) => {
+                reporter.error(&refused(&e.path, why));
+                continue;
+            }
+        };
+        if let EntryKind::HardLink { .. } = entry.kind {
+            links.push(i);
+            continue;
+        }
+        let parent = parent_of(&entry.path);
+        if last_parent.as_ref() != Some(&parent) || group.len() >= GROUP {
+            send(&mut group);
+            last_parent = Some(parent);
+        }
+        group.push(i);
+        if entry.kind == EntryKind::Dir {
+            dirs.push(entry);
+        }
+    }
+    send(&mut group);
+    (dirs, links)
+}
+
+/// Checks one member against its index entry and places it.
+fn place_member(
+    archive: &Archive,
+    e: &IndexEntry,
+    ex: &Extractor<'_>,
+    cache: &mut DirCache,
+) -> Result<(), ArchiveError> {
+    // Converted once already; a member that failed then was reported and left out.
+    let Ok(entry) = from_index(e) else {
+        return Ok(());
+    };
+    if entry.kind == EntryKind::Dir {
+        archive.check_member(e)?;
+        if let Err(err) = ex.make_dir(&entry, cache) {
+            ex.reporter.error(&err);
+        }
+        return Ok(());
+    }
+    let member = archive.read_member(e, SMALL_MEMBER)?;
+    let runs = runs_of((!e.runs.is_empty()).then_some(e.runs.as_slice()), e.size);
+    let data = match (&entry.kind, member.data()) {
+        (EntryKind::File { .. }, Some(bytes)) => Some(FileData::Bytes { bytes, runs: &runs }),
+        (EntryKind::File { .. }, None) => Some(FileData::Range {
+            fd: archive.file().as_fd(),
+            offset: e.data_offset,
+            runs: &runs,
+        }),
+        _ => None,
+    };
+    if let Err(err) = ex.put(&entry, data, cache) {
+        ex.reporter.error(&err);
+    }
+    Ok(())
 }
 
 /// Unpacks a tar stream (any tar: ferry's, GNU tar's, bsdtar's) into `dst`.

@@ -337,7 +337,9 @@ impl<R: Read> Reader<R> {
 
     /// Reads a body of `size` bytes and its padding; allocates as the bytes arrive.
     fn read_body(&mut self, size: u64) -> Result<Vec<u8>, TarError> {
-        let mut body = Vec::new();
+        // Room for a usual body at once; a claimed size is only trusted up to 64 KiB
+        // before the bytes are there.
+        let mut body = Vec::with_capacity(size.min(64 << 10) as usize);
         let result = (&mut self.inner).take(size).read_to_end(&mut body);
         self.offset += body.len() as u64;
         result.map_err(|e| self.error(TarErrorKind::Io(e)))?;
@@ -350,9 +352,17 @@ impl<R: Read> Reader<R> {
 
     /// Skips `n` bytes of the stream.
     fn skip(&mut self, mut n: u64) -> Result<(), TarError> {
-        let mut scratch = [0u8; SKIP_CHUNK];
+        // Most skips are a block's padding: zero a block for those, not a whole chunk.
+        let mut block = [0u8; BLOCK_SIZE as usize];
+        let mut chunk = Vec::new();
+        let scratch: &mut [u8] = if n <= BLOCK_SIZE {
+            &mut block
+        } else {
+            chunk.resize(SKIP_CHUNK, 0);
+            &mut chunk
+        };
         while n > 0 {
-            let len = usize::try_from(n).map_or(SKIP_CHUNK, |n| n.min(SKIP_CHUNK));
+            let len = usize::try_from(n).map_or(scratch.len(), |n| n.min(scratch.len()));
             let buf = scratch.get_mut(..len).unwrap_or_default();
             match self.read_some(buf)? {
                 0 => return Err(self.error(TarErrorKind::UnexpectedEof)),
