@@ -78,56 +78,60 @@ impl Archive {
 
     /// Parses the tar header(s) of an index entry and checks they say the same.
     pub fn check_member(&self, e: &IndexEntry) -> Result<TarEntry, ArchiveError> {
-        self.read_member(e, 0).map(|m| m.tar)
-    }
-
-    /// Reads a member's headers in one read, checks they agree with its index entry,
-    /// and returns them, with the member's stored data too when it is at most
-    /// `data_up_to` bytes (read in the same call).
-    pub fn read_member(&self, e: &IndexEntry, data_up_to: u64) -> Result<Member, ArchiveError> {
-        let mismatch = |what| ArchiveError::Mismatch {
-            offset: e.header_offset,
-            what,
-        };
-        // The index checks bounded `data_offset - header_offset` by the archive's length.
-        let head = e.data_offset - e.header_offset;
-        if head > MAX_HEADERS {
-            return Err(mismatch("headers larger than a reader accepts"));
-        }
-        let with_data = e.stored <= data_up_to;
-        let mut buf = vec![0u8; (head + if with_data { e.stored } else { 0 }) as usize];
+        let head = header_len(e)?;
+        let mut buf = vec![0u8; head as usize];
         self.file.read_exact_at(&mut buf, e.header_offset)?;
-        let (headers, data) = buf.split_at(head as usize);
-        let tar = Reader::new(headers)
-            .next_entry()
-            .map_err(|mut err| {
-                err.offset += e.header_offset;
-                err
-            })?
-            .ok_or_else(|| mismatch("no entry at the indexed offset"))?;
-        agree(&tar, e).map_err(mismatch)?;
-        let data = with_data.then_some(data.len());
-        Ok(Member { tar, buf, data })
+        member_in(e, &buf, false).map(|(tar, _)| tar)
+    }
+
+    /// Reads `len` bytes at `offset` (several members' headers and data at once).
+    pub fn read_at(&self, offset: u64, len: u64) -> Result<Vec<u8>, ArchiveError> {
+        let mut buf = vec![0u8; len as usize];
+        self.file.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
     }
 }
 
-/// A member's tar headers, checked against its index entry, and its stored data when
-/// that was read with them.
-pub struct Member {
-    /// The parsed headers.
-    pub tar: TarEntry,
-    /// The bytes read: the headers, then the stored data if read.
-    buf: Vec<u8>,
-    /// The length of the stored data at the end of `buf`, if it was read.
-    data: Option<usize>,
+/// The length of a member's headers, refused when larger than a reader accepts.
+pub fn header_len(e: &IndexEntry) -> Result<u64, ArchiveError> {
+    // The index checks bounded `data_offset - header_offset` by the archive's length.
+    let head = e.data_offset - e.header_offset;
+    if head > MAX_HEADERS {
+        return Err(ArchiveError::Mismatch {
+            offset: e.header_offset,
+            what: "headers larger than a reader accepts",
+        });
+    }
+    Ok(head)
 }
 
-impl Member {
-    /// The member's stored data (its runs, one after another), if it was read.
-    pub fn data(&self) -> Option<&[u8]> {
-        let len = self.data?;
-        self.buf.get(self.buf.len() - len..)
-    }
+/// Parses the member of index entry `e` from `bytes`, which start at its first header
+/// and hold its headers and, when `with_data`, its stored data (the runs one after
+/// another); checks the headers agree with the entry and returns them, with the data.
+pub fn member_in<'b>(
+    e: &IndexEntry,
+    bytes: &'b [u8],
+    with_data: bool,
+) -> Result<(TarEntry, Option<&'b [u8]>), ArchiveError> {
+    let mismatch = |what| ArchiveError::Mismatch {
+        offset: e.header_offset,
+        what,
+    };
+    let head = header_len(e)? as usize;
+    let stored = if with_data { e.stored } else { 0 };
+    let end = head.saturating_add(usize::try_from(stored).unwrap_or(usize::MAX));
+    let (Some(headers), Some(data)) = (bytes.get(..head), bytes.get(head..end)) else {
+        return Err(mismatch("member runs past the bytes read"));
+    };
+    let tar = Reader::new(headers)
+        .next_entry()
+        .map_err(|mut err| {
+            err.offset += e.header_offset;
+            err
+        })?
+        .ok_or_else(|| mismatch("no entry at the indexed offset"))?;
+    agree(&tar, e).map_err(mismatch)?;
+    Ok((tar, with_data.then_some(data)))
 }
 
 /// The most header bytes (pax records, long names, sparse map) one member may have.

@@ -6,4 +6,4 @@ pub mod convert;
 pub mod list;
 pub mod unpack;
 
-pub use archive::{Archive, ArchiveError, Member};
+pub use archive::{Archive, ArchiveError};

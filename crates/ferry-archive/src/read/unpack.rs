@@ -11,7 +11,7 @@
 //! without following symlinks, so a symlink in the archive cannot redirect a later
 //! member. Directory metadata is applied last, deepest first.
 
-use super::archive::{Archive, ArchiveError};
+use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
 use crate::index::IndexEntry;
 use crate::tar::Reader;
@@ -247,8 +247,18 @@ pub fn unpack_file(
     };
     let has_failed = || failed.lock().map_or(true, |f| f.is_some());
     let place = |members: &[usize], cache: &mut DirCache| -> Result<(), ArchiveError> {
-        for &i in members {
-            place_member(archive, &index.entries[i], &ex, cache)?;
+        let mut rest = members;
+        while !rest.is_empty() {
+            // Bounds the first member's headers before its bytes are read.
+            header_len(&index.entries[rest[0]])?;
+            let (n, start, end) = span(&index.entries, rest);
+            let bytes = archive.read_at(start, end - start)?;
+            for &i in &rest[..n] {
+                let e = &index.entries[i];
+                let at = (e.header_offset - start) as usize;
+                place_member(archive, e, bytes.get(at..).unwrap_or_default(), &ex, cache)?;
+            }
+            rest = &rest[n..];
         }
         Ok(())
     };
@@ -329,27 +339,64 @@ fn walk_index(
     (dirs, links)
 }
 
-/// Checks one member against its index entry and places it.
+/// How many of `members` (in archive order) to read in one call, and the range of the
+/// archive that holds their headers and the data of the small ones: members are taken
+/// while each follows the last across no more than padding, up to [`SPAN`] bytes, and
+/// up to the first one whose data is not read with it (its data comes next).
+fn span(entries: &[IndexEntry], members: &[usize]) -> (usize, u64, u64) {
+    let needed_end = |e: &IndexEntry| {
+        if e.stored <= SMALL_MEMBER {
+            e.data_offset + e.stored
+        } else {
+            e.data_offset
+        }
+    };
+    let first = &entries[members[0]];
+    let start = first.header_offset;
+    let mut end = needed_end(first);
+    let mut n = 1;
+    let mut last_whole = first.stored <= SMALL_MEMBER;
+    for &i in &members[1..] {
+        let e = &entries[i];
+        let next_end = needed_end(e);
+        let adjacent = e.header_offset >= end && e.header_offset - end < BLOCK;
+        if !last_whole || !adjacent || next_end - start > SPAN {
+            break;
+        }
+        (end, n, last_whole) = (next_end, n + 1, e.stored <= SMALL_MEMBER);
+    }
+    (n, start, end)
+}
+
+/// The most bytes read at once for a run of members.
+const SPAN: u64 = 256 << 10;
+
+/// The largest gap between members' bytes that is still read through: alignment
+/// padding.
+const BLOCK: u64 = 4096;
+
+/// Checks one member, whose bytes from its first header on start `bytes` (its headers,
+/// and its data when small), against its index entry and places it.
 fn place_member(
     archive: &Archive,
     e: &IndexEntry,
+    bytes: &[u8],
     ex: &Extractor<'_>,
     cache: &mut DirCache,
 ) -> Result<(), ArchiveError> {
+    let (_, small) = member_in(e, bytes, e.stored <= SMALL_MEMBER)?;
     // Converted once already; a member that failed then was reported and left out.
     let Ok(entry) = from_index(e) else {
         return Ok(());
     };
     if entry.kind == EntryKind::Dir {
-        archive.check_member(e)?;
         if let Err(err) = ex.make_dir(&entry, cache) {
             ex.reporter.error(&err);
         }
         return Ok(());
     }
-    let member = archive.read_member(e, SMALL_MEMBER)?;
     let runs = runs_of((!e.runs.is_empty()).then_some(e.runs.as_slice()), e.size);
-    let data = match (&entry.kind, member.data()) {
+    let data = match (&entry.kind, small) {
         (EntryKind::File { .. }, Some(bytes)) => Some(FileData::Bytes { bytes, runs: &runs }),
         (EntryKind::File { .. }, None) => Some(FileData::Range {
             fd: archive.file().as_fd(),
@@ -409,4 +456,53 @@ pub fn unpack_stream(
     };
     ex.finish(dirs);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Kind;
+
+    /// A file member with `head` header bytes at `at` and `stored` data bytes.
+    fn member(at: u64, head: u64, stored: u64) -> IndexEntry {
+        IndexEntry {
+            path: b"f".to_vec(),
+            kind: Kind::File,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            mtime: (0, 0),
+            atime: (0, 0),
+            size: stored,
+            header_offset: at,
+            data_offset: at + head,
+            stored,
+            rdev: 0,
+            hash: None,
+            link: Vec::new(),
+            runs: Vec::new(),
+            xattrs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_span_stops_at_large_data_gaps_and_its_limit() {
+        let big = SMALL_MEMBER + 1;
+        let entries = vec![
+            member(0, 1024, 100),       // small: ends at 1124
+            member(1536, 512, 3000),    // after padding: ends at 5048
+            member(5120, 3072, big),    // large: its header is read, its data is not
+            member(8192 + big, 512, 1), // after the large data: a new span
+            member(20 << 20, 512, 1),   // far away: a new span
+        ];
+        let all: Vec<usize> = (0..entries.len()).collect();
+        assert_eq!(span(&entries, &all), (3, 0, 8192));
+        assert_eq!(span(&entries, &all[3..]), (1, 8192 + big, 8192 + big + 513));
+        assert_eq!(span(&entries, &all[4..]), (1, 20 << 20, (20 << 20) + 513));
+        // Many adjacent small members: cut at SPAN bytes.
+        let many: Vec<IndexEntry> = (0..200).map(|i| member(i * 8192, 512, 7680)).collect();
+        let idx: Vec<usize> = (0..many.len()).collect();
+        let (n, start, end) = span(&many, &idx);
+        assert_eq!((n as u64, start, end), (SPAN / 8192, 0, SPAN));
+    }
 }
