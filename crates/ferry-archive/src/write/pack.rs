@@ -25,7 +25,9 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// Where the archive goes.
 pub enum Output {
@@ -81,8 +83,41 @@ struct ArchiveSink<'s, 'env> {
     state: Mutex<State>,
     /// The archive file's fillers; None for a stream.
     fillers: Option<Fillers<'s, 'env>>,
+    inline_clones: InlineClones,
     stats: &'env Stats,
     reporter: &'env dyn Reporter,
+}
+
+/// Whether the walker clones large files into the archive itself. Clones into one file
+/// run one at a time in the kernel, so with a warm cache (tens of microseconds a clone)
+/// handing them to fillers only adds hand-offs. With a cold one a clone waits on the
+/// disk for the file's extent map, and fillers wait on many at once: after a few slow
+/// clones in a row, large files go to the fillers for the rest of the job.
+#[derive(Default)]
+struct InlineClones {
+    slow_in_a_row: AtomicU32,
+    off: AtomicBool,
+}
+
+/// A clone slower than this waited on the disk.
+const SLOW_CLONE: Duration = Duration::from_millis(1);
+
+/// This many slow clones in a row send large files to the fillers.
+const SLOW_CLONES: u32 = 4;
+
+impl InlineClones {
+    fn wanted(&self) -> bool {
+        !self.off.load(Relaxed)
+    }
+
+    /// Notes how long the walker's last clone took.
+    fn took(&self, time: Duration) {
+        if time < SLOW_CLONE {
+            self.slow_in_a_row.store(0, Relaxed);
+        } else if self.slow_in_a_row.fetch_add(1, Relaxed) + 1 >= SLOW_CLONES {
+            self.off.store(true, Relaxed);
+        }
+    }
 }
 
 /// Where one entry's bytes go, decided under the lock.
@@ -149,6 +184,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         ArchiveSink {
             state: Mutex::new(state),
             fillers,
+            inline_clones: InlineClones::default(),
             stats,
             reporter,
         }
@@ -330,11 +366,11 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 path: entry.path.clone(),
             };
             match &self.fillers {
-                // Clones into one file run one at a time in the kernel: the walker
-                // clones itself rather than hand the job over.
-                Some(fillers) if fillers.shared().clones() => {
+                Some(fillers) if fillers.shared().clones() && self.inline_clones.wanted() => {
                     drop(st);
+                    let started = Instant::now();
                     fillers.shared().run(Job::Large(large));
+                    self.inline_clones.took(started.elapsed());
                     st = self.lock();
                 }
                 Some(fillers) => fillers.send(Job::Large(large)),
@@ -545,6 +581,25 @@ pub fn pack(
 mod tests {
     use super::*;
     use crate::write::fill::tests::Kept;
+
+    #[test]
+    fn only_slow_clones_in_a_row_hand_large_files_to_the_fillers() {
+        let clones = InlineClones::default();
+        let (fast, slow) = (SLOW_CLONE / 10, SLOW_CLONE * 2);
+        for _ in 0..3 {
+            for _ in 1..SLOW_CLONES {
+                clones.took(slow);
+            }
+            clones.took(fast); // one fast clone: the slow ones were a hiccup
+        }
+        assert!(clones.wanted());
+        for _ in 0..SLOW_CLONES {
+            clones.took(slow);
+        }
+        assert!(!clones.wanted());
+        clones.took(fast);
+        assert!(!clones.wanted(), "the fillers keep large files to the end");
+    }
 
     #[test]
     fn a_large_file_that_shrank_keeps_the_stream_in_shape() {
