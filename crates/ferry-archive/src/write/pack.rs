@@ -72,6 +72,9 @@ struct State {
     failed: Option<io::Error>,
     /// Content hashes found while writing the stream, `(index slot, hash)`.
     hashes: Vec<(usize, u128)>,
+    /// A small file has been laid out since the last large one: the fillers are busy
+    /// writing blocks into the archive.
+    small_since_large: bool,
 }
 
 /// Files smaller than this are read into memory and written with their headers.
@@ -88,9 +91,10 @@ struct ArchiveSink<'s, 'env> {
     reporter: &'env dyn Reporter,
 }
 
-/// Whether the walker clones large files into the archive itself. Clones into one file
-/// run one at a time in the kernel, so with a warm cache (tens of microseconds a clone)
-/// handing them to fillers only adds hand-offs. With a cold one a clone waits on the
+/// Whether the walker clones large files into the archive itself (one after another,
+/// with no small files between). Clones into one file run one at a time in the kernel,
+/// so with a warm cache (tens of microseconds a clone) handing them to fillers only adds
+/// hand-offs. With a cold one a clone waits on the
 /// disk for the file's extent map, and fillers wait on many at once: after a few slow
 /// clones in a row, large files go to the fillers for the rest of the job.
 #[derive(Default)]
@@ -180,6 +184,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             stream,
             failed: None,
             hashes: Vec::new(),
+            small_since_large: false,
         };
         ArchiveSink {
             state: Mutex::new(state),
@@ -337,6 +342,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 slot: placed.slot,
                 path: entry.path.clone(),
             });
+            st.small_since_large = true;
             if st.block.is_full() {
                 self.send_block(&mut st);
             }
@@ -365,8 +371,13 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 slot: placed.slot,
                 path: entry.path.clone(),
             };
+            // A clone into the archive waits for the archive's writes in flight: the
+            // walker clones itself only between large files, when the fillers have no
+            // blocks of small files to write.
+            let inline = !std::mem::replace(&mut st.small_since_large, false)
+                && self.inline_clones.wanted();
             match &self.fillers {
-                Some(fillers) if fillers.shared().clones() && self.inline_clones.wanted() => {
+                Some(fillers) if inline && fillers.shared().clones() => {
                     drop(st);
                     let started = Instant::now();
                     fillers.shared().run(Job::Large(large));
