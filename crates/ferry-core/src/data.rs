@@ -85,7 +85,9 @@ pub struct Mover {
 }
 
 /// Buffers are this large at most; a file up to this size is read and written whole.
-pub const BUFFER_SIZE: usize = 1 << 20;
+/// Each worker keeps one, so 16 workers hold 4 MiB (1 MiB buffers made unpack's peak RSS
+/// 12 MiB larger, and were no faster; docs/benchmarks.md).
+pub const BUFFER_SIZE: usize = 256 << 10;
 
 thread_local! {
     /// Each worker's own buffer: the job's buffers are bounded by the worker count.
