@@ -121,7 +121,7 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
         Input::File(a) => {
             // The index says how much there is to do, before anything is done.
             let count = |t: &ferry_core::count::Totals| {
-                for e in a.index().map_or(&[][..], |i| i.entries.as_slice()) {
+                for e in a.index().into_iter().flat_map(|i| i.iter()) {
                     t.entries.fetch_add(
                         u64::from(e.kind != ferry_archive::index::Kind::Dir),
                         Relaxed,

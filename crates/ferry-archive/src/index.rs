@@ -105,11 +105,16 @@ pub struct IndexEntry {
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-/// The index of an archive and where the tar data ends.
+/// The index of an archive and where the tar data ends. It is kept encoded, as read or
+/// built: an entry is decoded when asked for, so a reader holds about the index's own
+/// size (a few dozen bytes beyond the path per member), not a decoded entry with its
+/// allocations per member.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Index {
-    /// Entries in archive order.
-    pub entries: Vec<IndexEntry>,
+    /// The encoded index (as in the archive).
+    bytes: Vec<u8>,
+    /// Where each entry starts in `bytes`.
+    starts: Vec<usize>,
     /// First byte after the tar end-of-archive blocks.
     pub tar_end: u64,
 }
@@ -136,13 +141,53 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 impl Index {
+    /// An index of `entries`.
+    pub fn new(entries: &[IndexEntry], tar_end: u64) -> Index {
+        let mut w = IndexWriter::new();
+        for e in entries {
+            w.push(e);
+        }
+        w.set_count();
+        Index {
+            bytes: w.out,
+            starts: w.starts,
+            tar_end,
+        }
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// True when there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// Entry number `i` (in archive order), decoded; `None` past the end.
+    pub fn get(&self, i: usize) -> Option<IndexEntry> {
+        let pos = *self.starts.get(i)?;
+        // Every entry was decoded and checked when the index was read or built.
+        read_entry(&mut Cursor {
+            buf: &self.bytes,
+            pos,
+        })
+        .ok()
+    }
+
+    /// The entries in archive order, decoded one at a time.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = IndexEntry> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
     /// Encodes the index, the zero padding and the footer, for an index starting at
     /// `at` (which must be `tar_end`).
     pub fn encode(&self, at: u64) -> Vec<u8> {
-        let mut w = IndexWriter::new();
-        for e in &self.entries {
-            w.push(e);
-        }
+        let w = IndexWriter {
+            out: self.bytes.clone(),
+            starts: self.starts.clone(),
+        };
         w.finish(at, self.tar_end)
     }
 }
@@ -151,10 +196,14 @@ impl Index {
 /// bytes beyond the path per member, not a decoded entry and its allocations.
 pub struct IndexWriter {
     out: Vec<u8>,
-    /// Where each entry's has-hash byte lies in `out`, so its hash can be filled in
-    /// once the data has been read.
-    hash_at: Vec<usize>,
+    /// Where each entry starts in `out` (its hash, filled in once the data has been
+    /// read, lies [`HASH_AT`] bytes in).
+    starts: Vec<usize>,
 }
+
+/// Where an entry's has-hash byte lies from its start: after the kind, mode, uid, gid,
+/// two times, and five 64-bit numbers.
+const HASH_AT: usize = 1 + 3 * 4 + 2 * 12 + 5 * 8;
 
 impl Default for IndexWriter {
     fn default() -> Self {
@@ -175,13 +224,14 @@ impl IndexWriter {
         debug_assert_eq!(out.len(), COUNT_AT + 8);
         IndexWriter {
             out,
-            hash_at: Vec::new(),
+            starts: Vec::new(),
         }
     }
 
     /// Appends an entry; returns its number.
     pub fn push(&mut self, e: &IndexEntry) -> usize {
         let out = &mut self.out;
+        self.starts.push(out.len());
         out.push(e.kind as u8);
         for v in [e.mode, e.uid, e.gid] {
             out.extend_from_slice(&v.to_le_bytes());
@@ -193,7 +243,7 @@ impl IndexWriter {
         for v in [e.size, e.header_offset, e.data_offset, e.stored, e.rdev] {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        self.hash_at.push(out.len());
+        debug_assert_eq!(self.starts.last().map(|s| out.len() - s), Some(HASH_AT));
         out.push(u8::from(e.hash.is_some()));
         out.extend_from_slice(&e.hash.unwrap_or(0).to_le_bytes());
         put_bytes(out, &e.path);
@@ -208,22 +258,28 @@ impl IndexWriter {
             put_bytes(out, n);
             put_bytes(out, v);
         }
-        self.hash_at.len() - 1
+        self.starts.len() - 1
     }
 
     /// Sets the content hash of entry `slot`.
     pub fn set_hash(&mut self, slot: usize, hash: u128) {
-        let at = self.hash_at[slot];
+        let at = self.starts[slot] + HASH_AT;
         self.out[at] = 1;
         self.out[at + 1..at + 17].copy_from_slice(&hash.to_le_bytes());
     }
 
+    /// Writes the entry count into the index's header.
+    fn set_count(&mut self) {
+        let count = self.starts.len() as u64;
+        self.out[COUNT_AT..COUNT_AT + 8].copy_from_slice(&count.to_le_bytes());
+    }
+
     /// The encoded index, the zero padding and the footer, for an index starting at
     /// `at` (which must be `tar_end`).
-    pub fn finish(self, at: u64, tar_end: u64) -> Vec<u8> {
-        let count = self.hash_at.len() as u64;
+    pub fn finish(mut self, at: u64, tar_end: u64) -> Vec<u8> {
+        self.set_count();
+        let count = self.starts.len() as u64;
         let mut out = self.out;
-        out[COUNT_AT..COUNT_AT + 8].copy_from_slice(&count.to_le_bytes());
         let index_len = out.len() as u64;
         let index_hash = xxh3_64(&out);
         let end = (at + index_len + FOOTER_LEN).div_ceil(512) * 512;
@@ -292,12 +348,16 @@ impl Footer {
         Ok(Some(f))
     }
 
-    /// Decodes and checks the index bytes this footer points at.
-    pub fn decode(&self, bytes: &[u8]) -> Result<Index, IndexError> {
-        if bytes.len() as u64 != self.index_len || xxh3_64(bytes) != self.index_hash {
+    /// Checks the index bytes this footer points at, decoding every entry once, and
+    /// keeps them as the index.
+    pub fn decode(&self, bytes: Vec<u8>) -> Result<Index, IndexError> {
+        if bytes.len() as u64 != self.index_len || xxh3_64(&bytes) != self.index_hash {
             return Err(bad("index checksum mismatch"));
         }
-        let mut c = Cursor { buf: bytes, pos: 0 };
+        let mut c = Cursor {
+            buf: &bytes,
+            pos: 0,
+        };
         if c.take(8)? != INDEX_MAGIC {
             return Err(bad("no index magic"));
         }
@@ -312,17 +372,18 @@ impl Footer {
         if count > bytes.len() as u64 / 100 {
             return Err(bad("entry count larger than the index"));
         }
-        let mut entries = Vec::with_capacity(count as usize);
+        let mut starts = Vec::with_capacity(count as usize);
         for i in 0..count {
+            starts.push(c.pos);
             let e = read_entry(&mut c).map_err(|e| bad(format!("entry {i}: {}", e.0)))?;
             check_entry(&e, self.tar_end).map_err(|e| bad(format!("entry {i}: {}", e.0)))?;
-            entries.push(e);
         }
         if c.pos != bytes.len() {
             return Err(bad("trailing bytes after the last entry"));
         }
         Ok(Index {
-            entries,
+            bytes,
+            starts,
             tar_end: self.tar_end,
         })
     }
@@ -463,7 +524,7 @@ fn check_entry(e: &IndexEntry, tar_end: u64) -> Result<(), IndexError> {
 mod tests {
     use super::*;
 
-    fn sample() -> Index {
+    fn sample_entries() -> Vec<IndexEntry> {
         let file = IndexEntry {
             path: b"a/b\xff".to_vec(),
             kind: Kind::File,
@@ -494,10 +555,11 @@ mod tests {
             xattrs: vec![],
             ..file.clone()
         };
-        Index {
-            entries: vec![file, dir],
-            tar_end: 10240,
-        }
+        vec![file, dir]
+    }
+
+    fn sample() -> Index {
+        Index::new(&sample_entries(), 10240)
     }
 
     fn roundtrip(bytes: &[u8], at: u64) -> Result<Option<Index>, IndexError> {
@@ -506,7 +568,7 @@ mod tests {
             return Ok(None);
         };
         let start = (f.index_offset - at) as usize;
-        f.decode(&bytes[start..start + f.index_len as usize])
+        f.decode(bytes[start..start + f.index_len as usize].to_vec())
             .map(Some)
     }
 
@@ -515,7 +577,12 @@ mod tests {
         let idx = sample();
         let bytes = idx.encode(10240);
         assert_eq!((10240 + bytes.len()) % 512, 0);
-        assert_eq!(roundtrip(&bytes, 10240), Ok(Some(idx)));
+        let read = roundtrip(&bytes, 10240).expect("valid").expect("indexed");
+        assert_eq!(read, idx);
+        assert_eq!(read.len(), 2);
+        assert_eq!(read.iter().collect::<Vec<_>>(), sample_entries());
+        assert_eq!(read.iter().rev().next(), sample_entries().pop());
+        assert_eq!(read.get(2), None);
     }
 
     #[test]
@@ -546,11 +613,12 @@ mod tests {
 
     #[test]
     fn lying_entries_are_refused() {
-        let mut idx = sample();
-        idx.entries[0].runs[1] = (500, 2000); // overlaps the first run
-        assert!(roundtrip(&idx.encode(10240), 10240).is_err());
-        let mut idx = sample();
-        idx.entries[0].data_offset = 9000; // data would pass tar_end
-        assert!(roundtrip(&idx.encode(10240), 10240).is_err());
+        let lie = |change: fn(&mut IndexEntry)| {
+            let mut entries = sample_entries();
+            change(&mut entries[0]);
+            roundtrip(&Index::new(&entries, 10240).encode(10240), 10240)
+        };
+        assert!(lie(|e| e.runs[1] = (500, 2000)).is_err()); // overlaps the first run
+        assert!(lie(|e| e.data_offset = 9000).is_err()); // data would pass tar_end
     }
 }

@@ -202,7 +202,7 @@ fn read_index(file: &File, len: u64) -> Result<Option<Index>, ArchiveError> {
     // The index length was bounded by the file's length in `parse`.
     let mut bytes = vec![0u8; f.index_len as usize];
     file.read_exact_at(&mut bytes, f.index_offset)?;
-    let index = f.decode(&bytes)?;
+    let index = f.decode(bytes)?;
     check_layout(&index)?;
     Ok(Some(index))
 }
@@ -210,7 +210,7 @@ fn read_index(file: &File, len: u64) -> Result<Option<Index>, ArchiveError> {
 /// The entries must tile the tar data exactly, as the tar stream does.
 fn check_layout(index: &Index) -> Result<(), ArchiveError> {
     let mut next = 0u64;
-    for e in &index.entries {
+    for e in index.iter() {
         if e.header_offset != next {
             return Err(crate::index::IndexError(format!(
                 "entry at offset {} does not follow the one before (expected {next})",

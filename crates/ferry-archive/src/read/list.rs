@@ -66,8 +66,8 @@ pub fn list(
 ) -> Result<(), ArchiveError> {
     match archive.index() {
         Some(index) => {
-            for e in &index.entries {
-                each(&Member::from(e))?;
+            for e in index.iter() {
+                each(&Member::from(&e))?;
             }
             Ok(())
         }
@@ -111,7 +111,6 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
     };
     let find = |p: &[u8]| {
         index
-            .entries
             .iter()
             .rev()
             .find(|e| safe_path(&e.path).is_ok_and(|q| q.as_bytes() == p))
@@ -124,7 +123,7 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
     if e.kind != crate::index::Kind::File {
         return Err(not_found("not a regular file"));
     }
-    archive.check_member(e)?;
+    archive.check_member(&e)?;
     let runs = if e.runs.is_empty() {
         vec![(0, e.size)]
     } else {

@@ -191,7 +191,7 @@ fn prefetch_headers(archive: &Archive, index: &crate::index::Index) {
         );
     };
     let mut range: Option<(u64, u64)> = None;
-    for e in &index.entries {
+    for e in index.iter() {
         let end = if e.stored <= SMALL_MEMBER {
             e.data_offset + e.stored
         } else {
@@ -247,14 +247,14 @@ pub fn unpack_file(
     };
     let has_failed = || failed.lock().map_or(true, |f| f.is_some());
     let place = |members: &[usize], cache: &mut DirCache| -> Result<(), ArchiveError> {
-        let mut rest = members;
-        while !rest.is_empty() {
+        let entries: Vec<IndexEntry> = members.iter().filter_map(|&i| index.get(i)).collect();
+        let mut rest = &entries[..];
+        while let Some(first) = rest.first() {
             // Bounds the first member's headers before its bytes are read.
-            header_len(&index.entries[rest[0]])?;
-            let (n, start, end) = span(&index.entries, rest);
+            header_len(first)?;
+            let (n, start, end) = span(rest);
             let bytes = archive.read_at(start, end - start)?;
-            for &i in &rest[..n] {
-                let e = &index.entries[i];
+            for e in &rest[..n] {
                 let at = (e.header_offset - start) as usize;
                 place_member(archive, e, bytes.get(at..).unwrap_or_default(), &ex, cache)?;
             }
@@ -310,11 +310,11 @@ fn walk_index(
             let _ = groups.send(std::mem::take(group));
         }
     };
-    for (i, e) in index.entries.iter().enumerate() {
+    for (i, e) in index.iter().enumerate() {
         if i % GROUP == 0 && stop() {
             break;
         }
-        let entry = match from_index(e) {
+        let entry = match from_index(&e) {
             Ok(entry) => entry,
             Err(why) => {
                 reporter.error(&refused(&e.path, why));
@@ -339,11 +339,11 @@ fn walk_index(
     (dirs, links)
 }
 
-/// How many of `members` (in archive order) to read in one call, and the range of the
+/// How many of `entries` (members in archive order) to read in one call, and the range of the
 /// archive that holds their headers and the data of the small ones: members are taken
 /// while each follows the last across no more than padding, up to [`SPAN`] bytes, and
 /// up to the first one whose data is not read with it (its data comes next).
-fn span(entries: &[IndexEntry], members: &[usize]) -> (usize, u64, u64) {
+fn span(entries: &[IndexEntry]) -> (usize, u64, u64) {
     let needed_end = |e: &IndexEntry| {
         if e.stored <= SMALL_MEMBER {
             e.data_offset + e.stored
@@ -351,13 +351,14 @@ fn span(entries: &[IndexEntry], members: &[usize]) -> (usize, u64, u64) {
             e.data_offset
         }
     };
-    let first = &entries[members[0]];
+    let Some(first) = entries.first() else {
+        return (0, 0, 0);
+    };
     let start = first.header_offset;
     let mut end = needed_end(first);
     let mut n = 1;
     let mut last_whole = first.stored <= SMALL_MEMBER;
-    for &i in &members[1..] {
-        let e = &entries[i];
+    for e in &entries[1..] {
         let next_end = needed_end(e);
         let adjacent = e.header_offset >= end && e.header_offset - end < BLOCK;
         if !last_whole || !adjacent || next_end - start > SPAN {
@@ -495,14 +496,12 @@ mod tests {
             member(8192 + big, 512, 1), // after the large data: a new span
             member(20 << 20, 512, 1),   // far away: a new span
         ];
-        let all: Vec<usize> = (0..entries.len()).collect();
-        assert_eq!(span(&entries, &all), (3, 0, 8192));
-        assert_eq!(span(&entries, &all[3..]), (1, 8192 + big, 8192 + big + 513));
-        assert_eq!(span(&entries, &all[4..]), (1, 20 << 20, (20 << 20) + 513));
+        assert_eq!(span(&entries), (3, 0, 8192));
+        assert_eq!(span(&entries[3..]), (1, 8192 + big, 8192 + big + 513));
+        assert_eq!(span(&entries[4..]), (1, 20 << 20, (20 << 20) + 513));
         // Many adjacent small members: cut at SPAN bytes.
         let many: Vec<IndexEntry> = (0..200).map(|i| member(i * 8192, 512, 7680)).collect();
-        let idx: Vec<usize> = (0..many.len()).collect();
-        let (n, start, end) = span(&many, &idx);
+        let (n, start, end) = span(&many);
         assert_eq!((n as u64, start, end), (SPAN / 8192, 0, SPAN));
     }
 }

@@ -374,8 +374,8 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             // A clone into the archive waits for the archive's writes in flight: the
             // walker clones itself only between large files, when the fillers have no
             // blocks of small files to write.
-            let inline = !std::mem::replace(&mut st.small_since_large, false)
-                && self.inline_clones.wanted();
+            let inline =
+                !std::mem::replace(&mut st.small_since_large, false) && self.inline_clones.wanted();
             match &self.fillers {
                 Some(fillers) if inline && fillers.shared().clones() => {
                     drop(st);
