@@ -581,7 +581,7 @@ mod tests {
         assert_eq!(read, idx);
         assert_eq!(read.len(), 2);
         assert_eq!(read.iter().collect::<Vec<_>>(), sample_entries());
-        assert_eq!(read.iter().rev().next(), sample_entries().pop());
+        assert_eq!(read.iter().next_back(), sample_entries().pop());
         assert_eq!(read.get(2), None);
     }
 
