@@ -245,3 +245,53 @@ fn an_index_that_disagrees_with_the_tar_data_is_refused() {
     assert_eq!(r.status, 2, "{}", r.stderr);
     assert!(r.stderr.contains("offset"), "{}", r.stderr);
 }
+
+#[test]
+fn a_bad_header_midway_through_a_large_archive_ends_the_unpack() {
+    // 80 runs of members (40 directories of 256 files, runs of at most 128) with two
+    // workers: far more than the queue to the workers holds, so the walk would wait
+    // forever if the workers stopped taking runs after the failure.
+    let s = scratch();
+    for d in 0..40 {
+        let dir = s.src.join(format!("d{d:02}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for f in 0..256 {
+            std::fs::write(dir.join(format!("f{f:03}")), format!("{d} {f}")).expect("write");
+        }
+    }
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let mut bytes = std::fs::read(&archive).expect("read");
+    // The first directory in archive order: the failure comes early, with most runs
+    // still to hand out.
+    let at = bytes
+        .windows(5)
+        .position(|w| w == b"/f100")
+        .expect("a member's name in its header");
+    bytes[at + 1] = b'F'; // the header's checksum no longer matches
+    std::fs::write(&archive, &bytes).expect("write");
+    let mut child = Command::new(crate::common::run::FERRY)
+        .args(["unpack", "-j", "2"])
+        .arg(&archive)
+        .arg(&s.dst)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn ferry");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("unpack did not end after a bad header");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read stderr");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("offset"), "{stderr}");
+}

@@ -262,17 +262,21 @@ pub fn unpack_file(
         }
         Ok(())
     };
-    let (groups, queue) = mpsc::channel::<Vec<usize>>();
+    let workers = opts.threads.max(1);
+    // Bounded, so the runs waiting for a worker take little memory however many
+    // members there are.
+    let (groups, queue) = mpsc::sync_channel::<Vec<usize>>(4 * workers);
     let queue = Mutex::new(queue);
     let (dirs, links) = std::thread::scope(|s| {
-        for _ in 0..opts.threads.max(1) {
+        for _ in 0..workers {
             s.spawn(|| {
                 let mut cache = DirCache::new();
-                while !has_failed() {
-                    // A closed queue (all handed out, or the walk stopped) ends the worker.
-                    let Some(group) = queue.lock().ok().and_then(|q| q.recv().ok()) else {
-                        return;
-                    };
+                // Until the queue closes (all handed out, or the walk stopped). After a
+                // failure runs are still taken, and dropped, so the walk never waits.
+                while let Some(group) = queue.lock().ok().and_then(|q| q.recv().ok()) {
+                    if has_failed() {
+                        continue;
+                    }
                     if let Err(err) = place(&group, &mut cache) {
                         fail(err);
                     }
@@ -297,7 +301,7 @@ pub fn unpack_file(
 fn walk_index(
     index: &crate::index::Index,
     reporter: &dyn Reporter,
-    groups: mpsc::Sender<Vec<usize>>,
+    groups: mpsc::SyncSender<Vec<usize>>,
     stop: &dyn Fn() -> bool,
 ) -> (Vec<Entry>, Vec<usize>) {
     let mut dirs = Vec::new();
@@ -306,7 +310,8 @@ fn walk_index(
     let mut last_parent = None;
     let send = |group: &mut Vec<usize>| {
         if !group.is_empty() {
-            // Workers gone (they stop only after a failure) leave nothing to do.
+            // Workers take runs until the walk ends (dropping them after a failure),
+            // so this waits at most for a free slot; it fails only without workers.
             let _ = groups.send(std::mem::take(group));
         }
     };
