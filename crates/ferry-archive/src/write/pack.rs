@@ -94,9 +94,9 @@ struct ArchiveSink<'s, 'env> {
 /// Whether the walker clones large files into the archive itself (one after another,
 /// with no small files between). Clones into one file run one at a time in the kernel,
 /// so with a warm cache (tens of microseconds a clone) handing them to fillers only adds
-/// hand-offs. With a cold one a clone waits on the
-/// disk for the file's extent map, and fillers wait on many at once: after a few slow
-/// clones in a row, large files go to the fillers for the rest of the job.
+/// hand-offs. With a cold one a clone waits on the disk for metadata, and fillers wait
+/// on many at once: after a few slow clones in a row, or one that stalled, large files
+/// go to the fillers for the rest of the job.
 #[derive(Default)]
 struct InlineClones {
     slow_in_a_row: AtomicU32,
@@ -109,6 +109,11 @@ const SLOW_CLONE: Duration = Duration::from_millis(1);
 /// This many slow clones in a row send large files to the fillers.
 const SLOW_CLONES: u32 = 4;
 
+/// One clone this slow sends large files to the fillers at once. On a cold cache the
+/// first clone into each allocation group waits 0.1-0.3 s for its metadata (by hand,
+/// 1,024 x 4 MiB on XFS); warm clones take tens of microseconds.
+const STALLED_CLONE: Duration = Duration::from_millis(20);
+
 impl InlineClones {
     fn wanted(&self) -> bool {
         !self.off.load(Relaxed)
@@ -116,7 +121,9 @@ impl InlineClones {
 
     /// Notes how long the walker's last clone took.
     fn took(&self, time: Duration) {
-        if time < SLOW_CLONE {
+        if time >= STALLED_CLONE {
+            self.off.store(true, Relaxed);
+        } else if time < SLOW_CLONE {
             self.slow_in_a_row.store(0, Relaxed);
         } else if self.slow_in_a_row.fetch_add(1, Relaxed) + 1 >= SLOW_CLONES {
             self.off.store(true, Relaxed);
@@ -610,6 +617,9 @@ mod tests {
         assert!(!clones.wanted());
         clones.took(fast);
         assert!(!clones.wanted(), "the fillers keep large files to the end");
+        let stalled = InlineClones::default();
+        stalled.took(STALLED_CLONE);
+        assert!(!stalled.wanted(), "one stalled clone is enough");
     }
 
     #[test]
