@@ -247,7 +247,7 @@ fn finish_output(
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("ferry: {}: {e}", archive.display());
+            crate::report::to_stderr(format_args!("ferry: {}: {e}", archive.display()));
             Ok(ExitCode::from(2))
         }
     }

@@ -59,7 +59,7 @@ impl<'a> Job<'a> {
 
     /// Reports why the job could not go on, prints the summary; exit status 2.
     pub fn fatal(&self, line: &str) -> ExitCode {
-        eprintln!("ferry: {line}");
+        crate::report::to_stderr(format_args!("ferry: {line}"));
         let _ = self.finish();
         ExitCode::from(2)
     }

@@ -30,7 +30,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("ferry: {e:#}");
+            report::to_stderr(format_args!("ferry: {e:#}"));
             ExitCode::from(2)
         }
     }

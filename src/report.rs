@@ -34,11 +34,17 @@ impl StderrReporter<'_> {
 
 impl Reporter for StderrReporter<'_> {
     fn error(&self, err: &Error) {
-        let _ = writeln!(std::io::stderr().lock(), "ferry: {}", self.line(err));
+        to_stderr(format_args!("ferry: {}", self.line(err)));
     }
     fn warn(&self, msg: &str) {
-        let _ = writeln!(std::io::stderr().lock(), "ferry: warning: {msg}");
+        to_stderr(format_args!("ferry: warning: {msg}"));
     }
+}
+
+/// Writes a line to stderr. A closed stderr (`ferry ... 2>&1 | head`) is no reason to
+/// stop or panic: the line is dropped.
+pub fn to_stderr(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// The summary of a finished job.
@@ -94,7 +100,7 @@ impl Summary {
             }
         } else if to_terminal {
             let rate = self.files as f64 / self.seconds.max(1e-9);
-            eprintln!(
+            to_stderr(format_args!(
                 "ferry: {} files, {} dirs, {} in {:.2}s ({:.0} files/s), {} up to date, {} errors",
                 self.files,
                 self.dirs,
@@ -103,7 +109,7 @@ impl Summary {
                 rate,
                 self.skipped,
                 self.errors
-            );
+            ));
         }
     }
 }

@@ -68,3 +68,21 @@ fn usage_and_fatal_errors_exit_2() {
         run(cmd).assert_status(2);
     }
 }
+
+#[test]
+fn a_closed_stderr_does_not_turn_an_error_into_a_crash() {
+    // As in `ferry copy ... 2>&1 | head -1`: the reader of stderr is gone before ferry
+    // reports. The error still ends the run with status 2, not a panic's 101.
+    let s = scratch();
+    let missing = s.tmp.path().join("missing");
+    let (reader, writer) = rustix::pipe::pipe().expect("pipe");
+    drop(reader);
+    let status = Command::new(FERRY)
+        .arg("copy")
+        .arg(&missing)
+        .arg(&s.dst)
+        .stderr(std::process::Stdio::from(writer))
+        .status()
+        .expect("run ferry");
+    assert_eq!(status.code(), Some(2));
+}

@@ -124,6 +124,28 @@ impl<D> Queue<D> {
     }
 }
 
+/// A worker's hold on a job: marks it done when dropped, also while unwinding from a
+/// panic, so the other workers finish instead of waiting for it forever and the panic
+/// reaches the caller.
+struct Busy<'q, D>(&'q Queue<D>);
+
+impl<D> Drop for Busy<'_, D> {
+    fn drop(&mut self) {
+        self.0.done();
+    }
+}
+
+/// Ends the prefetch threads when dropped: after the walk, or when it panics.
+struct ClosePrefetch<'p>(Option<&'p Prefetch>);
+
+impl Drop for ClosePrefetch<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.0 {
+            p.close();
+        }
+    }
+}
+
 /// Walks the tree at `root` and pushes it into `sink` with `cfg.threads` workers.
 /// Per-path failures go to `reporter` and the walk goes on; the returned error is for a
 /// root that cannot be read or made.
@@ -176,13 +198,13 @@ pub fn walk<S: TreeSink>(
         for _ in 1..cfg.threads.max(1) {
             s.spawn(|| walker.work());
         }
-        walker.read_dir(node);
-        walker.queue.done();
-        walker.work();
-        // This worker ends only once every job is done.
-        if let Some(p) = &walker.prefetch {
-            p.close();
+        // This worker ends only once every job is done; then so does prefetching.
+        let _close = ClosePrefetch(walker.prefetch.as_ref());
+        {
+            let _busy = Busy(&walker.queue);
+            walker.read_dir(node);
         }
+        walker.work();
     });
     Ok(())
 }
@@ -211,6 +233,7 @@ fn dir_entry(fd: &OwnedFd, path: RelPath) -> Result<Entry> {
 impl<S: TreeSink> Walker<'_, S> {
     fn work(&self) {
         while let Some(job) = self.queue.pop() {
+            let _busy = Busy(&self.queue);
             match job {
                 Job::Dir { parent, name } => self.enter(parent, name),
                 Job::Leaves { node, names } => {
@@ -218,7 +241,6 @@ impl<S: TreeSink> Walker<'_, S> {
                     self.complete(node);
                 }
             }
-            self.queue.done();
         }
     }
 
@@ -496,4 +518,62 @@ fn read_names(dir: &OwnedFd, path: &RelPath, mut each: impl FnMut(Vec<Name>)) ->
         flush(&mut names);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A sink that panics at the file named `boom`.
+    struct Panicky;
+
+    impl TreeSink for Panicky {
+        type Dir = ();
+        fn root(&self, _: &Entry) -> Result<()> {
+            Ok(())
+        }
+        fn dir(&self, _: &(), _: &Entry) -> Result<()> {
+            Ok(())
+        }
+        fn leaf(&self, _: &(), entry: &Entry, _: Option<FileData<'_>>) -> Result<()> {
+            assert!(entry.path.file_name() != b"boom", "a sink bug");
+            Ok(())
+        }
+    }
+
+    struct Quiet;
+    impl Reporter for Quiet {
+        fn error(&self, _: &Error) {}
+        fn warn(&self, _: &str) {}
+    }
+
+    #[test]
+    fn a_panic_in_a_worker_reaches_the_caller_instead_of_hanging_the_walk() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        for d in 0..20 {
+            let dir = tmp.path().join(format!("d{d}"));
+            std::fs::create_dir(&dir).expect("mkdir");
+            for f in 0..50 {
+                std::fs::write(dir.join(format!("f{f}")), b"x").expect("write");
+            }
+        }
+        std::fs::write(tmp.path().join("d7").join("boom"), b"x").expect("write");
+        let root = tmp.path().to_path_buf();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let cfg = WalkConfig {
+                threads: 4,
+                prefetch: 2,
+                ..WalkConfig::default()
+            };
+            let walked = std::panic::catch_unwind(|| walk(&root, &Panicky, &cfg, &Quiet));
+            let _ = tx.send(walked.is_err());
+        });
+        let panicked = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the walk hung after a worker panicked");
+        assert!(panicked, "the worker's panic did not reach the caller");
+    }
 }
