@@ -21,6 +21,7 @@
 //! Reading never trusts a number: every count and length is checked against what is
 //! left, every offset against the tar data, before anything is allocated.
 
+use crate::write::header::pad_block;
 use std::fmt;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -348,8 +349,9 @@ impl Footer {
         Ok(Some(f))
     }
 
-    /// Checks the index bytes this footer points at, decoding every entry once, and
-    /// keeps them as the index.
+    /// Checks the index bytes this footer points at, decoding every entry once (each
+    /// entry on its own, and all of them laid over the tar data), and keeps them as the
+    /// index.
     pub fn decode(&self, bytes: Vec<u8>) -> Result<Index, IndexError> {
         if bytes.len() as u64 != self.index_len || xxh3_64(&bytes) != self.index_hash {
             return Err(bad("index checksum mismatch"));
@@ -373,13 +375,29 @@ impl Footer {
             return Err(bad("entry count larger than the index"));
         }
         let mut starts = Vec::with_capacity(count as usize);
+        // Where the next entry's headers must start: the entries tile the tar data
+        // exactly, as the tar stream does.
+        let mut next = 0u64;
         for i in 0..count {
             starts.push(c.pos);
             let e = read_entry(&mut c).map_err(|e| bad(format!("entry {i}: {}", e.0)))?;
             check_entry(&e, self.tar_end).map_err(|e| bad(format!("entry {i}: {}", e.0)))?;
+            if e.header_offset != next {
+                return Err(bad(format!(
+                    "entry at offset {} does not follow the one before (expected {next})",
+                    e.header_offset
+                )));
+            }
+            next = e
+                .data_offset
+                .checked_add(pad_block(e.stored))
+                .ok_or_else(|| bad(format!("entry {i}: data range overflows")))?;
         }
         if c.pos != bytes.len() {
             return Err(bad("trailing bytes after the last entry"));
+        }
+        if next.saturating_add(1024) != self.tar_end {
+            return Err(bad("entries do not end at the end-of-archive blocks"));
         }
         Ok(Index {
             bytes,
@@ -549,8 +567,8 @@ mod tests {
             stored: 0,
             size: 0,
             runs: vec![],
-            header_offset: 8192,
-            data_offset: 8704,
+            header_offset: 7168, // right after the file's padded data
+            data_offset: 9216,   // after 2 KiB of headers, ending the tar data at 10240
             hash: None,
             xattrs: vec![],
             ..file.clone()
@@ -620,5 +638,21 @@ mod tests {
         };
         assert!(lie(|e| e.runs[1] = (500, 2000)).is_err()); // overlaps the first run
         assert!(lie(|e| e.data_offset = 9000).is_err()); // data would pass tar_end
+    }
+
+    #[test]
+    fn entries_must_tile_the_tar_data() {
+        let read = |entries: &[IndexEntry], tar_end| {
+            roundtrip(&Index::new(entries, tar_end).encode(tar_end), tar_end)
+        };
+        assert!(read(&sample_entries(), 10240).is_ok());
+        // A gap between the two entries.
+        let mut gap = sample_entries();
+        gap[1].header_offset += 512;
+        let err = read(&gap, 10240).expect_err("a gap");
+        assert!(err.0.contains("does not follow"), "{err}");
+        // The entries end before the end-of-archive blocks.
+        let err = read(&sample_entries(), 10752).expect_err("short");
+        assert!(err.0.contains("end-of-archive"), "{err}");
     }
 }

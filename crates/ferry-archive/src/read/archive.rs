@@ -7,7 +7,6 @@
 
 use crate::index::{Footer, Index, IndexEntry, Kind, FOOTER_LEN};
 use crate::tar::{Reader, TarEntry, TarError, TarKind};
-use crate::write::header::pad_block;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
@@ -202,35 +201,5 @@ fn read_index(file: &File, len: u64) -> Result<Option<Index>, ArchiveError> {
     // The index length was bounded by the file's length in `parse`.
     let mut bytes = vec![0u8; f.index_len as usize];
     file.read_exact_at(&mut bytes, f.index_offset)?;
-    let index = f.decode(bytes)?;
-    check_layout(&index)?;
-    Ok(Some(index))
-}
-
-/// The entries must tile the tar data exactly, as the tar stream does.
-fn check_layout(index: &Index) -> Result<(), ArchiveError> {
-    let mut next = 0u64;
-    for e in index.iter() {
-        if e.header_offset != next {
-            return Err(crate::index::IndexError(format!(
-                "entry at offset {} does not follow the one before (expected {next})",
-                e.header_offset
-            ))
-            .into());
-        }
-        next = e
-            .data_offset
-            .checked_add(pad_block(e.stored))
-            .ok_or(ArchiveError::Mismatch {
-                offset: e.header_offset,
-                what: "data size",
-            })?;
-    }
-    if next + 1024 != index.tar_end {
-        return Err(crate::index::IndexError(
-            "entries do not end at the end-of-archive blocks".into(),
-        )
-        .into());
-    }
-    Ok(())
+    Ok(Some(f.decode(bytes)?))
 }
