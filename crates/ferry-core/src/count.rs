@@ -41,7 +41,8 @@ impl TreeSink for CountSink<'_> {
     }
 }
 
-struct Silent;
+/// A reporter that drops everything.
+pub(crate) struct Silent;
 impl Reporter for Silent {
     fn error(&self, _: &Error) {}
     fn warn(&self, _: &str) {}

@@ -123,16 +123,11 @@ impl Mover {
         }
     }
 
-    /// Whether to try a clone. Small files are cloned too: a clone costs about what a
-    /// buffered copy of a 4 KiB file does, and leaves no data to write back afterwards
-    /// (docs/benchmarks.md).
-    fn may_clone(&self) -> bool {
+    /// Whether clones are still tried: allowed, and not refused by the kernel yet.
+    /// Small files are cloned too: a clone costs about what a buffered copy of a 4 KiB
+    /// file does, and leaves no data to write back afterwards (docs/benchmarks.md).
+    pub fn may_clone(&self) -> bool {
         self.reflink != Reflink::Never && !self.clone_refused.load(Relaxed)
-    }
-
-    /// Whether clones are still tried (allowed, and not refused by the kernel yet).
-    pub fn tries_clones(&self) -> bool {
-        self.may_clone()
     }
 
     /// Runs a clone call through the clone gate.

@@ -543,12 +543,6 @@ mod tests {
         }
     }
 
-    struct Quiet;
-    impl Reporter for Quiet {
-        fn error(&self, _: &Error) {}
-        fn warn(&self, _: &str) {}
-    }
-
     #[test]
     fn a_panic_in_a_worker_reaches_the_caller_instead_of_hanging_the_walk() {
         let tmp = tempfile::tempdir().expect("tempdir");
@@ -568,7 +562,8 @@ mod tests {
                 prefetch: 2,
                 ..WalkConfig::default()
             };
-            let walked = std::panic::catch_unwind(|| walk(&root, &Panicky, &cfg, &Quiet));
+            let walked =
+                std::panic::catch_unwind(|| walk(&root, &Panicky, &cfg, &crate::count::Silent));
             let _ = tx.send(walked.is_err());
         });
         let panicked = rx

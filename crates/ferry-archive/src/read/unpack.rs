@@ -9,7 +9,7 @@
 //! Nothing is written outside the destination: member paths are made relative and
 //! refused if they contain `..`, and directories are opened one component at a time
 //! without following symlinks, so a symlink in the archive cannot redirect a later
-//! member. Directory metadata is applied last, deepest first.
+//! member. Directory metadata is applied last, each directory after all below it.
 
 use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
@@ -192,14 +192,10 @@ fn prefetch_headers(archive: &Archive, index: &crate::index::Index) {
     };
     let mut range: Option<(u64, u64)> = None;
     for e in index.iter() {
-        let end = if e.stored <= SMALL_MEMBER {
-            e.data_offset + e.stored
-        } else {
-            e.data_offset
-        };
+        let end = read_end(&e);
         range = match range {
             // Only near neighbours merge: a gap is data that may be cloned, not read.
-            Some((start, last)) if e.header_offset <= last + 4096 => Some((start, end)),
+            Some((start, last)) if e.header_offset <= last + BLOCK => Some((start, end)),
             other => {
                 other.map(advise);
                 Some((e.header_offset, end))
@@ -211,6 +207,21 @@ fn prefetch_headers(archive: &Archive, index: &crate::index::Index) {
 
 /// Members up to this size are read with their headers in one call.
 const SMALL_MEMBER: u64 = 32 << 10;
+
+/// Whether a member's data is read with its headers.
+fn read_whole(e: &IndexEntry) -> bool {
+    e.stored <= SMALL_MEMBER
+}
+
+/// Where what is read of a member with its headers ends: after its data when that is
+/// read too, else where the data starts.
+fn read_end(e: &IndexEntry) -> u64 {
+    if read_whole(e) {
+        e.data_offset + e.stored
+    } else {
+        e.data_offset
+    }
+}
 
 /// Unpacks an archive file into `dst`. Per-member failures go to `reporter` and the
 /// rest goes on; an archive that cannot be read on is an error.
@@ -349,27 +360,18 @@ fn walk_index(
 /// while each follows the last across no more than padding, up to [`SPAN`] bytes, and
 /// up to the first one whose data is not read with it (its data comes next).
 fn span(entries: &[IndexEntry]) -> (usize, u64, u64) {
-    let needed_end = |e: &IndexEntry| {
-        if e.stored <= SMALL_MEMBER {
-            e.data_offset + e.stored
-        } else {
-            e.data_offset
-        }
-    };
     let Some(first) = entries.first() else {
         return (0, 0, 0);
     };
     let start = first.header_offset;
-    let mut end = needed_end(first);
-    let mut n = 1;
-    let mut last_whole = first.stored <= SMALL_MEMBER;
+    let (mut end, mut n, mut last) = (read_end(first), 1, first);
     for e in &entries[1..] {
-        let next_end = needed_end(e);
+        let next_end = read_end(e);
         let adjacent = e.header_offset >= end && e.header_offset - end < BLOCK;
-        if !last_whole || !adjacent || next_end - start > SPAN {
+        if !read_whole(last) || !adjacent || next_end - start > SPAN {
             break;
         }
-        (end, n, last_whole) = (next_end, n + 1, e.stored <= SMALL_MEMBER);
+        (end, n, last) = (next_end, n + 1, e);
     }
     (n, start, end)
 }
@@ -377,8 +379,8 @@ fn span(entries: &[IndexEntry]) -> (usize, u64, u64) {
 /// The most bytes read at once for a run of members.
 const SPAN: u64 = 256 << 10;
 
-/// The largest gap between members' bytes that is still read through: alignment
-/// padding.
+/// The largest gap between members' bytes that is still read through (or prefetched
+/// through): alignment padding.
 const BLOCK: u64 = 4096;
 
 /// Checks one member, whose bytes from its first header on start `bytes` (its headers,
@@ -390,7 +392,7 @@ fn place_member(
     ex: &Extractor<'_>,
     cache: &mut DirCache,
 ) -> Result<(), ArchiveError> {
-    let (_, small) = member_in(e, bytes, e.stored <= SMALL_MEMBER)?;
+    let (_, small) = member_in(e, bytes, read_whole(e))?;
     // Converted once already; a member that failed then was reported and left out.
     let Ok(entry) = from_index(e) else {
         return Ok(());

@@ -10,8 +10,8 @@
 //!   memory with the headers in place; the filler reads each file's content into its
 //!   slot and writes the stretch with one `pwrite`;
 //! - a [`Large`] file: its data region, moved by the cheapest path (cloned, copied in
-//!   the kernel, or through memory). While the archive takes clones, the laying-out
-//!   thread runs these jobs itself: clones into one file run one at a time anyway.
+//!   the kernel, or through memory). The laying-out thread may run a clone job itself
+//!   (see `pack`'s `InlineClones`): clones into one file run one at a time anyway.
 //!
 //! Into a stream the same jobs are done in order on the laying-out thread.
 
@@ -183,7 +183,7 @@ impl<'env> Shared<'env> {
 
     /// Whether large files are still cloned into the archive.
     pub fn clones(&self) -> bool {
-        self.mover.tries_clones()
+        self.mover.may_clone()
     }
 
     /// Does one job.
