@@ -172,7 +172,7 @@ pub fn walk<S: TreeSink>(
             state: Mutex::new((Vec::new(), 0)),
             ready: Condvar::new(),
         },
-        noatime: AtomicBool::new(true),
+        opener: FileOpener::default(),
         prefetch: (cfg.prefetch > 0).then(Prefetch::default),
     };
     let node = Arc::new(Node {
@@ -214,8 +214,7 @@ struct Walker<'a, S: TreeSink> {
     cfg: &'a WalkConfig,
     reporter: &'a dyn Reporter,
     queue: Queue<S::Dir>,
-    /// Whether O_NOATIME is still worth asking for (it needs ownership or root).
-    noatime: AtomicBool,
+    opener: FileOpener,
     prefetch: Option<Prefetch>,
 }
 
@@ -329,9 +328,9 @@ impl<S: TreeSink> Walker<'_, S> {
     /// files read ahead when prefetching.
     fn leaves(&self, node: &Node<S::Dir>, names: &[Name]) {
         let is_file = |n: &&Name| n.kind == FileType::RegularFile;
-        let run = self.prefetch.as_ref().map(|p| {
+        let run = self.prefetch.as_ref().and_then(|p| {
             let files = names.iter().filter(is_file).map(|n| n.name.clone());
-            p.offer(node.src.clone(), files.collect())
+            p.offer(node.src.clone(), files)
         });
         let mut files = 0;
         for n in names {
@@ -367,7 +366,10 @@ impl<S: TreeSink> Walker<'_, S> {
 
     fn leaf_inner(&self, node: &Node<S::Dir>, n: &Name, path: &RelPath) -> Result<()> {
         if n.kind == FileType::RegularFile && self.sink.wants_data() {
-            let fd = self.open_file(&node.src, &n.name).at(path, "open")?;
+            let fd = self.opener.open(&node.src, &n.name).at(path, "open")?;
+            if let Some(p) = &self.prefetch {
+                p.watch(&fd);
+            }
             let st = rfs::fstat(&fd).at(path, "stat")?;
             if self.cfg.skip
                 == Some(InodeKey {
@@ -451,13 +453,24 @@ impl<S: TreeSink> Walker<'_, S> {
             None,
         )
     }
+}
 
-    fn open_file(&self, dir: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
-        // O_NONBLOCK: if the name was swapped for a fifo, open must not hang.
+/// Opens regular files for reading as the walk does: relative to their directory,
+/// never following a symlink, not hanging on a fifo swapped in for the file
+/// (`O_NONBLOCK`), and without touching their atime where the kernel allows it
+/// (`O_NOATIME` needs ownership or root; after one refusal it is not asked for again).
+#[derive(Default)]
+pub struct FileOpener {
+    noatime_refused: AtomicBool,
+}
+
+impl FileOpener {
+    /// Opens `name` in `dir`.
+    pub fn open(&self, dir: impl AsFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-        if self.noatime.load(Ordering::Relaxed) {
-            match rfs::openat(dir, name, flags | OFlags::NOATIME, Mode::empty()) {
-                Err(Errno::PERM) => self.noatime.store(false, Ordering::Relaxed),
+        if !self.noatime_refused.load(Ordering::Relaxed) {
+            match rfs::openat(&dir, name, flags | OFlags::NOATIME, Mode::empty()) {
+                Err(Errno::PERM) => self.noatime_refused.store(true, Ordering::Relaxed),
                 other => return other,
             }
         }

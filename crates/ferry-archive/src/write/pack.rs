@@ -546,9 +546,10 @@ fn fillers() -> usize {
 }
 
 /// Read-ahead threads for the single walker. With the fillers reading data in
-/// parallel, more of them cost time on a warm cache (kernel tree, ext4: 0.98-1.07 s
-/// with none, 1.21-1.27 s with 16) and gain little on a cold one (3.38-3.67 s with
-/// none, 3.16-3.26 s with 4).
+/// parallel, more of them gain little on a cold cache (kernel tree, ext4: 3.38-3.67 s
+/// with none, 3.16-3.26 s with 4). On a warm one they stop (see
+/// `ferry_core::prefetch`): by hand, 0.89-0.97 s against 1.06-1.29 s when they read
+/// ahead anyway, and 0.91-0.99 s with none.
 const PREFETCH: usize = 4;
 
 /// Packs the tree `src` into `out`. Per-path failures go to `reporter` (and count in
