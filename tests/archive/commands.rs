@@ -96,6 +96,29 @@ fn many_small_files_pack_and_unpack_exactly() {
 }
 
 #[test]
+fn pack_keeps_within_a_low_limit_on_open_files() {
+    // Each small file in a block stays open until a filler reads it: with the default
+    // 128 files a block, a process limited to 64 descriptors (a hard limit ferry cannot
+    // raise) failed to open the 60th file of the first block.
+    let s = scratch();
+    build::mkdirs(&s.src);
+    for i in 0..2000u64 {
+        build::write(&s.src.join(format!("f{i:04}")), &build::pattern(i, 300));
+    }
+    build::stamp_times(&s.src);
+    let archive = s.tmp.path().join("a.far");
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"ulimit -n 64 && exec "$0" pack "$1" "$2""#)
+        .arg(FERRY)
+        .arg(&s.src)
+        .arg(&archive);
+    crate::run(cmd).assert_ok();
+    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    assert_same_tree(&s.src, &s.dst);
+}
+
+#[test]
 fn ls_lists_every_member_and_cat_prints_one() {
     let s = scratch();
     trees::mixed(&s.src);

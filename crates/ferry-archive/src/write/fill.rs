@@ -27,8 +27,27 @@ use std::thread::{Scope, ScopedJoinHandle};
 
 /// A block is sent to a filler once it holds this many bytes ...
 pub const BLOCK_BYTES: usize = 256 << 10;
-/// ... or this many files (each holds a descriptor until it is filled).
+/// ... or this many files (each holds a descriptor until it is filled; fewer when the
+/// process may not open that many, see [`files_per_block`]).
 pub const BLOCK_FILES: usize = 128;
+
+/// Descriptors kept for everything but blocks: the archive, the walk's directories in
+/// progress, prefetchers, large files in the queue, the standard streams.
+const OTHER_DESCRIPTORS: u64 = 256;
+
+/// How many files a block may hold with `fillers` fillers: every block in flight (one
+/// being filled per filler, one queued per filler, one being laid out) holds its files
+/// open, and together they must stay under the process's limit on open files (with the
+/// default of 128 per block and 16 fillers, 4,352 descriptors: more than the usual
+/// soft limit of 1,024 when the hard limit does not let ferry raise it).
+pub fn files_per_block(fillers: usize) -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let in_flight = 2 * fillers as u64 + 1;
+    let share = limit.saturating_sub(OTHER_DESCRIPTORS) / in_flight;
+    share.clamp(1, BLOCK_FILES as u64) as usize
+}
 
 /// A stretch of the archive starting at `at`: headers and padding in place, each small
 /// file's slot still to be read in.
@@ -88,9 +107,9 @@ impl Block {
         }
     }
 
-    /// Whether the block should be sent now.
-    pub fn is_full(&self) -> bool {
-        self.buf.len() >= BLOCK_BYTES || self.files.len() >= BLOCK_FILES
+    /// Whether the block should be sent now, when it may hold `max_files` files.
+    pub fn is_full(&self, max_files: usize) -> bool {
+        self.buf.len() >= BLOCK_BYTES || self.files.len() >= max_files
     }
 
     /// Reads every file's content into its slot and closes it; returns the content

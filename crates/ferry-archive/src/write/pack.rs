@@ -9,7 +9,7 @@
 //! written in order through memory. Either way the index and footer follow the
 //! end-of-archive blocks.
 
-use super::fill::{read_or_zeros, Block, Fillers, Job, Large, Shared, Small};
+use super::fill::{files_per_block, read_or_zeros, Block, Fillers, Job, Large, Shared, Small};
 use super::header::{encode, pad_block, DataShape, ALIGN};
 use crate::index::{IndexEntry, IndexWriter, Kind};
 use ferry_core::data::{
@@ -87,6 +87,8 @@ struct ArchiveSink<'s, 'env> {
     /// The archive file's fillers; None for a stream.
     fillers: Option<Fillers<'s, 'env>>,
     inline_clones: InlineClones,
+    /// A block is sent once it holds this many files (see [`files_per_block`]).
+    files_per_block: usize,
     stats: &'env Stats,
     reporter: &'env dyn Reporter,
 }
@@ -180,6 +182,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
     fn new(
         stream: Option<Box<dyn Write + Send>>,
         fillers: Option<Fillers<'s, 'env>>,
+        files_per_block: usize,
         stats: &'env Stats,
         reporter: &'env dyn Reporter,
     ) -> Self {
@@ -197,6 +200,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             state: Mutex::new(state),
             fillers,
             inline_clones: InlineClones::default(),
+            files_per_block,
             stats,
             reporter,
         }
@@ -301,7 +305,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         }
         let placed = Self::place(&mut st, entry, None);
         st.block.buf.extend_from_slice(&placed.header);
-        if st.block.is_full() {
+        if st.block.is_full(self.files_per_block) {
             self.send_block(&mut st);
         }
         Ok(())
@@ -350,7 +354,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 path: entry.path.clone(),
             });
             st.small_since_large = true;
-            if st.block.is_full() {
+            if st.block.is_full(self.files_per_block) {
                 self.send_block(&mut st);
             }
         } else {
@@ -582,11 +586,13 @@ pub fn pack(
         prefetch: if threads == 1 { PREFETCH } else { 0 },
         ..WalkConfig::default()
     };
+    let filler_count = if shared.is_some() { fillers() } else { 0 };
     std::thread::scope(|scope| {
         let fillers = shared
             .as_ref()
-            .map(|sh| Fillers::start(scope, sh, fillers()));
-        let sink = ArchiveSink::new(stream, fillers, stats, reporter);
+            .map(|sh| Fillers::start(scope, sh, filler_count));
+        let per_block = files_per_block(filler_count);
+        let sink = ArchiveSink::new(stream, fillers, per_block, stats, reporter);
         let walked = walk(src, &sink, &cfg, reporter);
         let finished = sink
             .finish(file.as_ref().map(|f| f.as_fd()))
