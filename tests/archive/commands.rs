@@ -96,25 +96,36 @@ fn many_small_files_pack_and_unpack_exactly() {
 }
 
 #[test]
-fn pack_keeps_within_a_low_limit_on_open_files() {
+fn pack_and_unpack_keep_within_a_low_limit_on_open_files() {
     // Each small file in a block stays open until a filler reads it: with the default
     // 128 files a block, a process limited to 64 descriptors (a hard limit ferry cannot
-    // raise) failed to open the 60th file of the first block.
+    // raise) failed to open the 60th file of the first block. Each unpack worker keeps
+    // the directories it used last open: 16 workers in a tree 9 deep failed too.
     let s = scratch();
-    build::mkdirs(&s.src);
     for i in 0..2000u64 {
-        build::write(&s.src.join(format!("f{i:04}")), &build::pattern(i, 300));
+        let dir = s.src.join(format!("a{}/b{}/c/d/e/f/g/h", i % 10, i % 7));
+        build::mkdirs(&dir);
+        build::write(&dir.join(format!("f{i:04}")), &build::pattern(i, 300));
     }
     build::stamp_times(&s.src);
     let archive = s.tmp.path().join("a.far");
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(r#"ulimit -n 64 && exec "$0" pack "$1" "$2""#)
-        .arg(FERRY)
-        .arg(&s.src)
-        .arg(&archive);
-    crate::run(cmd).assert_ok();
-    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    let limited = |args: &[&std::ffi::OsStr]| {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(r#"ulimit -n 64 && exec "$@""#)
+            .arg("sh")
+            .arg(FERRY)
+            .args(args);
+        crate::run(cmd).assert_ok();
+    };
+    limited(&["pack".as_ref(), s.src.as_os_str(), archive.as_os_str()]);
+    limited(&[
+        "unpack".as_ref(),
+        "-j".as_ref(),
+        "16".as_ref(),
+        archive.as_os_str(),
+        s.dst.as_os_str(),
+    ]);
     assert_same_tree(&s.src, &s.dst);
 }
 

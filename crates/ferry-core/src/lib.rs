@@ -30,6 +30,7 @@ pub mod data;
 pub mod entry;
 pub mod error;
 pub mod gate;
+pub mod limits;
 pub mod links;
 pub mod local;
 pub mod meta;

@@ -18,6 +18,7 @@ use crate::tar::Reader;
 use ferry_core::data::{Mover, Reflink, Sparse};
 use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath};
 use ferry_core::error::{Error, Reporter};
+use ferry_core::limits::open_files_each;
 use ferry_core::local::{DstDir, LocalTreeSink, Update};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::Stats;
@@ -47,6 +48,8 @@ struct Extractor<'a> {
     sink: LocalTreeSink<'a>,
     root: DstDir,
     reporter: &'a dyn Reporter,
+    /// At most this many open directories in a worker's cache.
+    cached_dirs: usize,
 }
 
 /// Open directories a worker used last, each an ancestor of the next, with their paths:
@@ -55,8 +58,13 @@ struct Extractor<'a> {
 type DirCache = Vec<(RelPath, DstDir)>;
 
 /// At most this many open directories in a worker's cache (the shallowest go first),
-/// so a very deep path does not run out of descriptors.
+/// so a very deep path does not run out of descriptors; fewer when the limit on open
+/// files is low (kernel tree, 16 workers: `ulimit -n 128` failed with 32 each).
 const CACHED_DIRS: usize = 32;
+
+/// Descriptors kept for everything but the workers' directory caches: the archive,
+/// each worker's file being written, the standard streams.
+const OTHER_DESCRIPTORS: u64 = 64;
 
 /// `dir` is `path` or one of its ancestors.
 fn is_within(path: &RelPath, dir: &RelPath) -> bool {
@@ -78,6 +86,7 @@ impl<'a> Extractor<'a> {
         stats: &'a Stats,
         reporter: &'a dyn Reporter,
     ) -> Result<Self, ArchiveError> {
+        let cached_dirs = open_files_each(opts.threads, OTHER_DESCRIPTORS, CACHED_DIRS);
         let sink = LocalTreeSink::new(
             dst,
             mover,
@@ -100,6 +109,7 @@ impl<'a> Extractor<'a> {
             sink,
             root,
             reporter,
+            cached_dirs,
         })
     }
 
@@ -114,7 +124,7 @@ impl<'a> Extractor<'a> {
             None => (RelPath::root(), self.root.clone()),
         };
         self.sink.dir_below(&from, &at, path, create, |p, d| {
-            if cache.len() == CACHED_DIRS {
+            if cache.len() >= self.cached_dirs {
                 cache.remove(0);
             }
             cache.push((p.clone(), d.clone()));

@@ -18,6 +18,7 @@
 use ferry_core::data::{read_up_to, Method, Mover, Segment};
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
+use ferry_core::limits::open_files_each;
 use ferry_core::Stats;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -41,12 +42,7 @@ const OTHER_DESCRIPTORS: u64 = 256;
 /// default of 128 per block and 16 fillers, 4,352 descriptors: more than the usual
 /// soft limit of 1,024 when the hard limit does not let ferry raise it).
 pub fn files_per_block(fillers: usize) -> usize {
-    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX);
-    let in_flight = 2 * fillers as u64 + 1;
-    let share = limit.saturating_sub(OTHER_DESCRIPTORS) / in_flight;
-    share.clamp(1, BLOCK_FILES as u64) as usize
+    open_files_each(2 * fillers + 1, OTHER_DESCRIPTORS, BLOCK_FILES)
 }
 
 /// A stretch of the archive starting at `at`: headers and padding in place, each small
