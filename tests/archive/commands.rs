@@ -278,3 +278,33 @@ fn unpacking_again_skips_what_is_there_and_repairs_what_is_not() {
     ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
     assert_same_tree(&s.src, &s.dst);
 }
+
+#[test]
+fn pack_onto_a_full_filesystem_fails_and_leaves_only_what_it_laid_out() {
+    // Pack keeps the archive file's length ahead of its layout (256 MiB steps, so
+    // clones never land past its end); a pack that fails must not leave that length.
+    if crate::common::skip_unless_root() {
+        return;
+    }
+    let m = match crate::common::mount::mount_image(16 << 20, "mkfs.ext4", &["-q"]) {
+        Ok(m) => m,
+        Err(why) => return crate::common::skip(&why),
+    };
+    let s = scratch();
+    build::mkdirs(&s.src);
+    for i in 0..24u64 {
+        build::write(&s.src.join(format!("f{i:02}")), &build::pattern(i, 1 << 20));
+    }
+    let archive = m.path().join("a.far");
+    let r = ferry(&[&"pack", &s.src, &archive]);
+    assert_ne!(r.status, 0, "a pack that did not fit succeeded: {r}");
+    assert!(
+        r.stderr.contains("No space left on device"),
+        "the error says why: {r}"
+    );
+    let len = std::fs::metadata(&archive).expect("archive").len();
+    assert!(
+        len <= 32 << 20,
+        "the archive is {len} bytes long: more than the tree's 24 MiB and its headers"
+    );
+}

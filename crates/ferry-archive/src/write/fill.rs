@@ -182,6 +182,11 @@ impl<'env> Shared<'env> {
         }
     }
 
+    /// Sets the archive file's length to `len` (see `pack`'s `RESERVE_STEP`).
+    pub fn set_len(&self, len: u64) -> io::Result<()> {
+        Ok(rustix::fs::ftruncate(self.out, len)?)
+    }
+
     /// A buffer for a new block.
     pub fn buffer(&self) -> Vec<u8> {
         lock(&self.spare).pop().unwrap_or_default()

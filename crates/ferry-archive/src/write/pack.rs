@@ -75,7 +75,17 @@ struct State {
     /// A small file has been laid out since the last large one: the fillers are busy
     /// writing blocks into the archive.
     small_since_large: bool,
+    /// The archive file's length is set this far (see [`RESERVE_STEP`]).
+    reserved: u64,
 }
+
+/// The archive file is kept at least as long as what has been laid out, extended in
+/// steps of this many bytes (its final length is set at the end), so a large file's
+/// data is never cloned or copied past the end of the file. On XFS a clone past the
+/// end first flushes and unmaps the archive from its end to the clone's: by hand,
+/// kernel tree warm, pack took 1.15-1.26 s with the length kept ahead against
+/// 1.66-1.90 s without (4 alternating runs each).
+const RESERVE_STEP: u64 = 256 << 20;
 
 /// Files smaller than this are read into memory and written with their headers.
 const SMALL: u64 = 64 << 10;
@@ -195,6 +205,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             failed: None,
             hashes: Vec::new(),
             small_since_large: false,
+            reserved: 0,
         };
         ArchiveSink {
             state: Mutex::new(state),
@@ -387,6 +398,15 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             // blocks of small files to write.
             let inline =
                 !std::mem::replace(&mut st.small_since_large, false) && self.inline_clones.wanted();
+            if let Some(fillers) = &self.fillers {
+                if st.pos > st.reserved {
+                    st.reserved = st.pos + RESERVE_STEP;
+                    if fillers.shared().set_len(st.reserved).is_err() {
+                        // Only a matter of speed: writes extend the file anyway.
+                        st.reserved = u64::MAX;
+                    }
+                }
+            }
             match &self.fillers {
                 Some(fillers) if inline && fillers.shared().clones() => {
                     drop(st);
@@ -431,12 +451,20 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         let ArchiveSink { state, fillers, .. } = self;
         let mut st = state.into_inner().unwrap_or_else(PoisonError::into_inner);
         let hashes = match fillers {
-            Some(fillers) => fillers.finish()?,
-            None => std::mem::take(&mut st.hashes),
+            Some(fillers) => fillers.finish(),
+            None => Ok(std::mem::take(&mut st.hashes)),
         };
-        if let Some(e) = st.failed.take() {
-            return Err(e);
-        }
+        let hashes = match (hashes, st.failed.take()) {
+            (Ok(hashes), None) => hashes,
+            (Err(e), _) | (Ok(_), Some(e)) => {
+                // What was laid out stays (as tar leaves what it wrote); the length
+                // kept ahead of it goes.
+                if let Some(fd) = file {
+                    let _ = rustix::fs::ftruncate(fd, st.pos);
+                }
+                return Err(e);
+            }
+        };
         for (slot, hash) in hashes {
             st.index.set_hash(slot, hash);
         }
