@@ -75,8 +75,9 @@ struct State {
     /// A small file has been laid out since the last large one: the fillers are busy
     /// writing blocks into the archive.
     small_since_large: bool,
-    /// The archive file's length is set this far (see [`RESERVE_STEP`]).
-    reserved: u64,
+    /// The archive file's length as last set ahead of the layout (see
+    /// [`RESERVE_STEP`]); None once setting it failed.
+    reserved: Option<u64>,
 }
 
 /// The archive file is kept at least as long as what has been laid out, extended in
@@ -205,7 +206,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             failed: None,
             hashes: Vec::new(),
             small_since_large: false,
-            reserved: 0,
+            reserved: Some(0),
         };
         ArchiveSink {
             state: Mutex::new(state),
@@ -398,15 +399,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             // blocks of small files to write.
             let inline =
                 !std::mem::replace(&mut st.small_since_large, false) && self.inline_clones.wanted();
-            if let Some(fillers) = &self.fillers {
-                if st.pos > st.reserved {
-                    st.reserved = st.pos + RESERVE_STEP;
-                    if fillers.shared().set_len(st.reserved).is_err() {
-                        // Only a matter of speed: writes extend the file anyway.
-                        st.reserved = u64::MAX;
-                    }
-                }
-            }
+            self.keep_length_ahead(&mut st);
             match &self.fillers {
                 Some(fillers) if inline && fillers.shared().clones() => {
                     drop(st);
@@ -423,6 +416,19 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         self.stats.files.fetch_add(1, Relaxed);
         self.stats.bytes.fetch_add(size, Relaxed);
         Ok(())
+    }
+
+    /// Sets the archive file's length [`RESERVE_STEP`] past the layout once the layout
+    /// has passed it.
+    fn keep_length_ahead(&self, st: &mut State) {
+        let (Some(fillers), Some(reserved)) = (&self.fillers, st.reserved) else {
+            return;
+        };
+        if st.pos > reserved {
+            let len = st.pos + RESERVE_STEP;
+            // Only a matter of speed: writes extend the file anyway.
+            st.reserved = fillers.shared().set_len(len).ok().map(|()| len);
+        }
     }
 
     /// Writes a large file's data region to the stream, in order.
@@ -459,8 +465,10 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             (Err(e), _) | (Ok(_), Some(e)) => {
                 // What was laid out stays (as tar leaves what it wrote); the length
                 // kept ahead of it goes.
-                if let Some(fd) = file {
-                    let _ = rustix::fs::ftruncate(fd, st.pos);
+                if let (Some(fd), Some(reserved)) = (file, st.reserved) {
+                    if reserved > st.pos {
+                        let _ = rustix::fs::ftruncate(fd, st.pos);
+                    }
                 }
                 return Err(e);
             }
