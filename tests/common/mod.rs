@@ -7,34 +7,10 @@
 pub mod build;
 pub mod compare;
 pub mod fdwalk;
-pub mod mount;
 pub mod run;
 pub mod trees;
 
-/// Whether the tests run as root (device nodes, chown, trusted.* xattrs, loop mounts).
-pub fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
-/// Reports why a test does not run here and tells the caller to return. With
-/// `FERRY_TEST_NO_SKIP=1` in the environment (CI) a skip is a failure instead, so a
-/// missing tool cannot turn a test green.
-pub fn skip(reason: &str) {
-    assert!(
-        std::env::var_os("FERRY_TEST_NO_SKIP").is_none(),
-        "FERRY_TEST_NO_SKIP is set but this test would skip: {reason}"
-    );
-    eprintln!("skipping: {reason}");
-}
-
-/// Returns `true` (after printing why) when the test needs root and does not have it.
-pub fn skip_unless_root() -> bool {
-    if is_root() {
-        return false;
-    }
-    skip("needs root");
-    true
-}
+pub use ferry_testkit::{is_root, mount, skip, skip_unless_root};
 
 /// A fresh temporary directory holding `src/` (created) and the path `dst` (not created).
 pub struct Scratch {

@@ -170,16 +170,8 @@ fn in_memory(fd: impl AsFd) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_testkit::{mount, skip};
     use rustix::fs::{Mode, OFlags};
-
-    /// As the integration tests' `skip`: a failure under `FERRY_TEST_NO_SKIP` (CI).
-    fn skip(reason: &str) {
-        assert!(
-            std::env::var_os("FERRY_TEST_NO_SKIP").is_none(),
-            "would skip: {reason}"
-        );
-        eprintln!("skipping: {reason}");
-    }
 
     fn files(dir: &std::path::Path, n: usize) -> Vec<CString> {
         for i in 0..n {
@@ -222,33 +214,53 @@ mod tests {
         assert!(!p.is_warm(), "50 files are too few to call the cache warm");
     }
 
+    /// Writes `name` in `dir` (64 KiB), syncs it and drops it from the cache; returns
+    /// it open.
+    fn dropped_file(dir: &std::path::Path, name: &str) -> std::fs::File {
+        let path = dir.join(name);
+        std::fs::write(&path, vec![1u8; 1 << 16]).expect("write");
+        let file = std::fs::File::open(&path).expect("open");
+        file.sync_all().expect("sync");
+        rfs::fadvise(&file, 0, None, Advice::DontNeed).expect("fadvise");
+        file
+    }
+
+    /// Whether `dir` tells a file in memory from one that is not: a file just written
+    /// reads without waiting, and not once dropped from the cache. Not so on tmpfs
+    /// (no `RWF_NOWAIT`, or a file that *is* its pages).
+    fn tells_cached_from_dropped(dir: &std::path::Path) -> bool {
+        std::fs::write(dir.join("probe"), b"x").expect("write");
+        let probe = std::fs::File::open(dir.join("probe")).expect("open");
+        in_memory(&probe) && !in_memory(dropped_file(dir, "probe-dropped"))
+    }
+
     /// Files just written are in memory: after a streak of them no more runs are
     /// offered; a file the walk opens that is not in memory turns prefetching back on.
+    /// Runs in the temp dir, or else (as root) on an ext4 image: CI's temp dir may be a
+    /// tmpfs.
     #[test]
     fn a_warm_cache_stops_prefetching_until_a_file_is_not_in_memory() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = open_dir(tmp.path());
-        let probe = tmp.path().join("f0");
-        std::fs::write(&probe, b"x").expect("write");
-        if !in_memory(std::fs::File::open(&probe).expect("open")) {
-            return skip("this filesystem cannot read without waiting (RWF_NOWAIT)");
-        }
+        let mounted;
+        let root = if tells_cached_from_dropped(tmp.path()) {
+            tmp.path()
+        } else {
+            mounted = match mount::mount_image(64 << 20, "mkfs.ext4", &["-q"]) {
+                Ok(m) => m,
+                Err(why) => return skip(&format!("the temp dir cannot tell; {why}")),
+            };
+            assert!(tells_cached_from_dropped(mounted.path()), "ext4 can tell");
+            mounted.path()
+        };
+        let dir = open_dir(root);
         let p = Prefetch::default();
-        drain(&p, &dir, files(tmp.path(), 2 * WARM_STREAK));
+        drain(&p, &dir, files(root, 2 * WARM_STREAK));
         assert!(p.is_warm());
-        let names = files(tmp.path(), 10);
+        let names = files(root, 10);
         assert!(p.offer(dir.clone(), names.into_iter()).is_none());
 
-        // One file written to disk and dropped from the cache.
-        let cold = tmp.path().join("cold");
-        std::fs::write(&cold, vec![1u8; 1 << 16]).expect("write");
-        let cold = std::fs::File::open(&cold).expect("open");
-        cold.sync_all().expect("sync");
-        rfs::fadvise(&cold, 0, None, Advice::DontNeed).expect("fadvise");
-        if in_memory(&cold) {
-            return skip("this filesystem keeps a dropped file in memory (tmpfs?)");
-        }
-        let hot = std::fs::File::open(tmp.path().join("f1")).expect("open");
+        let cold = dropped_file(root, "cold");
+        let hot = std::fs::File::open(root.join("f1")).expect("open");
         for _ in 0..SAMPLE_EVERY - 1 {
             p.watch(&hot);
         }
@@ -260,8 +272,6 @@ mod tests {
             !p.is_warm(),
             "a sampled file not in memory ends the warm spell"
         );
-        assert!(p
-            .offer(dir.clone(), files(tmp.path(), 3).into_iter())
-            .is_some());
+        assert!(p.offer(dir.clone(), files(root, 3).into_iter()).is_some());
     }
 }

@@ -58,7 +58,7 @@ fn try_run(cmd: &mut Command) -> Result<(), String> {
 /// Makes a `size`-byte sparse image, formats it with `mkfs` (`mkfs_args` then the image)
 /// and loop-mounts it. `Err` says why it cannot be done here (the caller skips).
 pub fn mount_image(size: u64, mkfs: &str, mkfs_args: &[&str]) -> Result<Mounted, String> {
-    if !super::is_root() {
+    if !crate::is_root() {
         return Err("needs root to loop-mount".into());
     }
     let lock = LOOP_LOCK.lock().unwrap_or_else(|p| p.into_inner());
@@ -86,7 +86,7 @@ pub fn mount_image(size: u64, mkfs: &str, mkfs_args: &[&str]) -> Result<Mounted,
 
 /// Mounts a ramfs, which has no xattrs at all. `Err` says why it cannot be done here.
 pub fn mount_ramfs() -> Result<Mounted, String> {
-    if !super::is_root() {
+    if !crate::is_root() {
         return Err("needs root to mount a ramfs".into());
     }
     let mnt = tempfile::tempdir().map_err(|e| e.to_string())?;
