@@ -28,6 +28,7 @@ pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
         threads: args.jobs,
         reflink: args.reflink.into(),
         hash: args.hash,
+        ..PackOptions::default()
     };
     let (out, skip) = if is_dash(&args.archive) {
         (

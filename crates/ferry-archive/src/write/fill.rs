@@ -15,6 +15,7 @@
 //!
 //! Into a stream the same jobs are done in order on the laying-out thread.
 
+use crate::index::HashSlot;
 use ferry_core::data::{read_up_to, Method, Mover, Segment};
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
@@ -65,7 +66,7 @@ pub struct Small {
     /// Its size, as laid out.
     pub len: usize,
     /// Its index entry.
-    pub slot: usize,
+    pub slot: HashSlot,
     /// Its path, for errors.
     pub path: RelPath,
 }
@@ -79,7 +80,7 @@ pub struct Large {
     /// Its size, as laid out.
     pub size: u64,
     /// Its index entry.
-    pub slot: usize,
+    pub slot: HashSlot,
     /// Its path, for errors.
     pub path: RelPath,
 }
@@ -111,7 +112,7 @@ impl Block {
     /// Reads every file's content into its slot and closes it; returns the content
     /// hash of each file read whole. A file that cannot be read whole is reported, and
     /// the rest of its slot is left as zeros (as GNU tar pads a file that shrank).
-    pub fn read_files(&mut self, reporter: &dyn Reporter, hashes: &mut Vec<(usize, u128)>) {
+    pub fn read_files(&mut self, reporter: &dyn Reporter, hashes: &mut Vec<(HashSlot, u128)>) {
         for f in self.files.drain(..) {
             let slot = &mut self.buf[f.within..f.within + f.len];
             match read_or_zeros(f.fd.as_fd(), slot, 0) {
@@ -154,7 +155,7 @@ pub struct Shared<'env> {
     stats: &'env Stats,
     reporter: &'env dyn Reporter,
     /// Content hashes found by the fillers, `(index slot, hash)`.
-    hashes: Mutex<Vec<(usize, u128)>>,
+    hashes: Mutex<Vec<(HashSlot, u128)>>,
     /// The first failure to write the archive: everything after it is moot.
     failed: Mutex<Option<io::Error>>,
     /// Emptied block buffers, for the next blocks.
@@ -180,6 +181,11 @@ impl<'env> Shared<'env> {
             failed: Mutex::default(),
             spare: Mutex::default(),
         }
+    }
+
+    /// The content hashes found since last asked, `(index slot, hash)`.
+    pub fn take_hashes(&self) -> Vec<(HashSlot, u128)> {
+        std::mem::take(&mut *lock(&self.hashes))
     }
 
     /// Sets the archive file's length to `len` (see `pack`'s `RESERVE_STEP`).
@@ -299,7 +305,7 @@ impl<'scope, 'env: 'scope> Fillers<'scope, 'env> {
 
     /// Waits for every job to be done; returns the content hashes found, or the first
     /// failure to write the archive.
-    pub fn finish(mut self) -> io::Result<Vec<(usize, u128)>> {
+    pub fn finish(mut self) -> io::Result<Vec<(HashSlot, u128)>> {
         self.queue = None;
         let mut panicked = false;
         for t in self.threads.drain(..) {
@@ -311,7 +317,7 @@ impl<'scope, 'env: 'scope> Fillers<'scope, 'env> {
         if let Some(e) = lock(&self.shared.failed).take() {
             return Err(e);
         }
-        Ok(std::mem::take(&mut *lock(&self.shared.hashes)))
+        Ok(self.shared.take_hashes())
     }
 }
 
@@ -351,14 +357,14 @@ pub(crate) mod tests {
             fd: whole,
             within: 0,
             len: 6,
-            slot: 0,
+            slot: HashSlot(0),
             path: RelPath::from_bytes(b"whole".to_vec()),
         });
         block.files.push(Small {
             fd: shrunk,
             within: 16,
             len: 10,
-            slot: 1,
+            slot: HashSlot(1),
             path: RelPath::from_bytes(b"dir/shrunk".to_vec()),
         });
         let kept = Kept::default();
@@ -375,7 +381,10 @@ pub(crate) mod tests {
             &[0xEE; 6],
             "bytes past the slot are untouched"
         );
-        assert_eq!(hashes, vec![(0, xxhash_rust::xxh3::xxh3_128(b"abcdef"))]);
+        assert_eq!(
+            hashes,
+            vec![(HashSlot(0), xxhash_rust::xxh3::xxh3_128(b"abcdef"))]
+        );
         let errors = lock(&kept.0).clone();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(
@@ -409,7 +418,7 @@ pub(crate) mod tests {
                 len: size,
             }],
             size,
-            slot: 3,
+            slot: HashSlot(3),
             path: RelPath::from_bytes(b"d/big".to_vec()),
         }));
         assert!(!shared.has_failed(), "the archive is still good");

@@ -11,7 +11,7 @@
 
 use super::fill::{files_per_block, read_or_zeros, Block, Fillers, Job, Large, Shared, Small};
 use super::header::{encode, pad_block, DataShape, ALIGN};
-use crate::index::{IndexEntry, IndexWriter, Kind};
+use crate::index::{HashSlot, IndexEntry, IndexWriter, Kind, INDEX_MEMORY};
 use ferry_core::data::{
     data_runs, hash_zeros, with_buffer, write_full, Method, Mover, Reflink, Segment, Sparse,
 };
@@ -47,6 +47,9 @@ pub struct PackOptions {
     /// Hash every file's content into the index even where the data never passes
     /// through memory (clones and kernel copies).
     pub hash: bool,
+    /// Bytes of the index held in memory; beyond that it moves to a temporary file
+    /// (see [`IndexWriter`]), so memory does not grow with the member count.
+    pub index_memory: usize,
 }
 
 impl Default for PackOptions {
@@ -55,6 +58,7 @@ impl Default for PackOptions {
             threads: 1,
             reflink: Reflink::Auto,
             hash: false,
+            index_memory: INDEX_MEMORY,
         }
     }
 }
@@ -68,10 +72,8 @@ struct State {
     /// The stretch of the archive being laid out, up to `pos`.
     block: Block,
     stream: Option<Box<dyn Write + Send>>,
-    /// The first failure to write the stream: everything after it is moot.
+    /// The first failure to write the stream or the index: everything after it is moot.
     failed: Option<io::Error>,
-    /// Content hashes found while writing the stream, `(index slot, hash)`.
-    hashes: Vec<(usize, u128)>,
     /// A small file has been laid out since the last large one: the fillers are busy
     /// writing blocks into the archive.
     small_since_large: bool,
@@ -148,7 +150,7 @@ impl InlineClones {
 struct Placed {
     header: Vec<u8>,
     data_at: u64,
-    slot: usize,
+    slot: HashSlot,
 }
 
 fn index_kind(kind: &EntryKind) -> Kind {
@@ -193,18 +195,18 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
     fn new(
         stream: Option<Box<dyn Write + Send>>,
         fillers: Option<Fillers<'s, 'env>>,
+        index: IndexWriter,
         files_per_block: usize,
         stats: &'env Stats,
         reporter: &'env dyn Reporter,
     ) -> Self {
         let state = State {
             pos: 0,
-            index: IndexWriter::new(),
+            index,
             first_names: HashMap::new(),
             block: Block::new(0, Vec::new()),
             stream,
             failed: None,
-            hashes: Vec::new(),
             small_since_large: false,
             reserved: Some(0),
         };
@@ -232,8 +234,9 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
     }
 
     /// Lays out `entry` at the end of the archive, records it in the index and puts
-    /// its headers into the current block.
-    fn place(st: &mut State, entry: &Entry, shape: Option<&DataShape<'_>>) -> Placed {
+    /// its headers into the current block. None when the index failed (recorded in
+    /// `st.failed`).
+    fn place(st: &mut State, entry: &Entry, shape: Option<&DataShape<'_>>) -> Option<Placed> {
         debug_assert_eq!(st.pos, st.block.at + st.block.buf.len() as u64);
         let enc = encode(entry, shape, st.pos);
         let header_at = st.pos;
@@ -250,7 +253,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             _ => (0, Vec::new(), 0),
         };
         let m = &entry.meta;
-        let slot = st.index.push(&IndexEntry {
+        let pushed = st.index.push(&IndexEntry {
             path: entry.path.as_bytes().to_vec(),
             kind: index_kind(&entry.kind),
             mode: m.mode,
@@ -275,10 +278,16 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 .map(|x| (x.name.clone(), x.value.clone()))
                 .collect(),
         });
-        Placed {
-            header: enc.bytes,
-            data_at,
-            slot,
+        match pushed {
+            Ok(slot) => Some(Placed {
+                header: enc.bytes,
+                data_at,
+                slot,
+            }),
+            Err(e) => {
+                st.failed.get_or_insert(e);
+                None
+            }
         }
     }
 
@@ -294,11 +303,16 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             return;
         }
         match &self.fillers {
-            Some(fillers) => fillers.send(Job::Block(block)),
+            Some(fillers) => {
+                fillers.send(Job::Block(block));
+                st.record_hashes(fillers.shared().take_hashes());
+            }
             None => {
                 let mut block = block;
                 let files = block.files.len() as u64;
-                block.read_files(self.reporter, &mut st.hashes);
+                let mut hashes = Vec::new();
+                block.read_files(self.reporter, &mut hashes);
+                st.record_hashes(hashes);
                 self.stats.count_files_moved(Method::Buffered, files);
                 if let Some(w) = st.stream.as_mut() {
                     if let Err(e) = w.write_all(&block.buf) {
@@ -315,7 +329,9 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         if self.has_failed(&st) {
             return Ok(());
         }
-        let placed = Self::place(&mut st, entry, None);
+        let Some(placed) = Self::place(&mut st, entry, None) else {
+            return Ok(());
+        };
         st.block.buf.extend_from_slice(&placed.header);
         if st.block.is_full(self.files_per_block) {
             self.send_block(&mut st);
@@ -352,7 +368,9 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             }
             st.first_names.insert(*key, entry.path.clone());
         }
-        let placed = Self::place(&mut st, entry, Some(&shape));
+        let Some(placed) = Self::place(&mut st, entry, Some(&shape)) else {
+            return Ok(());
+        };
         st.block.buf.extend_from_slice(&placed.header);
         if runs.is_none() && size < SMALL {
             // Its content is read into the block by whoever writes the block.
@@ -433,19 +451,13 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
 
     /// Writes a large file's data region to the stream, in order.
     fn stream_large(&self, st: &mut State, f: &Large) {
-        let State {
-            stream,
-            failed,
-            hashes,
-            ..
-        } = st;
-        let Some(w) = stream.as_mut() else {
+        let Some(w) = st.stream.as_mut() else {
             return;
         };
         match stream_runs(f, w.as_mut(), self.reporter) {
-            Ok(h) => hashes.push((f.slot, h)),
+            Ok(h) => st.record_hashes([(f.slot, h)]),
             Err(e) => {
-                failed.get_or_insert(e);
+                st.failed.get_or_insert(e);
             }
         }
         self.stats.count_method(Method::Buffered);
@@ -456,44 +468,60 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         self.send_block(&mut self.lock());
         let ArchiveSink { state, fillers, .. } = self;
         let mut st = state.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let hashes = match fillers {
+        let last_hashes = match fillers {
             Some(fillers) => fillers.finish(),
-            None => Ok(std::mem::take(&mut st.hashes)),
+            None => Ok(Vec::new()),
         };
-        let hashes = match (hashes, st.failed.take()) {
-            (Ok(hashes), None) => hashes,
-            (Err(e), _) | (Ok(_), Some(e)) => {
-                // What was laid out stays (as tar leaves what it wrote); the length
-                // kept ahead of it goes.
-                if let (Some(fd), Some(reserved)) = (file, st.reserved) {
-                    if reserved > st.pos {
-                        let _ = rustix::fs::ftruncate(fd, st.pos);
-                    }
+        if let Ok(hashes) = last_hashes.as_ref() {
+            st.record_hashes(hashes.iter().copied());
+        }
+        if let Some(e) = last_hashes.err().or_else(|| st.failed.take()) {
+            // What was laid out stays (as tar leaves what it wrote); the length kept
+            // ahead of it goes.
+            if let (Some(fd), Some(reserved)) = (file, st.reserved) {
+                if reserved > st.pos {
+                    let _ = rustix::fs::ftruncate(fd, st.pos);
                 }
-                return Err(e);
             }
-        };
-        for (slot, hash) in hashes {
-            st.index.set_hash(slot, hash);
+            return Err(e);
         }
         // The end-of-archive blocks, then the index.
         let end_blocks = [0u8; 1024];
         let tar_end = st.pos + end_blocks.len() as u64;
-        let index = std::mem::take(&mut st.index).finish(tar_end, tar_end);
-        match (file, st.stream.as_mut()) {
+        let index = std::mem::take(&mut st.index);
+        let end = match (file, st.stream.as_mut()) {
             (Some(fd), _) => {
                 write_full(fd, &end_blocks, st.pos)?;
-                write_full(fd, &index, tar_end)?;
-                rustix::fs::ftruncate(fd, tar_end + index.len() as u64)?;
+                let mut at = tar_end;
+                let len = index.finish(tar_end, |bytes| {
+                    write_full(fd, bytes, at)?;
+                    at += bytes.len() as u64;
+                    Ok(())
+                })?;
+                rustix::fs::ftruncate(fd, tar_end + len)?;
+                tar_end + len
             }
             (None, Some(w)) => {
                 w.write_all(&end_blocks)?;
-                w.write_all(&index)?;
+                let len = index.finish(tar_end, |bytes| w.write_all(bytes))?;
                 w.flush()?;
+                tar_end + len
             }
-            (None, None) => {}
+            (None, None) => tar_end + index.finish(tar_end, |_| Ok(()))?,
+        };
+        Ok(end)
+    }
+}
+
+impl State {
+    /// Patches content hashes into the index; a failure to is the pack's failure.
+    fn record_hashes(&mut self, hashes: impl IntoIterator<Item = (HashSlot, u128)>) {
+        for (slot, hash) in hashes {
+            if let Err(e) = self.index.set_hash(slot, hash) {
+                self.failed.get_or_insert(e);
+                return;
+            }
         }
-        Ok(tar_end + index.len() as u64)
     }
 }
 
@@ -628,7 +656,8 @@ pub fn pack(
             .as_ref()
             .map(|sh| Fillers::start(scope, sh, filler_count));
         let per_block = files_per_block(filler_count);
-        let sink = ArchiveSink::new(stream, fillers, per_block, stats, reporter);
+        let index = IndexWriter::with_memory_limit(opts.index_memory);
+        let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, reporter);
         let walked = walk(src, &sink, &cfg, reporter);
         let finished = sink
             .finish(file.as_ref().map(|f| f.as_fd()))
@@ -682,7 +711,7 @@ mod tests {
                 len: size,
             }],
             size,
-            slot: 0,
+            slot: HashSlot(0),
             path: RelPath::from_bytes(b"d/big".to_vec()),
         };
         let kept = Kept::default();
@@ -694,5 +723,73 @@ mod tests {
         let errors = kept.0.into_inner().unwrap();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].contains("d/big"), "{errors:?}");
+    }
+
+    /// Packs `src` with `opts`, into a file or through a stream; returns the archive.
+    fn packed(src: &Path, opts: &PackOptions, stream: bool) -> Vec<u8> {
+        let out = tempfile::tempfile().expect("tempfile");
+        let to = match stream {
+            true => Output::Stream(Box::new(out.try_clone().expect("clone"))),
+            false => Output::File(out.try_clone().expect("clone").into()),
+        };
+        let kept = Kept::default();
+        pack(src, to, None, opts, &Stats::default(), &kept).expect("packed");
+        assert!(kept.0.into_inner().unwrap().is_empty());
+        use std::io::{Read, Seek};
+        let (mut out, mut bytes) = (out, Vec::new());
+        out.rewind().expect("rewind");
+        out.read_to_end(&mut bytes).expect("read archive");
+        bytes
+    }
+
+    /// A pack whose index moves to a temporary file, hashes patched there as the
+    /// fillers find them, writes the same archive as one that holds it all in memory,
+    /// to a file and through a stream.
+    #[test]
+    fn an_index_moved_to_a_temporary_file_makes_the_same_archive() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = dir.path().join("src");
+        for i in 0..600usize {
+            let sub = src.join(format!("d{}", i % 7));
+            std::fs::create_dir_all(&sub).expect("mkdir");
+            let size = if i % 50 == 0 {
+                200_000
+            } else {
+                (i * 131) % 9000
+            };
+            std::fs::write(sub.join(format!("f{i}")), vec![i as u8; size]).expect("write");
+        }
+        let opts = |index_memory| PackOptions {
+            hash: true,
+            reflink: Reflink::Never,
+            index_memory,
+            ..PackOptions::default()
+        };
+        use std::os::unix::fs::FileExt;
+        // The first read of each new directory sets its atime (relatime), which the
+        // archive records: only packs after that one are alike.
+        packed(&src, &opts(1 << 30), false);
+        let in_memory = packed(&src, &opts(1 << 30), false);
+        let archive = crate::read::Archive::from_file({
+            let f = tempfile::tempfile().expect("tempfile");
+            f.write_all_at(&in_memory, 0).expect("write");
+            f
+        })
+        .expect("a valid archive");
+        let index = archive.index().expect("indexed");
+        assert_eq!(index.len(), 608);
+        assert!(index
+            .iter()
+            .filter(|e| e.kind == Kind::File)
+            .all(|e| e.hash.is_some()));
+        for stream in [false, true] {
+            let spilled = packed(&src, &opts(1 << 10), stream);
+            let differs = (0..spilled.len().max(in_memory.len()))
+                .find(|&i| spilled.get(i) != in_memory.get(i));
+            assert_eq!(
+                differs, None,
+                "index spilled, stream {stream}: first difference"
+            );
+        }
     }
 }

@@ -21,6 +21,10 @@
 //! Reading never trusts a number: every count and length is checked against what is
 //! left, every offset against the tar data, before anything is allocated.
 
+mod writer;
+
+pub use writer::{HashSlot, IndexWriter, INDEX_MEMORY};
+
 use crate::write::header::pad_block;
 use std::fmt;
 use xxhash_rust::xxh3::xxh3_64;
@@ -136,6 +140,77 @@ fn bad(msg: impl Into<String>) -> IndexError {
     IndexError(msg.into())
 }
 
+/// The index's own header for `count` entries.
+fn header(count: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(COUNT_AT + 8);
+    out.extend_from_slice(INDEX_MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+    out
+}
+
+/// Where the entry count lies in an encoded index.
+const COUNT_AT: usize = 12;
+
+/// Where an entry's has-hash byte lies from its start: after the kind, mode, uid, gid,
+/// two times, and five 64-bit numbers.
+const HASH_AT: usize = 1 + 3 * 4 + 2 * 12 + 5 * 8;
+
+/// The has-hash byte and the hash, as encoded.
+fn encode_hash(hash: Option<u128>) -> [u8; 17] {
+    let mut b = [0u8; 17];
+    b[0] = u8::from(hash.is_some());
+    b[1..].copy_from_slice(&hash.unwrap_or(0).to_le_bytes());
+    b
+}
+
+/// Appends entry `e`, encoded, to `out`.
+fn encode_entry(out: &mut Vec<u8>, e: &IndexEntry) {
+    let start = out.len();
+    out.push(e.kind as u8);
+    for v in [e.mode, e.uid, e.gid] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for (s, ns) in [e.mtime, e.atime] {
+        out.extend_from_slice(&s.to_le_bytes());
+        out.extend_from_slice(&ns.to_le_bytes());
+    }
+    for v in [e.size, e.header_offset, e.data_offset, e.stored, e.rdev] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    debug_assert_eq!(out.len() - start, HASH_AT);
+    out.extend_from_slice(&encode_hash(e.hash));
+    put_bytes(out, &e.path);
+    put_bytes(out, &e.link);
+    out.extend_from_slice(&(e.runs.len() as u32).to_le_bytes());
+    for (o, l) in &e.runs {
+        out.extend_from_slice(&o.to_le_bytes());
+        out.extend_from_slice(&l.to_le_bytes());
+    }
+    out.extend_from_slice(&(e.xattrs.len() as u32).to_le_bytes());
+    for (n, v) in &e.xattrs {
+        put_bytes(out, n);
+        put_bytes(out, v);
+    }
+}
+
+/// What follows an index of `index_len` bytes (`count` entries, hashing to
+/// `index_hash`) that starts at `at`: zeros up to the footer, so the archive is a whole
+/// number of 512-byte blocks, and the footer.
+fn tail(at: u64, tar_end: u64, index_len: u64, count: u64, index_hash: u64) -> Vec<u8> {
+    let end = (at + index_len + FOOTER_LEN).div_ceil(512) * 512;
+    let mut out = vec![0u8; (end - at - index_len - FOOTER_LEN) as usize];
+    let mut footer = Vec::with_capacity(FOOTER_LEN as usize);
+    footer.extend_from_slice(FOOTER_MAGIC);
+    for v in [at, index_len, tar_end, count, index_hash, 0] {
+        footer.extend_from_slice(&v.to_le_bytes());
+    }
+    let footer_hash = xxh3_64(&footer);
+    footer.extend_from_slice(&footer_hash.to_le_bytes());
+    out.extend_from_slice(&footer);
+    out
+}
+
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
     out.extend_from_slice(b);
@@ -144,14 +219,18 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 impl Index {
     /// An index of `entries`.
     pub fn new(entries: &[IndexEntry], tar_end: u64) -> Index {
-        let mut w = IndexWriter::new();
-        for e in entries {
-            w.push(e);
-        }
-        w.set_count();
+        let mut bytes = header(entries.len() as u64);
+        let starts = entries
+            .iter()
+            .map(|e| {
+                let start = bytes.len();
+                encode_entry(&mut bytes, e);
+                start
+            })
+            .collect();
         Index {
-            bytes: w.out,
-            starts: w.starts,
+            bytes,
+            starts,
             tar_end,
         }
     }
@@ -185,114 +264,9 @@ impl Index {
     /// Encodes the index, the zero padding and the footer, for an index starting at
     /// `at` (which must be `tar_end`).
     pub fn encode(&self, at: u64) -> Vec<u8> {
-        let w = IndexWriter {
-            out: self.bytes.clone(),
-            starts: self.starts.clone(),
-        };
-        w.finish(at, self.tar_end)
-    }
-}
-
-/// Builds an index one entry at a time, already encoded: a packer keeps a few dozen
-/// bytes beyond the path per member, not a decoded entry and its allocations.
-pub struct IndexWriter {
-    out: Vec<u8>,
-    /// Where each entry starts in `out` (its hash, filled in once the data has been
-    /// read, lies [`HASH_AT`] bytes in).
-    starts: Vec<usize>,
-}
-
-/// Where an entry's has-hash byte lies from its start: after the kind, mode, uid, gid,
-/// two times, and five 64-bit numbers.
-const HASH_AT: usize = 1 + 3 * 4 + 2 * 12 + 5 * 8;
-
-impl Default for IndexWriter {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// Where the entry count lies in an encoded index.
-const COUNT_AT: usize = 12;
-
-impl IndexWriter {
-    /// An empty index.
-    pub fn new() -> Self {
-        let mut out = Vec::new();
-        out.extend_from_slice(INDEX_MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&0u64.to_le_bytes()); // the count, set by `finish`
-        debug_assert_eq!(out.len(), COUNT_AT + 8);
-        IndexWriter {
-            out,
-            starts: Vec::new(),
-        }
-    }
-
-    /// Appends an entry; returns its number.
-    pub fn push(&mut self, e: &IndexEntry) -> usize {
-        let out = &mut self.out;
-        self.starts.push(out.len());
-        out.push(e.kind as u8);
-        for v in [e.mode, e.uid, e.gid] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        for (s, ns) in [e.mtime, e.atime] {
-            out.extend_from_slice(&s.to_le_bytes());
-            out.extend_from_slice(&ns.to_le_bytes());
-        }
-        for v in [e.size, e.header_offset, e.data_offset, e.stored, e.rdev] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        debug_assert_eq!(self.starts.last().map(|s| out.len() - s), Some(HASH_AT));
-        out.push(u8::from(e.hash.is_some()));
-        out.extend_from_slice(&e.hash.unwrap_or(0).to_le_bytes());
-        put_bytes(out, &e.path);
-        put_bytes(out, &e.link);
-        out.extend_from_slice(&(e.runs.len() as u32).to_le_bytes());
-        for (o, l) in &e.runs {
-            out.extend_from_slice(&o.to_le_bytes());
-            out.extend_from_slice(&l.to_le_bytes());
-        }
-        out.extend_from_slice(&(e.xattrs.len() as u32).to_le_bytes());
-        for (n, v) in &e.xattrs {
-            put_bytes(out, n);
-            put_bytes(out, v);
-        }
-        self.starts.len() - 1
-    }
-
-    /// Sets the content hash of entry `slot`.
-    pub fn set_hash(&mut self, slot: usize, hash: u128) {
-        let at = self.starts[slot] + HASH_AT;
-        self.out[at] = 1;
-        self.out[at + 1..at + 17].copy_from_slice(&hash.to_le_bytes());
-    }
-
-    /// Writes the entry count into the index's header.
-    fn set_count(&mut self) {
-        let count = self.starts.len() as u64;
-        self.out[COUNT_AT..COUNT_AT + 8].copy_from_slice(&count.to_le_bytes());
-    }
-
-    /// The encoded index, the zero padding and the footer, for an index starting at
-    /// `at` (which must be `tar_end`).
-    pub fn finish(mut self, at: u64, tar_end: u64) -> Vec<u8> {
-        self.set_count();
-        let count = self.starts.len() as u64;
-        let mut out = self.out;
-        let index_len = out.len() as u64;
-        let index_hash = xxh3_64(&out);
-        let end = (at + index_len + FOOTER_LEN).div_ceil(512) * 512;
-        out.resize((end - at - FOOTER_LEN) as usize, 0);
-        let mut footer = Vec::with_capacity(FOOTER_LEN as usize);
-        footer.extend_from_slice(FOOTER_MAGIC);
-        for v in [at, index_len, tar_end, count, index_hash, 0] {
-            footer.extend_from_slice(&v.to_le_bytes());
-        }
-        let footer_hash = xxh3_64(&footer);
-        footer.extend_from_slice(&footer_hash.to_le_bytes());
-        out.extend_from_slice(&footer);
+        let mut out = self.bytes.clone();
+        let (len, count) = (out.len() as u64, self.starts.len() as u64);
+        out.extend(tail(at, self.tar_end, len, count, xxh3_64(&self.bytes)));
         out
     }
 }
@@ -542,7 +516,7 @@ fn check_entry(e: &IndexEntry, tar_end: u64) -> Result<(), IndexError> {
 mod tests {
     use super::*;
 
-    fn sample_entries() -> Vec<IndexEntry> {
+    pub(super) fn sample_entries() -> Vec<IndexEntry> {
         let file = IndexEntry {
             path: b"a/b\xff".to_vec(),
             kind: Kind::File,
