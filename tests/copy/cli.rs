@@ -86,3 +86,33 @@ fn a_closed_stderr_does_not_turn_an_error_into_a_crash() {
         .expect("run ferry");
     assert_eq!(status.code(), Some(2));
 }
+
+#[test]
+fn copies_within_a_low_limit_on_open_files() {
+    // Each worker keeps its chain of source and destination directories open: under
+    // `ulimit -n 64` (a hard limit ferry cannot raise) 16 workers, and even 4, ran out
+    // of descriptors on a tree 10 deep. ferry now runs fewer workers and says so.
+    let s = scratch();
+    for i in 0..2000u64 {
+        let dir = s.src.join(format!("a{}/b{}/c/d/e/f/g/h", i % 10, i % 7));
+        mkdirs(&dir);
+        write(&dir.join(format!("f{i:04}")), &pattern(i, 300));
+    }
+    stamp_times(&s.src);
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"ulimit -n 64 && exec "$@""#)
+        .arg("sh")
+        .arg(FERRY)
+        .args(["copy", "-j", "16"])
+        .arg(&s.src)
+        .arg(&s.dst);
+    let r = run(cmd);
+    r.assert_ok();
+    assert!(
+        r.stderr.contains("limit on open files is 64"),
+        "{}",
+        r.stderr
+    );
+    assert_same_tree(&s.src, &s.dst);
+}

@@ -1,5 +1,6 @@
 //! The process's limit on open descriptors, shared out among threads that each keep
-//! many open (pack's blocks of small files, unpack's caches of open directories).
+//! many open (pack's blocks of small files, unpack's caches of open directories, copy's
+//! chains of open directories).
 //!
 //! `ferry` raises its soft limit to the hard one at start; where the hard limit itself
 //! is low (some containers keep it at 1,024), holding the usual number open would make
@@ -7,12 +8,27 @@
 
 use rustix::process::{getrlimit, Resource};
 
+/// The limit on open descriptors (`None`: unlimited).
+pub fn open_files_limit() -> Option<u64> {
+    getrlimit(Resource::Nofile).current
+}
+
 /// How many descriptors each of `holders` may keep open, at most `most` and at least
 /// one, once `reserved` are set aside for everything else.
 pub fn open_files_each(holders: usize, reserved: u64, most: usize) -> usize {
-    let limit = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
-    let share = limit.saturating_sub(reserved) / (holders.max(1) as u64);
-    share.clamp(1, most.max(1) as u64) as usize
+    let left = open_files_limit()
+        .unwrap_or(u64::MAX)
+        .saturating_sub(reserved);
+    (left / (holders.max(1) as u64)).clamp(1, most.max(1) as u64) as usize
+}
+
+/// How many threads, at most `most` and at least one, may each keep `each`
+/// descriptors open once `reserved` are set aside for everything else.
+pub fn threads_within(each: u64, reserved: u64, most: usize) -> usize {
+    let left = open_files_limit()
+        .unwrap_or(u64::MAX)
+        .saturating_sub(reserved);
+    (left / each.max(1)).clamp(1, most.max(1) as u64) as usize
 }
 
 #[cfg(test)]
@@ -31,5 +47,10 @@ mod tests {
             assert_eq!(open_files_each(4, 64, 32), 32);
         }
         assert_eq!(open_files_each(0, 0, 0), 1);
+        assert_eq!(threads_within(8, u64::MAX, 16), 1, "nothing left: one");
+        if limit >= 16 * 8 + 64 {
+            assert_eq!(threads_within(8, 64, 16), 16);
+        }
+        assert_eq!(threads_within(0, 0, 0), 1);
     }
 }
