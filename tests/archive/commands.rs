@@ -1,7 +1,7 @@
 //! `ls`, `cat`, pipes, compressed input, the aligned layout and resuming an unpack.
 
 use crate::common::compare::assert_same_tree;
-use crate::common::run::FERRY;
+use crate::common::run::{with_open_file_limit, FERRY};
 use crate::common::{build, scratch, trees};
 use crate::{ferry, missing, pack};
 use ferry_archive::index::Kind;
@@ -102,22 +102,10 @@ fn pack_and_unpack_keep_within_a_low_limit_on_open_files() {
     // raise) failed to open the 60th file of the first block. Each unpack worker keeps
     // the directories it used last open: 16 workers in a tree 9 deep failed too.
     let s = scratch();
-    for i in 0..2000u64 {
-        let dir = s.src.join(format!("a{}/b{}/c/d/e/f/g/h", i % 10, i % 7));
-        build::mkdirs(&dir);
-        build::write(&dir.join(format!("f{i:04}")), &build::pattern(i, 300));
-    }
-    build::stamp_times(&s.src);
+    trees::deep(&s.src);
     let archive = s.tmp.path().join("a.far");
-    let limited = |args: &[&std::ffi::OsStr]| {
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(r#"ulimit -n 64 && exec "$@""#)
-            .arg("sh")
-            .arg(FERRY)
-            .args(args);
-        crate::run(cmd).assert_ok();
-    };
+    let limited =
+        |args: &[&std::ffi::OsStr]| crate::run(with_open_file_limit(64, args)).assert_ok();
     limited(&["pack".as_ref(), s.src.as_os_str(), archive.as_os_str()]);
     limited(&[
         "unpack".as_ref(),

@@ -26,6 +26,18 @@ pub fn copy_ok(src: &Path, dst: &Path, args: &[&str]) -> Run {
     r
 }
 
+/// `ferry ARGS..` under `ulimit -n LIMIT` (soft and hard, so ferry cannot raise it),
+/// not yet started.
+pub fn with_open_file_limit<S: AsRef<std::ffi::OsStr>>(limit: u32, args: &[S]) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!(r#"ulimit -n {limit} && exec "$@""#))
+        .arg("sh")
+        .arg(FERRY)
+        .args(args);
+    cmd
+}
+
 /// Runs a command to the end and keeps what it printed.
 pub fn run(mut cmd: Command) -> Run {
     let shown = format!("{cmd:?}");

@@ -11,6 +11,18 @@ use std::path::Path;
 /// Sizes around the page size, plus one past a MiB.
 pub const SIZES: [usize; 6] = [0, 1, 4095, 4096, 4097, (1 << 20) + 3];
 
+/// 2,000 small files in 70 directories 10 levels down (`a0..a9/b0..b6/c/d/e/f/g/h`):
+/// a walk keeps a chain of directories open for each worker, so this tree needs many
+/// descriptors at once. Times are stamped last.
+pub fn deep(root: &Path) {
+    for i in 0..2000u64 {
+        let dir = root.join(format!("a{}/b{}/c/d/e/f/g/h", i % 10, i % 7));
+        mkdirs(&dir);
+        write(&dir.join(format!("f{i:04}")), &pattern(i, 300));
+    }
+    stamp_times(root);
+}
+
 /// A tree with every kind a non-root user can make and most metadata: files of the
 /// sizes in [`SIZES`], empty files, nested directories, a 0500 directory with children,
 /// setuid/setgid files, sticky and setgid directories, an empty directory, a fifo,

@@ -4,7 +4,7 @@
 
 use crate::common::build::*;
 use crate::common::compare::assert_same_tree;
-use crate::common::run::{copy, copy_ok, run, FERRY};
+use crate::common::run::{copy, copy_ok, run, with_open_file_limit, FERRY};
 use crate::common::{scratch, trees};
 use std::path::Path;
 use std::process::Command;
@@ -93,21 +93,12 @@ fn copies_within_a_low_limit_on_open_files() {
     // `ulimit -n 64` (a hard limit ferry cannot raise) 16 workers, and even 4, ran out
     // of descriptors on a tree 10 deep. ferry now runs fewer workers and says so.
     let s = scratch();
-    for i in 0..2000u64 {
-        let dir = s.src.join(format!("a{}/b{}/c/d/e/f/g/h", i % 10, i % 7));
-        mkdirs(&dir);
-        write(&dir.join(format!("f{i:04}")), &pattern(i, 300));
-    }
-    stamp_times(&s.src);
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(r#"ulimit -n 64 && exec "$@""#)
-        .arg("sh")
-        .arg(FERRY)
-        .args(["copy", "-j", "16"])
-        .arg(&s.src)
-        .arg(&s.dst);
-    let r = run(cmd);
+    trees::deep(&s.src);
+    let (src, dst) = (s.src.as_os_str(), s.dst.as_os_str());
+    let r = run(with_open_file_limit(
+        64,
+        &["copy".as_ref(), "-j".as_ref(), "16".as_ref(), src, dst],
+    ));
     r.assert_ok();
     assert!(
         r.stderr.contains("limit on open files is 64"),

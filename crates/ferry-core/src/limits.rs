@@ -16,19 +16,20 @@ pub fn open_files_limit() -> Option<u64> {
 /// How many descriptors each of `holders` may keep open, at most `most` and at least
 /// one, once `reserved` are set aside for everything else.
 pub fn open_files_each(holders: usize, reserved: u64, most: usize) -> usize {
-    let left = open_files_limit()
-        .unwrap_or(u64::MAX)
-        .saturating_sub(reserved);
-    (left / (holders.max(1) as u64)).clamp(1, most.max(1) as u64) as usize
+    (open_files_left(reserved) / (holders.max(1) as u64)).clamp(1, most.max(1) as u64) as usize
 }
 
 /// How many threads, at most `most` and at least one, may each keep `each`
 /// descriptors open once `reserved` are set aside for everything else.
 pub fn threads_within(each: u64, reserved: u64, most: usize) -> usize {
-    let left = open_files_limit()
+    (open_files_left(reserved) / each.max(1)).clamp(1, most.max(1) as u64) as usize
+}
+
+/// Descriptors the limit leaves once `reserved` are set aside.
+fn open_files_left(reserved: u64) -> u64 {
+    open_files_limit()
         .unwrap_or(u64::MAX)
-        .saturating_sub(reserved);
-    (left / each.max(1)).clamp(1, most.max(1) as u64) as usize
+        .saturating_sub(reserved)
 }
 
 #[cfg(test)]
