@@ -100,7 +100,9 @@ fn pack_and_unpack_keep_within_a_low_limit_on_open_files() {
     // Each small file in a block stays open until a filler reads it: with the default
     // 128 files a block, a process limited to 64 descriptors (a hard limit ferry cannot
     // raise) failed to open the 60th file of the first block. Each unpack worker keeps
-    // the directories it used last open: 16 workers in a tree 9 deep failed too.
+    // the directories it used last open: 16 workers in a tree 9 deep failed too. And
+    // descriptors ferry inherits count: with 35 open at start (as under CI's runner),
+    // 16 fillers' jobs and the read-ahead queue's directories ran pack out of them.
     let s = scratch();
     trees::deep(&s.src);
     let archive = s.tmp.path().join("a.far");

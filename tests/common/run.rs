@@ -26,16 +26,55 @@ pub fn copy_ok(src: &Path, dst: &Path, args: &[&str]) -> Run {
     r
 }
 
+/// Descriptors open in ferry when [`with_open_file_limit`] starts it: the standard
+/// streams and descriptors inherited from a parent (CI's runner passed enough to run
+/// pack out of descriptors under a limit of 64 when ferry did not count them). They
+/// count against the limit like ferry's own.
+pub const OPEN_AT_START: usize = 35;
+
 /// `ferry ARGS..` under `ulimit -n LIMIT` (soft and hard, so ferry cannot raise it),
-/// not yet started.
+/// with [`OPEN_AT_START`] descriptors open when it starts; not yet started.
 pub fn with_open_file_limit<S: AsRef<std::ffi::OsStr>>(limit: u32, args: &[S]) -> Command {
+    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!(r#"ulimit -n {limit} && exec "$@""#))
         .arg("sh")
         .arg(FERRY)
         .args(args);
+    let more = OPEN_AT_START.saturating_sub(3 + passed_on_descriptors());
+    let null = std::fs::File::open("/dev/null").expect("open /dev/null");
+    // SAFETY: between fork and exec this only calls dup(2), which is async-signal-safe
+    // and allocates nothing; the copies lack FD_CLOEXEC, so they outlive the exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            for _ in 0..more {
+                std::mem::forget(rustix::io::dup(&null)?);
+            }
+            Ok(())
+        });
+    }
     cmd
+}
+
+/// Descriptors past the standard streams that this process passes to the programs it
+/// starts: those without `O_CLOEXEC` (inherited from whoever started the tests; this
+/// process's own are opened with it).
+fn passed_on_descriptors() -> usize {
+    const O_CLOEXEC: u32 = 0o2_000_000;
+    let Ok(fds) = std::fs::read_dir("/proc/self/fdinfo") else {
+        return 0;
+    };
+    fds.filter_map(|e| {
+        let name = e.ok()?.file_name();
+        let fd: u32 = name.to_str()?.parse().ok()?;
+        // Gone meanwhile (another test's file, or this listing's own): not passed on.
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+        let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?;
+        let flags = u32::from_str_radix(flags.trim(), 8).ok()?;
+        (fd > 2 && flags & O_CLOEXEC == 0).then_some(())
+    })
+    .count()
 }
 
 /// Runs a command to the end and keeps what it printed.

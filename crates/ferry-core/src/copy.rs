@@ -141,14 +141,5 @@ const OPEN_FILES_RESERVED: u64 = 16;
 /// least one; a tree deeper than it allows still fails, naming the path). Under
 /// `ulimit -n 64`, 16 workers failed on a tree 10 deep; so did 4.
 fn workers_within_open_files(asked: usize, reporter: &dyn Reporter) -> usize {
-    let asked = asked.max(1);
-    let workers = crate::limits::threads_within(OPEN_FILES_PER_WORKER, OPEN_FILES_RESERVED, asked);
-    if workers < asked {
-        let limit = crate::limits::open_files_limit().unwrap_or(u64::MAX);
-        let noun = if workers == 1 { "worker" } else { "workers" };
-        reporter.warn(&format!(
-            "{workers} {noun} instead of {asked}: the limit on open files is {limit} (ulimit -n)"
-        ));
-    }
-    workers
+    crate::limits::workers_within(asked, OPEN_FILES_PER_WORKER, OPEN_FILES_RESERVED, reporter)
 }

@@ -6,6 +6,7 @@
 //! is low (some containers keep it at 1,024), holding the usual number open would make
 //! opens fail with "Too many open files" part way through a job.
 
+use crate::error::Reporter;
 use rustix::process::{getrlimit, Resource};
 
 /// The limit on open descriptors (`None`: unlimited).
@@ -25,11 +26,36 @@ pub fn threads_within(each: u64, reserved: u64, most: usize) -> usize {
     (open_files_left(reserved) / each.max(1)).clamp(1, most.max(1) as u64) as usize
 }
 
-/// Descriptors the limit leaves once `reserved` are set aside.
+/// [`threads_within`] for workers the user asked for: when there is room for fewer than
+/// `asked`, says so through `reporter`.
+pub fn workers_within(asked: usize, each: u64, reserved: u64, reporter: &dyn Reporter) -> usize {
+    let asked = asked.max(1);
+    let workers = threads_within(each, reserved, asked);
+    if workers < asked {
+        let limit = open_files_limit().unwrap_or(u64::MAX);
+        let noun = if workers == 1 { "worker" } else { "workers" };
+        reporter.warn(&format!(
+            "{workers} {noun} instead of {asked}: the limit on open files is {limit} \
+             (ulimit -n), {} of them open already",
+            open_files_in_use()
+        ));
+    }
+    workers
+}
+
+/// Descriptors the limit leaves once those open now and `reserved` more are set aside.
 fn open_files_left(reserved: u64) -> u64 {
     open_files_limit()
         .unwrap_or(u64::MAX)
+        .saturating_sub(open_files_in_use())
         .saturating_sub(reserved)
+}
+
+/// Descriptors open now, inherited ones included: a parent (a shell, a CI runner) may
+/// pass dozens, and they count against the same limit. 0 where `/proc` is not mounted.
+pub fn open_files_in_use() -> u64 {
+    // The listing's own descriptor is one of the entries.
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count().saturating_sub(1) as u64)
 }
 
 #[cfg(test)]
@@ -53,5 +79,16 @@ mod tests {
             assert_eq!(threads_within(8, 64, 16), 16);
         }
         assert_eq!(threads_within(0, 0, 0), 1);
+    }
+
+    #[test]
+    fn descriptors_in_use_are_counted() {
+        let before = open_files_in_use();
+        assert!(before >= 3, "at least the standard streams: {before}");
+        let files: Vec<_> = (0..200).map(|_| tempfile::tempfile().unwrap()).collect();
+        let during = open_files_in_use();
+        drop(files);
+        // Other tests' threads open and close files meanwhile: compare loosely.
+        assert!(during >= before + 150, "{before} then {during}");
     }
 }

@@ -49,6 +49,11 @@ impl Run {
     pub fn at(&self, i: usize) {
         self.walked.store(i, Relaxed);
     }
+
+    /// The walk has reached the last name: nothing left worth reading ahead.
+    fn passed(&self) -> bool {
+        self.walked.load(Relaxed) + 1 >= self.names.len()
+    }
 }
 
 /// The queue of runs the prefetch threads work through.
@@ -74,7 +79,10 @@ impl Prefetch {
         if self.is_warm() {
             return None;
         }
-        let names = names.collect();
+        let names: Vec<CString> = names.collect();
+        if names.is_empty() {
+            return None;
+        }
         let run = Arc::new(Run {
             dir,
             names,
@@ -82,6 +90,9 @@ impl Prefetch {
             walked: AtomicUsize::new(0),
         });
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        // Each run holds its directory open: runs the walk has passed go now, not when
+        // a prefetcher comes to them (with busy CPUs, dozens waited, each holding one).
+        q.0.retain(|r| !r.passed());
         q.0.push_back(run.clone());
         drop(q);
         self.ready.notify_all();
@@ -149,7 +160,7 @@ impl Prefetch {
             while let Some(run) = q.0.front() {
                 let i = run.next.fetch_add(1, Relaxed);
                 // The walk is past this run's end: nothing left worth reading.
-                if i < run.names.len() && run.walked.load(Relaxed) + 1 < run.names.len() {
+                if i < run.names.len() && !run.passed() {
                     return Some((run.clone(), i));
                 }
                 q.0.pop_front();
@@ -212,6 +223,38 @@ mod tests {
         drain(&p, &open_dir(tmp.path()), names);
         assert!(p.queue.lock().expect("lock").1);
         assert!(!p.is_warm(), "50 files are too few to call the cache warm");
+    }
+
+    /// Queued runs hold their directories open: one the walk has passed leaves the
+    /// queue when the next is offered, and a directory without files is not queued.
+    #[test]
+    fn runs_the_walk_has_passed_do_not_stay_queued() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = open_dir(tmp.path());
+        let p = Prefetch::default();
+        assert!(p.offer(dir.clone(), std::iter::empty()).is_none());
+        let names = || files(tmp.path(), 3).into_iter();
+        let first = p.offer(dir.clone(), names()).expect("offered");
+        let second = p.offer(dir.clone(), names()).expect("offered");
+        assert_eq!(
+            p.queue.lock().expect("lock").0.len(),
+            2,
+            "neither passed yet"
+        );
+        first.at(2);
+        second.at(1);
+        drop((first, second));
+        let _third = p.offer(dir.clone(), names()).expect("offered");
+        assert_eq!(
+            p.queue.lock().expect("lock").0.len(),
+            2,
+            "the first one went"
+        );
+        assert_eq!(
+            Arc::strong_count(&dir),
+            3,
+            "ours, the second's and the third's"
+        );
     }
 
     /// Writes `name` in `dir` (64 KiB), syncs it and drops it from the cache; returns

@@ -18,7 +18,7 @@ use crate::tar::Reader;
 use ferry_core::data::{Mover, Reflink, Sparse};
 use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath};
 use ferry_core::error::{Error, Reporter};
-use ferry_core::limits::open_files_each;
+use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::local::{DstDir, LocalTreeSink, Update};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::Stats;
@@ -62,9 +62,19 @@ type DirCache = Vec<(RelPath, DstDir)>;
 /// files is low (kernel tree, 16 workers: `ulimit -n 128` failed with 32 each).
 const CACHED_DIRS: usize = 32;
 
-/// Descriptors kept for everything but the workers' directory caches: the archive,
-/// each worker's file being written, the standard streams.
-const OTHER_DESCRIPTORS: u64 = 64;
+/// Descriptors each worker holds besides its directory cache: the file being written,
+/// a directory being opened, one just dropped from the cache and still in use.
+const WORKER_DESCRIPTORS: u64 = 3;
+
+/// Descriptors kept for the rest: the archive, the destination, the standard streams.
+const OTHER_DESCRIPTORS: u64 = 16;
+
+/// At most `asked` workers, as many as the limit on open files leaves room for with
+/// one cached directory each. Under `ulimit -n 64` with 32 descriptors inherited,
+/// 16 workers failed with "Too many open files".
+fn workers_within_open_files(asked: usize, reporter: &dyn Reporter) -> usize {
+    workers_within(asked, WORKER_DESCRIPTORS + 1, OTHER_DESCRIPTORS, reporter)
+}
 
 /// `dir` is `path` or one of its ancestors.
 fn is_within(path: &RelPath, dir: &RelPath) -> bool {
@@ -79,14 +89,17 @@ fn parent_of(path: &RelPath) -> RelPath {
 }
 
 impl<'a> Extractor<'a> {
+    /// An extractor for `workers` workers (each with a directory cache).
     fn new(
         dst: &Path,
         mover: &'a Mover,
         opts: &UnpackOptions,
+        workers: usize,
         stats: &'a Stats,
         reporter: &'a dyn Reporter,
     ) -> Result<Self, ArchiveError> {
-        let cached_dirs = open_files_each(opts.threads, OTHER_DESCRIPTORS, CACHED_DIRS);
+        let workers_own = WORKER_DESCRIPTORS * workers as u64;
+        let cached_dirs = open_files_each(workers, OTHER_DESCRIPTORS + workers_own, CACHED_DIRS);
         let sink = LocalTreeSink::new(
             dst,
             mover,
@@ -236,7 +249,8 @@ fn read_end(e: &IndexEntry) -> u64 {
 /// Unpacks an archive file into `dst`. Per-member failures go to `reporter` and the
 /// rest goes on; an archive that cannot be read on is an error.
 ///
-/// A ferry archive is unpacked from its index by `opts.threads` workers, handed runs
+/// A ferry archive is unpacked from its index by `opts.threads` workers (fewer if the
+/// limit on open files leaves no room for them), handed runs
 /// of members sharing a directory as this thread goes through the index (a directory
 /// is made by whichever worker needs it first: its member, or a member below it); then
 /// come hardlinks, whose targets now exist; then directory metadata.
@@ -258,7 +272,8 @@ pub fn unpack_file(
         return unpack_stream(r, dst, opts, stats, reporter);
     };
     let mover = Mover::new(opts.reflink, opts.sparse);
-    let ex = Extractor::new(dst, &mover, opts, stats, reporter)?;
+    let workers = workers_within_open_files(opts.threads, reporter);
+    let ex = Extractor::new(dst, &mover, opts, workers, stats, reporter)?;
     prefetch_headers(archive, index);
     let failed: Mutex<Option<ArchiveError>> = Mutex::new(None);
     let fail = |err: ArchiveError| {
@@ -283,7 +298,6 @@ pub fn unpack_file(
         }
         Ok(())
     };
-    let workers = opts.threads.max(1);
     // Bounded, so the runs waiting for a worker take little memory however many
     // members there are.
     let (groups, queue) = mpsc::sync_channel::<Vec<usize>>(4 * workers);
@@ -438,7 +452,8 @@ pub fn unpack_stream(
     reporter: &dyn Reporter,
 ) -> Result<(), ArchiveError> {
     let mover = Mover::new(opts.reflink, opts.sparse);
-    let ex = Extractor::new(dst, &mover, opts, stats, reporter)?;
+    // One worker: this thread.
+    let ex = Extractor::new(dst, &mover, opts, 1, stats, reporter)?;
     let mut reader = Reader::new(input);
     let mut dirs = Vec::new();
     let mut cache = DirCache::new();

@@ -19,7 +19,7 @@ use crate::index::HashSlot;
 use ferry_core::data::{read_up_to, Method, Mover, Segment};
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
-use ferry_core::limits::open_files_each;
+use ferry_core::limits::{open_files_each, threads_within};
 use ferry_core::Stats;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -33,15 +33,24 @@ pub const BLOCK_BYTES: usize = 256 << 10;
 /// process may not open that many, see [`files_per_block`]).
 pub const BLOCK_FILES: usize = 128;
 
-/// Descriptors kept for everything but blocks: the archive, the walk's directories in
-/// progress, prefetchers, large files in the queue, the standard streams.
-const OTHER_DESCRIPTORS: u64 = 256;
+/// Descriptors kept for everything but the fillers' jobs: the archive, its index when
+/// it spills to a file, the walk's directories in progress (room for 20 levels), the
+/// prefetchers' files and directories, the standard streams.
+const OTHER_DESCRIPTORS: u64 = 64;
 
-/// How many files a block may hold with `fillers` fillers: every block in flight (one
-/// being filled per filler, one queued per filler, one being laid out) holds its files
-/// open, and together they must stay under the process's limit on open files (with the
-/// default of 128 per block and 16 fillers, 4,352 descriptors: more than the usual
-/// soft limit of 1,024 when the hard limit does not let ferry raise it).
+/// How many fillers to start, at most `most`: every job in flight (one being done per
+/// filler, one queued per filler, one being laid out) holds at least one descriptor.
+/// Under `ulimit -n 64` with dozens of descriptors inherited, 16 fillers' jobs ran
+/// the walk out of descriptors.
+pub fn fillers_within_open_files(most: usize) -> usize {
+    threads_within(2, OTHER_DESCRIPTORS + 1, most)
+}
+
+/// How many files a block may hold with `fillers` fillers: every block in flight
+/// holds its files open, and together they must stay under the process's limit on
+/// open files (with the default of 128 per block and 16 fillers, 4,352 descriptors:
+/// more than the usual soft limit of 1,024 when the hard limit does not let ferry
+/// raise it).
 pub fn files_per_block(fillers: usize) -> usize {
     open_files_each(2 * fillers + 1, OTHER_DESCRIPTORS, BLOCK_FILES)
 }

@@ -9,7 +9,10 @@
 //! written in order through memory. Either way the index and footer follow the
 //! end-of-archive blocks.
 
-use super::fill::{files_per_block, read_or_zeros, Block, Fillers, Job, Large, Shared, Small};
+use super::fill::{
+    files_per_block, fillers_within_open_files, read_or_zeros, Block, Fillers, Job, Large, Shared,
+    Small,
+};
 use super::header::{encode, pad_block, DataShape, ALIGN};
 use crate::index::{HashSlot, IndexEntry, IndexWriter, Kind, INDEX_MEMORY};
 use ferry_core::data::{
@@ -609,8 +612,9 @@ impl TreeSink for ArchiveSink<'_, '_> {
 
 /// Filler threads for an archive file: as many as copy's workers. Packing the kernel
 /// tree on ext4 (warm cache) took 1.14-1.31 s with 2 fillers, 0.98-1.22 s with 16.
+/// Fewer when the limit on open files is low (see [`fillers_within_open_files`]).
 fn fillers() -> usize {
-    ferry_core::copy::default_threads()
+    fillers_within_open_files(ferry_core::copy::default_threads())
 }
 
 /// Read-ahead threads for the single walker. With the fillers reading data in
