@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Peak RSS of `ferry copy` on a tree of 1,000,000 files (the issue's target: < 64 MiB).
+"""Peak RSS of ferry on a tree of 1,000,000 files: `copy` (issue 2's target: < 64 MiB),
+and `pack` and `unpack` beside GNU tar and bsdtar (issue 3's: < 32 MiB whatever the
+archive size).
 
 Makes a fresh loop-mounted filesystem with room for twice the inodes (source and
 destination live on it), creates DIRS directories of FILES/DIRS files of SIZE bytes
-(empty by default), then copies it with ferry (and any other tools asked for), warm cache,
-and reports peak RSS (GNU time's %M: the largest resident set of the process), wall
-seconds and CPU. Checks the copy's counts.
+(empty by default), then copies it with ferry (and any other tools asked for), and/or
+packs it with each archiver and unpacks that archiver's archive, warm cache, and reports
+peak RSS (GNU time's %M: the largest resident set of the process), wall seconds and CPU.
+Checks the counts of every tree made.
 
     sudo bench/rss_million.py                          # 1,000,000 empty files in 1,000 dirs
     sudo bench/rss_million.py --dirs 1 --files 1000000 # all in one directory
     sudo bench/rss_million.py --tools ferry,cp,rsync --size 100
+    sudo bench/rss_million.py --ops pack,unpack --size 100   # ferry, tar, bsdtar
 """
 import argparse
 import os
@@ -19,6 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
 import copy_bench as C  # noqa: E402
+import archive_bench as A  # noqa: E402
 
 
 def make_tree(root, files, dirs, size):
@@ -40,7 +45,9 @@ def main():
     ap.add_argument("--dirs", type=int, default=1000)
     ap.add_argument("--size", type=int, default=0, help="bytes per file (default 0: empty)")
     ap.add_argument("--fs", default="ext4", help="ext4 (made with -N for 2x the entries) or xfs")
-    ap.add_argument("--tools", default="ferry", help="comma list, as in copy_bench.py")
+    ap.add_argument("--ops", default="copy", help="comma list of copy, pack, unpack (unpack packs first)")
+    ap.add_argument("--tools", default="ferry", help="copy's tools: comma list, as in copy_bench.py")
+    ap.add_argument("--archivers", default="ferry,tar,bsdtar", help="pack's and unpack's tools")
     ap.add_argument("-j", "--jobs", type=int, help="ferry -j (default: ferry's own)")
     ap.add_argument("--ferry-j", default="", help="also ferry with each of these -j")
     ap.add_argument("--reps", type=int, default=1)
@@ -58,6 +65,9 @@ def main():
     args.ferry = B.snapshot_binary(built, os.path.join(B.HERE, ".build", "bin"))
     # what copy_bench.tool_command reads
     args.ferry_arg, args.limitcopy_threads = [], os.cpu_count() or 2
+    # what archive_bench's pack_cmd and unpack_cmd read
+    args.pack_jobs = args.unpack_jobs = args.jobs
+    ops = [o for o in args.ops.split(",") if o]
     out_path = args.out or os.path.join(B.RESULTS, f"rss-{B.timestamp()}.json")
     results = {"kind": "rss_million", "started": B.timestamp(), "argv": sys.argv, "machine": B.machine_info(),
                "ferry": dict(B.ferry_identity(built), snapshot=args.ferry), "runs": []}
@@ -75,39 +85,66 @@ def main():
         results["source"] = want
         results["loop"] = lfs.info
         rows = []
+
+        def measure(tool, op, cache, cmd, check):
+            B.sync()
+            if cache == "cold":
+                B.drop_caches()
+            B.wait_quiet(60)
+            run = B.run_measured(cmd, timeout=args.timeout)
+            problem = check(run)
+            if run["rc"]:
+                problem = f"exit {run['rc']}: {run['stderr'].strip()[:300]}; {problem}"
+            run.update(tool=tool, op=op, cache=cache, cmd=" ".join(cmd), problem=problem,
+                       stdout=run["stdout"][-2000:], stderr=run["stderr"][-2000:])
+            rows.append(run)
+            B.write_json(out_path, results | {"runs": rows})
+            B.log(f"{op} {tool} {cache}: {run['seconds']:.1f} s, peak RSS {(run['maxrss_kib'] or 0) / 1024:.1f} MiB"
+                  + (f"  PROBLEM: {problem}" if problem else ""))
+
         for cache in args.cache.split(","):
             if cache == "warm":
                 C.warm_source(src)
-            for tool in tools:
+            for tool in tools if "copy" in ops else []:
                 c = C.tool_command(tool, src, dst, args)
                 if c is None:
                     B.log(f"{tool}: not installed, skipped")
                     continue
                 for rep in range(args.reps):
                     B.rmtree(dst)
-                    B.sync()
-                    if cache == "cold":
-                        B.drop_caches()
-                    B.wait_quiet(60)
-                    run = B.run_measured(c[0], shell=c[1], timeout=args.timeout)
-                    problem = C.check_copy(tool, want, dst, run)
-                    if run["rc"]:
-                        problem = f"exit {run['rc']}: {run['stderr'].strip()[:300]}; {problem}"
-                    run.update(tool=tool, cache=cache, cmd=c[0] if c[1] else " ".join(c[0]), problem=problem,
-                               stdout=run["stdout"][-2000:], stderr=run["stderr"][-2000:])
-                    rows.append(run)
-                    B.write_json(out_path, results | {"runs": rows})
-                    B.log(f"{tool} {cache}: {run['seconds']:.1f} s, peak RSS {(run['maxrss_kib'] or 0) / 1024:.1f} MiB"
-                          + (f"  PROBLEM: {problem}" if problem else ""))
+                    run_copy = c[0] if not c[1] else ["sh", "-c", c[0]]
+                    measure(tool, "copy", cache, run_copy, lambda run: C.check_copy(tool, want, dst, run))
+            for tool in [t for t in args.archivers.split(",") if t] if {"pack", "unpack"} & set(ops) else []:
+                if not tool.startswith("ferry") and not B.which(tool):
+                    B.log(f"{tool}: not installed, skipped")
+                    continue
+                archive = os.path.join(lfs.mnt, f"archive.{tool}")
+                for rep in range(args.reps):
+                    B.rmtree(dst)
+                    if os.path.exists(archive):
+                        os.unlink(archive)
+                    # Unpack needs an archive: made by a pack that is measured only if asked for.
+                    if "pack" in ops:
+                        measure(tool, "pack", cache, A.pack_cmd(tool, src, archive, args), lambda run: None)
+                    elif rep == 0 or not os.path.exists(archive):
+                        B.run_measured(A.pack_cmd(tool, src, archive, args), timeout=args.timeout)
+                    if "unpack" in ops:
+                        os.makedirs(dst)
+                        if cache == "warm":
+                            A.read_file(archive)
+                        measure(tool, "unpack", cache, A.unpack_cmd(tool, archive, dst, args),
+                                lambda run: C.check_copy(tool, want, dst, run))
+                if os.path.exists(archive):
+                    os.unlink(archive)
         B.rmtree(dst)
     results["runs"] = rows
     results["finished"] = B.timestamp()
     B.write_json(out_path, results)
     where = f"{want['dirs']:,} dirs" if want["dirs"] else "one directory"
-    print(f"\n== peak RSS copying {want['files']:,} files ({args.size} B each) in {where}, {args.fs} ==")
-    print(f"{'tool':<12} {'cache':<5} {'seconds':>8} {'files/s':>9} {'cpu s':>7} {'peak RSS MiB':>13}  check")
+    print(f"\n== peak RSS on {want['files']:,} files ({args.size} B each) in {where}, {args.fs} ==")
+    print(f"{'op':<7} {'tool':<12} {'cache':<5} {'seconds':>8} {'files/s':>9} {'cpu s':>7} {'peak RSS MiB':>13}  check")
     for r in rows:
-        print(f"{r['tool']:<12} {r['cache']:<5} {r['seconds']:>8.1f} {want['files'] / r['seconds']:>9,.0f} "
+        print(f"{r['op']:<7} {r['tool']:<12} {r['cache']:<5} {r['seconds']:>8.1f} {want['files'] / r['seconds']:>9,.0f} "
               f"{(r['user'] or 0) + (r['sys'] or 0):>7.1f} {(r['maxrss_kib'] or 0) / 1024:>13.1f}  "
               f"{r['problem'] or 'ok'}")
     print(f"\nresults: {out_path}")

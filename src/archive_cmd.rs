@@ -122,7 +122,8 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
         Input::File(a) => {
             // The index says how much there is to do, before anything is done.
             let count = |t: &ferry_core::count::Totals| {
-                for e in a.index().into_iter().flat_map(|i| i.iter()) {
+                // An index that fails now is reported by the unpack.
+                for e in a.entries().into_iter().flatten().map_while(Result::ok) {
                     t.entries.fetch_add(
                         u64::from(e.kind != ferry_archive::index::Kind::Dir),
                         Relaxed,

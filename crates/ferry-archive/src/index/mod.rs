@@ -21,12 +21,14 @@
 //! Reading never trusts a number: every count and length is checked against what is
 //! left, every offset against the tar data, before anything is allocated.
 
+mod read;
 mod writer;
 
+pub use read::Entries;
 pub use writer::{HashSlot, IndexWriter, INDEX_MEMORY};
 
-use crate::write::header::pad_block;
 use std::fmt;
+use std::io::Read;
 use xxhash_rust::xxh3::xxh3_64;
 
 const INDEX_MAGIC: &[u8; 8] = b"FERRYIDX";
@@ -34,10 +36,6 @@ const FOOTER_MAGIC: &[u8; 8] = b"FERRYEND";
 const VERSION: u32 = 1;
 /// Size of the footer at the very end of an indexed archive.
 pub const FOOTER_LEN: u64 = 64;
-/// The largest index a reader loads (room for several million members): a footer may
-/// not make a reader allocate what the archive's length alone would allow.
-pub const MAX_INDEX_LEN: u64 = 1 << 30;
-
 /// What an index entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -110,18 +108,12 @@ pub struct IndexEntry {
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-/// The index of an archive and where the tar data ends. It is kept encoded, as read or
-/// built: an entry is decoded when asked for, so a reader holds about the index's own
-/// size (a few dozen bytes beyond the path per member), not a decoded entry with its
-/// allocations per member.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A ferry archive's index, as its footer places it. It holds no entries: they are
+/// read from the archive a window at a time whenever they are gone through (see
+/// [`Entries`]), so a reader's memory does not grow with the number of members.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Index {
-    /// The encoded index (as in the archive).
-    bytes: Vec<u8>,
-    /// Where each entry starts in `bytes`.
-    starts: Vec<usize>,
-    /// First byte after the tar end-of-archive blocks.
-    pub tar_end: u64,
+    footer: Footer,
 }
 
 /// Why an index could not be read.
@@ -217,58 +209,55 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 impl Index {
-    /// An index of `entries`.
-    pub fn new(entries: &[IndexEntry], tar_end: u64) -> Index {
-        let mut bytes = header(entries.len() as u64);
-        let starts = entries
-            .iter()
-            .map(|e| {
-                let start = bytes.len();
-                encode_entry(&mut bytes, e);
-                start
-            })
-            .collect();
-        Index {
-            bytes,
-            starts,
-            tar_end,
-        }
+    /// The index `footer` places.
+    pub fn new(footer: Footer) -> Index {
+        Index { footer }
     }
 
     /// The number of entries.
-    pub fn len(&self) -> usize {
-        self.starts.len()
+    pub fn len(&self) -> u64 {
+        self.footer.entries
     }
 
     /// True when there are no entries.
     pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+        self.footer.entries == 0
     }
 
-    /// Entry number `i` (in archive order), decoded; `None` past the end.
-    pub fn get(&self, i: usize) -> Option<IndexEntry> {
-        let pos = *self.starts.get(i)?;
-        // Every entry was decoded and checked when the index was read or built.
-        read_entry(&mut Cursor {
-            buf: &self.bytes,
-            pos,
-        })
-        .ok()
+    /// First byte after the tar end-of-archive blocks.
+    pub fn tar_end(&self) -> u64 {
+        self.footer.tar_end
     }
 
-    /// The entries in archive order, decoded one at a time.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = IndexEntry> + '_ {
-        (0..self.len()).filter_map(|i| self.get(i))
+    /// Where the index starts in the archive.
+    pub fn offset(&self) -> u64 {
+        self.footer.index_offset
     }
 
-    /// Encodes the index, the zero padding and the footer, for an index starting at
-    /// `at` (which must be `tar_end`).
-    pub fn encode(&self, at: u64) -> Vec<u8> {
-        let mut out = self.bytes.clone();
-        let (len, count) = (out.len() as u64, self.starts.len() as u64);
-        out.extend(tail(at, self.tar_end, len, count, xxh3_64(&self.bytes)));
-        out
+    /// The entries, decoded and checked as `r` reads the index from its start.
+    pub fn entries<R: Read>(&self, r: R) -> Entries<R> {
+        Entries::new(r, self.footer)
     }
+
+    /// The entry that starts `pos` bytes into the index (as [`Entries`] gives it),
+    /// read by `r` from there.
+    pub fn entry_at(&self, r: impl Read, pos: u64) -> Result<IndexEntry, IndexError> {
+        read::entry_at(r, &self.footer, pos)
+    }
+}
+
+/// Encodes `entries`, with the index's header, padding and footer, as an index at
+/// `tar_end` (for tests that build archives by hand).
+#[cfg(test)]
+pub(crate) fn encode_index(entries: &[IndexEntry], tar_end: u64) -> Vec<u8> {
+    let mut out = header(entries.len() as u64);
+    for e in entries {
+        encode_entry(&mut out, e);
+    }
+    let (len, count) = (out.len() as u64, entries.len() as u64);
+    let hash = xxh3_64(&out);
+    out.extend(tail(tar_end, tar_end, len, count, hash));
+    out
 }
 
 /// Where the index lies, as read and checked from a footer.
@@ -317,199 +306,8 @@ impl Footer {
         {
             return Err(bad("footer places the index outside the archive"));
         }
-        if f.index_len > MAX_INDEX_LEN {
-            return Err(bad("index larger than a reader loads"));
-        }
         Ok(Some(f))
     }
-
-    /// Checks the index bytes this footer points at, decoding every entry once (each
-    /// entry on its own, and all of them laid over the tar data), and keeps them as the
-    /// index.
-    pub fn decode(&self, bytes: Vec<u8>) -> Result<Index, IndexError> {
-        if bytes.len() as u64 != self.index_len || xxh3_64(&bytes) != self.index_hash {
-            return Err(bad("index checksum mismatch"));
-        }
-        let mut c = Cursor {
-            buf: &bytes,
-            pos: 0,
-        };
-        if c.take(8)? != INDEX_MAGIC {
-            return Err(bad("no index magic"));
-        }
-        if c.u32()? != VERSION {
-            return Err(bad("unknown index version"));
-        }
-        let count = c.u64()?;
-        if count != self.entries {
-            return Err(bad("entry count differs from the footer's"));
-        }
-        // Every entry takes at least 100 bytes: a count beyond that is a lie.
-        if count > bytes.len() as u64 / 100 {
-            return Err(bad("entry count larger than the index"));
-        }
-        let mut starts = Vec::with_capacity(count as usize);
-        // Where the next entry's headers must start: the entries tile the tar data
-        // exactly, as the tar stream does.
-        let mut next = 0u64;
-        for i in 0..count {
-            starts.push(c.pos);
-            let e = read_entry(&mut c).map_err(|e| bad(format!("entry {i}: {}", e.0)))?;
-            check_entry(&e, self.tar_end).map_err(|e| bad(format!("entry {i}: {}", e.0)))?;
-            if e.header_offset != next {
-                return Err(bad(format!(
-                    "entry at offset {} does not follow the one before (expected {next})",
-                    e.header_offset
-                )));
-            }
-            next = e
-                .data_offset
-                .checked_add(pad_block(e.stored))
-                .ok_or_else(|| bad(format!("entry {i}: data range overflows")))?;
-        }
-        if c.pos != bytes.len() {
-            return Err(bad("trailing bytes after the last entry"));
-        }
-        if next.saturating_add(1024) != self.tar_end {
-            return Err(bad("entries do not end at the end-of-archive blocks"));
-        }
-        Ok(Index {
-            bytes,
-            starts,
-            tar_end: self.tar_end,
-        })
-    }
-}
-
-/// A bounds-checked reader over the index bytes.
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], IndexError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| bad("truncated"))?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], IndexError> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(N)?);
-        Ok(a)
-    }
-    fn u8(&mut self) -> Result<u8, IndexError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32, IndexError> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-    fn u64(&mut self) -> Result<u64, IndexError> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
-    fn time(&mut self) -> Result<(i64, u32), IndexError> {
-        let s = i64::from_le_bytes(self.array()?);
-        let ns = self.u32()?;
-        if ns >= 1_000_000_000 {
-            return Err(bad("nanoseconds out of range"));
-        }
-        Ok((s, ns))
-    }
-    fn bytes(&mut self) -> Result<Vec<u8>, IndexError> {
-        let n = self.u32()? as usize;
-        Ok(self.take(n)?.to_vec())
-    }
-    /// A count of items of at least `min_size` bytes each, checked against what is left.
-    fn count(&mut self, min_size: usize) -> Result<usize, IndexError> {
-        let n = self.u32()? as usize;
-        if n.saturating_mul(min_size) > self.buf.len() - self.pos {
-            return Err(bad("count larger than the index"));
-        }
-        Ok(n)
-    }
-}
-
-fn read_entry(c: &mut Cursor<'_>) -> Result<IndexEntry, IndexError> {
-    let kind = Kind::from_u8(c.u8()?).ok_or_else(|| bad("unknown kind"))?;
-    let (mode, uid, gid) = (c.u32()?, c.u32()?, c.u32()?);
-    let (mtime, atime) = (c.time()?, c.time()?);
-    let (size, header_offset, data_offset, stored, rdev) =
-        (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
-    let has_hash = c.u8()?;
-    let hash = u128::from_le_bytes(c.array()?);
-    let path = c.bytes()?;
-    let link = c.bytes()?;
-    let nruns = c.count(16)?;
-    let runs = (0..nruns)
-        .map(|_| Ok((c.u64()?, c.u64()?)))
-        .collect::<Result<Vec<_>, IndexError>>()?;
-    let nx = c.count(8)?;
-    let xattrs = (0..nx)
-        .map(|_| Ok((c.bytes()?, c.bytes()?)))
-        .collect::<Result<Vec<_>, IndexError>>()?;
-    Ok(IndexEntry {
-        path,
-        kind,
-        mode,
-        uid,
-        gid,
-        mtime,
-        atime,
-        size,
-        header_offset,
-        data_offset,
-        stored,
-        rdev,
-        hash: (has_hash != 0).then_some(hash),
-        link,
-        runs,
-        xattrs,
-    })
-}
-
-/// Checks one entry against itself and the tar data's extent.
-fn check_entry(e: &IndexEntry, tar_end: u64) -> Result<(), IndexError> {
-    if e.path.contains(&0) || e.link.contains(&0) {
-        return Err(bad("NUL byte in a path"));
-    }
-    if e.mode > 0o7777 {
-        return Err(bad("mode out of range"));
-    }
-    let data_end = e
-        .data_offset
-        .checked_add(e.stored)
-        .ok_or_else(|| bad("data range overflows"))?;
-    if e.header_offset.saturating_add(512) > e.data_offset || data_end > tar_end {
-        return Err(bad("data lies outside the tar data"));
-    }
-    if e.kind != Kind::File && (e.stored != 0 || !e.runs.is_empty()) {
-        return Err(bad("data given for an entry that is not a file"));
-    }
-    if e.runs.is_empty() {
-        if e.kind == Kind::File && e.stored != e.size {
-            return Err(bad("stored size differs from file size"));
-        }
-        return Ok(());
-    }
-    let mut end = 0u64;
-    let mut total = 0u64;
-    for &(o, l) in &e.runs {
-        let run_end = o.checked_add(l).ok_or_else(|| bad("run overflows"))?;
-        if o < end || run_end > e.size {
-            return Err(bad("sparse runs overlap or pass the end of the file"));
-        }
-        end = run_end;
-        total = total.checked_add(l).ok_or_else(|| bad("runs overflow"))?;
-    }
-    if total != e.stored {
-        return Err(bad("sparse runs do not add up to the stored size"));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -550,57 +348,76 @@ mod tests {
         vec![file, dir]
     }
 
-    fn sample() -> Index {
-        Index::new(&sample_entries(), 10240)
+    fn sample() -> Vec<u8> {
+        encode_index(&sample_entries(), 10240)
     }
 
-    fn roundtrip(bytes: &[u8], at: u64) -> Result<Option<Index>, IndexError> {
+    /// Reads the index at the end of `bytes` (an archive's bytes from offset `at`):
+    /// every entry with its position, or the first error.
+    fn read_all(bytes: &[u8], at: u64) -> Result<Option<Vec<(u64, IndexEntry)>>, IndexError> {
         let len = at + bytes.len() as u64;
         let Some(f) = Footer::parse(&bytes[bytes.len() - 64..], len)? else {
             return Ok(None);
         };
         let start = (f.index_offset - at) as usize;
-        f.decode(bytes[start..start + f.index_len as usize].to_vec())
+        Index::new(f)
+            .entries(&bytes[start..])
+            .collect::<Result<_, _>>()
             .map(Some)
+    }
+
+    fn entries_only(read: Vec<(u64, IndexEntry)>) -> Vec<IndexEntry> {
+        read.into_iter().map(|(_, e)| e).collect()
     }
 
     #[test]
     fn encode_decode_roundtrip() {
-        let idx = sample();
-        let bytes = idx.encode(10240);
+        let bytes = sample();
         assert_eq!((10240 + bytes.len()) % 512, 0);
-        let read = roundtrip(&bytes, 10240).expect("valid").expect("indexed");
-        assert_eq!(read, idx);
-        assert_eq!(read.len(), 2);
-        assert_eq!(read.iter().collect::<Vec<_>>(), sample_entries());
-        assert_eq!(read.iter().next_back(), sample_entries().pop());
-        assert_eq!(read.get(2), None);
+        let read = read_all(&bytes, 10240).expect("valid").expect("indexed");
+        assert_eq!(entries_only(read.clone()), sample_entries());
+        let f = Footer::parse(&bytes[bytes.len() - 64..], 10240 + bytes.len() as u64)
+            .expect("valid")
+            .expect("a footer");
+        let index = Index::new(f);
+        assert_eq!(index.len(), 2);
+        let (pos, second) = &read[1];
+        assert_eq!(
+            &index
+                .entry_at(&bytes[*pos as usize..], *pos)
+                .expect("decoded"),
+            second
+        );
     }
 
     #[test]
     fn every_corruption_is_caught() {
-        let bytes = sample().encode(10240);
+        let bytes = sample();
         for i in 0..bytes.len() {
             let mut b = bytes.clone();
             b[i] ^= 0x41;
             // Flipping padding bytes is harmless; anything else must be an error or no footer.
-            if let Ok(Some(idx)) = roundtrip(&b, 10240) {
-                assert_eq!(idx, sample(), "byte {i} changed the index silently");
+            if let Ok(Some(read)) = read_all(&b, 10240) {
+                assert_eq!(
+                    entries_only(read),
+                    sample_entries(),
+                    "byte {i} changed the index silently"
+                );
             }
         }
     }
 
     #[test]
-    fn a_huge_index_length_is_refused_before_allocating() {
-        let mut bytes = sample().encode(10240);
-        let n = bytes.len();
-        let footer = &mut bytes[n - 64..];
-        footer[16..24].copy_from_slice(&(MAX_INDEX_LEN + 1).to_le_bytes());
-        let hash = xxh3_64(&footer[..56]);
-        footer[56..64].copy_from_slice(&hash.to_le_bytes());
-        let claimed_len = 10240 + MAX_INDEX_LEN * 2; // as a huge sparse file would be
-        let err = Footer::parse(&bytes[n - 64..], claimed_len).expect_err("refused");
-        assert!(err.0.contains("larger"), "{err}");
+    fn a_huge_field_length_is_refused_before_allocating() {
+        let mut entries = sample_entries();
+        entries[0].path = vec![b'a'; 1000];
+        let mut bytes = encode_index(&entries, 10240);
+        // The path's length field: after the header and the fixed fields.
+        let at = COUNT_AT + 8 + HASH_AT + 17;
+        assert_eq!(bytes[at..at + 4], 1000u32.to_le_bytes());
+        bytes[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let err = read_all(&bytes, 10240).expect_err("refused");
+        assert!(err.0.contains("at most"), "{err}");
     }
 
     #[test]
@@ -608,7 +425,7 @@ mod tests {
         let lie = |change: fn(&mut IndexEntry)| {
             let mut entries = sample_entries();
             change(&mut entries[0]);
-            roundtrip(&Index::new(&entries, 10240).encode(10240), 10240)
+            read_all(&encode_index(&entries, 10240), 10240)
         };
         assert!(lie(|e| e.runs[1] = (500, 2000)).is_err()); // overlaps the first run
         assert!(lie(|e| e.data_offset = 9000).is_err()); // data would pass tar_end
@@ -616,9 +433,8 @@ mod tests {
 
     #[test]
     fn entries_must_tile_the_tar_data() {
-        let read = |entries: &[IndexEntry], tar_end| {
-            roundtrip(&Index::new(entries, tar_end).encode(tar_end), tar_end)
-        };
+        let read =
+            |entries: &[IndexEntry], tar_end| read_all(&encode_index(entries, tar_end), tar_end);
         assert!(read(&sample_entries(), 10240).is_ok());
         // A gap between the two entries.
         let mut gap = sample_entries();

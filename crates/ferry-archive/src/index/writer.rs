@@ -143,8 +143,8 @@ fn spill_error(what: &str, e: io::Error) -> io::Error {
 
 #[cfg(test)]
 mod tests {
+    use super::super::encode_index;
     use super::super::tests::sample_entries;
-    use super::super::Index;
     use super::*;
 
     /// Packs `entries` (hashing each file after the next entry is pushed, as hashes
@@ -186,7 +186,7 @@ mod tests {
         let mut entries = sample_entries();
         let many: Vec<IndexEntry> = (0..40).flat_map(|_| entries.clone()).collect();
         entries.extend(many);
-        let expected = Index::new(&entries, 10240).encode(10240);
+        let expected = encode_index(&entries, 10240);
         assert!(expected.len() > 8192);
         for limit in [1, 7, 16, 100, 333, 4096, 1 << 30] {
             let (bytes, spilled) = written(&entries, limit);

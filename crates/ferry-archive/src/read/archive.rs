@@ -5,10 +5,10 @@
 //! the tar stream does, from offset 0 to the end-of-archive blocks. Before a member's
 //! data is used, its tar header is parsed and must agree with its index entry.
 
-use crate::index::{Footer, Index, IndexEntry, Kind, FOOTER_LEN};
+use crate::index::{Entries, Footer, Index, IndexEntry, Kind, FOOTER_LEN};
 use crate::tar::{Reader, TarEntry, TarError, TarKind};
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -58,6 +58,39 @@ impl Archive {
     /// The archive's index, if it is a ferry archive.
     pub fn index(&self) -> Option<&Index> {
         self.index.as_ref()
+    }
+
+    /// The entries of the index, each with where it starts in the index, read a window
+    /// at a time; None for an archive without one.
+    pub fn entries_at(&self) -> Option<Entries<BufReader<At<'_>>>> {
+        let index = self.index.as_ref()?;
+        Some(index.entries(index_window(&self.file, index.offset())))
+    }
+
+    /// The entries of the index, read a window at a time; None for an archive without
+    /// one. An index changed since the archive was opened ends in an error.
+    pub fn entries(&self) -> Option<impl Iterator<Item = Result<IndexEntry, ArchiveError>> + '_> {
+        Some(
+            self.entries_at()?
+                .map(|r| r.map(|(_, e)| e).map_err(ArchiveError::from)),
+        )
+    }
+
+    /// The index entry that starts `pos` bytes into the index (as
+    /// [`Archive::entries_at`] gives it).
+    pub fn entry_at(&self, pos: u64) -> Result<IndexEntry, ArchiveError> {
+        let index = self
+            .index
+            .as_ref()
+            .ok_or_else(|| ArchiveError::Io(io::Error::other("the archive has no index")))?;
+        let r = BufReader::with_capacity(
+            4096,
+            At {
+                file: &self.file,
+                pos: index.offset() + pos,
+            },
+        );
+        Ok(index.entry_at(r, pos)?)
     }
 
     /// The open archive file.
@@ -189,6 +222,8 @@ impl Read for At<'_> {
     }
 }
 
+/// Reads the footer and, if there is one, goes through the whole index once: every
+/// entry checked, and the checksum at the end.
 fn read_index(file: &File, len: u64) -> Result<Option<Index>, ArchiveError> {
     if len < FOOTER_LEN + 1024 {
         return Ok(None);
@@ -198,8 +233,16 @@ fn read_index(file: &File, len: u64) -> Result<Option<Index>, ArchiveError> {
     let Some(f) = Footer::parse(&footer, len)? else {
         return Ok(None);
     };
-    // The index length was bounded by the file's length in `parse`.
-    let mut bytes = vec![0u8; f.index_len as usize];
-    file.read_exact_at(&mut bytes, f.index_offset)?;
-    Ok(Some(f.decode(bytes)?))
+    let index = Index::new(f);
+    for entry in index.entries(index_window(file, index.offset())) {
+        entry?;
+    }
+    Ok(Some(index))
+}
+
+/// Bytes of the index read at a time.
+const INDEX_WINDOW: usize = 256 << 10;
+
+fn index_window(file: &File, pos: u64) -> BufReader<At<'_>> {
+    BufReader::with_capacity(INDEX_WINDOW, At { file, pos })
 }

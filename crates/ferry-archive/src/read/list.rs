@@ -64,10 +64,10 @@ pub fn list(
     archive: &Archive,
     mut each: impl FnMut(&Member) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
-    match archive.index() {
-        Some(index) => {
-            for e in index.iter() {
-                each(&Member::from(&e))?;
+    match archive.entries() {
+        Some(entries) => {
+            for e in entries {
+                each(&Member::from(&e?))?;
             }
             Ok(())
         }
@@ -106,19 +106,24 @@ fn not_found(what: &str) -> ArchiveError {
 /// `out`. In a ferry archive only that member is read.
 pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), ArchiveError> {
     let want = safe_path(path).map_err(not_found)?;
-    let Some(index) = archive.index() else {
+    if archive.index().is_none() {
         return cat_stream(scan(archive), path, out);
+    }
+    // The last member of that name, as an extraction would leave it.
+    let find = |p: &[u8]| -> Result<Option<IndexEntry>, ArchiveError> {
+        let mut found = None;
+        for e in archive.entries().into_iter().flatten() {
+            let e = e?;
+            if safe_path(&e.path).is_ok_and(|q| q.as_bytes() == p) {
+                found = Some(e);
+            }
+        }
+        Ok(found)
     };
-    let find = |p: &[u8]| {
-        index
-            .iter()
-            .rev()
-            .find(|e| safe_path(&e.path).is_ok_and(|q| q.as_bytes() == p))
-    };
-    let mut e = find(want.as_bytes()).ok_or_else(|| not_found("no such member"))?;
+    let mut e = find(want.as_bytes())?.ok_or_else(|| not_found("no such member"))?;
     if e.kind == crate::index::Kind::HardLink {
         let target = safe_path(&e.link).map_err(not_found)?;
-        e = find(target.as_bytes()).ok_or_else(|| not_found("hardlink target is missing"))?;
+        e = find(target.as_bytes())?.ok_or_else(|| not_found("hardlink target is missing"))?;
     }
     if e.kind != crate::index::Kind::File {
         return Err(not_found("not a regular file"));

@@ -167,21 +167,19 @@ impl<'a> Extractor<'a> {
         self.sink.leaf(&parent, entry, data)
     }
 
-    /// Applies directory metadata, every directory after all below it (so setting one
-    /// never disturbs another): in descending byte order of paths, which puts each
-    /// directory after its descendants (a path sorts after its proper prefixes) and keeps
-    /// a subtree together, so the cache of open ancestors serves it.
-    fn finish(&self, mut dirs: Vec<Entry>) {
-        if !dirs.iter().any(|e| e.path.is_root()) {
+    /// Applies directory metadata, in the order of `dirs`, which puts every directory
+    /// after all below it (so setting one never disturbs another). `root_named`: one
+    /// of them is the destination itself; if none is, it is settled as copy does.
+    fn finish(&self, dirs: impl IntoIterator<Item = Entry>, root_named: bool) {
+        if !root_named {
             if let Err(err) = self.sink.settle_unnamed_root() {
                 self.reporter.error(&err);
             }
         }
-        dirs.sort_unstable_by(|a, b| b.path.as_bytes().cmp(a.path.as_bytes()));
         let mut cache = DirCache::new();
-        for e in &dirs {
+        for e in dirs {
             let dir = self.dir(&e.path, false, &mut cache);
-            if let Err(err) = dir.and_then(|d| self.sink.finish_dir(&d, e)) {
+            if let Err(err) = dir.and_then(|d| self.sink.finish_dir(&d, &e)) {
                 self.reporter.error(&err);
             }
         }
@@ -202,7 +200,7 @@ const GROUP: usize = 128;
 /// Asks the kernel to read every member's headers (and the data of the small ones,
 /// which is read with them) ahead, all at once, in as few ranges as they merge into: on
 /// a cold cache the workers then wait on one batch of reads, not one random read each.
-fn prefetch_headers(archive: &Archive, index: &crate::index::Index) {
+fn prefetch_headers(archive: &Archive) {
     use rustix::fs::{fadvise, Advice};
     let fd = archive.file().as_fd();
     let advise = |(start, end): (u64, u64)| {
@@ -214,7 +212,13 @@ fn prefetch_headers(archive: &Archive, index: &crate::index::Index) {
         );
     };
     let mut range: Option<(u64, u64)> = None;
-    for e in index.iter() {
+    // An index that fails now is reported by the walk through it that follows.
+    for e in archive
+        .entries()
+        .into_iter()
+        .flatten()
+        .map_while(Result::ok)
+    {
         let end = read_end(&e);
         range = match range {
             // Only near neighbours merge: a gap is data that may be cloned, not read.
@@ -261,7 +265,7 @@ pub fn unpack_file(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), ArchiveError> {
-    let Some(index) = archive.index() else {
+    if archive.index().is_none() {
         let r = BufReader::with_capacity(
             1 << 20,
             super::archive::At {
@@ -270,11 +274,11 @@ pub fn unpack_file(
             },
         );
         return unpack_stream(r, dst, opts, stats, reporter);
-    };
+    }
     let mover = Mover::new(opts.reflink, opts.sparse);
     let workers = workers_within_open_files(opts.threads, reporter);
     let ex = Extractor::new(dst, &mover, opts, workers, stats, reporter)?;
-    prefetch_headers(archive, index);
+    prefetch_headers(archive);
     let failed: Mutex<Option<ArchiveError>> = Mutex::new(None);
     let fail = |err: ArchiveError| {
         if let Ok(mut f) = failed.lock() {
@@ -282,9 +286,8 @@ pub fn unpack_file(
         }
     };
     let has_failed = || failed.lock().map_or(true, |f| f.is_some());
-    let place = |members: &[usize], cache: &mut DirCache| -> Result<(), ArchiveError> {
-        let entries: Vec<IndexEntry> = members.iter().filter_map(|&i| index.get(i)).collect();
-        let mut rest = &entries[..];
+    let place = |entries: &[IndexEntry], cache: &mut DirCache| -> Result<(), ArchiveError> {
+        let mut rest = entries;
         while let Some(first) = rest.first() {
             // Bounds the first member's headers before its bytes are read.
             header_len(first)?;
@@ -300,9 +303,9 @@ pub fn unpack_file(
     };
     // Bounded, so the runs waiting for a worker take little memory however many
     // members there are.
-    let (groups, queue) = mpsc::sync_channel::<Vec<usize>>(4 * workers);
+    let (groups, queue) = mpsc::sync_channel::<Vec<IndexEntry>>(4 * workers);
     let queue = Mutex::new(queue);
-    let (dirs, links) = std::thread::scope(|s| {
+    let walked = std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| {
                 let mut cache = DirCache::new();
@@ -318,42 +321,88 @@ pub fn unpack_file(
                 }
             });
         }
-        walk_index(index, reporter, groups, &has_failed)
+        walk_index(archive, reporter, groups, &has_failed)
     });
-    let result = match failed.into_inner().ok().flatten() {
+    let (later, walked) = walked;
+    let mut result = match failed.into_inner().ok().flatten() {
         Some(err) => Err(err),
-        None => place(&links, &mut DirCache::new()),
+        None => walked,
     };
-    ex.finish(dirs);
-    result
+    if result.is_ok() {
+        result = later.links.chunks(GROUP).try_for_each(|chunk| {
+            let entries = chunk
+                .iter()
+                .map(|&pos| archive.entry_at(pos))
+                .collect::<Result<Vec<_>, _>>()?;
+            place(&entries, &mut DirCache::new())
+        });
+    }
+    let mut dirs = later.dirs;
+    // Deepest first, so every directory comes after all below it.
+    dirs.sort_unstable_by(|a, b| b.cmp(a));
+    let mut unread = None;
+    let dirs = dirs.into_iter().filter_map(|(_, pos)| {
+        match archive.entry_at(pos) {
+            // Converted once already; a member that failed then was reported.
+            Ok(e) => from_index(&e).ok(),
+            Err(err) => {
+                unread.get_or_insert(err);
+                None
+            }
+        }
+    });
+    ex.finish(dirs, later.root_named);
+    result.and(unread.map_or(Ok(()), Err))
+}
+
+/// What the walk through the index leaves for after the workers, as where each entry
+/// starts in the index (not the entries: memory stays small however many members
+/// there are): directories, with their depth, for their metadata at the end, and
+/// hardlinks, placed once their targets exist.
+#[derive(Default)]
+struct Later {
+    dirs: Vec<(usize, u64)>,
+    links: Vec<u64>,
+    /// A directory member names the destination itself.
+    root_named: bool,
+}
+
+/// How many directories down `path` is (the root: 0).
+fn depth(path: &RelPath) -> usize {
+    let b = path.as_bytes();
+    b.iter().filter(|&&c| c == b'/').count() + usize::from(!b.is_empty())
 }
 
 /// Goes through the index in order and sends runs of members sharing a directory to
 /// the workers (runs are cut so a big directory is shared by several workers); returns
-/// the directories, for their metadata at the end, and the hardlinks, placed once their
-/// targets exist. Groups hold member numbers, not entries, so memory stays the index's
-/// whatever its size.
+/// what is left for after them, and an error if the index could not be read on.
 fn walk_index(
-    index: &crate::index::Index,
+    archive: &Archive,
     reporter: &dyn Reporter,
-    groups: mpsc::SyncSender<Vec<usize>>,
+    groups: mpsc::SyncSender<Vec<IndexEntry>>,
     stop: &dyn Fn() -> bool,
-) -> (Vec<Entry>, Vec<usize>) {
-    let mut dirs = Vec::new();
-    let mut links = Vec::new();
-    let mut group: Vec<usize> = Vec::new();
+) -> (Later, Result<(), ArchiveError>) {
+    let mut later = Later::default();
+    let mut group: Vec<IndexEntry> = Vec::new();
     let mut last_parent = None;
-    let send = |group: &mut Vec<usize>| {
+    let send = |group: &mut Vec<IndexEntry>| {
         if !group.is_empty() {
             // Workers take runs until the walk ends (dropping them after a failure),
             // so this waits at most for a free slot; it fails only without workers.
             let _ = groups.send(std::mem::take(group));
         }
     };
-    for (i, e) in index.iter().enumerate() {
+    for (i, item) in archive.entries_at().into_iter().flatten().enumerate() {
         if i % GROUP == 0 && stop() {
             break;
         }
+        let (pos, e) = match item {
+            Ok(read) => read,
+            Err(err) => {
+                send(&mut group);
+                return (later, Err(err.into()));
+            }
+        };
         let entry = match from_index(&e) {
             Ok(entry) => entry,
             Err(why) => {
@@ -362,7 +411,7 @@ fn walk_index(
             }
         };
         if let EntryKind::HardLink { .. } = entry.kind {
-            links.push(i);
+            later.links.push(pos);
             continue;
         }
         let parent = parent_of(&entry.path);
@@ -370,13 +419,14 @@ fn walk_index(
             send(&mut group);
             last_parent = Some(parent);
         }
-        group.push(i);
         if entry.kind == EntryKind::Dir {
-            dirs.push(entry);
+            later.root_named |= entry.path.is_root();
+            later.dirs.push((depth(&entry.path), pos));
         }
+        group.push(e);
     }
     send(&mut group);
-    (dirs, links)
+    (later, Ok(()))
 }
 
 /// How many of `entries` (members in archive order) to read in one call, and the range of the
@@ -487,7 +537,12 @@ pub fn unpack_stream(
             reporter.error(&err);
         }
     };
-    ex.finish(dirs);
+    // In descending byte order of paths, which puts each directory after its
+    // descendants (a path sorts after its proper prefixes) and keeps a subtree
+    // together, so the cache of open ancestors serves it.
+    dirs.sort_unstable_by(|a: &Entry, b| b.path.as_bytes().cmp(a.path.as_bytes()));
+    let root_named = dirs.iter().any(|e| e.path.is_root());
+    ex.finish(dirs, root_named);
     result
 }
 

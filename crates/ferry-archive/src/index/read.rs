@@ -1,0 +1,315 @@
+//! Reading an index a window at a time.
+//!
+//! A reader never holds the whole index: [`Entries`] decodes entries one after another
+//! from any byte source (a buffered window over the archive file, or a slice), checking
+//! each on its own and laid over the tar data as it goes, and the index's checksum and
+//! its end when it gets there. Going through it once, as opening an archive does, checks
+//! it all; going through it again (to unpack, list or find a member) reads the same
+//! bytes, checked the same way, so an index changed meanwhile is still an error.
+
+use super::{bad, Footer, IndexEntry, IndexError, Kind, INDEX_MAGIC, VERSION};
+use crate::write::header::pad_block;
+use std::io::Read;
+use xxhash_rust::xxh3::Xxh3;
+
+/// The longest path or link target a reader takes (far beyond `PATH_MAX`, which only
+/// bounds one call), ...
+const MAX_PATH_LEN: u32 = 1 << 20;
+/// ... and the longest xattr name and value (Linux's own limits).
+const MAX_XATTR_NAME_LEN: u32 = 255;
+const MAX_XATTR_VALUE_LEN: u32 = 64 << 10;
+
+/// Every entry takes at least this many bytes: a count beyond what the index can hold
+/// is a lie.
+const MIN_ENTRY_LEN: u64 = 100;
+
+/// Reads the fields of an index from `R`, never past `len` bytes, hashing what it
+/// reads when asked to.
+struct Decoder<R> {
+    r: R,
+    /// Bytes read so far.
+    pos: u64,
+    /// Bytes there are to read.
+    len: u64,
+    hash: Option<Xxh3>,
+}
+
+impl<R: Read> Decoder<R> {
+    fn left(&self) -> u64 {
+        self.len - self.pos
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) -> Result<(), IndexError> {
+        if (buf.len() as u64) > self.left() {
+            return Err(bad("truncated"));
+        }
+        self.r
+            .read_exact(buf)
+            .map_err(|e| bad(format!("reading the index: {e}")))?;
+        if let Some(h) = &mut self.hash {
+            h.update(buf);
+        }
+        self.pos += buf.len() as u64;
+        Ok(())
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], IndexError> {
+        let mut a = [0u8; N];
+        self.fill(&mut a)?;
+        Ok(a)
+    }
+
+    fn u8(&mut self) -> Result<u8, IndexError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, IndexError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, IndexError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    fn time(&mut self) -> Result<(i64, u32), IndexError> {
+        let s = i64::from_le_bytes(self.array()?);
+        let ns = self.u32()?;
+        if ns >= 1_000_000_000 {
+            return Err(bad("nanoseconds out of range"));
+        }
+        Ok((s, ns))
+    }
+
+    /// A length, at most `max`, and that many bytes; the length is checked before
+    /// anything is allocated (a sparse archive may claim any length).
+    fn bytes(&mut self, max: u32) -> Result<Vec<u8>, IndexError> {
+        let n = self.u32()?;
+        if n > max {
+            return Err(bad(format!(
+                "a field of {n} bytes: at most {max} are taken"
+            )));
+        }
+        let n = u64::from(n);
+        if n > self.left() {
+            return Err(bad("truncated"));
+        }
+        let mut b = vec![0u8; n as usize];
+        self.fill(&mut b)?;
+        Ok(b)
+    }
+
+    /// A count of items of at least `min_size` bytes each, checked against what is left.
+    fn count(&mut self, min_size: u64) -> Result<usize, IndexError> {
+        let n = self.u32()?;
+        if u64::from(n).saturating_mul(min_size) > self.left() {
+            return Err(bad("count larger than the index"));
+        }
+        Ok(n as usize)
+    }
+
+    fn entry(&mut self) -> Result<IndexEntry, IndexError> {
+        let kind = Kind::from_u8(self.u8()?).ok_or_else(|| bad("unknown kind"))?;
+        let (mode, uid, gid) = (self.u32()?, self.u32()?, self.u32()?);
+        let (mtime, atime) = (self.time()?, self.time()?);
+        let (size, header_offset, data_offset, stored, rdev) = (
+            self.u64()?,
+            self.u64()?,
+            self.u64()?,
+            self.u64()?,
+            self.u64()?,
+        );
+        let has_hash = self.u8()?;
+        let hash = u128::from_le_bytes(self.array()?);
+        let path = self.bytes(MAX_PATH_LEN)?;
+        let link = self.bytes(MAX_PATH_LEN)?;
+        let nruns = self.count(16)?;
+        let runs = (0..nruns)
+            .map(|_| Ok((self.u64()?, self.u64()?)))
+            .collect::<Result<Vec<_>, IndexError>>()?;
+        let nx = self.count(8)?;
+        let xattrs = (0..nx)
+            .map(|_| {
+                let name = self.bytes(MAX_XATTR_NAME_LEN)?;
+                Ok((name, self.bytes(MAX_XATTR_VALUE_LEN)?))
+            })
+            .collect::<Result<Vec<_>, IndexError>>()?;
+        Ok(IndexEntry {
+            path,
+            kind,
+            mode,
+            uid,
+            gid,
+            mtime,
+            atime,
+            size,
+            header_offset,
+            data_offset,
+            stored,
+            rdev,
+            hash: (has_hash != 0).then_some(hash),
+            link,
+            runs,
+            xattrs,
+        })
+    }
+}
+
+/// The entries of an index in archive order, each with where it starts in the index,
+/// decoded and checked one at a time. The last item is an error if anything is wrong,
+/// found where it is found: in an entry, or at the end (the checksum, trailing bytes,
+/// entries that stop short of the end-of-archive blocks).
+pub struct Entries<R> {
+    d: Decoder<R>,
+    footer: Footer,
+    /// Entries decoded so far.
+    decoded: u64,
+    /// Where the next entry's headers must start: the entries tile the tar data exactly,
+    /// as the tar stream does.
+    next_header: u64,
+    started: bool,
+    done: bool,
+}
+
+impl<R: Read> Entries<R> {
+    /// The entries of the index `footer` describes; `r` reads its bytes from the start.
+    pub(super) fn new(r: R, footer: Footer) -> Self {
+        Entries {
+            d: Decoder {
+                r,
+                pos: 0,
+                len: footer.index_len,
+                hash: Some(Xxh3::new()),
+            },
+            footer,
+            decoded: 0,
+            next_header: 0,
+            started: false,
+            done: false,
+        }
+    }
+
+    fn start(&mut self) -> Result<(), IndexError> {
+        if &self.d.array::<8>()? != INDEX_MAGIC {
+            return Err(bad("no index magic"));
+        }
+        if self.d.u32()? != VERSION {
+            return Err(bad("unknown index version"));
+        }
+        let count = self.d.u64()?;
+        if count != self.footer.entries {
+            return Err(bad("entry count differs from the footer's"));
+        }
+        if count > self.d.len / MIN_ENTRY_LEN {
+            return Err(bad("entry count larger than the index"));
+        }
+        Ok(())
+    }
+
+    fn step(&mut self) -> Result<Option<(u64, IndexEntry)>, IndexError> {
+        if !self.started {
+            self.started = true;
+            self.start()?;
+        }
+        if self.decoded == self.footer.entries {
+            return self.end().map(|()| None);
+        }
+        let (i, pos) = (self.decoded, self.d.pos);
+        let in_entry = |e: IndexError| bad(format!("entry {i}: {}", e.0));
+        let e = self.d.entry().map_err(in_entry)?;
+        check_entry(&e, self.footer.tar_end).map_err(in_entry)?;
+        if e.header_offset != self.next_header {
+            return Err(bad(format!(
+                "entry at offset {} does not follow the one before (expected {})",
+                e.header_offset, self.next_header
+            )));
+        }
+        self.next_header = e
+            .data_offset
+            .checked_add(pad_block(e.stored))
+            .ok_or_else(|| in_entry(bad("data range overflows")))?;
+        self.decoded += 1;
+        Ok(Some((pos, e)))
+    }
+
+    fn end(&mut self) -> Result<(), IndexError> {
+        if self.d.left() != 0 {
+            return Err(bad("trailing bytes after the last entry"));
+        }
+        if self.next_header.saturating_add(1024) != self.footer.tar_end {
+            return Err(bad("entries do not end at the end-of-archive blocks"));
+        }
+        let hash = self.d.hash.as_ref().map(Xxh3::digest);
+        if hash != Some(self.footer.index_hash) {
+            return Err(bad("index checksum mismatch"));
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Iterator for Entries<R> {
+    type Item = Result<(u64, IndexEntry), IndexError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let step = self.step();
+        self.done = !matches!(step, Ok(Some(_)));
+        step.transpose()
+    }
+}
+
+/// Decodes the one entry that starts `pos` bytes into the index `footer` describes;
+/// `r` reads the index's bytes from there. Checked on its own, as [`Entries`] checks it.
+pub(super) fn entry_at(r: impl Read, footer: &Footer, pos: u64) -> Result<IndexEntry, IndexError> {
+    let mut d = Decoder {
+        r,
+        pos,
+        len: footer.index_len,
+        hash: None,
+    };
+    let in_entry = |e: IndexError| bad(format!("entry at index byte {pos}: {}", e.0));
+    let e = d.entry().map_err(in_entry)?;
+    check_entry(&e, footer.tar_end).map_err(in_entry)?;
+    Ok(e)
+}
+
+/// Checks one entry against itself and the tar data's extent.
+fn check_entry(e: &IndexEntry, tar_end: u64) -> Result<(), IndexError> {
+    if e.path.contains(&0) || e.link.contains(&0) {
+        return Err(bad("NUL byte in a path"));
+    }
+    if e.mode > 0o7777 {
+        return Err(bad("mode out of range"));
+    }
+    let data_end = e
+        .data_offset
+        .checked_add(e.stored)
+        .ok_or_else(|| bad("data range overflows"))?;
+    if e.header_offset.saturating_add(512) > e.data_offset || data_end > tar_end {
+        return Err(bad("data lies outside the tar data"));
+    }
+    if e.kind != Kind::File && (e.stored != 0 || !e.runs.is_empty()) {
+        return Err(bad("data given for an entry that is not a file"));
+    }
+    if e.runs.is_empty() {
+        if e.kind == Kind::File && e.stored != e.size {
+            return Err(bad("stored size differs from file size"));
+        }
+        return Ok(());
+    }
+    let mut end = 0u64;
+    let mut total = 0u64;
+    for &(o, l) in &e.runs {
+        let run_end = o.checked_add(l).ok_or_else(|| bad("run overflows"))?;
+        if o < end || run_end > e.size {
+            return Err(bad("sparse runs overlap or pass the end of the file"));
+        }
+        end = run_end;
+        total = total.checked_add(l).ok_or_else(|| bad("runs overflow"))?;
+    }
+    if total != e.stored {
+        return Err(bad("sparse runs do not add up to the stored size"));
+    }
+    Ok(())
+}
