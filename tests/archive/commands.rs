@@ -1,11 +1,13 @@
 //! `ls`, `cat`, pipes, compressed input, the aligned layout and resuming an unpack.
 
 use crate::common::compare::assert_same_tree;
+use crate::common::nobody::{ferry_unprivileged, give_to_nobody, scratch_for_nobody};
 use crate::common::run::{with_open_file_limit, FERRY};
-use crate::common::{build, scratch, trees};
+use crate::common::{build, is_root, scratch, skip, trees};
 use crate::{ferry, missing, pack};
 use ferry_archive::index::Kind;
 use ferry_archive::read::Archive;
+use std::ffi::OsStr;
 use std::process::{Command, Stdio};
 use xxhash_rust::xxh3::xxh3_128;
 
@@ -303,4 +305,32 @@ fn pack_onto_a_full_filesystem_fails_and_leaves_only_what_it_laid_out() {
         len <= 32 << 20,
         "the archive is {len} bytes long: more than the tree's 24 MiB and its headers"
     );
+}
+
+#[test]
+fn directory_metadata_comes_after_everything_below_it() {
+    // A directory no one but root may enter, holding directories with times of their
+    // own: an unprivileged unpack must finish those before it locks the outer one
+    // (in the other order, opening `locked/inner` to set its times is refused).
+    if !is_root() {
+        skip("needs root to pack a directory nobody may read, then unpack it as nobody");
+        return;
+    }
+    let (s, dst) = scratch_for_nobody();
+    build::mkdirs(&s.src.join("locked/inner/deeper"));
+    build::write(&s.src.join("locked/inner/deeper/f"), b"data");
+    build::mkdirs(&s.src.join("open/inner"));
+    build::stamp_times(&s.src);
+    give_to_nobody(&s.src);
+    build::chmod(&s.src.join("locked"), 0o000);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let unpack = [OsStr::new("unpack"), archive.as_os_str(), dst.as_os_str()];
+    let Some(r) = ferry_unprivileged(&unpack) else {
+        return;
+    };
+    r.assert_ok();
+    assert_same_tree(&s.src, &dst);
+    build::chmod(&s.src.join("locked"), 0o755);
+    build::chmod(&dst.join("locked"), 0o755);
 }

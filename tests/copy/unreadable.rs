@@ -2,66 +2,25 @@
 //! node. Each is one error line naming the path, the rest is copied, the exit status is
 //! 1 and the summary counts one error.
 //!
-//! Root reads everything, so as root ferry runs as `nobody` (65534) through `setpriv`
-//! on a tree owned by nobody.
+//! Root reads everything, so as root ferry runs as `nobody` (see `common::nobody`) on a
+//! tree owned by nobody.
 
 use crate::common::build::*;
 use crate::common::compare::{assert_same_tree_with, Options};
-use crate::common::fdwalk;
-use crate::common::run::{copy_command, run, Run, FERRY};
-use crate::common::{is_root, scratch, skip, trees, Scratch};
-use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const NOBODY: u32 = 65534;
-
-/// Gives the whole tree at `root` (and `root`) to nobody.
-fn give_to_nobody(root: &Path) {
-    let fd = fdwalk::open_dir(root);
-    fdwalk::walk_post_order(fd.as_fd(), b"", &mut |dir, name, _| {
-        chown(&fdwalk::at(dir, name), NOBODY, NOBODY)
-    });
-    chown(root, NOBODY, NOBODY);
-}
-
-/// A scratch whose DST nobody may create: the temp dir is world-searchable and DST's
-/// parent belongs to nobody. Returns it and the DST path to use.
-fn scratch_for_nobody() -> (Scratch, PathBuf) {
-    let s = scratch();
-    chmod(s.tmp.path(), 0o755);
-    let out = s.tmp.path().join("out");
-    mkdirs(&out);
-    chown(&out, NOBODY, NOBODY);
-    let dst = out.join("dst");
-    (s, dst)
-}
+use crate::common::nobody::{ferry_unprivileged, give_to_nobody, scratch_for_nobody};
+use crate::common::run::Run;
+use crate::common::{is_root, skip, trees, Scratch};
+use std::path::Path;
 
 /// Runs `ferry copy --json src dst` as nobody when root (as the caller otherwise).
 /// `None` when it cannot be done here (the reason is printed).
 fn copy_unprivileged(src: &Path, dst: &Path) -> Option<Run> {
-    if !is_root() {
-        return Some(run(copy_command(src, dst, &["--json"])));
-    }
-    let mut cmd = Command::new("setpriv");
-    let ids = format!("{NOBODY}");
-    cmd.args([
-        "--reuid",
-        &ids,
-        "--regid",
-        &ids,
-        "--clear-groups",
-        "--",
-        FERRY,
-        "copy",
-        "--json",
-    ]);
-    cmd.arg(src).arg(dst);
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        skip("setpriv (util-linux) is needed to run ferry as nobody");
-        return None;
-    }
-    Some(run(cmd))
+    ferry_unprivileged(&[
+        "copy".as_ref(),
+        "--json".as_ref(),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ])
 }
 
 /// Copies as an unprivileged user and checks: exit status 1, exactly one error line,

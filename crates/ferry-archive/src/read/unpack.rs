@@ -337,11 +337,11 @@ pub fn unpack_file(
             place(&entries, &mut DirCache::new())
         });
     }
-    let mut dirs = later.dirs;
-    // Deepest first, so every directory comes after all below it.
-    dirs.sort_unstable_by(|a, b| b.cmp(a));
+    // In reverse archive order: a directory's member comes before everything below it
+    // (pack writes it on entering the directory), so each now comes after all below
+    // it, and a subtree stays together for the cache of open ancestors.
     let mut unread = None;
-    let dirs = dirs.into_iter().filter_map(|(_, pos)| {
+    let dirs = later.dirs.into_iter().rev().filter_map(|pos| {
         match archive.entry_at(pos) {
             // Converted once already; a member that failed then was reported.
             Ok(e) => from_index(&e).ok(),
@@ -357,20 +357,14 @@ pub fn unpack_file(
 
 /// What the walk through the index leaves for after the workers, as where each entry
 /// starts in the index (not the entries: memory stays small however many members
-/// there are): directories, with their depth, for their metadata at the end, and
-/// hardlinks, placed once their targets exist.
+/// there are): directories, for their metadata at the end, and hardlinks, placed once
+/// their targets exist.
 #[derive(Default)]
 struct Later {
-    dirs: Vec<(usize, u64)>,
+    dirs: Vec<u64>,
     links: Vec<u64>,
     /// A directory member names the destination itself.
     root_named: bool,
-}
-
-/// How many directories down `path` is (the root: 0).
-fn depth(path: &RelPath) -> usize {
-    let b = path.as_bytes();
-    b.iter().filter(|&&c| c == b'/').count() + usize::from(!b.is_empty())
 }
 
 /// Goes through the index in order and sends runs of members sharing a directory to
@@ -421,7 +415,7 @@ fn walk_index(
         }
         if entry.kind == EntryKind::Dir {
             later.root_named |= entry.path.is_root();
-            later.dirs.push((depth(&entry.path), pos));
+            later.dirs.push(pos);
         }
         group.push(e);
     }
