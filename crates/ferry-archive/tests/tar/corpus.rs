@@ -13,12 +13,24 @@ use crate::exercise::{exercise, with_fixed_checksums};
 use crate::tree;
 
 fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/reader")
+    corpus_of("reader")
+}
+
+/// Where the seed corpus of fuzz target `target` lives.
+pub fn corpus_of(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target)
 }
 
 fn load_corpus() -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files: Vec<_> = fs::read_dir(corpus_dir())
-        .expect("fuzz/corpus/reader")
+    load_corpus_of("reader")
+}
+
+/// The files of fuzz target `target`'s corpus, with their bytes, in name order.
+pub fn load_corpus_of(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = fs::read_dir(corpus_of(target))
+        .expect("fuzz/corpus/TARGET")
         .map(|e| e.unwrap().path())
         .collect();
     files.sort();
@@ -386,10 +398,22 @@ fn env_u64(name: &str, default: u64) -> u64 {
 #[test]
 #[ignore]
 fn fuzz_mutation_loop() {
+    mutation_loop("reader", &load_corpus(), exercise);
+}
+
+/// Mutates files of `corpus` at random and feeds them to `exercise` (which returns the
+/// entries it read and whether it read to the end cleanly); no input may panic. Read
+/// from the environment: `FERRY_FUZZ_ITERS` (default 100,000), `FERRY_FUZZ_SEED`
+/// (default 1), `FERRY_FUZZ_SECS` (a time limit, default none). The first 20
+/// panicking inputs are saved under `fuzz/artifacts/TARGET/`.
+pub fn mutation_loop(
+    target: &str,
+    corpus: &[(PathBuf, Vec<u8>)],
+    exercise: impl Fn(&[u8]) -> (usize, bool) + panic::RefUnwindSafe,
+) {
     let iters = env_u64("FERRY_FUZZ_ITERS", 100_000);
     let seed = env_u64("FERRY_FUZZ_SEED", 1);
     let limit = Duration::from_secs(env_u64("FERRY_FUZZ_SECS", u64::MAX / 4));
-    let corpus = load_corpus();
     let mut rng = Rng(seed);
     let start = Instant::now();
     panic::set_hook(Box::new(|_| {}));
@@ -397,28 +421,30 @@ fn fuzz_mutation_loop() {
     let mut crashes = Vec::new();
     while done < iters && start.elapsed() < limit {
         let mut data = corpus[rng.below(corpus.len())].1.clone();
-        mutate(&mut rng, &mut data, &corpus);
+        mutate(&mut rng, &mut data, corpus);
         match panic::catch_unwind(|| exercise(&data)) {
             Ok((n, ok)) => {
                 entries += n;
                 clean += u64::from(ok);
             }
             Err(_) if crashes.len() >= 20 => crashes.push(PathBuf::from("(not saved)")),
-            Err(_) => crashes.push(save_crash(seed, done, &data)),
+            Err(_) => crashes.push(save_crash(target, seed, done, &data)),
         }
         done += 1;
     }
     let _ = panic::take_hook();
     eprintln!(
-        "fuzz: seed {seed}, {done} inputs in {:.1?}, {clean} read cleanly, {entries} entries, {} panics",
+        "fuzz {target}: seed {seed}, {done} inputs in {:.1?}, {clean} read cleanly, {entries} entries, {} panics",
         start.elapsed(),
         crashes.len()
     );
     assert!(crashes.is_empty(), "inputs that panicked: {crashes:?}");
 }
 
-fn save_crash(seed: u64, iter: u64, data: &[u8]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/artifacts/reader");
+fn save_crash(target: &str, seed: u64, iter: u64, data: &[u8]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/artifacts")
+        .join(target);
     fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("crash-seed{seed}-iter{iter}"));
     fs::write(&path, data).unwrap();

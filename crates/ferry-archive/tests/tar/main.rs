@@ -7,6 +7,9 @@ mod corpus;
 mod craft;
 #[path = "../../fuzz/exercise.rs"]
 mod exercise;
+#[path = "../../fuzz/exercise_index.rs"]
+mod exercise_index;
 mod hostile;
+mod index_corpus;
 mod real;
 mod tree;
