@@ -166,7 +166,6 @@ pub struct Entries<R> {
     /// Where the next entry's headers must start: the entries tile the tar data exactly,
     /// as the tar stream does.
     next_header: u64,
-    started: bool,
     done: bool,
 }
 
@@ -183,7 +182,6 @@ impl<R: Read> Entries<R> {
             footer,
             decoded: 0,
             next_header: 0,
-            started: false,
             done: false,
         }
     }
@@ -206,8 +204,9 @@ impl<R: Read> Entries<R> {
     }
 
     fn step(&mut self) -> Result<Option<(u64, IndexEntry)>, IndexError> {
-        if !self.started {
-            self.started = true;
+        // Nothing read yet: the index's own header comes first (a failure there ends
+        // the walk, so it is read once).
+        if self.d.pos == 0 {
             self.start()?;
         }
         if self.decoded == self.footer.entries {

@@ -64,7 +64,7 @@ impl Archive {
     /// at a time; None for an archive without one.
     pub fn entries_at(&self) -> Option<Entries<BufReader<At<'_>>>> {
         let index = self.index.as_ref()?;
-        Some(index.entries(index_window(&self.file, index.offset())))
+        Some(index.entries(reader_at(&self.file, index.offset(), INDEX_WINDOW)))
     }
 
     /// The entries of the index, read a window at a time; None for an archive without
@@ -83,14 +83,14 @@ impl Archive {
             .index
             .as_ref()
             .ok_or_else(|| ArchiveError::Io(io::Error::other("the archive has no index")))?;
-        let r = BufReader::with_capacity(
-            4096,
-            At {
-                file: &self.file,
-                pos: index.offset() + pos,
-            },
-        );
+        let r = reader_at(&self.file, index.offset() + pos, ENTRY_WINDOW);
         Ok(index.entry_at(r, pos)?)
+    }
+
+    /// The whole archive as a stream, read 1 MiB at a time: a tar without an index is
+    /// scanned from its start.
+    pub fn scan(&self) -> BufReader<At<'_>> {
+        reader_at(&self.file, 0, SCAN_WINDOW)
     }
 
     /// The open archive file.
@@ -234,15 +234,21 @@ fn read_index(file: &File, len: u64) -> Result<Option<Index>, ArchiveError> {
         return Ok(None);
     };
     let index = Index::new(f);
-    for entry in index.entries(index_window(file, index.offset())) {
+    for entry in index.entries(reader_at(file, index.offset(), INDEX_WINDOW)) {
         entry?;
     }
     Ok(Some(index))
 }
 
-/// Bytes of the index read at a time.
-const INDEX_WINDOW: usize = 256 << 10;
+/// Bytes of an archive without an index read at a time when scanning it.
+const SCAN_WINDOW: usize = 1 << 20;
 
-fn index_window(file: &File, pos: u64) -> BufReader<At<'_>> {
-    BufReader::with_capacity(INDEX_WINDOW, At { file, pos })
+/// Bytes of the index read at a time when going through it ...
+const INDEX_WINDOW: usize = 256 << 10;
+/// ... and when reading one entry.
+const ENTRY_WINDOW: usize = 4096;
+
+/// Reads the archive from `pos` on, `window` bytes at a time.
+fn reader_at(file: &File, pos: u64, window: usize) -> BufReader<At<'_>> {
+    BufReader::with_capacity(window, At { file, pos })
 }

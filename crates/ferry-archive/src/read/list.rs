@@ -1,11 +1,11 @@
 //! `ls` and `cat`: members from the index of a ferry archive (without reading the tar
 //! data), or from one scan of any other tar.
 
-use super::archive::{tar_kind, Archive, ArchiveError, At};
+use super::archive::{tar_kind, Archive, ArchiveError};
 use super::convert::safe_path;
 use crate::index::IndexEntry;
 use crate::tar::{Reader, TarEntry, TarKind};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 
 /// What a listing shows of one member.
@@ -71,18 +71,8 @@ pub fn list(
             }
             Ok(())
         }
-        None => list_stream(scan(archive), each),
+        None => list_stream(archive.scan(), each),
     }
-}
-
-fn scan(archive: &Archive) -> impl Read + '_ {
-    BufReader::with_capacity(
-        1 << 20,
-        At {
-            file: archive.file(),
-            pos: 0,
-        },
-    )
 }
 
 /// Calls `each` for every member of a tar stream.
@@ -107,7 +97,7 @@ fn not_found(what: &str) -> ArchiveError {
 pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), ArchiveError> {
     let want = safe_path(path).map_err(not_found)?;
     if archive.index().is_none() {
-        return cat_stream(scan(archive), path, out);
+        return cat_stream(archive.scan(), path, out);
     }
     // The last member of that name, as an extraction would leave it.
     let find = |p: &[u8]| -> Result<Option<IndexEntry>, ArchiveError> {

@@ -22,7 +22,7 @@ use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::local::{DstDir, LocalTreeSink, Update};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::Stats;
-use std::io::{self, BufReader, Read};
+use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::{mpsc, Mutex};
@@ -266,14 +266,7 @@ pub fn unpack_file(
     reporter: &dyn Reporter,
 ) -> Result<(), ArchiveError> {
     if archive.index().is_none() {
-        let r = BufReader::with_capacity(
-            1 << 20,
-            super::archive::At {
-                file: archive.file(),
-                pos: 0,
-            },
-        );
-        return unpack_stream(r, dst, opts, stats, reporter);
+        return unpack_stream(archive.scan(), dst, opts, stats, reporter);
     }
     let mover = Mover::new(opts.reflink, opts.sparse);
     let workers = workers_within_open_files(opts.threads, reporter);
