@@ -82,6 +82,11 @@ impl IndexWriter {
         Ok(())
     }
 
+    /// How many bytes of index there are so far.
+    pub fn bytes_so_far(&self) -> u64 {
+        self.spilled + self.held.len() as u64
+    }
+
     /// Sets the content hash at `slot`.
     pub fn set_hash(&mut self, slot: HashSlot, hash: u128) -> io::Result<()> {
         self.patch(slot.0, &encode_hash(Some(hash)))

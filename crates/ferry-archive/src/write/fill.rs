@@ -197,7 +197,7 @@ impl<'env> Shared<'env> {
         std::mem::take(&mut *lock(&self.hashes))
     }
 
-    /// Sets the archive file's length to `len` (see `pack`'s `RESERVE_STEP`).
+    /// Sets the archive file's length to `len` (see `ArchiveSink::keep_length_ahead`).
     pub fn set_len(&self, len: u64) -> io::Result<()> {
         Ok(rustix::fs::ftruncate(self.out, len)?)
     }
