@@ -110,21 +110,31 @@ fn pack_and_unpack_keep_within_a_low_limit_on_open_files() {
     // raise) failed to open the 60th file of the first block. Each unpack worker keeps
     // the directories it used last open: 16 workers in a tree 9 deep failed too. And
     // descriptors ferry inherits count: with 35 open at start (as under CI's runner),
-    // 16 fillers' jobs and the read-ahead queue's directories ran pack out of them.
+    // 16 fillers' jobs and the read-ahead queue's directories ran pack out of them;
+    // and `pack -j 8` ran its walkers' chains of directories out of them.
     let s = scratch();
     trees::deep(&s.src);
-    let archive = s.tmp.path().join("a.far");
     let limited =
         |args: &[&std::ffi::OsStr]| crate::run(with_open_file_limit(64, args)).assert_ok();
-    limited(&["pack".as_ref(), s.src.as_os_str(), archive.as_os_str()]);
-    limited(&[
-        "unpack".as_ref(),
-        "-j".as_ref(),
-        "16".as_ref(),
-        archive.as_os_str(),
-        s.dst.as_os_str(),
-    ]);
-    assert_same_tree(&s.src, &s.dst);
+    for walkers in ["1", "8"] {
+        let archive = s.tmp.path().join(format!("{walkers}.far"));
+        let dst = s.tmp.path().join(format!("unpacked-{walkers}"));
+        limited(&[
+            "pack".as_ref(),
+            "-j".as_ref(),
+            walkers.as_ref(),
+            s.src.as_os_str(),
+            archive.as_os_str(),
+        ]);
+        limited(&[
+            "unpack".as_ref(),
+            "-j".as_ref(),
+            "16".as_ref(),
+            archive.as_os_str(),
+            dst.as_os_str(),
+        ]);
+        assert_same_tree(&s.src, &dst);
+    }
 }
 
 #[test]

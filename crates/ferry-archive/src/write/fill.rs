@@ -36,7 +36,7 @@ pub const BLOCK_FILES: usize = 128;
 /// Descriptors kept for everything but the fillers' jobs: the archive, its index when
 /// it spills to a file, the walk's directories in progress (room for 20 levels), the
 /// prefetchers' files and directories, the standard streams.
-const OTHER_DESCRIPTORS: u64 = 64;
+pub const OTHER_DESCRIPTORS: u64 = 64;
 
 /// How many fillers to start, at most `most`: every job in flight (one being done per
 /// filler, one queued per filler, one being laid out) holds at least one descriptor.
@@ -46,13 +46,17 @@ pub fn fillers_within_open_files(most: usize) -> usize {
     threads_within(2, OTHER_DESCRIPTORS + 1, most)
 }
 
-/// How many files a block may hold with `fillers` fillers: every block in flight
-/// holds its files open, and together they must stay under the process's limit on
-/// open files (with the default of 128 per block and 16 fillers, 4,352 descriptors:
-/// more than the usual soft limit of 1,024 when the hard limit does not let ferry
-/// raise it).
-pub fn files_per_block(fillers: usize) -> usize {
-    open_files_each(2 * fillers + 1, OTHER_DESCRIPTORS, BLOCK_FILES)
+/// How many files a block may hold with `fillers` fillers, once `walkers_hold`
+/// descriptors are set aside for extra walkers: every block in flight holds its files
+/// open, and together they must stay under the process's limit on open files (with
+/// the default of 128 per block and 16 fillers, 4,352 descriptors: more than the usual
+/// soft limit of 1,024 when the hard limit does not let ferry raise it).
+pub fn files_per_block(fillers: usize, walkers_hold: u64) -> usize {
+    open_files_each(
+        2 * fillers + 1,
+        OTHER_DESCRIPTORS + walkers_hold,
+        BLOCK_FILES,
+    )
 }
 
 /// A stretch of the archive starting at `at`: headers and padding in place, each small

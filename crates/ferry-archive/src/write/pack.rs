@@ -11,7 +11,7 @@
 
 use super::fill::{
     files_per_block, fillers_within_open_files, read_or_zeros, Block, Fillers, Job, Large, Shared,
-    Small,
+    Small, OTHER_DESCRIPTORS,
 };
 use super::header::{encode, pad_block, DataShape, ALIGN};
 use crate::index::{HashSlot, IndexEntry, IndexWriter, Kind, INDEX_MEMORY};
@@ -20,6 +20,7 @@ use ferry_core::data::{
 };
 use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, Reporter, Result};
+use ferry_core::limits::workers_within;
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::walk::{walk, WalkConfig};
 use ferry_core::Stats;
@@ -622,6 +623,32 @@ fn fillers() -> usize {
     fillers_within_open_files(ferry_core::copy::default_threads())
 }
 
+/// Descriptors each walker beyond the first keeps open: its chain of directories (room
+/// for 20 levels) and the file it is laying out. The first walker's are among the
+/// fillers' [`OTHER_DESCRIPTORS`].
+const OPEN_FILES_PER_WALKER: u64 = 20 + 1;
+
+/// At most `asked` walkers, as many as the limit on open files leaves room for beside
+/// `fillers` fillers, each with a job in flight and one queued; and the descriptors
+/// the extra walkers hold.
+fn walkers_within_open_files(
+    asked: usize,
+    fillers: usize,
+    reporter: &dyn Reporter,
+) -> (usize, u64) {
+    if asked <= 1 {
+        return (1, 0);
+    }
+    let fillers_hold = 2 * fillers as u64 + 1;
+    let walkers = workers_within(
+        asked,
+        OPEN_FILES_PER_WALKER,
+        OTHER_DESCRIPTORS + fillers_hold,
+        reporter,
+    );
+    (walkers, (walkers as u64 - 1) * OPEN_FILES_PER_WALKER)
+}
+
 /// Read-ahead threads for the single walker. With the fillers reading data in
 /// parallel, more of them gain little on a cold cache (kernel tree, ext4: 3.38-3.67 s
 /// with none, 3.16-3.26 s with 4). On a warm one they stop (see
@@ -650,7 +677,8 @@ pub fn pack(
     let shared = file
         .as_ref()
         .map(|f| Shared::new(f.as_fd(), &mover, opts.hash, stats, reporter));
-    let threads = opts.threads.max(1);
+    let filler_count = if shared.is_some() { fillers() } else { 0 };
+    let (threads, walkers_hold) = walkers_within_open_files(opts.threads, filler_count, reporter);
     let cfg = WalkConfig {
         threads,
         skip,
@@ -659,12 +687,11 @@ pub fn pack(
         prefetch: if threads == 1 { PREFETCH } else { 0 },
         ..WalkConfig::default()
     };
-    let filler_count = if shared.is_some() { fillers() } else { 0 };
     std::thread::scope(|scope| {
         let fillers = shared
             .as_ref()
             .map(|sh| Fillers::start(scope, sh, filler_count));
-        let per_block = files_per_block(filler_count);
+        let per_block = files_per_block(filler_count, walkers_hold);
         let index = IndexWriter::with_memory_limit(opts.index_memory);
         let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, reporter);
         let walked = walk(src, &sink, &cfg, reporter);
