@@ -62,14 +62,30 @@ impl<'a> Node<'a> {
 /// All extended attributes of `node` that this process may read. A filesystem
 /// without xattr support yields none.
 pub fn read(node: &Node<'_>) -> io::Result<Vec<Xattr>> {
-    let mut names = vec![0u8; 1024];
+    // Most nodes have no xattrs, or a few: their names fit on the stack. (A zeroed
+    // 1 KiB from the heap for every file of a tree made glibc consolidate its free
+    // lists each time: 1.4% of a pack's samples, by hand.)
+    let mut on_stack = [0u8; 1024];
+    let mut on_heap = Vec::new();
+    let mut size = on_stack.len();
     let n = loop {
-        match node.list(&mut names[..]) {
+        let buf = if size <= on_stack.len() {
+            &mut on_stack[..]
+        } else {
+            on_heap.resize(size, 0);
+            &mut on_heap[..]
+        };
+        match node.list(buf) {
             Ok(n) => break n,
-            Err(Errno::RANGE) => names.resize(names.len() * 4, 0),
+            Err(Errno::RANGE) => size *= 4,
             Err(Errno::NOTSUP) => return Ok(Vec::new()),
             Err(e) => return Err(e.into()),
         }
+    };
+    let names = if size <= on_stack.len() {
+        &on_stack[..]
+    } else {
+        &on_heap[..]
     };
     let mut out = Vec::new();
     for name in names[..n].split(|&b| b == 0).filter(|s| !s.is_empty()) {
@@ -100,4 +116,40 @@ pub fn read(node: &Node<'_>) -> io::Result<Vec<Xattr>> {
 /// True when two attribute lists hold the same names and values, in any order.
 pub fn same(a: &[Xattr], b: &[Xattr]) -> bool {
     a.len() == b.len() && a.iter().all(|x| b.contains(x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn names_longer_than_the_first_buffer_are_all_read() {
+        let file = tempfile::tempfile().expect("temporary file");
+        let node = Node::Fd(file.as_fd());
+        // 40 names of 64 bytes: 2,600 bytes of names, past the 1 KiB tried first.
+        let names: Vec<CString> = (0..40)
+            .map(|i| CString::new(format!("user.{i:02}.{}", "n".repeat(56))).unwrap_or_default())
+            .collect();
+        for (i, name) in names.iter().enumerate() {
+            match node.set(name, &[i as u8]) {
+                Ok(()) => {}
+                Err(Errno::NOTSUP) => {
+                    return ferry_testkit::skip("the temporary directory has no user xattrs")
+                }
+                Err(e) => panic!("setting {name:?}: {e}"),
+            }
+        }
+        let read = read(&node).expect("read xattrs");
+        assert_eq!(read.len(), names.len());
+        for (i, name) in names.iter().enumerate() {
+            assert!(
+                read.contains(&Xattr {
+                    name: name.to_bytes().to_vec(),
+                    value: vec![i as u8],
+                }),
+                "{name:?}"
+            );
+        }
+    }
 }

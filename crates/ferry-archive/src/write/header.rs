@@ -6,6 +6,8 @@
 //! silently (GNU tar warns about unknown keywords, not about `comment`).
 
 use ferry_core::entry::{Entry, EntryKind, Timestamp};
+use std::borrow::Cow;
+use std::io::{self, Write};
 
 /// Tar's block size.
 pub const BLOCK: u64 = 512;
@@ -30,43 +32,63 @@ fn type_of(kind: &EntryKind) -> (u8, &[u8]) {
     }
 }
 
+/// The length of a pax record `LEN KEY=VALUE\n` with a key and value of these lengths:
+/// LEN counts the whole record, its own digits included.
+fn pax_record_len(key: usize, value: usize) -> usize {
+    let body = key + value + 3; // ' ', '=', '\n'
+    let mut len = body + 1;
+    while len != body + decimal_digits(len) {
+        len = body + decimal_digits(len);
+    }
+    len
+}
+
+fn decimal_digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
 /// One pax record: `LEN KEY=VALUE\n`, where LEN counts the whole record.
 pub fn pax_record(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
-    let body = key.len() + value.len() + 3; // ' ', '=', '\n'
-    let mut len = body + 1;
-    while len != body + len.to_string().len() {
-        len = body + len.to_string().len();
-    }
-    out.extend_from_slice(len.to_string().as_bytes());
-    out.push(b' ');
+    let len = pax_record_len(key.len(), value.len());
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "{len} ");
     out.extend_from_slice(key);
     out.push(b'=');
     out.extend_from_slice(value);
     out.push(b'\n');
 }
 
-fn time_value(t: Timestamp) -> Vec<u8> {
-    if t.nsec == 0 {
-        return t.sec.to_string().into_bytes();
-    }
-    // A negative time with a fraction is written as its floor plus a positive fraction
-    // would be wrong in pax (which means sign applies to both): write the exact value.
-    if t.sec < 0 {
+/// A pax time value, `SECONDS[.NANOSECONDS]`, written into `buf`.
+fn time_value(t: Timestamp, buf: &mut [u8; 40]) -> &[u8] {
+    let mut out = io::Cursor::new(&mut buf[..]);
+    // At most 21 characters of seconds, a point and 9 digits: it fits.
+    let _ = if t.nsec == 0 {
+        write!(out, "{}", t.sec)
+    } else if t.sec < 0 {
+        // A negative time with a fraction is written as its floor plus a positive
+        // fraction would be wrong in pax (where the sign applies to both): write the
+        // exact value.
         let total_ns = t.sec as i128 * 1_000_000_000 + t.nsec as i128;
         let (s, ns) = ((-total_ns) / 1_000_000_000, (-total_ns) % 1_000_000_000);
-        return format!("-{s}.{ns:09}").into_bytes();
-    }
-    format!("{}.{:09}", t.sec, t.nsec).into_bytes()
+        write!(out, "-{s}.{ns:09}")
+    } else {
+        write!(out, "{}.{:09}", t.sec, t.nsec)
+    };
+    let n = out.position() as usize;
+    &buf[..n]
 }
 
 /// Writes `v` as a NUL-terminated octal field of `field.len()` bytes, if it fits.
 fn octal(field: &mut [u8], v: u64) -> bool {
     let digits = field.len() - 1;
-    let s = format!("{v:0digits$o}");
-    if s.len() > digits {
+    if 3 * digits < 64 && v >> (3 * digits) != 0 {
         return false;
     }
-    field[..digits].copy_from_slice(s.as_bytes());
+    let mut rest = v;
+    for d in field[..digits].iter_mut().rev() {
+        *d = b'0' + (rest & 7) as u8;
+        rest >>= 3;
+    }
     field[digits] = 0;
     true
 }
@@ -145,10 +167,10 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
                 stand_in.truncate(100);
             }
             let size = pad_block(map.len() as u64) + stored;
-            (map, stand_in, size)
+            (map, Cow::Owned(stand_in), size)
         }
-        Some(DataShape { stored, runs: None }) => (Vec::new(), path.to_vec(), *stored),
-        None => (Vec::new(), path.to_vec(), 0),
+        Some(DataShape { stored, runs: None }) => (Vec::new(), Cow::Borrowed(path), *stored),
+        None => (Vec::new(), Cow::Borrowed(path), 0),
     };
 
     // Names that fit ustar's fields go there as raw bytes, which both GNU tar and
@@ -193,9 +215,9 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
     }
     let mtime_fits = meta.mtime.sec >= 0 && octal(&mut ustar[136..148], meta.mtime.sec as u64);
     if !mtime_fits || meta.mtime.nsec != 0 {
-        pax_record(&mut pax, b"mtime", &time_value(meta.mtime));
+        pax_record(&mut pax, b"mtime", time_value(meta.mtime, &mut [0; 40]));
     }
-    pax_record(&mut pax, b"atime", &time_value(meta.atime));
+    pax_record(&mut pax, b"atime", time_value(meta.atime, &mut [0; 40]));
     for x in &meta.xattrs {
         pax_record(&mut pax, &crate::tar::xattr::schily_key(&x.name), &x.value);
     }
@@ -264,25 +286,21 @@ fn pad_to_align(pax: &mut Vec<u8>, at: u64, after: u64) {
     // A comment of `fill` bytes makes a record of `fill + overhead` bytes, where the
     // overhead includes the length's own digits; solve for an exact fit.
     let want = room - pax.len() as u64;
+    let comment = |fill: u64| pax_record_len(b"comment".len(), fill as usize) as u64;
     let mut fill = want.saturating_sub(12);
     loop {
-        let mut rec = Vec::new();
-        pax_record(&mut rec, b"comment", &vec![b'.'; fill as usize]);
-        match (rec.len() as u64).cmp(&want) {
-            std::cmp::Ordering::Equal => {
-                pax.extend_from_slice(&rec);
-                return;
-            }
-            std::cmp::Ordering::Greater => fill -= 1,
-            std::cmp::Ordering::Less => {
-                // One byte short because the length gained a digit: a record one
-                // shorter than needed still pads to the same block count.
-                if pad_block(pax.len() as u64 + rec.len() as u64) == room {
-                    pax.extend_from_slice(&rec);
-                    return;
-                }
-                fill += 1;
-            }
+        let len = comment(fill);
+        // One byte short because the length gained a digit: a record one shorter than
+        // needed still pads to the same block count.
+        let fits = len == want || (len < want && pad_block(pax.len() as u64 + len) == room);
+        if fits {
+            pax_record(pax, b"comment", &vec![b'.'; fill as usize]);
+            return;
+        }
+        if len > want {
+            fill -= 1;
+        } else {
+            fill += 1;
         }
     }
 }
@@ -291,8 +309,8 @@ fn pad_to_align(pax: &mut Vec<u8>, at: u64, after: u64) {
 fn checksum(h: &mut [u8; 512]) {
     h[148..156].fill(b' ');
     let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
-    let s = format!("{sum:06o}\0 ");
-    h[148..156].copy_from_slice(s.as_bytes());
+    // Six digits, a NUL and a space, as GNU tar writes it (the sum of 512 bytes fits).
+    octal(&mut h[148..155], u64::from(sum));
 }
 
 #[cfg(test)]
@@ -367,12 +385,39 @@ mod tests {
 
     #[test]
     fn negative_fractional_time_is_exact() {
+        let value = |sec, nsec| time_value(Timestamp { sec, nsec }, &mut [0; 40]).to_vec();
+        assert_eq!(value(-2, 500_000_000), b"-1.500000000");
+        assert_eq!(value(i64::MIN, 1), b"-9223372036854775807.999999999");
         assert_eq!(
-            time_value(Timestamp {
-                sec: -2,
-                nsec: 500_000_000
-            }),
-            b"-1.500000000"
+            value(i64::MAX, 999_999_999),
+            b"9223372036854775807.999999999"
         );
+        assert_eq!(value(-5, 0), b"-5");
+    }
+
+    #[test]
+    fn octal_fields_hold_what_fits_and_refuse_the_rest() {
+        let mut field = [0xFFu8; 8];
+        assert!(octal(&mut field, 0o7777777));
+        assert_eq!(&field, b"7777777\0");
+        assert!(!octal(&mut field, 0o10000000));
+        let mut size = [0u8; 12];
+        assert!(octal(&mut size, 1234));
+        assert_eq!(&size, b"00000002322\0");
+        assert!(!octal(&mut size, 8 << 30), "8 GiB needs a pax size");
+    }
+
+    #[test]
+    fn pax_records_count_their_own_length() {
+        for n in [0, 1, 80, 89, 90, 91, 985, 994, 995, 996, 9990, 9995] {
+            let mut rec = Vec::new();
+            pax_record(&mut rec, b"comment", &vec![b'.'; n]);
+            let (len, _) = rec.split_at(rec.iter().position(|&b| b == b' ').unwrap_or(0));
+            let said: usize = std::str::from_utf8(len)
+                .ok()
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(0);
+            assert_eq!(said, rec.len(), "value of {n} bytes");
+        }
     }
 }

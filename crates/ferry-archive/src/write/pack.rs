@@ -236,7 +236,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
     /// its headers into the current block. None when the index failed (recorded in
     /// `st.failed`).
     fn place(st: &mut State, entry: &Entry, shape: Option<&DataShape<'_>>) -> Option<Placed> {
-        debug_assert_eq!(st.pos, st.block.at + st.block.buf.len() as u64);
+        debug_assert_eq!(st.pos, st.block.at + st.block.len() as u64);
         let enc = encode(entry, shape, st.pos);
         let header_at = st.pos;
         let data_at = header_at + enc.data_start;
@@ -298,7 +298,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             .map(|f| f.shared().buffer())
             .unwrap_or_default();
         let block = std::mem::replace(&mut st.block, Block::new(st.pos, buf));
-        if block.buf.is_empty() {
+        if block.is_empty() {
             return;
         }
         match &self.fillers {
@@ -315,7 +315,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 st.record_hashes(hashes);
                 self.stats.count_files_moved(Method::Buffered, files);
                 if let Some(w) = st.stream.as_mut() {
-                    if let Err(e) = w.write_all(&block.buf) {
+                    if let Err(e) = w.write_all(block.bytes()) {
                         st.failed.get_or_insert(e);
                     }
                 }
@@ -332,7 +332,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         let Some(placed) = Self::place(&mut st, entry, None) else {
             return Ok(());
         };
-        st.block.buf.extend_from_slice(&placed.header);
+        st.block.push_bytes(&placed.header);
         if st.block.is_full(self.files_per_block) {
             self.send_block(&mut st);
         }
@@ -371,11 +371,10 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         let Some(placed) = Self::place(&mut st, entry, Some(&shape)) else {
             return Ok(());
         };
-        st.block.buf.extend_from_slice(&placed.header);
+        st.block.push_bytes(&placed.header);
         if runs.is_none() && size < SMALL {
             // Its content is read into the block by whoever writes the block.
-            let within = st.block.buf.len();
-            st.block.buf.resize(within + pad_block(size) as usize, 0);
+            let within = st.block.push_slot(size as usize);
             st.block.files.push(Small {
                 fd,
                 within,
