@@ -49,12 +49,22 @@ fn decimal_digits(n: usize) -> usize {
 
 /// One pax record: `LEN KEY=VALUE\n`, where LEN counts the whole record.
 pub fn pax_record(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
-    let len = pax_record_len(key.len(), value.len());
+    pax_record_with(out, key, value.len(), |out| out.extend_from_slice(value));
+}
+
+/// A pax record whose value of `value_len` bytes `value` appends to `out`.
+fn pax_record_with(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    value_len: usize,
+    value: impl FnOnce(&mut Vec<u8>),
+) {
+    let len = pax_record_len(key.len(), value_len);
     // Writing into a Vec cannot fail.
     let _ = write!(out, "{len} ");
     out.extend_from_slice(key);
     out.push(b'=');
-    out.extend_from_slice(value);
+    value(out);
     out.push(b'\n');
 }
 
@@ -106,13 +116,13 @@ fn split_ustar(path: &[u8]) -> Option<(&[u8], &[u8])> {
         .find(|(p, n)| p.len() <= 155 && n.len() <= 100 && !n.is_empty())
 }
 
-/// The header block(s) of one entry and where its data will start.
-pub struct Encoded {
-    /// The bytes to write at the entry's offset: pax header (if any) and ustar header
-    /// (and, for a sparse file, the sparse map blocks).
-    pub bytes: Vec<u8>,
-    /// Offset of the data from the entry's first byte.
-    pub data_start: u64,
+/// Encodes entries' headers into buffers it keeps from one entry to the next, so laying
+/// out a member allocates nothing (a fresh kilobyte or more per member made glibc
+/// consolidate its free lists every time).
+#[derive(Default)]
+pub struct HeaderEncoder {
+    pax: Vec<u8>,
+    bytes: Vec<u8>,
 }
 
 /// What the header must say about a regular file's data.
@@ -123,13 +133,32 @@ pub struct DataShape<'a> {
     pub runs: Option<&'a [(u64, u64)]>,
 }
 
-/// Encodes `entry` for an archive offset `at`. Regular files of [`ALIGN`] bytes or
-/// more get their data (for sparse files, the first run) on a multiple of [`ALIGN`].
-pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded {
+impl HeaderEncoder {
+    /// Encodes `entry` for an archive offset `at`: the bytes to write there, its pax
+    /// header (if any) and ustar header (and, for a sparse file, the sparse map
+    /// blocks); its data starts right after them. Regular files of [`ALIGN`] bytes or
+    /// more get their data (for sparse files, the first run) on a multiple of [`ALIGN`].
+    pub fn encode(&mut self, entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> &[u8] {
+        let HeaderEncoder { pax, bytes } = self;
+        pax.clear();
+        bytes.clear();
+        encode_into(entry, shape, at, pax, bytes);
+        bytes
+    }
+}
+
+/// [`HeaderEncoder::encode`], with `pax` (empty) to build the pax records in and
+/// `bytes` (empty) to encode into.
+fn encode_into(
+    entry: &Entry,
+    shape: Option<&DataShape<'_>>,
+    at: u64,
+    pax: &mut Vec<u8>,
+    bytes: &mut Vec<u8>,
+) {
     let (typeflag, link) = type_of(&entry.kind);
     let meta = &entry.meta;
     let path = entry.path.as_bytes();
-    let mut pax = Vec::new();
     let mut ustar = [0u8; 512];
 
     // Sparse files take GNU's pax 1.0 form: the real name and size go in pax records,
@@ -155,14 +184,10 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
             }
             let map = text.into_bytes();
             let mut stand_in = sparse_stand_in(path);
-            pax_record(&mut pax, b"GNU.sparse.major", b"1");
-            pax_record(&mut pax, b"GNU.sparse.minor", b"0");
-            pax_record(&mut pax, b"GNU.sparse.name", path);
-            pax_record(
-                &mut pax,
-                b"GNU.sparse.realsize",
-                real.to_string().as_bytes(),
-            );
+            pax_record(pax, b"GNU.sparse.major", b"1");
+            pax_record(pax, b"GNU.sparse.minor", b"0");
+            pax_record(pax, b"GNU.sparse.name", path);
+            pax_record(pax, b"GNU.sparse.realsize", real.to_string().as_bytes());
             if split_ustar(&stand_in).is_none() {
                 stand_in.truncate(100);
             }
@@ -184,7 +209,7 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
         None => {
             let shown = &name_in_header[..name_in_header.len().min(100)];
             ustar[..shown.len()].copy_from_slice(shown);
-            pax_record(&mut pax, b"path", &name_in_header);
+            pax_record(pax, b"path", &name_in_header);
             binary |= std::str::from_utf8(&name_in_header).is_err();
         }
     }
@@ -192,7 +217,7 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
         if link.len() <= 100 {
             ustar[157..157 + link.len()].copy_from_slice(link);
         } else {
-            pax_record(&mut pax, b"linkpath", link);
+            pax_record(pax, b"linkpath", link);
             binary |= std::str::from_utf8(link).is_err();
         }
     }
@@ -200,26 +225,26 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
     // name that is not UTF-8 (it fails otherwise); GNU tar 1.34 warns about it but
     // reads the name right. Only long non-UTF-8 names get here.
     if binary {
-        pax_record(&mut pax, b"hdrcharset", b"BINARY");
+        pax_record(pax, b"hdrcharset", b"BINARY");
     }
     octal(&mut ustar[100..108], u64::from(meta.mode & 0o7777));
     if !octal(&mut ustar[108..116], u64::from(meta.uid)) {
-        pax_record(&mut pax, b"uid", meta.uid.to_string().as_bytes());
+        pax_record(pax, b"uid", meta.uid.to_string().as_bytes());
     }
     if !octal(&mut ustar[116..124], u64::from(meta.gid)) {
-        pax_record(&mut pax, b"gid", meta.gid.to_string().as_bytes());
+        pax_record(pax, b"gid", meta.gid.to_string().as_bytes());
     }
     if !octal(&mut ustar[124..136], size_field) {
         octal(&mut ustar[124..136], 0);
-        pax_record(&mut pax, b"size", size_field.to_string().as_bytes());
+        pax_record(pax, b"size", size_field.to_string().as_bytes());
     }
     let mtime_fits = meta.mtime.sec >= 0 && octal(&mut ustar[136..148], meta.mtime.sec as u64);
     if !mtime_fits || meta.mtime.nsec != 0 {
-        pax_record(&mut pax, b"mtime", time_value(meta.mtime, &mut [0; 40]));
+        pax_record(pax, b"mtime", time_value(meta.mtime, &mut [0; 40]));
     }
-    pax_record(&mut pax, b"atime", time_value(meta.atime, &mut [0; 40]));
+    pax_record(pax, b"atime", time_value(meta.atime, &mut [0; 40]));
     for x in &meta.xattrs {
-        pax_record(&mut pax, &crate::tar::xattr::schily_key(&x.name), &x.value);
+        pax_record(pax, &crate::tar::xattr::schily_key(&x.name), &x.value);
     }
     ustar[156] = typeflag;
     ustar[257..263].copy_from_slice(b"ustar\0");
@@ -232,32 +257,29 @@ pub fn encode(entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> Encoded 
     let map_blocks = pad_block(map.len() as u64);
     let aligned = shape.is_some_and(|s| s.stored >= ALIGN);
     if aligned {
-        pad_to_align(&mut pax, at, map_blocks);
+        pad_to_align(pax, at, map_blocks);
     }
-    let mut bytes = Vec::with_capacity(1024 + pax.len() + map_blocks as usize);
     if !pax.is_empty() {
         let mut xhdr = ustar;
-        let mut xname = b"PaxHeaders/".to_vec();
-        xname.extend_from_slice(&name_in_header[..name_in_header.len().min(89)]);
         xhdr[..100].fill(0);
         xhdr[345..500].fill(0);
-        let xname = &xname[..xname.len().min(100)];
-        xhdr[..xname.len()].copy_from_slice(xname);
+        // "PaxHeaders/" and up to 89 bytes of the name.
+        let shown = &name_in_header[..name_in_header.len().min(89)];
+        xhdr[..11].copy_from_slice(b"PaxHeaders/");
+        xhdr[11..11 + shown.len()].copy_from_slice(shown);
         xhdr[157..257].fill(0);
         octal(&mut xhdr[124..136], pax.len() as u64);
         xhdr[156] = b'x';
         checksum(&mut xhdr);
         bytes.extend_from_slice(&xhdr);
-        bytes.extend_from_slice(&pax);
+        bytes.extend_from_slice(pax);
         bytes.resize(pad_block(bytes.len() as u64) as usize, 0);
     }
     checksum(&mut ustar);
     bytes.extend_from_slice(&ustar);
     bytes.extend_from_slice(&map);
     bytes.resize(bytes.len() + (map_blocks as usize - map.len()), 0);
-    let data_start = bytes.len() as u64;
-    debug_assert!(!aligned || (at + data_start) % ALIGN == 0);
-    Encoded { bytes, data_start }
+    debug_assert!(!aligned || (at + bytes.len() as u64) % ALIGN == 0);
 }
 
 /// GNU tar's stand-in name for a sparse file: `DIR/GNUSparseFile.0/NAME`.
@@ -294,7 +316,9 @@ fn pad_to_align(pax: &mut Vec<u8>, at: u64, after: u64) {
         // needed still pads to the same block count.
         let fits = len == want || (len < want && pad_block(pax.len() as u64 + len) == room);
         if fits {
-            pax_record(pax, b"comment", &vec![b'.'; fill as usize]);
+            pax_record_with(pax, b"comment", fill as usize, |out| {
+                out.resize(out.len() + fill as usize, b'.');
+            });
             return;
         }
         if len > want {
@@ -349,7 +373,8 @@ mod tests {
     fn large_files_start_on_alignment_at_any_offset() {
         for at in (0..20 * 4096).step_by(512) {
             for size in [4096u64, 100_000] {
-                let e = encode(
+                let mut enc = HeaderEncoder::default();
+                let bytes = enc.encode(
                     &file("a/b", size),
                     Some(&DataShape {
                         stored: size,
@@ -357,15 +382,15 @@ mod tests {
                     }),
                     at,
                 );
-                assert_eq!((at + e.data_start) % ALIGN, 0, "at {at}");
-                assert_eq!(e.bytes.len() as u64, e.data_start);
+                assert_eq!((at + bytes.len() as u64) % ALIGN, 0, "at {at}");
             }
         }
     }
 
     #[test]
     fn small_files_are_not_padded() {
-        let e = encode(
+        let mut enc = HeaderEncoder::default();
+        let bytes = enc.encode(
             &file("a", 100),
             Some(&DataShape {
                 stored: 100,
@@ -373,7 +398,7 @@ mod tests {
             }),
             512,
         );
-        assert_eq!(e.data_start, 1536); // pax header, one block of records, ustar header
+        assert_eq!(bytes.len(), 1536); // pax header, one block of records, ustar header
     }
 
     #[test]

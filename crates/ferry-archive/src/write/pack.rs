@@ -13,7 +13,7 @@ use super::fill::{
     files_per_block, fillers_within_open_files, read_or_zeros, Block, Fillers, Job, Large, Shared,
     Small, OTHER_DESCRIPTORS,
 };
-use super::header::{encode, pad_block, DataShape, ALIGN};
+use super::header::{pad_block, DataShape, HeaderEncoder, ALIGN};
 use crate::index::{HashSlot, IndexEntry, IndexWriter, Kind, INDEX_MEMORY};
 use ferry_core::data::{
     data_runs, hash_zeros, with_buffer, write_full, Method, Mover, Reflink, Segment, Sparse,
@@ -71,6 +71,7 @@ struct State {
     /// Next free archive offset.
     pos: u64,
     index: IndexWriter,
+    headers: HeaderEncoder,
     /// The first name written for each multiply-linked inode.
     first_names: HashMap<InodeKey, RelPath>,
     /// The stretch of the archive being laid out, up to `pos`.
@@ -145,9 +146,8 @@ impl InlineClones {
     }
 }
 
-/// Where one entry's bytes go, decided under the lock.
+/// Where one entry's data goes, decided under the lock.
 struct Placed {
-    header: Vec<u8>,
     data_at: u64,
     slot: HashSlot,
 }
@@ -202,6 +202,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         let state = State {
             pos: 0,
             index,
+            headers: HeaderEncoder::default(),
             first_names: HashMap::new(),
             block: Block::new(0, Vec::new()),
             stream,
@@ -237,9 +238,9 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
     /// `st.failed`).
     fn place(st: &mut State, entry: &Entry, shape: Option<&DataShape<'_>>) -> Option<Placed> {
         debug_assert_eq!(st.pos, st.block.at + st.block.len() as u64);
-        let enc = encode(entry, shape, st.pos);
+        let header = st.headers.encode(entry, shape, st.pos);
         let header_at = st.pos;
-        let data_at = header_at + enc.data_start;
+        let data_at = header_at + header.len() as u64;
         let stored = shape.map_or(0, |s| s.stored);
         st.pos = data_at + pad_block(stored);
         let (size, link, rdev) = match &entry.kind {
@@ -278,11 +279,10 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 .collect(),
         });
         match pushed {
-            Ok(slot) => Some(Placed {
-                header: enc.bytes,
-                data_at,
-                slot,
-            }),
+            Ok(slot) => {
+                st.block.push_bytes(header);
+                Some(Placed { data_at, slot })
+            }
             Err(e) => {
                 st.failed.get_or_insert(e);
                 None
@@ -329,10 +329,9 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         if self.has_failed(&st) {
             return Ok(());
         }
-        let Some(placed) = Self::place(&mut st, entry, None) else {
+        if Self::place(&mut st, entry, None).is_none() {
             return Ok(());
-        };
-        st.block.push_bytes(&placed.header);
+        }
         if st.block.is_full(self.files_per_block) {
             self.send_block(&mut st);
         }
@@ -371,7 +370,6 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         let Some(placed) = Self::place(&mut st, entry, Some(&shape)) else {
             return Ok(());
         };
-        st.block.push_bytes(&placed.header);
         if runs.is_none() && size < SMALL {
             // Its content is read into the block by whoever writes the block.
             let within = st.block.push_slot(size as usize);
