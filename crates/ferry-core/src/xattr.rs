@@ -65,52 +65,55 @@ pub fn read(node: &Node<'_>) -> io::Result<Vec<Xattr>> {
     // Most nodes have no xattrs, or a few: their names fit on the stack. (A zeroed
     // 1 KiB from the heap for every file of a tree made glibc consolidate its free
     // lists each time: 1.4% of a pack's samples, by hand.)
-    let mut on_stack = [0u8; 1024];
-    let mut on_heap = Vec::new();
-    let mut size = on_stack.len();
-    let n = loop {
-        let buf = if size <= on_stack.len() {
-            &mut on_stack[..]
-        } else {
-            on_heap.resize(size, 0);
-            &mut on_heap[..]
-        };
-        match node.list(buf) {
-            Ok(n) => break n,
-            Err(Errno::RANGE) => size *= 4,
-            Err(Errno::NOTSUP) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let names = if size <= on_stack.len() {
-        &on_stack[..]
-    } else {
-        &on_heap[..]
+    let (mut names_on_stack, mut names_on_heap) = ([0u8; 1024], Vec::new());
+    let names = match read_growing(&mut names_on_stack, &mut names_on_heap, |buf| {
+        node.list(buf)
+    }) {
+        Ok(names) => names,
+        Err(Errno::NOTSUP) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
     };
     let mut out = Vec::new();
-    for name in names[..n].split(|&b| b == 0).filter(|s| !s.is_empty()) {
+    for name in names.split(|&b| b == 0).filter(|s| !s.is_empty()) {
         let Ok(cname) = CString::new(name) else {
             continue;
         };
-        let mut value = vec![0u8; 256];
-        let len = loop {
-            match node.get(cname.as_c_str(), &mut value[..]) {
-                Ok(len) => break Some(len),
-                Err(Errno::RANGE) => value.resize(value.len() * 4, 0),
-                // Removed between list and get, or not readable by us: nothing to copy.
-                Err(Errno::NODATA | Errno::PERM | Errno::ACCESS) => break None,
-                Err(e) => return Err(e.into()),
-            }
-        };
-        if let Some(len) = len {
-            value.truncate(len);
-            out.push(Xattr {
+        let (mut value_on_stack, mut value_on_heap) = ([0u8; 256], Vec::new());
+        match read_growing(&mut value_on_stack, &mut value_on_heap, |buf| {
+            node.get(cname.as_c_str(), buf)
+        }) {
+            Ok(value) => out.push(Xattr {
                 name: name.to_vec(),
-                value,
-            });
+                value: value.to_vec(),
+            }),
+            // Removed between list and get, or not readable by us: nothing to copy.
+            Err(Errno::NODATA | Errno::PERM | Errno::ACCESS) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(out)
+}
+
+/// What `call` puts into a buffer, given `on_stack` first and then, while it answers
+/// `ERANGE` (too small), a heap buffer four times larger each time.
+fn read_growing<'b>(
+    on_stack: &'b mut [u8],
+    on_heap: &'b mut Vec<u8>,
+    mut call: impl FnMut(&mut [u8]) -> Result<usize, Errno>,
+) -> Result<&'b [u8], Errno> {
+    let mut size = match call(on_stack) {
+        Ok(n) => return Ok(&on_stack[..n]),
+        Err(Errno::RANGE) => on_stack.len() * 4,
+        Err(e) => return Err(e),
+    };
+    loop {
+        on_heap.resize(size, 0);
+        match call(on_heap) {
+            Ok(n) => return Ok(&on_heap[..n]),
+            Err(Errno::RANGE) => size *= 4,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// True when two attribute lists hold the same names and values, in any order.

@@ -39,11 +39,17 @@ pub const BLOCK_FILES: usize = 128;
 /// prefetchers' files and directories, the standard streams.
 pub const OTHER_DESCRIPTORS: u64 = 64;
 
-/// How many fillers to start, at most `most`: every job in flight (one being done per
-/// filler, one queued per filler, one being laid out) holds at least one descriptor.
-/// Under `ulimit -n 64` with dozens of descriptors inherited, 16 fillers' jobs ran
-/// the walk out of descriptors.
+/// Jobs in flight with `fillers` fillers: one being done per filler, one queued per
+/// filler, one being laid out. Each holds at least one descriptor.
+pub fn jobs_in_flight(fillers: usize) -> u64 {
+    2 * fillers as u64 + 1
+}
+
+/// How many fillers to start, at most `most`, so their [`jobs_in_flight`] fit under the
+/// limit on open files. Under `ulimit -n 64` with dozens of descriptors inherited, 16
+/// fillers' jobs ran the walk out of descriptors.
 pub fn fillers_within_open_files(most: usize) -> usize {
+    // Two jobs a filler, and the one being laid out.
     threads_within(2, OTHER_DESCRIPTORS + 1, most)
 }
 
@@ -54,7 +60,7 @@ pub fn fillers_within_open_files(most: usize) -> usize {
 /// soft limit of 1,024 when the hard limit does not let ferry raise it).
 pub fn files_per_block(fillers: usize, walkers_hold: u64) -> usize {
     open_files_each(
-        2 * fillers + 1,
+        jobs_in_flight(fillers) as usize,
         OTHER_DESCRIPTORS + walkers_hold,
         BLOCK_FILES,
     )

@@ -10,8 +10,8 @@
 //! end-of-archive blocks.
 
 use super::fill::{
-    files_per_block, fillers_within_open_files, read_or_zeros, Block, Fillers, Job, Large, Shared,
-    Small, OTHER_DESCRIPTORS,
+    files_per_block, fillers_within_open_files, jobs_in_flight, read_or_zeros, Block, Fillers, Job,
+    Large, Shared, Small, OTHER_DESCRIPTORS,
 };
 use super::header::{pad_block, DataShape, HeaderEncoder, ALIGN};
 use crate::index::{HashSlot, IndexEntry, IndexWriter, Kind, INDEX_MEMORY};
@@ -636,11 +636,10 @@ fn walkers_within_open_files(
     if asked <= 1 {
         return (1, 0);
     }
-    let fillers_hold = 2 * fillers as u64 + 1;
     let walkers = workers_within(
         asked,
         OPEN_FILES_PER_WALKER,
-        OTHER_DESCRIPTORS + fillers_hold,
+        OTHER_DESCRIPTORS + jobs_in_flight(fillers),
         reporter,
     );
     (walkers, (walkers as u64 - 1) * OPEN_FILES_PER_WALKER)
