@@ -1,5 +1,6 @@
 //! `pack`, `unpack`, `ls` and `cat`: the archive commands.
 
+use crate::archive_out::ArchiveOut;
 use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
 use crate::job::Job;
 use crate::progress;
@@ -9,11 +10,10 @@ use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
 use ferry_archive::read::Archive;
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
-use ferry_core::entry::{write_escaped, InodeKey};
+use ferry_core::entry::write_escaped;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
@@ -30,31 +30,34 @@ pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
         hash: args.hash,
         ..PackOptions::default()
     };
-    let (out, skip) = if is_dash(&args.archive) {
-        (
+    let archive_out = match is_dash(&args.archive) {
+        true => None,
+        false => Some(ArchiveOut::create(&args.archive)?),
+    };
+    let (out, skip) = match &archive_out {
+        None => (
             Output::Stream(Box::new(BufWriter::with_capacity(1 << 20, io::stdout()))),
-            None,
-        )
-    } else {
-        let f = File::create(&args.archive)
-            .with_context(|| format!("{}: create archive", args.archive.display()))?;
-        let m = f.metadata()?;
-        (
-            Output::File(f.into()),
-            Some(InodeKey {
-                dev: m.dev(),
-                ino: m.ino(),
-            }),
-        )
+            Vec::new(),
+        ),
+        Some(file) => (
+            Output::File(file.file().try_clone()?.into()),
+            file.inodes()?,
+        ),
     };
     let job = Job::new(args.output, &args.src, &args.archive);
     let counting = job.counting();
     let packed = progress::with_progress(job.show_progress(), &args.src, &job.stats, || {
-        pack(&args.src, out, skip, &opts, &job.stats, &counting)
+        pack(&args.src, out, &skip, &opts, &job.stats, &counting)
+    });
+    // Per-file failures were reported and leave a usable archive, as with tar.
+    let packed = packed.map_err(|e| job.reporter.line(&e)).and_then(|_| {
+        archive_out
+            .map_or(Ok(()), ArchiveOut::commit)
+            .map_err(|e| format!("{e:#}"))
     });
     Ok(match packed {
-        Ok(_) => job.finish(),
-        Err(e) => job.fatal(&job.reporter.line(&e)),
+        Ok(()) => job.finish(),
+        Err(line) => job.fatal(&line),
     })
 }
 

@@ -4,6 +4,7 @@
 //! its own line), 2 when the job could not run at all.
 
 mod archive_cmd;
+mod archive_out;
 mod cli;
 mod demo;
 mod job;

@@ -287,10 +287,18 @@ fn unpacking_again_skips_what_is_there_and_repairs_what_is_not() {
     assert_same_tree(&s.src, &s.dst);
 }
 
+/// The names in `dir`, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 #[test]
-fn pack_onto_a_full_filesystem_fails_and_leaves_only_what_it_laid_out() {
-    // Pack keeps the archive file's length ahead of its layout (256 MiB steps, so
-    // clones never land past its end); a pack that fails must not leave that length.
+fn pack_onto_a_full_filesystem_fails_and_leaves_the_archive_it_would_replace() {
     if crate::common::skip_unless_root() {
         return;
     }
@@ -299,22 +307,97 @@ fn pack_onto_a_full_filesystem_fails_and_leaves_only_what_it_laid_out() {
         Err(why) => return crate::common::skip(&why),
     };
     let s = scratch();
-    build::mkdirs(&s.src);
+    let small = s.tmp.path().join("small");
+    build::mkdirs(&small);
+    build::write(&small.join("a"), b"the archive that was there");
     for i in 0..24u64 {
         build::write(&s.src.join(format!("f{i:02}")), &build::pattern(i, 1 << 20));
     }
     let archive = m.path().join("a.far");
-    let r = ferry(&[&"pack", &s.src, &archive]);
-    assert_ne!(r.status, 0, "a pack that did not fit succeeded: {r}");
-    assert!(
-        r.stderr.contains("No space left on device"),
-        "the error says why: {r}"
-    );
-    let len = std::fs::metadata(&archive).expect("archive").len();
-    assert!(
-        len <= 32 << 20,
-        "the archive is {len} bytes long: more than the tree's 24 MiB and its headers"
-    );
+    let before = names_in(m.path());
+    for existing in [false, true] {
+        if existing {
+            pack(&small, &archive, &[]);
+        }
+        let old = std::fs::read(&archive).ok();
+        let r = ferry(&[&"pack", &s.src, &archive]);
+        assert_ne!(r.status, 0, "a pack that did not fit succeeded: {r}");
+        assert!(
+            r.stderr.contains("No space left on device"),
+            "the error says why: {r}"
+        );
+        assert_eq!(std::fs::read(&archive).ok(), old, "the archive changed");
+        let mut expected = before.clone();
+        if existing {
+            expected.push("a.far".into());
+            expected.sort();
+        }
+        assert_eq!(names_in(m.path()), expected, "something was left behind");
+    }
+}
+
+#[test]
+fn a_pack_replaces_an_archive_only_once_complete() {
+    let s = scratch();
+    build::write(&s.src.join("a"), b"first");
+    let archive = s.tmp.path().join("out.far");
+    pack(&s.src, &archive, &[]);
+    build::chmod(&archive, 0o640);
+    let first = std::fs::read(&archive).expect("archive");
+
+    // A source that is not there: an error, and the archive as it was.
+    let r = ferry(&[&"pack", &s.tmp.path().join("no-such-dir"), &archive]);
+    assert_eq!(r.status, 2, "{r}");
+    assert!(r.stderr.contains("no-such-dir"), "names the source: {r}");
+    assert_eq!(std::fs::read(&archive).expect("archive"), first);
+    assert_eq!(names_in(s.tmp.path()), ["out.far", "src"]);
+
+    // Packed again: the new archive, with the old one's mode.
+    build::write(&s.src.join("b"), b"second");
+    pack(&s.src, &archive, &[]);
+    let r = ferry(&[&"ls", &archive]);
+    r.assert_ok();
+    assert_eq!(r.stdout.lines().collect::<Vec<_>>(), ["./", "a", "b"]);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&archive)
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o640);
+    assert_eq!(names_in(s.tmp.path()), ["out.far", "src"]);
+
+    // Through a symlink: written in place, the link stays a link.
+    let link = s.tmp.path().join("link.far");
+    build::symlink("out.far", &link);
+    build::write(&s.src.join("c"), b"third");
+    pack(&s.src, &link, &[]);
+    assert!(std::fs::symlink_metadata(&link)
+        .expect("stat")
+        .file_type()
+        .is_symlink());
+    let r = ferry(&[&"ls", &archive]);
+    assert_eq!(r.stdout.lines().collect::<Vec<_>>(), ["./", "a", "b", "c"]);
+}
+
+#[test]
+fn an_archive_inside_its_source_is_not_packed_into_itself() {
+    // Packed twice into the same path inside the source: the second pack must skip
+    // both the file it writes and the archive it replaces.
+    let s = scratch();
+    build::write(&s.src.join("a"), b"data");
+    let archive = s.src.join("self.far");
+    for _ in 0..2 {
+        let r = pack(&s.src, &archive, &[]);
+        assert!(
+            r.warnings()
+                .iter()
+                .all(|w| w.contains("where this job writes")),
+            "{r}"
+        );
+    }
+    let r = ferry(&[&"ls", &archive]);
+    assert_eq!(r.stdout.lines().collect::<Vec<_>>(), ["./", "a"], "{r}");
+    assert_eq!(names_in(&s.src), ["a", "self.far"]);
 }
 
 #[test]

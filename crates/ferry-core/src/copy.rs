@@ -8,7 +8,6 @@ use crate::local::{LocalTreeSink, Update};
 use crate::stats::Stats;
 use crate::walk::{walk, WalkConfig};
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Everything a copy can be asked to do differently.
@@ -101,10 +100,9 @@ pub fn copy_tree(
     }
     // The destination may still be reachable from inside the source through a bind
     // mount; the walker skips it by inode.
-    let skip = std::fs::metadata(dst).ok().map(|m| InodeKey {
-        dev: m.dev(),
-        ino: m.ino(),
-    });
+    let skip = std::fs::metadata(dst)
+        .ok()
+        .map(|m| InodeKey::of_metadata(&m));
     let mut mover = Mover::new(opts.reflink, opts.sparse);
     mover.zero_scan = opts.zero_scan;
     let counting = Counting {
@@ -123,7 +121,7 @@ pub fn copy_tree(
     );
     let cfg = WalkConfig {
         threads: workers_within_open_files(opts.threads, reporter),
-        skip,
+        skip: skip.into_iter().collect(),
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, &counting)

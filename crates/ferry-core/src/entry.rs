@@ -106,6 +106,25 @@ pub struct InodeKey {
     pub ino: u64,
 }
 
+impl InodeKey {
+    /// The inode a `stat` describes.
+    pub fn of(st: &rustix::fs::Stat) -> Self {
+        InodeKey {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        }
+    }
+
+    /// The inode whose metadata `m` is.
+    pub fn of_metadata(m: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        InodeKey {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    }
+}
+
 /// What kind of node an entry is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EntryKind {

@@ -35,9 +35,9 @@ pub struct WalkConfig {
     pub chunk: usize,
     /// At most this many workers share one directory.
     pub max_ways: usize,
-    /// A directory or file never to visit (the destination or the archive being
-    /// written, when it lies in the source).
-    pub skip: Option<InodeKey>,
+    /// Directories or files never to visit (the destination, or the archive being
+    /// written and the one it replaces, when they lie in the source).
+    pub skip: Vec<InodeKey>,
     /// Threads reading files ahead of the workers (see [`crate::prefetch`]); for a walk
     /// with one worker, which reads one file at a time.
     pub prefetch: usize,
@@ -49,7 +49,7 @@ impl Default for WalkConfig {
             threads: 8,
             chunk: 256,
             max_ways: 4,
-            skip: None,
+            skip: Vec::new(),
             prefetch: 0,
         }
     }
@@ -247,6 +247,12 @@ impl<S: TreeSink> Walker<'_, S> {
         self.reporter.error(err);
     }
 
+    /// `path` is one of [`WalkConfig::skip`]: the job's own output.
+    fn skipped(&self, path: &RelPath) {
+        self.reporter
+            .warn(&format!("{path}: not copied: it is where this job writes"));
+    }
+
     /// Opens and enters a subdirectory, then reads it.
     fn enter(&self, parent: Arc<Node<S::Dir>>, name: CString) {
         let path = parent.entry.path.join(name.as_bytes());
@@ -258,11 +264,10 @@ impl<S: TreeSink> Walker<'_, S> {
         )
         .at(&path, "open directory");
         let made = opened.and_then(|fd| {
-            if let Some(skip) = self.cfg.skip {
+            if !self.cfg.skip.is_empty() {
                 let st = rfs::fstat(&fd).at(&path, "stat")?;
-                if st.st_dev == skip.dev && st.st_ino == skip.ino {
-                    self.reporter
-                        .warn(&format!("{path}: not copying the destination into itself"));
+                if self.cfg.skip.contains(&InodeKey::of(&st)) {
+                    self.skipped(&path);
                     return Ok(None);
                 }
             }
@@ -371,14 +376,8 @@ impl<S: TreeSink> Walker<'_, S> {
                 p.watch(&fd);
             }
             let st = rfs::fstat(&fd).at(path, "stat")?;
-            if self.cfg.skip
-                == Some(InodeKey {
-                    dev: st.st_dev,
-                    ino: st.st_ino,
-                })
-            {
-                self.reporter
-                    .warn(&format!("{path}: not copying the destination into itself"));
+            if self.cfg.skip.contains(&InodeKey::of(&st)) {
+                self.skipped(path);
                 return Ok(());
             }
             if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
@@ -480,13 +479,7 @@ impl FileOpener {
 
 /// The source inode and its link count, for files with more than one name.
 fn link_info(st: &rfs::Stat) -> Option<(InodeKey, u64)> {
-    (st.st_nlink > 1).then_some((
-        InodeKey {
-            dev: st.st_dev,
-            ino: st.st_ino,
-        },
-        st.st_nlink,
-    ))
+    (st.st_nlink > 1).then_some((InodeKey::of(st), st.st_nlink))
 }
 
 /// At most this many names of one directory are held in memory at once, so a directory

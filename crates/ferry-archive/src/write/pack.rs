@@ -658,7 +658,7 @@ const PREFETCH: usize = 4;
 pub fn pack(
     src: &Path,
     out: Output,
-    skip: Option<InodeKey>,
+    skip: &[InodeKey],
     opts: &PackOptions,
     stats: &Stats,
     reporter: &dyn Reporter,
@@ -677,7 +677,7 @@ pub fn pack(
     let (threads, walkers_hold) = walkers_within_open_files(opts.threads, filler_count, reporter);
     let cfg = WalkConfig {
         threads,
-        skip,
+        skip: skip.to_vec(),
         // One walker opens one file at a time: a few threads open files ahead of it, so
         // it finds their inodes in memory (the fillers read the data in parallel).
         prefetch: if threads == 1 { PREFETCH } else { 0 },
@@ -765,7 +765,7 @@ mod tests {
             false => Output::File(out.try_clone().expect("clone").into()),
         };
         let kept = Kept::default();
-        pack(src, to, None, opts, &Stats::default(), &kept).expect("packed");
+        pack(src, to, &[], opts, &Stats::default(), &kept).expect("packed");
         assert!(kept.0.into_inner().unwrap().is_empty());
         use std::io::{Read, Seek};
         let (mut out, mut bytes) = (out, Vec::new());

@@ -30,7 +30,7 @@ fn packed(root: &std::path::Path) -> Vec<u8> {
         ..PackOptions::default()
     };
     let to = Output::File(out.try_clone().expect("clone").into());
-    pack(root, to, None, &opts, &Stats::default(), &Strict).expect("packed");
+    pack(root, to, &[], &opts, &Stats::default(), &Strict).expect("packed");
     use std::io::{Read, Seek};
     let (mut out, mut bytes) = (out, Vec::new());
     out.rewind().expect("rewind");
