@@ -7,6 +7,9 @@
 //! was none; truncating first, as tar does, would lose the old archive to a typo in
 //! the source's name. A replaced archive's mode is kept, and its owner when root.
 //!
+//! Told to stop (SIGINT, SIGTERM, SIGHUP) before the archive is complete, ferry
+//! removes the temporary file and exits with status 130; killed outright, it leaves it.
+//!
 //! Anything else the path names (a symlink, a device, a fifo, or a file with other
 //! hard links, which would stop sharing it) is written in place, as tar does.
 
@@ -16,7 +19,28 @@ use std::fs::{File, Permissions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use tempfile::NamedTempFile;
+
+/// The temporary file to remove if the process is told to stop.
+static PARTIAL: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+fn remove_on_interrupt(path: Option<PathBuf>) {
+    *PARTIAL.lock().unwrap_or_else(PoisonError::into_inner) = path;
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: removes the temporary file and exits.
+fn on_interrupt() {
+    if let Some(path) = PARTIAL
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    {
+        let _ = std::fs::remove_file(path);
+    }
+    crate::report::to_stderr(format_args!("ferry: interrupted"));
+    std::process::exit(130);
+}
 
 /// An archive file being written.
 pub struct ArchiveOut {
@@ -51,6 +75,10 @@ impl ArchiveOut {
                     .with_context(|| format!("{}: create archive", path.display()))?,
             ),
         };
+        if let Target::Beside(temp) = &target {
+            remove_on_interrupt(Some(temp.path().to_path_buf()));
+            ctrlc::set_handler(on_interrupt).context("handle interrupts")?;
+        }
         let replaces = match (&target, &old) {
             (Target::Beside(_), Some(m)) => Some(InodeKey::of_metadata(m)),
             _ => None,
@@ -80,11 +108,14 @@ impl ArchiveOut {
     /// The archive is complete: puts it at its path.
     pub fn commit(self) -> anyhow::Result<()> {
         match self.target {
-            Target::Beside(temp) => temp
-                .persist(&self.path)
-                .map(drop)
-                .map_err(|e| e.error)
-                .with_context(|| format!("{}: rename archive into place", self.path.display())),
+            Target::Beside(temp) => {
+                let persisted = temp.persist(&self.path);
+                remove_on_interrupt(None);
+                persisted
+                    .map(drop)
+                    .map_err(|e| e.error)
+                    .with_context(|| format!("{}: rename archive into place", self.path.display()))
+            }
             Target::InPlace(_) => Ok(()),
         }
     }

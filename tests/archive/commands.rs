@@ -380,6 +380,55 @@ fn a_pack_replaces_an_archive_only_once_complete() {
 }
 
 #[test]
+fn an_interrupted_pack_removes_its_partial_file() {
+    // Told to stop once its temporary file is there, pack removes it, leaves the
+    // archive it would have replaced, and exits with 130.
+    let s = scratch();
+    let archive = s.tmp.path().join("out.far");
+    build::write(&archive, b"the old archive");
+    let mut files = 20_000;
+    loop {
+        for i in 0..files {
+            let dir = s.src.join(format!("d{}", i % 100));
+            build::mkdirs(&dir);
+            build::write(&dir.join(format!("f{i}")), b"some bytes");
+        }
+        let mut child = Command::new(FERRY)
+            .arg("pack")
+            .arg(&s.src)
+            .arg(&archive)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ferry");
+        while names_in(s.tmp.path()).len() < 3 && child.try_wait().expect("wait").is_none() {
+            std::thread::yield_now();
+        }
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::INT,
+        )
+        .expect("signal ferry");
+        let out = child.wait_with_output().expect("wait");
+        if out.status.success() {
+            // Done before the signal came: try again with more to pack.
+            assert!(files < 200_000, "pack always finished before the signal");
+            build::write(&archive, b"the old archive");
+            files *= 4;
+            continue;
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{stderr}");
+        assert!(stderr.contains("interrupted"), "{stderr}");
+        assert_eq!(
+            std::fs::read(&archive).expect("archive"),
+            b"the old archive"
+        );
+        assert_eq!(names_in(s.tmp.path()), ["out.far", "src"]);
+        return;
+    }
+}
+
+#[test]
 fn an_archive_inside_its_source_is_not_packed_into_itself() {
     // Packed twice into the same path inside the source: the second pack must skip
     // both the file it writes and the archive it replaces.
