@@ -8,7 +8,9 @@
 //! the source's name. A replaced archive's mode is kept, and its owner when root.
 //!
 //! Told to stop (SIGINT, SIGTERM, SIGHUP) before the archive is complete, ferry
-//! removes the temporary file and exits with status 130; killed outright, it leaves it.
+//! removes the temporary file and exits with status 130; killed outright, it leaves it
+//! (as it would a signal in the microseconds between creating the file and noting its
+//! name).
 //!
 //! Anything else the path names (a symlink, a device, a fifo, or a file with other
 //! hard links, which would stop sharing it) is written in place, as tar does.
@@ -70,15 +72,15 @@ impl ArchiveOut {
                 File::create(path)
                     .with_context(|| format!("{}: create archive", path.display()))?,
             ),
-            _ => Target::Beside(
-                beside(path, old.as_ref())
-                    .with_context(|| format!("{}: create archive", path.display()))?,
-            ),
+            _ => {
+                // Before the file exists, so no signal finds it there unhandled.
+                ctrlc::set_handler(on_interrupt).context("handle interrupts")?;
+                Target::Beside(
+                    beside(path, old.as_ref())
+                        .with_context(|| format!("{}: create archive", path.display()))?,
+                )
+            }
         };
-        if let Target::Beside(temp) = &target {
-            remove_on_interrupt(Some(temp.path().to_path_buf()));
-            ctrlc::set_handler(on_interrupt).context("handle interrupts")?;
-        }
         let replaces = match (&target, &old) {
             (Target::Beside(_), Some(m)) => Some(InodeKey::of_metadata(m)),
             _ => None,
@@ -136,6 +138,7 @@ fn beside(path: &Path, old: Option<&std::fs::Metadata>) -> io::Result<NamedTempF
         .suffix(".partial")
         .permissions(Permissions::from_mode(0o666))
         .tempfile_in(dir)?;
+    remove_on_interrupt(Some(temp.path().to_path_buf()));
     if let Some(m) = old {
         if rustix::process::geteuid().is_root() {
             std::os::unix::fs::fchown(temp.as_file(), Some(m.uid()), Some(m.gid()))?;
