@@ -162,7 +162,8 @@ pub fn walk<S: TreeSink>(
         Mode::empty(),
     )
     .map_err(|e| Error::new(&RelPath::root(), "open source", e))?;
-    let entry = dir_entry(&fd, root_path)?;
+    let st = rfs::fstat(&fd).at(&root_path, "stat")?;
+    let entry = dir_entry(&fd, &st, root_path)?;
     let dst = sink.root(&entry)?;
     let walker = Walker {
         sink,
@@ -218,9 +219,9 @@ struct Walker<'a, S: TreeSink> {
     prefetch: Option<Prefetch>,
 }
 
-fn dir_entry(fd: &OwnedFd, path: RelPath) -> Result<Entry> {
-    let st = rfs::fstat(fd).at(&path, "stat")?;
-    let mut meta = meta::from_stat(&st);
+/// The entry of directory `fd`, whose status is `st`.
+fn dir_entry(fd: &OwnedFd, st: &rfs::Stat, path: RelPath) -> Result<Entry> {
+    let mut meta = meta::from_stat(st);
     meta.xattrs = meta::read_xattrs(fd).at(&path, "read xattrs")?;
     Ok(Entry {
         path,
@@ -264,14 +265,12 @@ impl<S: TreeSink> Walker<'_, S> {
         )
         .at(&path, "open directory");
         let made = opened.and_then(|fd| {
-            if !self.cfg.skip.is_empty() {
-                let st = rfs::fstat(&fd).at(&path, "stat")?;
-                if self.cfg.skip.contains(&InodeKey::of(&st)) {
-                    self.skipped(&path);
-                    return Ok(None);
-                }
+            let st = rfs::fstat(&fd).at(&path, "stat")?;
+            if self.cfg.skip.contains(&InodeKey::of(&st)) {
+                self.skipped(&path);
+                return Ok(None);
             }
-            let entry = dir_entry(&fd, path.clone())?;
+            let entry = dir_entry(&fd, &st, path.clone())?;
             let dst = self.sink.dir(&parent.dst, &entry)?;
             Ok(Some(Node {
                 entry,
