@@ -3,6 +3,7 @@
 use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
 use crate::common::{build, is_root, scratch, trees};
 use crate::{ferry, missing, pack, peer};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// The test tree: every kind, a sparse file with a hole in the middle and one that ends
@@ -174,4 +175,95 @@ fn ferry_reads_gnu_tar_gnu_format_with_old_sparse() {
 #[test]
 fn ferry_reads_bsdtar_pax() {
     unpack_peer_archive("bsdtar", &["--format=pax", "--read-sparse"], &no_atime());
+}
+
+/// Extracts `archive` with `program` (`args` before `-C DST -xf ARCHIVE`) into a fresh
+/// `dst` and checks that it holds `src` (by `opts`) and that the peer said nothing.
+fn peer_extracts(program: &str, args: &[&str], archive: &Path, src: &Path, dst: &Path) {
+    build::mkdirs(dst);
+    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = args
+        .iter()
+        .map(|a| a as &dyn AsRef<std::ffi::OsStr>)
+        .collect();
+    all.extend([&"-C" as &dyn AsRef<std::ffi::OsStr>, &dst, &"-xf", &archive]);
+    peer(program, &all);
+    let opts = Options {
+        skip_root_meta: program == "bsdtar",
+        ..no_atime()
+    };
+    assert_same_tree_with(src, dst, &opts);
+}
+
+/// Names that are not UTF-8, have newlines, are 255 bytes or make paths too long for
+/// ustar's fields, as names, link targets and a sparse file's name: ferry, GNU tar and
+/// bsdtar all extract ferry's archive of them exactly, and the peers without a word
+/// (a pax `hdrcharset` record made GNU tar warn; a non-UTF-8 `linkpath` without one made
+/// bsdtar warn and drop the link).
+#[test]
+fn odd_names_come_out_of_every_extractor_exactly_and_silently() {
+    let s = scratch();
+    trees::odd_names(&s.src);
+    let archive = s.tmp.path().join("odd.far");
+    pack(&s.src, &archive, &[]);
+    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    assert_same_tree(&s.src, &s.dst);
+    let sparse = std::ffi::OsStr::from_bytes(b"sparse\xe9");
+    for (program, args) in [
+        ("tar", &["--xattrs", "--xattrs-include=*"][..]),
+        ("bsdtar", &["-p"][..]),
+    ] {
+        if missing(program) {
+            continue;
+        }
+        let dst = s.tmp.path().join(program);
+        peer_extracts(program, args, &archive, &s.src, &dst);
+        assert!(
+            build::allocated(&dst.join(sparse)) < 512 << 10,
+            "{program} lost the holes of a sparse file with a non-UTF-8 name"
+        );
+    }
+}
+
+/// ferry reads GNU tar's archives of the same names: raw bytes in pax records
+/// (`--format=posix`) and GNU long names (`--format=gnu`).
+#[test]
+fn ferry_reads_gnu_tar_archives_of_odd_names() {
+    if missing("tar") {
+        return;
+    }
+    let s = scratch();
+    trees::odd_names(&s.src);
+    for (format, opts) in [
+        ("--format=posix", no_atime()),
+        (
+            "--format=gnu",
+            Options {
+                skip_atime: true,
+                mtime_seconds: true,
+                skip_xattrs: true,
+                ..Options::default()
+            },
+        ),
+    ] {
+        let archive = s.tmp.path().join(format!("{format}.tar"));
+        let dst = s.tmp.path().join(format!("{format}.out"));
+        let xattrs = format == "--format=posix";
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&format, &"--sparse"];
+        if xattrs {
+            args.extend([
+                &"--xattrs" as &dyn AsRef<std::ffi::OsStr>,
+                &"--xattrs-include=*",
+            ]);
+        }
+        args.extend([
+            &"-cf" as &dyn AsRef<std::ffi::OsStr>,
+            &archive,
+            &"-C",
+            &s.src,
+            &".",
+        ]);
+        peer("tar", &args);
+        ferry(&[&"unpack", &archive, &dst]).assert_ok();
+        assert_same_tree_with(&s.src, &dst, &opts);
+    }
 }

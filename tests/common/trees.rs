@@ -4,7 +4,9 @@ use super::build::*;
 use super::fdwalk;
 use rustix::fs::FileType;
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -71,6 +73,73 @@ pub fn mixed(root: &Path) {
     set_xattr(&root.join("a"), "user.dir", b"on a directory");
     set_xattr(&root.join("hard1"), "user.linked", b"shared by three names");
     special_dirs(root);
+    stamp_times(root);
+}
+
+fn name(bytes: &[u8]) -> &OsStr {
+    OsStr::from_bytes(bytes)
+}
+
+/// Names as bytes, every one a file with its own content.
+const ODD: &[&[u8]] = &[
+    b"caf\xe9",
+    b"\xff\xfe\xfd",
+    b"new\nline",
+    b"\n",
+    b"tab\there",
+    b" leading space",
+    b"trailing space ",
+    b"-rf",
+    b"--json",
+    b"back\\slash",
+    b"quotes\"'`",
+    b"crab \xf0\x9f\xa6\x80",
+    b"*?[glob]",
+];
+
+/// `len` bytes of name made of `unit` repeated (cut to a whole number of units).
+fn long_name(unit: &[u8], len: usize) -> Vec<u8> {
+    unit.repeat(len / unit.len())
+}
+
+/// Names Linux allows and tools trip on, all below `root`: bytes that are not UTF-8,
+/// newlines and other characters shells and tar treat specially, 255-byte names (of
+/// one-byte, two-byte and non-UTF-8 characters), a long non-UTF-8 directory, a hardlink
+/// and symlinks with such names and targets, and an xattr on one. Times are stamped last.
+pub fn odd_names(root: &Path) {
+    for (i, n) in ODD.iter().enumerate() {
+        write(&root.join(name(n)), &pattern(i as u64, 100 + i));
+    }
+    let long_file = long_name(b"f", 255);
+    let long_dir = long_name(b"d", 255);
+    let long_utf8 = long_name("\u{e9}".as_bytes(), 255);
+    let long_latin1 = long_name(b"\xe9", 255);
+    write(&root.join(name(&long_file)), b"255-byte name");
+    write(
+        &root.join(name(&long_utf8)),
+        b"254 bytes of two-byte characters",
+    );
+    write(
+        &root.join(name(&long_latin1)),
+        b"255 bytes that are not UTF-8",
+    );
+    let dir = root.join(name(&long_dir)).join(name(b"sub\xff\ndir"));
+    mkdirs(&dir);
+    write(&dir.join(name(&long_file)), b"two long components");
+    hardlink(&dir.join(name(&long_file)), &root.join(name(b"link\xe9\n")));
+    symlink(name(b"caf\xe9"), &root.join(name(b"sym\xfe")));
+    symlink(name(&long_latin1), &root.join(name(b"long\xfetarget")));
+    sparse_file(
+        &root.join(name(b"sparse\xe9")),
+        1 << 20,
+        &[(512 << 10, b"middle")],
+    );
+    symlink(name(&long_dir), &dir.join(name(b"up\nlink")));
+    set_xattr(
+        &root.join(name(b"new\nline")),
+        "user.odd",
+        b"xattr on an odd name",
+    );
     stamp_times(root);
 }
 

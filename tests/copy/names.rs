@@ -4,75 +4,17 @@
 use crate::common::build::*;
 use crate::common::copy_exact;
 use crate::common::fdwalk::{self, at};
-use crate::common::scratch;
+use crate::common::{scratch, trees};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-
-fn name(bytes: &[u8]) -> &OsStr {
-    OsStr::from_bytes(bytes)
-}
-
-/// Names as bytes, every one a file with its own content.
-const ODD: &[&[u8]] = &[
-    b"caf\xe9",
-    b"\xff\xfe\xfd",
-    b"new\nline",
-    b"\n",
-    b"tab\there",
-    b" leading space",
-    b"trailing space ",
-    b"-rf",
-    b"--json",
-    b"back\\slash",
-    b"quotes\"'`",
-    b"crab \xf0\x9f\xa6\x80",
-    b"*?[glob]",
-];
-
-/// `len` bytes of name made of `unit` repeated (cut to a whole number of units).
-fn long_name(unit: &[u8], len: usize) -> Vec<u8> {
-    unit.repeat(len / unit.len())
-}
-
-fn odd_tree(root: &Path) {
-    for (i, n) in ODD.iter().enumerate() {
-        write(&root.join(name(n)), &pattern(i as u64, 100 + i));
-    }
-    let long_file = long_name(b"f", 255);
-    let long_dir = long_name(b"d", 255);
-    let long_utf8 = long_name("\u{e9}".as_bytes(), 255);
-    let long_latin1 = long_name(b"\xe9", 255);
-    write(&root.join(name(&long_file)), b"255-byte name");
-    write(
-        &root.join(name(&long_utf8)),
-        b"254 bytes of two-byte characters",
-    );
-    write(
-        &root.join(name(&long_latin1)),
-        b"255 bytes that are not UTF-8",
-    );
-    let dir = root.join(name(&long_dir)).join(name(b"sub\xff\ndir"));
-    mkdirs(&dir);
-    write(&dir.join(name(&long_file)), b"two long components");
-    hardlink(&dir.join(name(&long_file)), &root.join(name(b"link\xe9\n")));
-    symlink(name(b"caf\xe9"), &root.join(name(b"sym\xfe")));
-    symlink(name(&long_dir), &dir.join(name(b"up\nlink")));
-    set_xattr(
-        &root.join(name(b"new\nline")),
-        "user.odd",
-        b"xattr on an odd name",
-    );
-    stamp_times(root);
-}
 
 #[test]
 fn odd_names_are_copied_byte_for_byte() {
     let s = scratch();
-    odd_tree(&s.src);
+    trees::odd_names(&s.src);
     copy_exact(&s, &[]);
 }
 

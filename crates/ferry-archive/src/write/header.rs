@@ -1,6 +1,7 @@
 //! Encoding tar headers: a ustar header, preceded by a pax extended header when the
-//! entry needs more than ustar can say (long or non-ASCII names, nanosecond times, large
-//! numbers, xattrs, sparse maps) or when its data must be pushed to a 4 KiB boundary.
+//! entry needs more than ustar can say (long names, nanosecond times, large numbers,
+//! xattrs, sparse maps) or when its data must be pushed to a 4 KiB boundary, and by GNU
+//! long-name headers for long names that are not UTF-8 (see `encode_into`).
 //!
 //! The push is a `comment` record of the right length: every tar reader ignores it
 //! silently (GNU tar warns about unknown keywords, not about `comment`).
@@ -161,6 +162,23 @@ fn encode_into(
     let path = entry.path.as_bytes();
     let mut ustar = [0u8; 512];
 
+    // A name that does not fit ustar's fields and is not UTF-8 goes in a GNU long-name
+    // header (`L`, `K` for a link target) instead of a pax record. pax records are
+    // UTF-8 unless the header says `hdrcharset=BINARY`, and the two peers disagree on
+    // that: GNU tar 1.34 warns about the keyword, and without it bsdtar 3.6 warns that
+    // the name cannot be converted (and drops a link target). Both read GNU long names
+    // as raw bytes, silently.
+    let not_utf8 = |bytes: &[u8]| std::str::from_utf8(bytes).is_err();
+    let sparse = matches!(shape, Some(DataShape { runs: Some(_), .. }));
+    let path_as_gnu = (sparse || split_ustar(path).is_none()) && not_utf8(path);
+    let link_as_gnu = link.len() > 100 && not_utf8(link);
+    if path_as_gnu {
+        gnu_long_name(bytes, b'L', path);
+    }
+    if link_as_gnu {
+        gnu_long_name(bytes, b'K', link);
+    }
+
     // Sparse files take GNU's pax 1.0 form: the real name and size go in pax records,
     // the ustar name is a stand-in, and the data begins with the map.
     let (map, name_in_header, size_field) = match shape {
@@ -186,7 +204,9 @@ fn encode_into(
             let mut stand_in = sparse_stand_in(path);
             pax_record(pax, b"GNU.sparse.major", b"1");
             pax_record(pax, b"GNU.sparse.minor", b"0");
-            pax_record(pax, b"GNU.sparse.name", path);
+            if !path_as_gnu {
+                pax_record(pax, b"GNU.sparse.name", path);
+            }
             pax_record(pax, b"GNU.sparse.realsize", real.to_string().as_bytes());
             if split_ustar(&stand_in).is_none() {
                 stand_in.truncate(100);
@@ -200,7 +220,6 @@ fn encode_into(
 
     // Names that fit ustar's fields go there as raw bytes, which both GNU tar and
     // bsdtar take as they are; only longer names need a pax record.
-    let mut binary = false;
     match split_ustar(&name_in_header) {
         Some((prefix, name)) => {
             ustar[..name.len()].copy_from_slice(name);
@@ -209,23 +228,20 @@ fn encode_into(
         None => {
             let shown = &name_in_header[..name_in_header.len().min(100)];
             ustar[..shown.len()].copy_from_slice(shown);
-            pax_record(pax, b"path", &name_in_header);
-            binary |= std::str::from_utf8(&name_in_header).is_err();
+            if !path_as_gnu {
+                pax_record(pax, b"path", &name_in_header);
+            }
         }
     }
     if !link.is_empty() {
-        if link.len() <= 100 {
-            ustar[157..157 + link.len()].copy_from_slice(link);
-        } else {
+        // A longer target goes in a record, and its first 100 bytes in the field, as
+        // GNU tar writes it: libarchive 3.6 drops a non-UTF-8 target whose field is
+        // empty (the symlink comes out as an empty regular file).
+        let shown = &link[..link.len().min(100)];
+        ustar[157..157 + shown.len()].copy_from_slice(shown);
+        if link.len() > 100 && !link_as_gnu {
             pax_record(pax, b"linkpath", link);
-            binary |= std::str::from_utf8(link).is_err();
         }
-    }
-    // pax values are UTF-8 unless declared binary. bsdtar needs the declaration for a
-    // name that is not UTF-8 (it fails otherwise); GNU tar 1.34 warns about it but
-    // reads the name right. Only long non-UTF-8 names get here.
-    if binary {
-        pax_record(pax, b"hdrcharset", b"BINARY");
     }
     octal(&mut ustar[100..108], u64::from(meta.mode & 0o7777));
     if !octal(&mut ustar[108..116], u64::from(meta.uid)) {
@@ -257,7 +273,7 @@ fn encode_into(
     let map_blocks = pad_block(map.len() as u64);
     let aligned = shape.is_some_and(|s| s.stored >= ALIGN);
     if aligned {
-        pad_to_align(pax, at, map_blocks);
+        pad_to_align(pax, at + bytes.len() as u64, map_blocks);
     }
     if !pax.is_empty() {
         let mut xhdr = ustar;
@@ -280,6 +296,25 @@ fn encode_into(
     bytes.extend_from_slice(&map);
     bytes.resize(bytes.len() + (map_blocks as usize - map.len()), 0);
     debug_assert!(!aligned || (at + bytes.len() as u64) % ALIGN == 0);
+}
+
+/// Appends a GNU long-name header of type `typeflag` (`L` for the entry's name, `K`
+/// for its link target) holding `name`, NUL-terminated, as GNU tar writes them.
+fn gnu_long_name(bytes: &mut Vec<u8>, typeflag: u8, name: &[u8]) {
+    let mut h = [0u8; 512];
+    h[..13].copy_from_slice(b"././@LongLink");
+    for field in [100..108, 108..116, 116..124, 136..148] {
+        octal(&mut h[field], 0);
+    }
+    octal(&mut h[124..136], name.len() as u64 + 1);
+    h[156] = typeflag;
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    checksum(&mut h);
+    bytes.extend_from_slice(&h);
+    bytes.extend_from_slice(name);
+    bytes.push(0);
+    bytes.resize(pad_block(bytes.len() as u64) as usize, 0);
 }
 
 /// GNU tar's stand-in name for a sparse file: `DIR/GNUSparseFile.0/NAME`.
@@ -385,6 +420,33 @@ mod tests {
                 assert_eq!((at + bytes.len() as u64) % ALIGN, 0, "at {at}");
             }
         }
+    }
+
+    #[test]
+    fn long_names_that_are_not_utf8_go_in_gnu_long_name_headers() {
+        let long: Vec<u8> = [b"d/".as_slice(), &[0xe9; 300]].concat();
+        let mut entry = file("x", 100_000);
+        entry.path = RelPath::from_bytes(long.clone());
+        for at in (0..8 * 4096).step_by(512) {
+            let mut enc = HeaderEncoder::default();
+            let shape = DataShape {
+                stored: 100_000,
+                runs: None,
+            };
+            let bytes = enc.encode(&entry, Some(&shape), at).to_vec();
+            assert_eq!(&bytes[..13], b"././@LongLink");
+            assert_eq!(bytes[156], b'L');
+            assert_eq!(&bytes[512..512 + long.len()], &long[..]);
+            assert_eq!(bytes[512 + long.len()], 0, "the name is NUL-terminated");
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(!text.contains("hdrcharset") && !text.contains(" path="));
+            assert_eq!((at + bytes.len() as u64) % ALIGN, 0, "at {at}");
+        }
+        // The same length in UTF-8 stays a pax record.
+        entry.path = RelPath::from_bytes("\u{e9}".repeat(150).into_bytes());
+        let bytes = HeaderEncoder::default().encode(&entry, None, 0).to_vec();
+        assert_eq!(bytes[156], b'x');
+        assert!(String::from_utf8_lossy(&bytes).contains(" path="));
     }
 
     #[test]
