@@ -483,3 +483,52 @@ fn directory_metadata_comes_after_everything_below_it() {
     build::chmod(&s.src.join("locked"), 0o755);
     build::chmod(&dst.join("locked"), 0o755);
 }
+
+/// Paths over twice PATH_MAX, and names that are not UTF-8 or hold newlines: pack and
+/// unpack keep them exactly, `ls` lists them (escaped), and `cat` finds them by the raw
+/// bytes given as its argument.
+#[test]
+fn odd_and_over_long_paths_pack_unpack_list_and_cat() {
+    use std::os::unix::ffi::OsStrExt;
+    let s = scratch();
+    let odd = s.src.join("odd");
+    build::mkdirs(&odd);
+    trees::odd_names(&odd);
+    let deep = trees::beyond_path_max(&s.src);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    assert_same_tree(&s.src, &s.dst);
+
+    let ls = ferry(&[&"ls", &archive]);
+    ls.assert_ok();
+    let deep_text = deep.to_str().expect("the deep path is ASCII");
+    assert!(ls.stdout.lines().any(|l| l == deep_text), "{}", ls.stdout);
+    assert!(
+        ls.stdout.lines().any(|l| l == "odd/new\\nline"),
+        "{}",
+        ls.stdout
+    );
+    assert!(
+        ls.stdout.lines().any(|l| l == "odd/caf\\xE9"),
+        "{}",
+        ls.stdout
+    );
+
+    let cat = |member: &OsStr| {
+        let out = Command::new(FERRY)
+            .arg("cat")
+            .arg(&archive)
+            .arg(member)
+            .output()
+            .expect("run cat");
+        assert!(out.status.success(), "cat {member:?}: {out:?}");
+        out.stdout
+    };
+    assert_eq!(cat(deep.as_os_str()), build::pattern(1, 70_000));
+    for name in [&b"odd/new\nline"[..], b"odd/caf\xe9"] {
+        let name = OsStr::from_bytes(name);
+        let want = std::fs::read(s.src.join(name)).expect("read the source");
+        assert_eq!(cat(name), want, "{name:?}");
+    }
+}

@@ -1,11 +1,13 @@
-//! Ready-made source trees, and the counts `ferry copy --json` should report for a tree.
+//! Ready-made source trees (mixed kinds, deep, odd names, paths beyond PATH_MAX), and the
+//! counts `ferry copy --json` should report for a tree.
 
 use super::build::*;
 use super::fdwalk;
-use rustix::fs::FileType;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::os::fd::AsFd;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -141,6 +143,64 @@ pub fn odd_names(root: &Path) {
         b"xattr on an odd name",
     );
     stamp_times(root);
+}
+
+/// Below `root`: 40 nested directories of 200-byte names (a path over 8,000 bytes, twice
+/// PATH_MAX), made through directory fds, holding a 70,000-byte file with an xattr, a
+/// symlink, a fifo and a hardlink to `root/top`. Times are stamped last. Returns the
+/// deep file's path relative to `root`.
+pub fn beyond_path_max(root: &Path) -> std::path::PathBuf {
+    write(&root.join("top"), b"linked from the bottom");
+    let (bottom, path_len) = deep_dirs(root, 40, 200);
+    assert!(
+        path_len > 8000,
+        "the test tree is not deep enough: {path_len} bytes"
+    );
+    write_at(&bottom, "file", &pattern(1, 70_000));
+    rustix::fs::symlinkat("file", &bottom, "link").expect("symlinkat");
+    rustix::fs::mkfifoat(&bottom, "fifo", Mode::from_raw_mode(0o600)).expect("mkfifoat");
+    let top = fdwalk::open_dir(root);
+    rustix::fs::linkat(&top, "top", &bottom, "hardlink_to_top", AtFlags::empty()).expect("linkat");
+    set_xattr(
+        &fdwalk::at(bottom.as_fd(), OsStr::new("file")),
+        "user.deep",
+        b"8 KiB down",
+    );
+    stamp_times(root);
+    let mut deep = std::path::PathBuf::new();
+    for level in 0..40 {
+        deep.push(deep_name(level, 200));
+    }
+    deep.join("file")
+}
+
+/// The name of the directory at depth `level` in [`beyond_path_max`].
+fn deep_name(level: usize, len: usize) -> String {
+    format!("{level:03}{}", "d".repeat(len - 3))
+}
+
+/// Makes `levels` nested directories of `len`-byte names below `root` through fds and
+/// returns the fd of the deepest one and the length of its path.
+fn deep_dirs(root: &Path, levels: usize, len: usize) -> (OwnedFd, usize) {
+    let mut fd = fdwalk::open_dir(root);
+    let mut path_len = root.as_os_str().len();
+    for level in 0..levels {
+        let n = deep_name(level, len);
+        rustix::fs::mkdirat(&fd, n.as_str(), Mode::from_raw_mode(0o755)).expect("mkdirat");
+        fd = fdwalk::open_subdir(fd.as_fd(), OsStr::new(&n)).expect("open a deep directory");
+        path_len += 1 + n.len();
+    }
+    (fd, path_len)
+}
+
+/// Creates `name` in `dir` with `data`.
+fn write_at(dir: &OwnedFd, name: &str, data: &[u8]) {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o640))
+        .expect("create a deep file");
+    std::fs::File::from(fd)
+        .write_all(data)
+        .expect("write a deep file");
 }
 
 /// A 0500 directory with a file and a subdirectory in it; sticky and setgid directories.
