@@ -188,7 +188,17 @@ fn all_refuse(archive: &Path, dst: &Path, expect: &str) {
             "{args:?}: expected {expect:?} in:\n{}",
             r.stderr
         );
+        for line in r.stderr.lines() {
+            assert!(!says_twice(line), "{args:?}: said twice: {line}");
+        }
     }
+}
+
+/// Whether `line` ends in the same message twice (`A: B: A: B`), as an error wrapped
+/// in one that repeats it printed.
+fn says_twice(line: &str) -> bool {
+    line.match_indices(": ")
+        .any(|(i, _)| line[..i].ends_with(&line[i + 2..]))
 }
 
 #[test]

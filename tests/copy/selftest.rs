@@ -124,6 +124,21 @@ fn reports_one_changed_byte() {
 }
 
 #[test]
+fn reports_data_where_the_source_has_a_hole() {
+    // Holes both files share are skipped, not read: a byte in one of them still counts.
+    let s = twins();
+    sparse_file(&s.src.join("sparse"), 64 << 20, &[(1 << 20, b"data")]);
+    sparse_file(
+        &s.dst.join("sparse"),
+        64 << 20,
+        &[(1 << 20, b"data"), (40 << 20, b"!")],
+    );
+    let want = format!("sparse: content differs at byte {}", 40 << 20);
+    let diffs = diff_trees(&s.src, &s.dst);
+    assert!(diffs.iter().any(|d| d.contains(&want)), "{diffs:#?}");
+}
+
+#[test]
 fn reports_a_size() {
     reports(&["size4097: size: SRC \"4097\" != DST \"4096\""], |b| {
         let p = b.join("size4097");

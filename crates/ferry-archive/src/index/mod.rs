@@ -108,6 +108,16 @@ pub struct IndexEntry {
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
+impl IndexEntry {
+    /// A regular file's sparse map: `Some` for a file stored in runs, `None` for one
+    /// stored whole. The map of a file that is all hole is empty: no runs, nothing
+    /// stored, a size above zero (which a file stored whole cannot have).
+    pub fn sparse_map(&self) -> Option<&[(u64, u64)]> {
+        let sparse = !self.runs.is_empty() || self.stored != self.size;
+        (self.kind == Kind::File && sparse).then_some(self.runs.as_slice())
+    }
+}
+
 /// A ferry archive's index, as its footer places it. It holds no entries: they are
 /// read from the archive a window at a time whenever they are gone through (see
 /// [`Entries`]), so a reader's memory does not grow with the number of members.
@@ -429,6 +439,18 @@ mod tests {
         };
         assert!(lie(|e| e.runs[1] = (500, 2000)).is_err()); // overlaps the first run
         assert!(lie(|e| e.data_offset = 9000).is_err()); // data would pass tar_end
+                                                         // Without runs a file stores all of itself, or nothing (all hole).
+        let mut e = sample_entries().remove(0);
+        e.runs.clear();
+        assert!(
+            read::check_entry(&e, 10240).is_err(),
+            "3,000 of 10,000 bytes"
+        );
+        e.stored = 0;
+        read::check_entry(&e, 10240).expect("a file that is all hole");
+        assert_eq!(e.sparse_map(), Some(&[][..]));
+        let entries = sample_entries();
+        assert_eq!(entries[1].sparse_map(), None, "a directory has no map");
     }
 
     #[test]

@@ -274,7 +274,7 @@ pub(super) fn entry_at(r: impl Read, footer: &Footer, pos: u64) -> Result<IndexE
 }
 
 /// Checks one entry against itself and the tar data's extent.
-fn check_entry(e: &IndexEntry, tar_end: u64) -> Result<(), IndexError> {
+pub(super) fn check_entry(e: &IndexEntry, tar_end: u64) -> Result<(), IndexError> {
     if e.path.contains(&0) || e.link.contains(&0) {
         return Err(bad("NUL byte in a path"));
     }
@@ -292,7 +292,8 @@ fn check_entry(e: &IndexEntry, tar_end: u64) -> Result<(), IndexError> {
         return Err(bad("data given for an entry that is not a file"));
     }
     if e.runs.is_empty() {
-        if e.kind == Kind::File && e.stored != e.size {
+        // A file stored whole has all of its bytes stored; one that is all hole, none.
+        if e.kind == Kind::File && e.stored != e.size && e.stored != 0 {
             return Err(bad("stored size differs from file size"));
         }
         return Ok(());

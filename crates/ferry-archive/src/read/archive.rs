@@ -16,13 +16,13 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
     /// The archive file could not be opened or read.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     /// The tar data is malformed.
-    #[error("{0}")]
+    #[error(transparent)]
     Tar(#[from] TarError),
     /// The index is malformed or disagrees with the tar data.
-    #[error("{0}")]
+    #[error(transparent)]
     Index(#[from] crate::index::IndexError),
     /// The index and the tar header at an offset disagree.
     #[error("archive offset {offset}: index and tar header disagree: {what}")]

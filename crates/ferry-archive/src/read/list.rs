@@ -2,7 +2,7 @@
 //! data), or from one scan of any other tar.
 
 use super::archive::{tar_kind, Archive, ArchiveError};
-use super::convert::safe_path;
+use super::convert::{runs_of, safe_path};
 use crate::index::IndexEntry;
 use crate::tar::{Reader, TarEntry, TarKind};
 use std::io::{self, Read, Write};
@@ -119,11 +119,7 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
         return Err(not_found("not a regular file"));
     }
     archive.check_member(&e)?;
-    let runs = if e.runs.is_empty() {
-        vec![(0, e.size)]
-    } else {
-        e.runs.clone()
-    };
+    let runs = runs_of(e.sparse_map(), e.size);
     let mut stored_at = e.data_offset;
     write_runs(&runs, e.size, out, |buf| {
         archive.file().read_exact_at(buf, stored_at)?;

@@ -464,7 +464,7 @@ fn place_member(
         }
         return Ok(());
     }
-    let runs = runs_of((!e.runs.is_empty()).then_some(e.runs.as_slice()), e.size);
+    let runs = runs_of(e.sparse_map(), e.size);
     let data = match (&entry.kind, small) {
         (EntryKind::File { .. }, Some(bytes)) => Some(FileData::Bytes { bytes, runs: &runs }),
         (EntryKind::File { .. }, None) => Some(FileData::Range {
