@@ -287,6 +287,22 @@ fn unpacking_again_skips_what_is_there_and_repairs_what_is_not() {
     assert_same_tree(&s.src, &s.dst);
 }
 
+/// Unpacking over other kinds in the way replaces them as copy does (a symlink is
+/// removed, never followed), except a directory that is not empty.
+#[test]
+fn other_kinds_in_the_way_are_replaced_by_an_unpack() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    let outside = s.tmp.path().join("outside");
+    build::mkdirs(&outside);
+    trees::other_kinds_in_the_way(&s.dst, &outside);
+    let r = ferry(&[&"unpack", &archive, &s.dst]);
+    trees::assert_replaced_but_the_full_directory(&r, &s.src, &s.dst, &outside);
+}
+
 /// The names in `dir`, sorted.
 fn names_in(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

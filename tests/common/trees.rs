@@ -203,6 +203,49 @@ fn write_at(dir: &OwnedFd, name: &str, data: &[u8]) {
         .expect("write a deep file");
 }
 
+/// Puts other kinds in the way of what [`mixed`] has, in `dst`, a copy of it: a
+/// symlink to `outside` where a directory with children is (`a/b`), a file where a
+/// directory is (`sticky`), an empty directory where a symlink is (`link_rel`), and a
+/// directory that is not empty where a file is (`one`).
+pub fn other_kinds_in_the_way(dst: &Path, outside: &Path) {
+    std::fs::remove_dir_all(dst.join("a/b")).expect("remove a/b");
+    symlink(outside, &dst.join("a/b"));
+    std::fs::remove_dir_all(dst.join("sticky")).expect("remove sticky");
+    write(&dst.join("sticky"), b"a file where a directory was");
+    std::fs::remove_file(dst.join("link_rel")).expect("remove link_rel");
+    mkdirs(&dst.join("link_rel"));
+    std::fs::remove_file(dst.join("one")).expect("remove one");
+    mkdirs(&dst.join("one/full"));
+}
+
+/// Checks what a run of ferry (`r`) over [`other_kinds_in_the_way`] did: everything
+/// replaced but the directory that is not empty, which is an error naming it; and
+/// nothing written through the symlink.
+pub fn assert_replaced_but_the_full_directory(
+    r: &super::run::Run,
+    src: &Path,
+    dst: &Path,
+    outside: &Path,
+) {
+    assert_eq!(r.status, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("one: replace: a directory that is not empty is in the way"),
+        "{}",
+        r.stderr
+    );
+    let written_outside: Vec<_> = std::fs::read_dir(outside).expect("list").collect();
+    assert!(
+        written_outside.is_empty(),
+        "written through a/b: {written_outside:?}"
+    );
+    let diffs = super::compare::diff_trees(src, dst);
+    assert!(
+        !diffs.is_empty() && diffs.iter().all(|d| d.starts_with("one")),
+        "{diffs:#?}"
+    );
+}
+
 /// A 0500 directory with a file and a subdirectory in it; sticky and setgid directories.
 fn special_dirs(root: &Path) {
     let ro = root.join("readonly");

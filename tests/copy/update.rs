@@ -3,7 +3,7 @@
 
 use crate::common::build::*;
 use crate::common::compare::{assert_same_tree, diff_trees};
-use crate::common::run::copy_ok;
+use crate::common::run::{copy, copy_ok};
 use crate::common::{copy_exact, is_root, scratch, trees, Scratch};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -67,6 +67,18 @@ fn changed_entries_are_replaced_on_rerun() {
     r.json()
         .assert_counts(&[("files", 4), ("others", 2), ("errors", 0)]);
     assert_same_tree(&s.src, &s.dst);
+}
+
+/// What DST holds in the way of another kind is replaced, as rsync and GNU tar replace
+/// it (a symlink is removed, never followed), except a directory that is not empty.
+#[test]
+fn other_kinds_in_the_way_are_replaced_on_rerun() {
+    let s = copied_mixed();
+    let outside = s.tmp.path().join("outside");
+    mkdirs(&outside);
+    trees::other_kinds_in_the_way(&s.dst, &outside);
+    let r = copy(&s.src, &s.dst, &[]);
+    trees::assert_replaced_but_the_full_directory(&r, &s.src, &s.dst, &outside);
 }
 
 #[test]

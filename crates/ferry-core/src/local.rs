@@ -132,16 +132,21 @@ impl<'a> LocalTreeSink<'a> {
         }
     }
 
-    /// Removes a non-directory in the way of a new node.
+    /// Removes what is in the way of a new node: anything but a directory that is not
+    /// empty, which is an error (as rsync and GNU tar do; cp refuses any directory).
     fn remove(&self, dir: &DstDir, name: &CStr, path: &RelPath, st: &Stat) -> Result<()> {
-        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
-            return Err(Error::dst(
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return rfs::unlinkat(&*dir.fd, name, AtFlags::empty())
+                .at_dst(path, "remove old destination");
+        }
+        match rfs::unlinkat(&*dir.fd, name, AtFlags::REMOVEDIR) {
+            Err(Errno::NOTEMPTY | Errno::EXIST) => Err(Error::dst(
                 path,
                 "replace",
-                other("a directory is in the way in the destination"),
-            ));
+                other("a directory that is not empty is in the way in the destination"),
+            )),
+            other => other.at_dst(path, "remove old destination"),
         }
-        rfs::unlinkat(&*dir.fd, name, AtFlags::empty()).at_dst(path, "remove old destination")
     }
 
     fn file(&self, dir: &DstDir, entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
@@ -444,11 +449,33 @@ impl<'a> LocalTreeSink<'a> {
         Ok(())
     }
 
-    /// Opens an existing destination directory, making sure this job can fill it.
-    fn open_existing_dir(&self, parent: &OwnedFd, name: &CStr, path: &RelPath) -> Result<OwnedFd> {
-        let fd = open_dir(parent, name).map_err(|e| dir_error(path, e))?;
-        self.let_owner_in(&fd, path)?;
-        Ok(fd)
+    /// Opens an existing destination directory, making sure this job can fill it. `None`:
+    /// something else was in the way (never followed) and has been removed.
+    fn open_existing_dir(
+        &self,
+        parent: &DstDir,
+        name: &CStr,
+        path: &RelPath,
+    ) -> Result<Option<OwnedFd>> {
+        match open_dir(&parent.fd, name) {
+            Ok(fd) => {
+                self.let_owner_in(&fd, path)?;
+                Ok(Some(fd))
+            }
+            Err(Errno::NOTDIR | Errno::LOOP) => {
+                self.clear_for_dir(parent, name, path)?;
+                Ok(None)
+            }
+            Err(e) => Err(dir_error(path, e)),
+        }
+    }
+
+    /// Removes the non-directory (or empty directory) at `name` where a directory is to
+    /// be made, as rsync and GNU tar replace it.
+    fn clear_for_dir(&self, parent: &DstDir, name: &CStr, path: &RelPath) -> Result<()> {
+        let st = rfs::statat(&*parent.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            .at_dst(path, "stat destination")?;
+        self.remove(parent, name, path, &st)
     }
 
     /// Gives the owner full access to a directory this job did not make, so it can fill
@@ -556,6 +583,11 @@ impl LocalTreeSink<'_> {
             Err(Errno::NOENT) if create => {}
             Err(e) if parent.fresh => {
                 return Err(Error::dst(path, "open destination directory", e))
+            }
+            // Something else in the way (a file, a symlink, never followed) is
+            // replaced, as rsync and GNU tar replace it.
+            Err(Errno::NOTDIR | Errno::LOOP) if create => {
+                self.clear_for_dir(parent, &name, path)?
             }
             Err(e) => return Err(dir_error(path, e)),
         }
@@ -686,15 +718,23 @@ impl TreeSink for LocalTreeSink<'_> {
     fn dir(&self, parent: &DstDir, entry: &Entry) -> Result<DstDir> {
         let path = &entry.path;
         let name = cname(path)?;
-        let fresh = match rfs::mkdirat(&*parent.fd, name.as_c_str(), Mode::from_raw_mode(0o700)) {
-            Ok(()) => true,
-            Err(Errno::EXIST) => false,
-            Err(e) => return Err(Error::dst(path, "create directory", e)),
+        let make = || -> Result<bool> {
+            match rfs::mkdirat(&*parent.fd, name.as_c_str(), Mode::from_raw_mode(0o700)) {
+                Ok(()) => Ok(true),
+                Err(Errno::EXIST) => Ok(false),
+                Err(e) => Err(Error::dst(path, "create directory", e)),
+            }
         };
-        let fd = if fresh {
-            open_dir(&parent.fd, &name).at_dst(path, "open destination directory")?
-        } else {
-            self.open_existing_dir(&parent.fd, &name, path)?
+        let mut fresh = make()?;
+        let mut existing = None;
+        if !fresh {
+            existing = self.open_existing_dir(parent, &name, path)?;
+            // Nothing there any more when something else was in the way: make it now.
+            fresh = existing.is_none() && make()?;
+        }
+        let fd = match existing {
+            Some(fd) => fd,
+            None => open_dir(&parent.fd, &name).at_dst(path, "open destination directory")?,
         };
         Stats::bump(&self.stats.dirs);
         Ok(DstDir {
