@@ -470,12 +470,20 @@ impl<'a> LocalTreeSink<'a> {
         }
     }
 
-    /// Removes the non-directory (or empty directory) at `name` where a directory is to
-    /// be made, as rsync and GNU tar replace it.
+    /// Removes the non-directory at `name` where a directory is to be made, as rsync and
+    /// GNU tar replace it. Workers sharing a directory's members may race here: what is
+    /// gone, or is a directory by now, another worker has already dealt with (and a
+    /// directory it made must not be removed again).
     fn clear_for_dir(&self, parent: &DstDir, name: &CStr, path: &RelPath) -> Result<()> {
-        let st = rfs::statat(&*parent.fd, name, AtFlags::SYMLINK_NOFOLLOW)
-            .at_dst(path, "stat destination")?;
-        self.remove(parent, name, path, &st)
+        match rfs::statat(&*parent.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Err(Errno::NOENT) => Ok(()),
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => Ok(()),
+            Ok(_) => match rfs::unlinkat(&*parent.fd, name, AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => Ok(()),
+                Err(e) => Err(Error::dst(path, "remove old destination", e)),
+            },
+            Err(e) => Err(Error::dst(path, "stat destination", e)),
+        }
     }
 
     /// Gives the owner full access to a directory this job did not make, so it can fill
