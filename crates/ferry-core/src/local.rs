@@ -479,7 +479,7 @@ impl<'a> LocalTreeSink<'a> {
             Err(Errno::NOENT) => Ok(()),
             Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => Ok(()),
             Ok(_) => match rfs::unlinkat(&*parent.fd, name, AtFlags::empty()) {
-                Ok(()) | Err(Errno::NOENT) => Ok(()),
+                Ok(()) | Err(Errno::NOENT | Errno::ISDIR) => Ok(()),
                 Err(e) => Err(Error::dst(path, "remove old destination", e)),
             },
             Err(e) => Err(Error::dst(path, "stat destination", e)),
