@@ -1,7 +1,7 @@
 //! Encoding tar headers: a ustar header, preceded by a pax extended header when the
 //! entry needs more than ustar can say (long names, nanosecond times, large numbers,
 //! xattrs, sparse maps) or when its data must be pushed to a 4 KiB boundary, and by GNU
-//! long-name headers for long names that are not UTF-8 (see `encode_into`).
+//! long-name headers for long names that are not UTF-8 (see `long_name`).
 //!
 //! The push is a `comment` record of the right length: every tar reader ignores it
 //! silently (GNU tar warns about unknown keywords, not about `comment`).
@@ -162,23 +162,6 @@ fn encode_into(
     let path = entry.path.as_bytes();
     let mut ustar = [0u8; 512];
 
-    // A name that does not fit ustar's fields and is not UTF-8 goes in a GNU long-name
-    // header (`L`, `K` for a link target) instead of a pax record. pax records are
-    // UTF-8 unless the header says `hdrcharset=BINARY`, and the two peers disagree on
-    // that: GNU tar 1.34 warns about the keyword, and without it bsdtar 3.6 warns that
-    // the name cannot be converted (and drops a link target). Both read GNU long names
-    // as raw bytes, silently.
-    let not_utf8 = |bytes: &[u8]| std::str::from_utf8(bytes).is_err();
-    let sparse = matches!(shape, Some(DataShape { runs: Some(_), .. }));
-    let path_as_gnu = (sparse || split_ustar(path).is_none()) && not_utf8(path);
-    let link_as_gnu = link.len() > 100 && not_utf8(link);
-    if path_as_gnu {
-        gnu_long_name(bytes, b'L', path);
-    }
-    if link_as_gnu {
-        gnu_long_name(bytes, b'K', link);
-    }
-
     // Sparse files take GNU's pax 1.0 form: the real name and size go in pax records,
     // the ustar name is a stand-in, and the data begins with the map.
     let (map, name_in_header, size_field) = match shape {
@@ -204,9 +187,7 @@ fn encode_into(
             let mut stand_in = sparse_stand_in(path);
             pax_record(pax, b"GNU.sparse.major", b"1");
             pax_record(pax, b"GNU.sparse.minor", b"0");
-            if !path_as_gnu {
-                pax_record(pax, b"GNU.sparse.name", path);
-            }
+            long_name(bytes, pax, b'L', b"GNU.sparse.name", path);
             pax_record(pax, b"GNU.sparse.realsize", real.to_string().as_bytes());
             if split_ustar(&stand_in).is_none() {
                 stand_in.truncate(100);
@@ -228,9 +209,7 @@ fn encode_into(
         None => {
             let shown = &name_in_header[..name_in_header.len().min(100)];
             ustar[..shown.len()].copy_from_slice(shown);
-            if !path_as_gnu {
-                pax_record(pax, b"path", &name_in_header);
-            }
+            long_name(bytes, pax, b'L', b"path", &name_in_header);
         }
     }
     if !link.is_empty() {
@@ -239,8 +218,8 @@ fn encode_into(
         // empty (the symlink comes out as an empty regular file).
         let shown = &link[..link.len().min(100)];
         ustar[157..157 + shown.len()].copy_from_slice(shown);
-        if link.len() > 100 && !link_as_gnu {
-            pax_record(pax, b"linkpath", link);
+        if link.len() > 100 {
+            long_name(bytes, pax, b'K', b"linkpath", link);
         }
     }
     octal(&mut ustar[100..108], u64::from(meta.mode & 0o7777));
@@ -296,6 +275,22 @@ fn encode_into(
     bytes.extend_from_slice(&map);
     bytes.resize(bytes.len() + (map_blocks as usize - map.len()), 0);
     debug_assert!(!aligned || (at + bytes.len() as u64) % ALIGN == 0);
+}
+
+/// Carries a name too long for its ustar field: in the pax record `key`, or, when it is
+/// not UTF-8, in a GNU long-name header of type `typeflag` (`L` for the entry's name,
+/// `K` for its link target) appended to `bytes`, which then holds nothing else yet.
+///
+/// pax records are UTF-8 unless the header says `hdrcharset=BINARY`, and the two peers
+/// disagree on that: GNU tar 1.34 warns about the keyword, and without it bsdtar 3.6
+/// warns that the name cannot be converted (and drops a link target). Both read GNU
+/// long names as raw bytes, silently.
+fn long_name(bytes: &mut Vec<u8>, pax: &mut Vec<u8>, typeflag: u8, key: &[u8], name: &[u8]) {
+    if std::str::from_utf8(name).is_ok() {
+        pax_record(pax, key, name);
+    } else {
+        gnu_long_name(bytes, typeflag, name);
+    }
 }
 
 /// Appends a GNU long-name header of type `typeflag` (`L` for the entry's name, `K`
