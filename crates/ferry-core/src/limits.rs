@@ -17,13 +17,19 @@ pub fn open_files_limit() -> Option<u64> {
 /// How many descriptors each of `holders` may keep open, at most `most` and at least
 /// one, once `reserved` are set aside for everything else.
 pub fn open_files_each(holders: usize, reserved: u64, most: usize) -> usize {
-    (open_files_left(reserved) / (holders.max(1) as u64)).clamp(1, most.max(1) as u64) as usize
+    share_of_left(holders as u64, reserved, most)
 }
 
 /// How many threads, at most `most` and at least one, may each keep `each`
 /// descriptors open once `reserved` are set aside for everything else.
 pub fn threads_within(each: u64, reserved: u64, most: usize) -> usize {
-    (open_files_left(reserved) / each.max(1)).clamp(1, most.max(1) as u64) as usize
+    share_of_left(each, reserved, most)
+}
+
+/// What the limit leaves once `reserved` are set aside, divided by `by`, kept between
+/// one and `most`: both share-outs above, seen from either side.
+fn share_of_left(by: u64, reserved: u64, most: usize) -> usize {
+    (open_files_left(reserved) / by.max(1)).clamp(1, most.max(1) as u64) as usize
 }
 
 /// [`threads_within`] for workers the user asked for: when there is room for fewer than
