@@ -4,7 +4,7 @@ use crate::common::compare::assert_same_tree;
 use crate::common::nobody::{ferry_unprivileged, give_to_nobody, scratch_for_nobody};
 use crate::common::run::{with_open_file_limit, FERRY};
 use crate::common::{build, is_root, scratch, skip, trees};
-use crate::{ferry, missing, pack};
+use crate::{ferry, missing, pack, pack_and_unpack};
 use ferry_archive::index::Kind;
 use ferry_archive::read::Archive;
 use std::ffi::OsStr;
@@ -266,9 +266,7 @@ fn unpacks_gzip_and_zstd_archives() {
 fn unpacking_again_skips_what_is_there_and_repairs_what_is_not() {
     let s = scratch();
     trees::mixed(&s.src);
-    let archive = s.tmp.path().join("a.far");
-    pack(&s.src, &archive, &[]);
-    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    let archive = pack_and_unpack(&s, "a.far");
     let again = ferry(&[&"unpack", &"--json", &archive, &s.dst]);
     again.assert_ok();
     let j = again.json();
@@ -293,9 +291,7 @@ fn unpacking_again_skips_what_is_there_and_repairs_what_is_not() {
 fn other_kinds_in_the_way_are_replaced_by_an_unpack() {
     let s = scratch();
     trees::mixed(&s.src);
-    let archive = s.tmp.path().join("a.far");
-    pack(&s.src, &archive, &[]);
-    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    let archive = pack_and_unpack(&s, "a.far");
     let outside = s.tmp.path().join("outside");
     build::mkdirs(&outside);
     trees::other_kinds_in_the_way(&s.dst, &outside);

@@ -2,7 +2,7 @@
 
 use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
 use crate::common::{build, is_root, scratch, trees};
-use crate::{ferry, missing, pack, peer};
+use crate::{ferry, missing, pack, pack_and_unpack, peer};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -211,9 +211,7 @@ fn peer_extracts(program: &str, args: &[&str], archive: &Path, src: &Path, dst: 
 fn odd_names_come_out_of_every_extractor_exactly_and_silently() {
     let s = scratch();
     trees::odd_names(&s.src);
-    let archive = s.tmp.path().join("odd.far");
-    pack(&s.src, &archive, &[]);
-    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    let archive = pack_and_unpack(&s, "odd.far");
     assert_same_tree(&s.src, &s.dst);
     let sparse = std::ffi::OsStr::from_bytes(b"sparse\xe9");
     for (program, args) in [

@@ -65,3 +65,12 @@ fn pack(src: &Path, archive: &Path, args: &[&str]) -> Run {
     r.assert_ok();
     r
 }
+
+/// Packs `s.src` into `s.tmp/NAME` and unpacks that into `s.dst`, both of which must
+/// succeed; returns the archive's path.
+fn pack_and_unpack(s: &common::Scratch, name: &str) -> std::path::PathBuf {
+    let archive = s.tmp.path().join(name);
+    pack(&s.src, &archive, &[]);
+    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    archive
+}
