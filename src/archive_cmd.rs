@@ -5,7 +5,9 @@ use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
 use crate::job::Job;
 use crate::progress;
 use anyhow::Context;
-use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
+use ferry_archive::read::list::{
+    cat, cat_link_target, cat_stream, list, list_stream, Member, Scanned,
+};
 use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
 use ferry_archive::read::Archive;
 use ferry_archive::tar::TarKind;
@@ -222,10 +224,37 @@ pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     let path = args.path.as_os_str().as_bytes();
     let done = match open_input(&args.archive)? {
-        Input::File(a) => cat(&a, path, &mut out),
-        Input::Stream(r) => cat_stream(r, path, &mut out),
+        Input::File(a) => cat(&a, path, &mut out).map_err(anyhow::Error::from),
+        Input::Stream(r) => match cat_stream(r, path, &mut out) {
+            Ok(Scanned::Printed) => Ok(()),
+            Ok(Scanned::HardLink(target)) => cat_link_again(&args.archive, path, &target, &mut out),
+            Err(e) => Err(e.into()),
+        },
     };
-    finish_output(done.map_err(anyhow::Error::from), &args.archive, out)
+    finish_output(done, &args.archive, out)
+}
+
+/// `cat` of a hardlink in a compressed archive or a pipe: its data came earlier in the
+/// stream, so the archive is read again from the start (a pipe cannot be).
+fn cat_link_again(
+    archive: &Path,
+    link: &[u8],
+    target: &[u8],
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if is_dash(archive) {
+        anyhow::bail!(
+            "{}: a hardlink to {}, whose data came before it in standard input; \
+             cat it from the archive file instead",
+            escaped(link),
+            escaped(target)
+        );
+    }
+    match open_input(archive)? {
+        Input::File(a) => cat(&a, target, out)?,
+        Input::Stream(r) => cat_link_target(r, link, target, out)?,
+    }
+    Ok(())
 }
 
 /// Flushes `out`; a closed pipe (`ferry ls | head`) is not an error.

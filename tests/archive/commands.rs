@@ -199,6 +199,88 @@ fn ls_lists_every_member_and_cat_prints_one() {
     );
 }
 
+#[test]
+fn cat_follows_hardlinks_and_names_the_member_it_refuses() {
+    if missing("tar") || missing("gzip") {
+        return;
+    }
+    let s = scratch();
+    build::mkdirs(&s.src.join("d"));
+    build::write(&s.src.join("first"), b"the data");
+    build::hardlink(&s.src.join("first"), &s.src.join("second"));
+    build::symlink("first", &s.src.join("link"));
+    build::fifo(&s.src.join("pipe"));
+    let ferry_archive = s.tmp.path().join("a.far");
+    pack(&s.src, &ferry_archive, &[]);
+    // GNU tar names members `./x`, and stores whichever name of the inode it meets
+    // first with the data, the other as a hardlink to it.
+    let gnu = s.tmp.path().join("gnu.tar");
+    let tar = Command::new("tar")
+        .arg("-cf")
+        .arg(&gnu)
+        .arg("-C")
+        .arg(&s.src)
+        .arg(".")
+        .status()
+        .expect("run tar");
+    assert!(tar.success());
+    let gz = s.tmp.path().join("gnu.tar.gz");
+    let gzip = Command::new("sh")
+        .arg("-c")
+        .arg(format!("gzip -c {} > {}", gnu.display(), gz.display()))
+        .status()
+        .expect("run gzip");
+    assert!(gzip.success());
+    let gnu_listing = ferry(&[&"ls", &"-l", &gnu]);
+    assert!(
+        gnu_listing.stdout.contains(" link to "),
+        "tar stored no hardlink: {}",
+        gnu_listing.stdout
+    );
+
+    for archive in [&ferry_archive, &gnu, &gz] {
+        for name in ["first", "second", "./second", "/first"] {
+            let r = ferry(&[&"cat", archive, &name]);
+            r.assert_ok();
+            assert_eq!(r.stdout, "the data", "cat {} {name}", archive.display());
+        }
+        for (name, why) in [
+            ("link", "link: not a regular file but a symlink"),
+            ("d", "d: not a regular file but a directory"),
+            ("pipe", "pipe: not a regular file but a fifo"),
+            ("missing", "missing: no such member"),
+            ("../first", "../first: member path contains '..'"),
+        ] {
+            let r = ferry(&[&"cat", archive, &name]);
+            r.assert_status(2);
+            assert!(r.stdout.is_empty(), "{r}");
+            assert_eq!(
+                r.stderr.trim_end(),
+                format!("ferry: {}: {why}", archive.display()),
+                "{r}"
+            );
+        }
+    }
+
+    // From a pipe, a hardlink's data has gone by: say so, and which link it was.
+    let link = if gnu_listing.stdout.contains("./second link to") {
+        "second"
+    } else {
+        "first"
+    };
+    let piped = Command::new(FERRY)
+        .args(["cat", "-", link])
+        .stdin(std::fs::File::open(&gz).expect("open the archive"))
+        .output()
+        .expect("run cat");
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    assert_eq!(piped.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("ferry: -: {link}: a hardlink to ./")),
+        "{stderr}"
+    );
+}
+
 /// `a | b`: runs both, feeding a's stdout to b's stdin; returns b's output.
 fn pipe(a: &mut Command, b: &mut Command) -> std::process::Output {
     let mut first = a.stdout(Stdio::piped()).spawn().expect("spawn first");

@@ -24,6 +24,14 @@ pub enum ArchiveError {
     /// The index is malformed or disagrees with the tar data.
     #[error(transparent)]
     Index(#[from] crate::index::IndexError),
+    /// A member asked for by path is missing or cannot be used as asked.
+    #[error("{path}: {why}")]
+    Member {
+        /// The path asked for, escaped for display.
+        path: String,
+        /// What is wrong.
+        why: String,
+    },
     /// The index and the tar header at an offset disagree.
     #[error("archive offset {offset}: index and tar header disagree: {what}")]
     Mismatch {

@@ -3,8 +3,9 @@
 
 use super::archive::{tar_kind, Archive, ArchiveError};
 use super::convert::{runs_of, safe_path};
-use crate::index::IndexEntry;
+use crate::index::{IndexEntry, Kind};
 use crate::tar::{Reader, TarEntry, TarKind};
+use ferry_core::entry::RelPath;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 
@@ -87,36 +88,58 @@ pub fn list_stream(
     Ok(())
 }
 
-/// Why `cat` printed nothing.
-fn not_found(what: &str) -> ArchiveError {
-    ArchiveError::Io(io::Error::new(io::ErrorKind::NotFound, what.to_string()))
+/// Why `cat` printed nothing: the member asked for, and what is wrong with it.
+fn refused(path: &[u8], why: impl std::fmt::Display) -> ArchiveError {
+    ArchiveError::Member {
+        path: RelPath::from_bytes(path.to_vec()).to_string(),
+        why: why.to_string(),
+    }
+}
+
+/// The member path asked for, made safe as member paths are.
+fn wanted(path: &[u8]) -> Result<RelPath, ArchiveError> {
+    safe_path(path).map_err(|why| refused(path, why))
+}
+
+/// What a kind is called in a message.
+fn kind_name(kind: TarKind) -> &'static str {
+    match kind {
+        TarKind::File => "a regular file",
+        TarKind::Dir => "a directory",
+        TarKind::Symlink => "a symlink",
+        TarKind::HardLink => "a hardlink",
+        TarKind::CharDevice => "a character device",
+        TarKind::BlockDevice => "a block device",
+        TarKind::Fifo => "a fifo",
+    }
+}
+
+fn not_a_file(path: &[u8], kind: TarKind) -> ArchiveError {
+    refused(path, format!("not a regular file but {}", kind_name(kind)))
 }
 
 /// Writes the content of member `path` (compared after making both paths safe) to
-/// `out`. In a ferry archive only that member is read.
+/// `out`, and for a hardlink the content of the file it links to. In a ferry archive
+/// that is the last member of that name, as an extraction would leave it, and only it is
+/// read; any other tar is scanned as [`cat_stream`] does.
 pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), ArchiveError> {
-    let want = safe_path(path).map_err(not_found)?;
+    let want = wanted(path)?;
     if archive.index().is_none() {
-        return cat_stream(archive.scan(), path, out);
+        return match cat_stream(archive.scan(), path, out)? {
+            Scanned::Printed => Ok(()),
+            Scanned::HardLink(target) => cat_link_target(archive.scan(), path, &target, out),
+        };
     }
-    // The last member of that name, as an extraction would leave it.
-    let find = |p: &[u8]| -> Result<Option<IndexEntry>, ArchiveError> {
-        let mut found = None;
-        for e in archive.entries().into_iter().flatten() {
-            let e = e?;
-            if safe_path(&e.path).is_ok_and(|q| q.as_bytes() == p) {
-                found = Some(e);
-            }
-        }
-        Ok(found)
-    };
-    let mut e = find(want.as_bytes())?.ok_or_else(|| not_found("no such member"))?;
-    if e.kind == crate::index::Kind::HardLink {
-        let target = safe_path(&e.link).map_err(not_found)?;
-        e = find(target.as_bytes())?.ok_or_else(|| not_found("hardlink target is missing"))?;
+    let (at, mut e) =
+        last_named(archive, &want, usize::MAX)?.ok_or_else(|| refused(path, "no such member"))?;
+    if e.kind == Kind::HardLink {
+        let target = wanted(&e.link)?;
+        e = last_named(archive, &target, at)?
+            .ok_or_else(|| refused(path, format!("a hardlink to {target}: no such member")))?
+            .1;
     }
-    if e.kind != crate::index::Kind::File {
-        return Err(not_found("not a regular file"));
+    if e.kind != Kind::File {
+        return Err(not_a_file(path, tar_kind(e.kind)));
     }
     archive.check_member(&e)?;
     let runs = runs_of(e.sparse_map(), e.size);
@@ -126,6 +149,26 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
         stored_at += buf.len() as u64;
         Ok(())
     })
+}
+
+/// The last index entry before position `before` whose safe path is `path`, with its
+/// position.
+fn last_named(
+    archive: &Archive,
+    path: &RelPath,
+    before: usize,
+) -> Result<Option<(usize, IndexEntry)>, ArchiveError> {
+    let mut found = None;
+    for (at, e) in archive.entries().into_iter().flatten().enumerate() {
+        if at >= before {
+            break;
+        }
+        let e = e?;
+        if safe_path(&e.path).is_ok_and(|q| q == *path) {
+            found = Some((at, e));
+        }
+    }
+    Ok(found)
 }
 
 /// Writes a file given as runs: zeros for the holes, the runs' bytes from `read`.
@@ -161,18 +204,58 @@ fn write_runs(
     Ok(())
 }
 
+/// What [`cat_stream`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Scanned {
+    /// The member was a regular file, now written out.
+    Printed,
+    /// The member is a hardlink to this earlier path, whose data the stream has passed:
+    /// [`cat_link_target`] on a fresh scan prints it.
+    HardLink(Vec<u8>),
+}
+
 /// `cat` on a tar stream. tar lets a later member of the same name win, but a stream
-/// cannot be read twice, so the first regular file of that name is printed.
-pub fn cat_stream(input: impl Read, path: &[u8], out: &mut dyn Write) -> Result<(), ArchiveError> {
-    let want = safe_path(path).map_err(not_found)?;
+/// cannot be read twice, so the first member of that name is the one printed.
+pub fn cat_stream(
+    input: impl Read,
+    path: &[u8],
+    out: &mut dyn Write,
+) -> Result<Scanned, ArchiveError> {
+    let want = wanted(path)?;
     let mut reader = Reader::new(input);
     while let Some(t) = reader.next_entry()? {
-        if t.kind != TarKind::File || !safe_path(&t.path).is_ok_and(|p| p == want) {
+        if !safe_path(&t.path).is_ok_and(|p| p == want) {
             continue;
         }
-        let runs = t.sparse.clone().unwrap_or_else(|| vec![(0, t.size)]);
-        let mut data = reader.data();
-        return write_runs(&runs, t.size, out, |buf| data.read_exact(buf));
+        return match t.kind {
+            TarKind::File => {
+                let runs = t.sparse.clone().unwrap_or_else(|| vec![(0, t.size)]);
+                let mut data = reader.data();
+                write_runs(&runs, t.size, out, |buf| data.read_exact(buf))?;
+                Ok(Scanned::Printed)
+            }
+            TarKind::HardLink => Ok(Scanned::HardLink(t.link_target.unwrap_or_default())),
+            kind => Err(not_a_file(path, kind)),
+        };
     }
-    Err(not_found("no such member"))
+    Err(refused(path, "no such member"))
+}
+
+/// Prints, from a fresh scan of the stream, the file that hardlink `link` links to.
+pub fn cat_link_target(
+    input: impl Read,
+    link: &[u8],
+    target: &[u8],
+    out: &mut dyn Write,
+) -> Result<(), ArchiveError> {
+    let about_target = |why: &dyn std::fmt::Display| {
+        let shown = RelPath::from_bytes(target.to_vec());
+        refused(link, format!("a hardlink to {shown}: {why}"))
+    };
+    match cat_stream(input, target, out) {
+        Ok(Scanned::Printed) => Ok(()),
+        Ok(Scanned::HardLink(_)) => Err(about_target(&"not a regular file but a hardlink")),
+        Err(ArchiveError::Member { why, .. }) => Err(about_target(&why)),
+        Err(e) => Err(e),
+    }
 }
