@@ -2,8 +2,9 @@
 //! truncated and random input. Each must end in a clear error naming the path or the
 //! offset, with nothing written outside the destination and no panic.
 
-use crate::common::scratch;
+use crate::common::run::Run;
 use crate::common::trees;
+use crate::common::{scratch, Scratch};
 use crate::{ferry, pack};
 use std::path::Path;
 use std::process::Command;
@@ -33,6 +34,14 @@ fn python_tar(path: &Path, members: &[(&str, &str, &str, &str)]) {
         .status()
         .expect("python3");
     assert!(status.success());
+}
+
+/// Writes `members` (as [`python_tar`] takes them) to `name` in the scratch area and
+/// unpacks that into its destination.
+fn unpack_members(s: &Scratch, name: &str, members: &[(&str, &str, &str, &str)]) -> Run {
+    let archive = s.tmp.path().join(name);
+    python_tar(&archive, members);
+    ferry(&[&"unpack", &archive, &s.dst])
 }
 
 /// Every path under `dir`, sorted.
@@ -84,8 +93,20 @@ fn members_cannot_escape_the_destination() {
     let r = ferry(&[&"unpack", &archive, &s.dst]);
     r.assert_status(1);
     let errors = r.errors().join("\n");
-    for named in ["../escape", "escape2", "abs-link", "rel-link", "hard-out"] {
+    for named in [
+        "../escape",
+        "escape2",
+        "abs-link/through: reach its directory: abs-link: ",
+        "rel-link/through: reach its directory: rel-link: ",
+        "hard-out",
+    ] {
         assert!(errors.contains(named), "no error names {named}:\n{errors}");
+    }
+    // The links stay as the archive made them; only the members below them fail.
+    for link in ["abs-link", "rel-link"] {
+        assert!(std::fs::symlink_metadata(s.dst.join(link))
+            .expect("stat")
+            .is_symlink());
     }
     assert_eq!(
         std::fs::read(outside.join("target")).expect("read"),
@@ -127,13 +148,15 @@ fn members_cannot_escape_the_destination() {
 
 /// A path given twice ends as the last member says, as with tar, even in a directory
 /// this unpack made (where nothing is looked up before creating); a directory member
-/// after files in it keeps them.
+/// after files in it keeps them, and one after a file (or symlink) of its name replaces
+/// it. (A member below a symlink that no directory member replaced is refused:
+/// `members_cannot_escape_the_destination`.)
 #[test]
 fn a_path_given_twice_ends_as_the_last_member() {
     let s = scratch();
-    let archive = s.tmp.path().join("twice.tar");
-    python_tar(
-        &archive,
+    let r = unpack_members(
+        &s,
+        "twice.tar",
         &[
             ("d/f", "file", "", "first"),
             ("d/f", "file", "", "second, longer"),
@@ -142,10 +165,15 @@ fn a_path_given_twice_ends_as_the_last_member() {
             ("d", "dir", "", ""),
             ("d/sub/g", "file", "", "deep"),
             ("d/f2", "file", "", "other"),
+            ("was-file", "file", "", "replaced by a directory"),
+            ("was-file", "dir", "", ""),
+            ("was-file/in", "file", "", "inside"),
+            ("was-link", "symlink", ".", ""),
+            ("was-link", "dir", "", ""),
+            ("was-link/in", "file", "", "inside, not through the link"),
         ],
     );
-    let r = ferry(&[&"unpack", &archive, &s.dst]);
-    r.assert_status(0);
+    r.assert_ok();
     let read = |p: &str| std::fs::read(s.dst.join(p)).expect("read");
     assert_eq!(read("d/f"), b"second, longer");
     assert_eq!(read("d/l"), b"a file now");
@@ -154,6 +182,41 @@ fn a_path_given_twice_ends_as_the_last_member() {
         .is_file());
     assert_eq!(read("d/sub/g"), b"deep");
     assert_eq!(read("d/f2"), b"other");
+    assert_eq!(read("was-file/in"), b"inside");
+    assert_eq!(read("was-link/in"), b"inside, not through the link");
+    assert!(std::fs::symlink_metadata(s.dst.join("was-link"))
+        .expect("stat")
+        .is_dir());
+    assert!(!s.dst.join("in").exists(), "written through the symlink");
+}
+
+/// A hardlink whose target is missing (named later, or never) fails with an error that
+/// names the link and its target; the rest is unpacked.
+#[test]
+fn a_hardlink_to_nothing_is_an_error_naming_the_link() {
+    let s = scratch();
+    let r = unpack_members(
+        &s,
+        "links.tar",
+        &[
+            ("early", "hardlink", "later", ""),
+            ("into-nothing", "hardlink", "no/such/file", ""),
+            ("later", "file", "", "data"),
+        ],
+    );
+    r.assert_status(1);
+    let dst = s.dst.display();
+    let mut errors = r.errors();
+    errors.sort_unstable();
+    assert_eq!(
+        errors,
+        [
+            format!("ferry: {dst}/early: link: target later: No such file or directory (os error 2)"),
+            format!("ferry: {dst}/into-nothing: link: target no/such/file: No such file or directory (os error 2)"),
+        ],
+        "{r}"
+    );
+    assert_eq!(std::fs::read(s.dst.join("later")).expect("read"), b"data");
 }
 
 /// A packed mixed tree and its bytes.

@@ -522,14 +522,27 @@ fn dir_error(path: &RelPath, e: Errno) -> Error {
     }
 }
 
+/// How [`LocalTreeSink::dir_at`] reaches a directory that may not be there yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Only open it: it must exist.
+    Open,
+    /// Make it when missing, because something below it is wanted. Something else in
+    /// its way is replaced only where this job did not make it: what this job made,
+    /// the source itself put there (a symlink, then a member below it), and stays.
+    Make,
+    /// Make it because the source names it as a directory: that replaces any
+    /// non-directory in its way, made by this job or not.
+    Named,
+}
+
 /// Path-based access, for sources that name entries by path (archives) rather than
 /// walking a tree. Every component is opened with `O_NOFOLLOW`, so a symlink made by an
 /// earlier entry can never redirect a later one outside the destination.
 impl LocalTreeSink<'_> {
     /// The directory at `path` below the root (which [`TreeSink::root`] must have made),
-    /// creating missing components when `create` is set. `path` must be clean: no `..`,
-    /// `.` or empty components.
-    pub fn dir_at(&self, path: &RelPath, create: bool) -> Result<DstDir> {
+    /// reached as `reach` says. `path` must be clean: no `..`, `.` or empty components.
+    pub fn dir_at(&self, path: &RelPath, reach: Reach) -> Result<DstDir> {
         let root = self.root.get().cloned().ok_or_else(|| {
             Error::dst(
                 path,
@@ -537,42 +550,51 @@ impl LocalTreeSink<'_> {
                 other("the destination root is not open"),
             )
         })?;
-        self.dir_below(&root, &RelPath::root(), path, create, |_, _| {})
+        self.dir_below(&root, &RelPath::root(), path, reach, |_, _| {})
     }
 
     /// The directory at `path`, walked down from `from`, the open directory at
     /// `from_path`, which must be an ancestor of `path` (or `path` itself). Each
-    /// directory opened on the way is passed to `opened` with its path.
+    /// directory opened on the way is passed to `opened` with its path. `reach` applies
+    /// to `path`; the components above it are made when it makes anything.
     pub fn dir_below(
         &self,
         from: &DstDir,
         from_path: &RelPath,
         path: &RelPath,
-        create: bool,
+        reach: Reach,
         mut opened: impl FnMut(&RelPath, &DstDir),
     ) -> Result<DstDir> {
         let skip = from_path.as_bytes().len();
         let rest = path.as_bytes().get(skip..).unwrap_or_default();
+        let mut comps = rest
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty())
+            .peekable();
         let mut cur = from.clone();
         let mut walked = from_path.clone();
-        for comp in rest.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+        while let Some(comp) = comps.next() {
             walked = walked.join(comp);
-            cur = self.subdir(&cur, &walked, comp, create)?;
+            let here = match reach {
+                Reach::Named if comps.peek().is_some() => Reach::Make,
+                r => r,
+            };
+            cur = self.subdir(&cur, &walked, comp, here)?;
             opened(&walked, &cur);
         }
         Ok(cur)
     }
 
     /// The directory `name` in `parent` (it is at `path`), opened without following a
-    /// symlink, and made when missing if `create` is set. A directory found in one this
-    /// job made was made by this job too: it counts as fresh, so nothing is looked up
-    /// before creating in it.
+    /// symlink, and made as `reach` allows. A directory found in one this job made was
+    /// made by this job too: it counts as fresh, so nothing is looked up before
+    /// creating in it.
     pub fn subdir(
         &self,
         parent: &DstDir,
         path: &RelPath,
         name: &[u8],
-        create: bool,
+        reach: Reach,
     ) -> Result<DstDir> {
         let name = CString::new(name)
             .map_err(|_| Error::dst(path, "open", other("contains a NUL byte")))?;
@@ -588,13 +610,14 @@ impl LocalTreeSink<'_> {
                     plain_owner: parent.fresh && parent.plain_owner,
                 });
             }
-            Err(Errno::NOENT) if create => {}
-            Err(e) if parent.fresh => {
-                return Err(Error::dst(path, "open destination directory", e))
-            }
+            Err(Errno::NOENT) if reach != Reach::Open => {}
             // Something else in the way (a file, a symlink, never followed) is
-            // replaced, as rsync and GNU tar replace it.
-            Err(Errno::NOTDIR | Errno::LOOP) if create => {
+            // replaced, as rsync and GNU tar replace it: where this job did not make
+            // it, or where the source names this directory after it (an archive may
+            // hold a file, then a directory of the same name: the last one wins).
+            Err(Errno::NOTDIR | Errno::LOOP)
+                if reach == Reach::Named || (reach == Reach::Make && !parent.fresh) =>
+            {
                 self.clear_for_dir(parent, &name, path)?
             }
             Err(e) => return Err(dir_error(path, e)),
@@ -636,9 +659,19 @@ impl LocalTreeSink<'_> {
         let tparent = RelPath::from_bytes(
             target.as_bytes()[..target.as_bytes().len() - target.file_name().len()].to_vec(),
         );
-        let tdir = self.dir_at(&tparent, false)?;
+        // Named after the link, which is what failed; the target is in the message.
+        let about_target = |e: io::Error| {
+            Error::dst(
+                path,
+                "link",
+                io::Error::new(e.kind(), format!("target {target}: {e}")),
+            )
+        };
+        let tdir = self
+            .dir_at(&tparent, Reach::Open)
+            .map_err(|e| about_target(e.os))?;
         let first = rfs::statat(&*tdir.fd, tname.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
-            .at_dst(target, "link target")?;
+            .map_err(|e| about_target(e.into()))?;
         if FileType::from_raw_mode(first.st_mode) == FileType::Directory {
             return Err(Error::dst(
                 path,

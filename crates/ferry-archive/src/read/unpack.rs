@@ -19,7 +19,7 @@ use ferry_core::data::{Mover, Reflink, Sparse};
 use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath};
 use ferry_core::error::{Error, Reporter};
 use ferry_core::limits::{open_files_each, workers_within};
-use ferry_core::local::{DstDir, LocalTreeSink, Update};
+use ferry_core::local::{DstDir, LocalTreeSink, Reach, Update};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::Stats;
 use std::io::{self, Read};
@@ -126,9 +126,9 @@ impl<'a> Extractor<'a> {
         })
     }
 
-    /// The directory at `path` (made if missing when `create` is set), found from the
+    /// The directory at `path`, reached as `reach` says, found from the
     /// worker's cache.
-    fn dir(&self, path: &RelPath, create: bool, cache: &mut DirCache) -> Result<DstDir, Error> {
+    fn dir(&self, path: &RelPath, reach: Reach, cache: &mut DirCache) -> Result<DstDir, Error> {
         while cache.last().is_some_and(|(p, _)| !is_within(path, p)) {
             cache.pop();
         }
@@ -136,7 +136,7 @@ impl<'a> Extractor<'a> {
             Some((p, d)) => (p.clone(), d.clone()),
             None => (RelPath::root(), self.root.clone()),
         };
-        self.sink.dir_below(&from, &at, path, create, |p, d| {
+        self.sink.dir_below(&from, &at, path, reach, |p, d| {
             if cache.len() >= self.cached_dirs {
                 cache.remove(0);
             }
@@ -146,7 +146,9 @@ impl<'a> Extractor<'a> {
 
     /// Makes a directory member (its metadata waits for [`Extractor::finish`]).
     fn make_dir(&self, entry: &Entry, cache: &mut DirCache) -> Result<(), Error> {
-        self.dir(&entry.path, true, cache).map(drop)
+        self.dir(&entry.path, Reach::Named, cache)
+            .map(drop)
+            .map_err(|e| as_member_error(entry, e))
     }
 
     /// Places a member that is not a directory.
@@ -163,7 +165,9 @@ impl<'a> Extractor<'a> {
                 io::Error::other("a member that is not a directory names the destination itself"),
             ));
         }
-        let parent = self.dir(&parent_of(&entry.path), true, cache)?;
+        let parent = self
+            .dir(&parent_of(&entry.path), Reach::Make, cache)
+            .map_err(|e| as_member_error(entry, e))?;
         self.sink.leaf(&parent, entry, data)
     }
 
@@ -178,12 +182,26 @@ impl<'a> Extractor<'a> {
         }
         let mut cache = DirCache::new();
         for e in dirs {
-            let dir = self.dir(&e.path, false, &mut cache);
+            let dir = self.dir(&e.path, Reach::Open, &mut cache);
             if let Err(err) = dir.and_then(|d| self.sink.finish_dir(&d, &e)) {
                 self.reporter.error(&err);
             }
         }
     }
+}
+
+/// A failure to reach a directory above `entry`, told as `entry`'s own: each member
+/// below a directory that could not be made gets its own line, naming it.
+fn as_member_error(entry: &Entry, e: Error) -> Error {
+    if e.path == entry.path {
+        return e;
+    }
+    let why = format!("{}: {}: {}", e.path, e.op, e.os);
+    Error::dst(
+        &entry.path,
+        "reach its directory",
+        io::Error::new(e.os.kind(), why),
+    )
 }
 
 fn refused(raw: &[u8], why: &'static str) -> Error {
