@@ -72,6 +72,8 @@ fn members_cannot_escape_the_destination() {
     let outside = s.tmp.path().join("outside");
     std::fs::create_dir(&outside).expect("mkdir");
     std::fs::write(outside.join("target"), b"secret").expect("write");
+    // So that `deep/link/sub` exists when the link is followed.
+    std::fs::create_dir(outside.join("sub")).expect("mkdir");
     let archive = s.tmp.path().join("evil.tar");
     let out_abs = outside.to_string_lossy().into_owned();
     python_tar(
@@ -84,6 +86,10 @@ fn members_cannot_escape_the_destination() {
             ("abs-link/through", "file", "", "must not land outside"),
             ("rel-link", "symlink", "../outside", ""),
             ("rel-link/through", "file", "", "must not land outside"),
+            // Deeper: directories below a symlink are opened in one call when they
+            // exist, which must refuse the symlink on the way as the walk does.
+            ("deep/link", "symlink", &out_abs, ""),
+            ("deep/link/sub/through", "file", "", "must not land outside"),
             ("hard-out", "hardlink", "../outside/target", ""),
             ("hard-abs", "hardlink", &format!("{out_abs}/target"), ""),
             ("good", "file", "", "fine"),
@@ -98,12 +104,13 @@ fn members_cannot_escape_the_destination() {
         "escape2",
         "abs-link/through: reach its directory: abs-link: ",
         "rel-link/through: reach its directory: rel-link: ",
+        "deep/link/sub/through: reach its directory: deep/link: ",
         "hard-out",
     ] {
         assert!(errors.contains(named), "no error names {named}:\n{errors}");
     }
     // The links stay as the archive made them; only the members below them fail.
-    for link in ["abs-link", "rel-link"] {
+    for link in ["abs-link", "rel-link", "deep/link"] {
         assert!(std::fs::symlink_metadata(s.dst.join(link))
             .expect("stat")
             .is_symlink());
@@ -114,7 +121,7 @@ fn members_cannot_escape_the_destination() {
     );
     assert_eq!(
         listing(&outside),
-        vec!["target".to_string()],
+        vec!["sub".to_string(), "target".to_string()],
         "something was written outside"
     );
     let after: Vec<String> = listing(s.tmp.path())

@@ -15,7 +15,7 @@ use crate::meta::{self, MetaNotice, MetaWriter};
 use crate::sink::{FileData, TreeSink};
 use crate::stats::Stats;
 use crate::xattr;
-use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 use std::ffi::{CStr, CString};
 use std::io;
@@ -567,12 +567,26 @@ impl LocalTreeSink<'_> {
     ) -> Result<DstDir> {
         let skip = from_path.as_bytes().len();
         let rest = path.as_bytes().get(skip..).unwrap_or_default();
-        let mut comps = rest
+        let mut comps: Vec<&[u8]> = rest
             .split(|&b| b == b'/')
             .filter(|c| !c.is_empty())
-            .peekable();
+            .collect();
         let mut cur = from.clone();
         let mut walked = from_path.clone();
+        // Most often every directory on the way is there already: one open then takes
+        // the whole way down instead of one per component (all but the last when the
+        // source names it: that one is usually still to be made).
+        let whole_way = comps.len() - usize::from(reach == Reach::Named && !comps.is_empty());
+        if whole_way >= 2 {
+            let down = comps[..whole_way].join(&b'/');
+            let there = walked.join(&down);
+            if let Some(dir) = self.open_below(&cur, &down, &there)? {
+                (walked, cur) = (there, dir);
+                opened(&walked, &cur);
+                comps.drain(..whole_way);
+            }
+        }
+        let mut comps = comps.into_iter().peekable();
         while let Some(comp) = comps.next() {
             walked = walked.join(comp);
             let here = match reach {
@@ -583,6 +597,31 @@ impl LocalTreeSink<'_> {
             opened(&walked, &cur);
         }
         Ok(cur)
+    }
+
+    /// The existing directory `below` (several components) in `parent` (it is at
+    /// `path`), opened in one call that follows no symlink on the way and cannot leave
+    /// `parent`. `None` when that fails for any reason (a component missing or not a
+    /// directory, or a kernel without `openat2`): the caller walks down one component
+    /// at a time, which deals with each case.
+    fn open_below(&self, parent: &DstDir, below: &[u8], path: &RelPath) -> Result<Option<DstDir>> {
+        let Ok(fd) = rfs::openat2(
+            &*parent.fd,
+            below,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_XDEV,
+        ) else {
+            return Ok(None);
+        };
+        if !parent.fresh {
+            self.let_owner_in(&fd, path)?;
+        }
+        Ok(Some(DstDir {
+            fd: Arc::new(fd),
+            fresh: parent.fresh,
+            plain_owner: parent.fresh && parent.plain_owner,
+        }))
     }
 
     /// The directory `name` in `parent` (it is at `path`), opened without following a
@@ -598,6 +637,16 @@ impl LocalTreeSink<'_> {
     ) -> Result<DstDir> {
         let name = CString::new(name)
             .map_err(|_| Error::dst(path, "open", other("contains a NUL byte")))?;
+        // In a directory this job made, a directory the source names is most often
+        // not there yet: making it first saves a look. (One wanted only because
+        // something lies below it has most often been made already.)
+        if parent.fresh && reach == Reach::Named {
+            match rfs::mkdirat(&*parent.fd, name.as_c_str(), Mode::from_raw_mode(0o777)) {
+                Ok(()) => return self.made_dir(parent, &name, path),
+                Err(Errno::EXIST) => {}
+                Err(e) => return Err(Error::dst(path, "create directory", e)),
+            }
+        }
         match open_dir(&parent.fd, &name) {
             Ok(fd) => {
                 // Made by this job: its mode lets the owner in, no need to look.
@@ -629,7 +678,12 @@ impl LocalTreeSink<'_> {
             Ok(()) | Err(Errno::EXIST) => {}
             Err(e) => return Err(Error::dst(path, "create directory", e)),
         }
-        let fd = open_dir(&parent.fd, &name).at_dst(path, "open destination directory")?;
+        self.made_dir(parent, &name, path)
+    }
+
+    /// Opens the directory `name` just made in `parent`, and counts it.
+    fn made_dir(&self, parent: &DstDir, name: &CStr, path: &RelPath) -> Result<DstDir> {
+        let fd = open_dir(&parent.fd, name).at_dst(path, "open destination directory")?;
         Stats::bump(&self.stats.dirs);
         Ok(DstDir {
             fd: Arc::new(fd),
