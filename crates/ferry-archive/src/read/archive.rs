@@ -124,11 +124,21 @@ impl Archive {
         member_in(e, &buf, false).map(|(tar, _)| tar)
     }
 
-    /// Reads `len` bytes at `offset` (several members' headers and data at once).
-    pub fn read_at(&self, offset: u64, len: u64) -> Result<Vec<u8>, ArchiveError> {
-        let mut buf = vec![0u8; len as usize];
-        self.file.read_exact_at(&mut buf, offset)?;
-        Ok(buf)
+    /// Reads `len` bytes at `offset` (several members' headers and data at once) into
+    /// `buf`, which is kept from call to call and grows to the largest read.
+    pub fn read_into<'b>(
+        &self,
+        offset: u64,
+        len: u64,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<&'b [u8], ArchiveError> {
+        let len = usize::try_from(len).map_err(|_| io::Error::other("read too large"))?;
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        let bytes = &mut buf[..len];
+        self.file.read_exact_at(bytes, offset)?;
+        Ok(bytes)
     }
 }
 

@@ -7,9 +7,9 @@
 //! other tar, or an archive on a pipe, is streamed through the strict tar reader.
 //!
 //! Nothing is written outside the destination: member paths are made relative and
-//! refused if they contain `..`, and directories are opened one component at a time
-//! without following symlinks, so a symlink in the archive cannot redirect a later
-//! member. Directory metadata is applied last, each directory after all below it.
+//! refused if they contain `..`, and directories are opened without following symlinks
+//! (one component at a time, or all at once with `openat2` refusing symlinks and
+//! escapes), so a symlink in the archive cannot redirect a later member. Directory metadata is applied last, each directory after all below it.
 
 use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
@@ -182,7 +182,9 @@ impl<'a> Extractor<'a> {
         }
         let mut cache = DirCache::new();
         for e in dirs {
-            let dir = self.dir(&e.path, Reach::Open, &mut cache);
+            let dir = self
+                .dir(&e.path, Reach::Open, &mut cache)
+                .map_err(|err| as_member_error(&e, err));
             if let Err(err) = dir.and_then(|d| self.sink.finish_dir(&d, &e)) {
                 self.reporter.error(&err);
             }
@@ -191,7 +193,8 @@ impl<'a> Extractor<'a> {
 }
 
 /// A failure to reach a directory above `entry`, told as `entry`'s own: each member
-/// below a directory that could not be made gets its own line, naming it.
+/// below a directory that could not be made (or opened, to finish it) gets its own
+/// line, naming it.
 fn as_member_error(entry: &Entry, e: Error) -> Error {
     if e.path == entry.path {
         return e;
@@ -289,7 +292,6 @@ pub fn unpack_file(
     let mover = Mover::new(opts.reflink, opts.sparse);
     let workers = workers_within_open_files(opts.threads, reporter);
     let ex = Extractor::new(dst, &mover, opts, workers, stats, reporter)?;
-    prefetch_headers(archive);
     let failed: Mutex<Option<ArchiveError>> = Mutex::new(None);
     let fail = |err: ArchiveError| {
         if let Ok(mut f) = failed.lock() {
@@ -297,36 +299,40 @@ pub fn unpack_file(
         }
     };
     let has_failed = || failed.lock().map_or(true, |f| f.is_some());
-    let place = |entries: &[IndexEntry], cache: &mut DirCache| -> Result<(), ArchiveError> {
-        let mut rest = entries;
-        while let Some(first) = rest.first() {
+    let place = |group: &Group, cache: &mut DirCache, buf: &mut Vec<u8>| {
+        let mut done = 0;
+        while let Some(first) = group.index.get(done) {
             // Bounds the first member's headers before its bytes are read.
             header_len(first)?;
-            let (n, start, end) = span(rest);
-            let bytes = archive.read_at(start, end - start)?;
-            for e in &rest[..n] {
+            let (n, start, end) = span(&group.index[done..]);
+            let bytes = archive.read_into(start, end - start, buf)?;
+            for (e, entry) in group.index.iter().zip(&group.entries).skip(done).take(n) {
                 let at = (e.header_offset - start) as usize;
-                place_member(archive, e, bytes.get(at..).unwrap_or_default(), &ex, cache)?;
+                let bytes = bytes.get(at..).unwrap_or_default();
+                place_member(archive, e, entry, bytes, &ex, cache)?;
             }
-            rest = &rest[n..];
+            done += n;
         }
-        Ok(())
+        Ok::<(), ArchiveError>(())
     };
     // Bounded, so the runs waiting for a worker take little memory however many
     // members there are.
-    let (groups, queue) = mpsc::sync_channel::<Vec<IndexEntry>>(4 * workers);
+    let (groups, queue) = mpsc::sync_channel::<Group>(4 * workers);
     let queue = Mutex::new(queue);
     let walked = std::thread::scope(|s| {
+        // Beside the workers, not before them: on a warm cache it only costs time.
+        s.spawn(|| prefetch_headers(archive));
         for _ in 0..workers {
             s.spawn(|| {
                 let mut cache = DirCache::new();
+                let mut buf = Vec::new();
                 // Until the queue closes (all handed out, or the walk stopped). After a
                 // failure runs are still taken, and dropped, so the walk never waits.
                 while let Some(group) = queue.lock().ok().and_then(|q| q.recv().ok()) {
                     if has_failed() {
                         continue;
                     }
-                    if let Err(err) = place(&group, &mut cache) {
+                    if let Err(err) = place(&group, &mut cache, &mut buf) {
                         fail(err);
                     }
                 }
@@ -340,12 +346,17 @@ pub fn unpack_file(
         None => walked,
     };
     if result.is_ok() {
+        let mut buf = Vec::new();
         result = later.links.chunks(GROUP).try_for_each(|chunk| {
-            let entries = chunk
-                .iter()
-                .map(|&pos| archive.entry_at(pos))
-                .collect::<Result<Vec<_>, _>>()?;
-            place(&entries, &mut DirCache::new())
+            let mut group = Group::default();
+            for &pos in chunk {
+                let e = archive.entry_at(pos)?;
+                // Converted once already; a member that failed then was reported.
+                if let Ok(entry) = from_index(&e) {
+                    group.push(e, entry);
+                }
+            }
+            place(&group, &mut DirCache::new(), &mut buf)
         });
     }
     // In reverse archive order: a directory's member comes before everything below it
@@ -378,19 +389,42 @@ struct Later {
     root_named: bool,
 }
 
+/// A run of members for one worker: their index entries, and what each says to make
+/// (converted and checked once, by the walk).
+#[derive(Default)]
+struct Group {
+    index: Vec<IndexEntry>,
+    entries: Vec<Entry>,
+}
+
+impl Group {
+    fn push(&mut self, index: IndexEntry, entry: Entry) {
+        self.index.push(index);
+        self.entries.push(entry);
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+}
+
 /// Goes through the index in order and sends runs of members sharing a directory to
 /// the workers (runs are cut so a big directory is shared by several workers); returns
 /// what is left for after them, and an error if the index could not be read on.
 fn walk_index(
     archive: &Archive,
     reporter: &dyn Reporter,
-    groups: mpsc::SyncSender<Vec<IndexEntry>>,
+    groups: mpsc::SyncSender<Group>,
     stop: &dyn Fn() -> bool,
 ) -> (Later, Result<(), ArchiveError>) {
     let mut later = Later::default();
-    let mut group: Vec<IndexEntry> = Vec::new();
+    let mut group = Group::default();
     let mut last_parent = None;
-    let send = |group: &mut Vec<IndexEntry>| {
+    let send = |group: &mut Group| {
         if !group.is_empty() {
             // Workers take runs until the walk ends (dropping them after a failure),
             // so this waits at most for a free slot; it fails only without workers.
@@ -428,7 +462,7 @@ fn walk_index(
             later.root_named |= entry.path.is_root();
             later.dirs.push(pos);
         }
-        group.push(e);
+        group.push(e, entry);
     }
     send(&mut group);
     (later, Ok(()))
@@ -463,21 +497,19 @@ const SPAN: u64 = 256 << 10;
 const BLOCK: u64 = 4096;
 
 /// Checks one member, whose bytes from its first header on start `bytes` (its headers,
-/// and its data when small), against its index entry and places it.
+/// and its data when small), against its index entry `e` and places it as `entry`
+/// (what `e` converts to).
 fn place_member(
     archive: &Archive,
     e: &IndexEntry,
+    entry: &Entry,
     bytes: &[u8],
     ex: &Extractor<'_>,
     cache: &mut DirCache,
 ) -> Result<(), ArchiveError> {
     let (_, small) = member_in(e, bytes, read_whole(e))?;
-    // Converted once already; a member that failed then was reported and left out.
-    let Ok(entry) = from_index(e) else {
-        return Ok(());
-    };
     if entry.kind == EntryKind::Dir {
-        if let Err(err) = ex.make_dir(&entry, cache) {
+        if let Err(err) = ex.make_dir(entry, cache) {
             ex.reporter.error(&err);
         }
         return Ok(());
@@ -492,7 +524,7 @@ fn place_member(
         }),
         _ => None,
     };
-    if let Err(err) = ex.put(&entry, data, cache) {
+    if let Err(err) = ex.put(entry, data, cache) {
         ex.reporter.error(&err);
     }
     Ok(())

@@ -233,29 +233,38 @@ impl<'a> PaxView<'a> {
     /// Every record that applies, raw: globals not overridden locally, then the local
     /// records in order.
     pub(crate) fn applied(&self) -> Vec<Record> {
+        self.applied_refs().into_iter().cloned().collect()
+    }
+
+    /// [`PaxView::applied`], borrowed. (Without globals, the usual case, there is
+    /// nothing to look up.)
+    fn applied_refs(&self) -> Vec<&'a Record> {
+        if self.global.is_empty() {
+            return self.local.iter().collect();
+        }
         let local: HashSet<&[u8]> = self.local.iter().map(|(k, _)| k.as_slice()).collect();
         let global = self
             .global
             .iter()
             .filter(|(k, _)| !local.contains(k.as_slice()));
-        global.chain(self.local).cloned().collect()
+        global.chain(self.local).collect()
     }
 
     /// The extended attributes, each name once with its last value. When bsdtar's
     /// `LIBARCHIVE.xattr` records are present, its duplicate `SCHILY.xattr` records
     /// (whose names it encodes its own way) are ignored.
     pub(crate) fn xattrs(&self) -> Result<Vec<xattr::Xattr>, TarErrorKind> {
-        let applied = self.applied();
+        let applied = self.applied_refs();
         let libarchive = applied.iter().any(|(k, _)| xattr::is_libarchive_key(k));
         let mut out = OrderedMap::default();
         for (key, value) in applied {
-            if libarchive && xattr::is_schily_key(&key) {
+            if libarchive && xattr::is_schily_key(key) {
                 continue;
             }
-            let Some(decoded) = xattr::decode(&key, &value) else {
+            let Some(decoded) = xattr::decode(key, value) else {
                 continue;
             };
-            let (name, value) = decoded.map_err(|()| TarErrorKind::BadPaxValue(key))?;
+            let (name, value) = decoded.map_err(|()| TarErrorKind::BadPaxValue(key.clone()))?;
             out.set(name, value);
         }
         Ok(out.into_pairs())
