@@ -527,9 +527,9 @@ fn dir_error(path: &RelPath, e: Errno) -> Error {
 pub enum Reach {
     /// Only open it: it must exist.
     Open,
-    /// Make it when missing, because something below it is wanted. Something else in
-    /// its way is replaced only where this job did not make it: what this job made,
-    /// the source itself put there (a symlink, then a member below it), and stays.
+    /// Make it when missing, because something below it is wanted. A non-directory
+    /// in its way is replaced only if this job did not make it: one this job made came
+    /// from the source itself (say a symlink, then a member below it), and stays.
     Make,
     /// Make it because the source names it as a directory: that replaces any
     /// non-directory in its way, made by this job or not.
@@ -537,7 +537,8 @@ pub enum Reach {
 }
 
 /// Path-based access, for sources that name entries by path (archives) rather than
-/// walking a tree. Every component is opened with `O_NOFOLLOW`, so a symlink made by an
+/// walking a tree. No component is opened through a symlink (`O_NOFOLLOW` one at a
+/// time, or `openat2` with `RESOLVE_NO_SYMLINKS` for several), so a symlink made by an
 /// earlier entry can never redirect a later one outside the destination.
 impl LocalTreeSink<'_> {
     /// The directory at `path` below the root (which [`TreeSink::root`] must have made),
