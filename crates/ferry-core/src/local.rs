@@ -615,14 +615,21 @@ impl LocalTreeSink<'_> {
         ) else {
             return Ok(None);
         };
+        self.found_dir(parent, fd, path).map(Some)
+    }
+
+    /// A directory found (not made) below `parent`, opened as `fd`. Below one this job
+    /// made it was made by this job too, and its mode lets the owner in; elsewhere the
+    /// owner is let in.
+    fn found_dir(&self, parent: &DstDir, fd: OwnedFd, path: &RelPath) -> Result<DstDir> {
         if !parent.fresh {
             self.let_owner_in(&fd, path)?;
         }
-        Ok(Some(DstDir {
+        Ok(DstDir {
             fd: Arc::new(fd),
             fresh: parent.fresh,
             plain_owner: parent.fresh && parent.plain_owner,
-        }))
+        })
     }
 
     /// The directory `name` in `parent` (it is at `path`), opened without following a
@@ -649,17 +656,7 @@ impl LocalTreeSink<'_> {
             }
         }
         match open_dir(&parent.fd, &name) {
-            Ok(fd) => {
-                // Made by this job: its mode lets the owner in, no need to look.
-                if !parent.fresh {
-                    self.let_owner_in(&fd, path)?;
-                }
-                return Ok(DstDir {
-                    fd: Arc::new(fd),
-                    fresh: parent.fresh,
-                    plain_owner: parent.fresh && parent.plain_owner,
-                });
-            }
+            Ok(fd) => return self.found_dir(parent, fd, path),
             Err(Errno::NOENT) if reach != Reach::Open => {}
             // Something else in the way (a file, a symlink, never followed) is
             // replaced, as rsync and GNU tar replace it: where this job did not make

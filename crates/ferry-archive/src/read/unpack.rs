@@ -9,7 +9,8 @@
 //! Nothing is written outside the destination: member paths are made relative and
 //! refused if they contain `..`, and directories are opened without following symlinks
 //! (one component at a time, or all at once with `openat2` refusing symlinks and
-//! escapes), so a symlink in the archive cannot redirect a later member. Directory metadata is applied last, each directory after all below it.
+//! escapes), so a symlink in the archive cannot redirect a later member. Directory
+//! metadata is applied last, each directory after all below it.
 
 use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
