@@ -5,11 +5,9 @@ use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
 use crate::job::Job;
 use crate::progress;
 use anyhow::Context;
-use ferry_archive::read::list::{
-    cat, cat_link_target, cat_stream, list, list_stream, Member, Scanned,
-};
+use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
 use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
-use ferry_archive::read::Archive;
+use ferry_archive::read::{Archive, ArchiveError};
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
 use ferry_core::entry::write_escaped;
@@ -84,15 +82,20 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
         }
         Box::new(f)
     };
+    Ok(Input::Stream(decompressed(raw)?))
+}
+
+/// `raw`, decompressed if its first bytes say gzip or zstd.
+fn decompressed(raw: Box<dyn Read>) -> io::Result<Box<dyn Read>> {
     let mut buffered = BufReader::with_capacity(1 << 20, raw);
     let magic = buffered.fill_buf()?.to_vec();
-    Ok(Input::Stream(if magic.starts_with(&[0x1f, 0x8b]) {
+    Ok(if magic.starts_with(&[0x1f, 0x8b]) {
         Box::new(flate2::bufread::MultiGzDecoder::new(buffered))
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         Box::new(zstd::stream::read::Decoder::with_buffer(buffered)?)
     } else {
         Box::new(buffered)
-    }))
+    })
 }
 
 fn is_compressed(magic: &[u8]) -> bool {
@@ -224,37 +227,26 @@ pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     let path = args.path.as_os_str().as_bytes();
     let done = match open_input(&args.archive)? {
-        Input::File(a) => cat(&a, path, &mut out).map_err(anyhow::Error::from),
-        Input::Stream(r) => match cat_stream(r, path, &mut out) {
-            Ok(Scanned::Printed) => Ok(()),
-            Ok(Scanned::HardLink(target)) => cat_link_again(&args.archive, path, &target, &mut out),
-            Err(e) => Err(e.into()),
-        },
+        Input::File(a) => cat(&a, path, &mut out),
+        Input::Stream(r) => cat_stream(r, path, &mut out, |target| {
+            stream_again(&args.archive, path, target)
+        }),
     };
-    finish_output(done, &args.archive, out)
+    finish_output(done.map_err(anyhow::Error::from), &args.archive, out)
 }
 
-/// `cat` of a hardlink in a compressed archive or a pipe: its data came earlier in the
-/// stream, so the archive is read again from the start (a pipe cannot be).
-fn cat_link_again(
-    archive: &Path,
-    link: &[u8],
-    target: &[u8],
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
+/// The archive read again from its start, for `cat` of a hardlink in a compressed
+/// archive, whose data came before it (standard input cannot be read again).
+fn stream_again(archive: &Path, link: &[u8], target: &[u8]) -> Result<Box<dyn Read>, ArchiveError> {
     if is_dash(archive) {
-        anyhow::bail!(
+        return Err(ArchiveError::Io(io::Error::other(format!(
             "{}: a hardlink to {}, whose data came before it in standard input; \
              cat it from the archive file instead",
             escaped(link),
             escaped(target)
-        );
+        ))));
     }
-    match open_input(archive)? {
-        Input::File(a) => cat(&a, target, out)?,
-        Input::Stream(r) => cat_link_target(r, link, target, out)?,
-    }
-    Ok(())
+    Ok(decompressed(Box::new(File::open(archive)?))?)
 }
 
 /// Flushes `out`; a closed pipe (`ferry ls | head`) is not an error.

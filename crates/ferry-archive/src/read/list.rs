@@ -125,10 +125,7 @@ fn not_a_file(path: &[u8], kind: TarKind) -> ArchiveError {
 pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), ArchiveError> {
     let want = wanted(path)?;
     if archive.index().is_none() {
-        return match cat_stream(archive.scan(), path, out)? {
-            Scanned::Printed => Ok(()),
-            Scanned::HardLink(target) => cat_link_target(archive.scan(), path, &target, out),
-        };
+        return cat_stream(archive.scan(), path, out, |_| Ok(archive.scan()));
     }
     let (at, mut e) =
         last_named(archive, &want, usize::MAX)?.ok_or_else(|| refused(path, "no such member"))?;
@@ -204,23 +201,38 @@ fn write_runs(
     Ok(())
 }
 
-/// What [`cat_stream`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Scanned {
-    /// The member was a regular file, now written out.
-    Printed,
-    /// The member is a hardlink to this earlier path, whose data the stream has passed:
-    /// [`cat_link_target`] on a fresh scan prints it.
-    HardLink(Vec<u8>),
+/// `cat` on a tar stream. tar lets a later member of the same name win, but a stream
+/// cannot be read twice, so the first member of that name is the one printed. For a
+/// hardlink, whose data came before it, `again` gives a fresh stream of the same archive
+/// (it is told the link's target), or says why there is none.
+pub fn cat_stream<R: Read>(
+    input: R,
+    path: &[u8],
+    out: &mut dyn Write,
+    again: impl FnOnce(&[u8]) -> Result<R, ArchiveError>,
+) -> Result<(), ArchiveError> {
+    let Some(target) = print_first(input, path, out)? else {
+        return Ok(());
+    };
+    let about_target = |why: &dyn std::fmt::Display| {
+        let shown = RelPath::from_bytes(target.clone());
+        refused(path, format!("a hardlink to {shown}: {why}"))
+    };
+    match print_first(again(&target)?, &target, out) {
+        Ok(None) => Ok(()),
+        Ok(Some(_)) => Err(about_target(&"not a regular file but a hardlink")),
+        Err(ArchiveError::Member { why, .. }) => Err(about_target(&why)),
+        Err(e) => Err(e),
+    }
 }
 
-/// `cat` on a tar stream. tar lets a later member of the same name win, but a stream
-/// cannot be read twice, so the first member of that name is the one printed.
-pub fn cat_stream(
+/// Prints the first member named `path` in a tar stream if it is a regular file;
+/// returns its target if it is a hardlink.
+fn print_first(
     input: impl Read,
     path: &[u8],
     out: &mut dyn Write,
-) -> Result<Scanned, ArchiveError> {
+) -> Result<Option<Vec<u8>>, ArchiveError> {
     let want = wanted(path)?;
     let mut reader = Reader::new(input);
     while let Some(t) = reader.next_entry()? {
@@ -232,30 +244,11 @@ pub fn cat_stream(
                 let runs = t.sparse.clone().unwrap_or_else(|| vec![(0, t.size)]);
                 let mut data = reader.data();
                 write_runs(&runs, t.size, out, |buf| data.read_exact(buf))?;
-                Ok(Scanned::Printed)
+                Ok(None)
             }
-            TarKind::HardLink => Ok(Scanned::HardLink(t.link_target.unwrap_or_default())),
+            TarKind::HardLink => Ok(Some(t.link_target.unwrap_or_default())),
             kind => Err(not_a_file(path, kind)),
         };
     }
     Err(refused(path, "no such member"))
-}
-
-/// Prints, from a fresh scan of the stream, the file that hardlink `link` links to.
-pub fn cat_link_target(
-    input: impl Read,
-    link: &[u8],
-    target: &[u8],
-    out: &mut dyn Write,
-) -> Result<(), ArchiveError> {
-    let about_target = |why: &dyn std::fmt::Display| {
-        let shown = RelPath::from_bytes(target.to_vec());
-        refused(link, format!("a hardlink to {shown}: {why}"))
-    };
-    match cat_stream(input, target, out) {
-        Ok(Scanned::Printed) => Ok(()),
-        Ok(Scanned::HardLink(_)) => Err(about_target(&"not a regular file but a hardlink")),
-        Err(ArchiveError::Member { why, .. }) => Err(about_target(&why)),
-        Err(e) => Err(e),
-    }
 }
