@@ -1,9 +1,11 @@
 //! Zero copy on XFS: pack clones file data into the archive and unpack clones it out,
-//! so neither grows the filesystem by the data's size.
+//! so neither grows the filesystem by the data's size; with `--reflink=never` neither
+//! the archive nor an unpacked file shares a block with anything.
 
 use crate::common::compare::assert_same_tree;
-use crate::common::mount::mount_image;
-use crate::common::{build, scratch_in, skip, skip_unless_root};
+use crate::common::extents::shared_bytes;
+use crate::common::mount::{mount_image, Mounted};
+use crate::common::{build, scratch_in, skip, skip_unless_root, Scratch};
 use crate::{ferry, pack};
 
 /// Bytes in use on the filesystem at `path`, after writing back what is pending (XFS
@@ -14,22 +16,31 @@ fn used_bytes(path: &std::path::Path) -> u64 {
     (st.f_blocks - st.f_bfree) * st.f_frsize
 }
 
-#[test]
-fn pack_and_unpack_clone_on_xfs() {
+/// A 1 GiB XFS image with reflink, or `None` (after saying why) when it cannot be had.
+fn xfs() -> Option<Mounted> {
     if skip_unless_root() {
-        return;
+        return None;
     }
-    let m = match mount_image(1 << 30, "mkfs.xfs", &["-q", "-m", "reflink=1"]) {
-        Ok(m) => m,
-        Err(why) => return skip(&why),
-    };
+    mount_image(1 << 30, "mkfs.xfs", &["-q", "-m", "reflink=1"])
+        .map_err(|why| skip(&why))
+        .ok()
+}
+
+/// Sixteen 4 MiB files and one that ends mid-block (its tail is written, not cloned).
+fn files_to_clone(m: &Mounted) -> Scratch {
     let s = scratch_in(m.path());
     build::mkdirs(&s.src);
     for i in 0..16 {
-        // 4 MiB each, and one that ends mid-block (its tail is written, not cloned).
         build::write(&s.src.join(format!("f{i}")), &build::pattern(i, 4 << 20));
     }
     build::write(&s.src.join("odd"), &build::pattern(99, (1 << 20) + 123));
+    s
+}
+
+#[test]
+fn pack_and_unpack_clone_on_xfs() {
+    let Some(m) = xfs() else { return };
+    let s = files_to_clone(&m);
     let archive = m.path().join("a.far");
     let before = used_bytes(m.path());
     let r = pack(&s.src, &archive, &["--json", "--reflink=always"]);
@@ -50,4 +61,28 @@ fn pack_and_unpack_clone_on_xfs() {
         "unpack wrote {grew} bytes: data was copied, not cloned"
     );
     assert_same_tree(&s.src, &s.dst);
+}
+
+#[test]
+fn reflink_never_shares_no_block_on_xfs() {
+    let Some(m) = xfs() else { return };
+    let s = files_to_clone(&m);
+    // Small files too: `copy_file_range` would clone a whole small file on XFS.
+    build::write(&s.src.join("small"), b"a few bytes");
+    let never = m.path().join("never.far");
+    let r = pack(&s.src, &never, &["--json", "--reflink=never"]);
+    assert_eq!(r.json().count("cloned"), 0);
+    assert_eq!(shared_bytes(&never).expect("extent map"), 0, "{r}");
+    // Unpacked from an archive whose data could be cloned out.
+    let cloned = m.path().join("cloned.far");
+    pack(&s.src, &cloned, &["--json"]).assert_ok();
+    assert!(shared_bytes(&cloned).expect("extent map") > 0);
+    let r = ferry(&[&"unpack", &"--json", &"--reflink=never", &cloned, &s.dst]);
+    r.assert_ok();
+    assert_eq!(r.json().count("cloned"), 0);
+    assert_same_tree(&s.src, &s.dst);
+    for name in ["f0", "f15", "odd", "small"] {
+        let shared = shared_bytes(&s.dst.join(name)).expect("extent map");
+        assert_eq!(shared, 0, "{name} shares {shared} bytes with another file");
+    }
 }

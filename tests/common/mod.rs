@@ -11,7 +11,7 @@ pub mod nobody;
 pub mod run;
 pub mod trees;
 
-pub use ferry_testkit::{is_root, mount, skip, skip_unless_root};
+pub use ferry_testkit::{extents, is_root, mount, skip, skip_unless_root};
 
 /// A fresh temporary directory holding `src/` (created) and the path `dst` (not created).
 pub struct Scratch {

@@ -1,10 +1,12 @@
 //! Cloning: on a loop-mounted XFS image with reflink (root, mkfs.xfs), the default and
 //! `--reflink=always` clone every file with data, using almost no new space, and
-//! `--reflink=never` clones nothing; a copy from
+//! `--reflink=never` clones nothing: no copied file shares a block with its source,
+//! not even one moved by `copy_file_range` (which clones on XFS); a copy from
 //! XFS to another filesystem falls back to copying; on a filesystem that cannot clone,
 //! `--reflink=always` fails with one error line per file.
 
 use crate::common::build::*;
+use crate::common::extents::shared_bytes;
 use crate::common::mount::{mount_image, Mounted};
 use crate::common::run::copy;
 use crate::common::{copy_exact, scratch, scratch_in, skip, trees, Scratch};
@@ -30,9 +32,15 @@ fn used_bytes(path: &Path) -> u64 {
     (st.f_blocks - st.f_bfree) * st.f_frsize
 }
 
+/// The copied files with data, by name below the copy's root.
+const WITH_DATA: [&str; 6] = [
+    "sub/mib0", "sub/mib1", "sub/mib2", "sub/mib3", "small", "odd_tail",
+];
+
 /// Copies `s` with `args` and checks: exact copy, `cloned` files cloned and the others
-/// (the empty one included) copied, and, when everything with data was cloned, the
-/// filesystem barely fuller (cloned data takes no new blocks).
+/// (the empty one included) copied, each file sharing blocks exactly when it was
+/// cloned, and, when everything with data was cloned, the filesystem barely fuller
+/// (cloned data takes no new blocks).
 fn copy_cloning(s: &Scratch, args: &[&str], cloned: u64) {
     let before = used_bytes(&s.src);
     let summary = copy_exact(s, args);
@@ -47,6 +55,14 @@ fn copy_cloning(s: &Scratch, args: &[&str], cloned: u64) {
         "{args:?}: files copied: {}",
         summary.0
     );
+    for name in WITH_DATA {
+        let shared = shared_bytes(&s.dst.join(name)).expect("extent map");
+        assert_eq!(
+            shared > 0,
+            cloned > 0,
+            "{args:?}: {name} shares {shared} bytes with another file"
+        );
+    }
     let grown = used_bytes(&s.src).saturating_sub(before);
     if cloned > 0 {
         assert!(

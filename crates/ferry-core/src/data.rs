@@ -27,7 +27,7 @@ pub enum Reflink {
     Auto,
     /// Clone or fail.
     Always,
-    /// Never clone.
+    /// Never clone, nor let the kernel clone (no `copy_file_range`, which may).
     Never,
 }
 
@@ -139,10 +139,14 @@ impl Mover {
     /// Kernel copies are used only when nothing needs to see the `len` bytes: without a
     /// hash there is nothing to hash, and with holes off, or less than a block to move,
     /// there is no zero block to look for. (A small file then costs one call and one
-    /// copy in the kernel instead of a read and a write through memory.)
+    /// copy in the kernel instead of a read and a write through memory.) Never when
+    /// clones are off: on XFS and btrfs `copy_file_range` shares blocks where it can,
+    /// and `--reflink=never` promises a copy with blocks of its own (as GNU cp's does,
+    /// which reads and writes then too).
     fn may_kernel_copy(&self, hash: bool, len: u64) -> bool {
         (self.sparse == Sparse::Never || len < BLOCK as u64)
             && !hash
+            && self.reflink != Reflink::Never
             && !self.kernel_copy_refused.load(Relaxed)
     }
 

@@ -1,7 +1,9 @@
 //! Test support shared by every ferry crate's tests: whether they run as root, how a
-//! test says it cannot run here (a failure under CI), and scratch filesystems
-//! (loop-mounted images, ramfs) for tests that need a real disk or a particular kind.
+//! test says it cannot run here (a failure under CI), scratch filesystems (loop-mounted
+//! images, ramfs) for tests that need a real disk or a particular kind, and a file's
+//! extent map (whether its blocks are shared with another file).
 
+pub mod extents;
 pub mod mount;
 
 /// Whether the tests run as root (device nodes, chown, trusted.* xattrs, loop mounts).
