@@ -11,6 +11,8 @@ command -v mkfs.btrfs >/dev/null || need_pkgs+=(btrfs-progs)
 command -v bsdtar >/dev/null || need_pkgs+=(libarchive-tools)
 command -v setpriv >/dev/null || need_pkgs+=(util-linux)
 command -v zstd >/dev/null || need_pkgs+=(zstd)
+command -v xz >/dev/null || need_pkgs+=(xz-utils)
+command -v bzip2 >/dev/null || need_pkgs+=(bzip2)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need_pkgs[*]}"

@@ -2,6 +2,7 @@
 
 use crate::archive_out::ArchiveOut;
 use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
+use crate::compression::{decompressed, is_compressed, HEAD_LEN};
 use crate::job::Job;
 use crate::progress;
 use anyhow::Context;
@@ -12,7 +13,7 @@ use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
 use ferry_core::entry::write_escaped;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::ExitCode;
@@ -62,7 +63,7 @@ pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// An input archive: a plain file (read through its index when it has one) or a
-/// stream, decompressed if its first bytes say gzip or zstd.
+/// stream, decompressed if its first bytes say so.
 enum Input {
     File(Archive),
     Stream(Box<dyn Read>),
@@ -73,33 +74,18 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
         Box::new(io::stdin().lock())
     } else {
         let f = File::open(path).with_context(|| format!("{}: open archive", path.display()))?;
-        let mut magic = [0u8; 4];
-        let n = f.read_at_most(&mut magic)?;
-        if !is_compressed(&magic[..n]) {
+        let mut head = [0u8; HEAD_LEN];
+        let n = f.read_at_most(&mut head)?;
+        if !is_compressed(&head[..n]).with_context(|| format!("{}", path.display()))? {
             return Ok(Input::File(
                 Archive::from_file(f).with_context(|| format!("{}", path.display()))?,
             ));
         }
         Box::new(f)
     };
-    Ok(Input::Stream(decompressed(raw)?))
-}
-
-/// `raw`, decompressed if its first bytes say gzip or zstd.
-fn decompressed(raw: Box<dyn Read>) -> io::Result<Box<dyn Read>> {
-    let mut buffered = BufReader::with_capacity(1 << 20, raw);
-    let magic = buffered.fill_buf()?.to_vec();
-    Ok(if magic.starts_with(&[0x1f, 0x8b]) {
-        Box::new(flate2::bufread::MultiGzDecoder::new(buffered))
-    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Box::new(zstd::stream::read::Decoder::with_buffer(buffered)?)
-    } else {
-        Box::new(buffered)
-    })
-}
-
-fn is_compressed(magic: &[u8]) -> bool {
-    magic.starts_with(&[0x1f, 0x8b]) || magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
+    Ok(Input::Stream(
+        decompressed(raw).with_context(|| format!("{}", path.display()))?,
+    ))
 }
 
 /// Reads the first bytes of a file without moving its offset.

@@ -6,6 +6,7 @@
 mod archive_cmd;
 mod archive_out;
 mod cli;
+mod compression;
 mod demo;
 mod job;
 mod progress;

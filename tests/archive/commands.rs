@@ -307,15 +307,23 @@ fn packs_to_a_pipe_and_unpacks_from_one() {
 }
 
 #[test]
-fn unpacks_gzip_and_zstd_archives() {
-    if missing("gzip") || missing("zstd") {
+fn unpacks_gzip_zstd_xz_and_bzip2_archives() {
+    let programs = [
+        ("gzip", "gz"),
+        ("zstd", "zst"),
+        ("xz", "xz"),
+        ("bzip2", "bz2"),
+    ];
+    if programs.iter().any(|(program, _)| missing(program)) {
         return;
     }
     let s = scratch();
     trees::mixed(&s.src);
     let plain = s.tmp.path().join("a.tar");
     pack(&s.src, &plain, &[]);
-    for (program, suffix) in [("gzip", "gz"), ("zstd", "zst")] {
+    let listing = ferry(&[&"ls", &plain]);
+    listing.assert_ok();
+    for (program, suffix) in programs {
         let packed = s.tmp.path().join(format!("a.tar.{suffix}"));
         let status = Command::new(program)
             .arg("-c")
@@ -326,6 +334,7 @@ fn unpacks_gzip_and_zstd_archives() {
         let dst = s.tmp.path().join(format!("out-{suffix}"));
         ferry(&[&"unpack", &packed, &dst]).assert_ok();
         assert_same_tree(&s.src, &dst);
+        assert_eq!(ferry(&[&"ls", &packed]).stdout, listing.stdout, "{program}");
         // The same from standard input.
         let dst = s.tmp.path().join(format!("stdin-{suffix}"));
         let out = Command::new(FERRY)
@@ -341,6 +350,72 @@ fn unpacks_gzip_and_zstd_archives() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_same_tree(&s.src, &dst);
+    }
+}
+
+#[test]
+fn what_is_not_an_archive_is_named_and_nothing_is_made() {
+    let s = scratch();
+    let empty = s.tmp.path().join("empty.tar");
+    std::fs::write(&empty, b"").expect("write");
+    let text = s.tmp.path().join("notes.txt");
+    std::fs::write(&text, "not an archive\n".repeat(100)).expect("write");
+    let dst = s.tmp.path().join("dst");
+    for (archive, why) in [
+        (&empty, "not a tar archive: the input is empty"),
+        (&text, "not a tar archive: no tar header at its start"),
+    ] {
+        for r in [
+            ferry(&[&"unpack", archive, &dst]),
+            ferry(&[&"ls", archive]),
+            ferry(&[&"cat", archive, &"x"]),
+        ] {
+            r.assert_status(2);
+            let said = format!("{}: archive offset 0: {why}", archive.display());
+            assert!(r.stderr.contains(&said), "{r}");
+        }
+        // From standard input too.
+        let out = Command::new(FERRY)
+            .arg("unpack")
+            .arg("-")
+            .arg(&dst)
+            .stdin(std::fs::File::open(archive).expect("open"))
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(why));
+        assert!(
+            !dst.exists(),
+            "unpack of {} made its destination",
+            archive.display()
+        );
+    }
+}
+
+#[test]
+fn compressions_it_does_not_read_are_named() {
+    let s = scratch();
+    for (name, magic, says) in [
+        ("a.tar.lz4", &b"\x04\x22\x4d\x18\x64\x40"[..], "lz4 -dc"),
+        ("a.tar.lz", b"LZIP\x01\x0c", "lzip -dc"),
+        ("a.tar.Z", b"\x1f\x9d\x90", "gzip -dc"),
+    ] {
+        let archive = s.tmp.path().join(name);
+        std::fs::write(&archive, [magic, &[0u8; 600][..]].concat()).expect("write");
+        let dst = s.tmp.path().join("dst");
+        for r in [
+            ferry(&[&"unpack", &archive, &dst]),
+            ferry(&[&"ls", &archive]),
+        ] {
+            r.assert_status(2);
+            assert!(
+                r.stderr
+                    .contains(&format!("{}: compressed with", archive.display()))
+                    && r.stderr.contains(says),
+                "{name}: {r}"
+            );
+        }
+        assert!(!dst.exists(), "{name}: unpack made its destination");
     }
 }
 

@@ -540,13 +540,19 @@ pub fn unpack_stream(
     reporter: &dyn Reporter,
 ) -> Result<(), ArchiveError> {
     let mover = Mover::new(opts.reflink, opts.sparse);
+    let mut reader = Reader::new(input);
+    // Nothing is made before the input shows it is an archive.
+    let mut first = Some(reader.next_entry()?);
     // One worker: this thread.
     let ex = Extractor::new(dst, &mover, opts, 1, stats, reporter)?;
-    let mut reader = Reader::new(input);
     let mut dirs = Vec::new();
     let mut cache = DirCache::new();
     let result = loop {
-        let t = match reader.next_entry() {
+        let next = match first.take() {
+            Some(entry) => Ok(entry),
+            None => reader.next_entry(),
+        };
+        let t = match next {
             Ok(Some(t)) => t,
             Ok(None) => break Ok(()),
             Err(e) => break Err(e.into()),

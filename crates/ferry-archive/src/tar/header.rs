@@ -216,7 +216,7 @@ pub(crate) fn is_zero(bytes: &[u8]) -> bool {
 
 /// Whether the header checksum matches the unsigned or the signed byte sum (old BSD,
 /// Solaris and HP-UX tars summed signed bytes; GNU tar and libarchive accept both).
-fn checksum_ok(block: &Block) -> bool {
+pub(crate) fn checksum_ok(block: &Block) -> bool {
     let Some(recorded) = parse_octal(block.get(148..156).unwrap_or_default()) else {
         return false;
     };

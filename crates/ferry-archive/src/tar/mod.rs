@@ -74,6 +74,15 @@ pub use reader::{DataReader, Reader};
 /// The tar block size: headers are one block, data is padded to a whole block.
 pub const BLOCK_SIZE: u64 = 512;
 
+/// Whether `bytes` start with a tar header block whose checksum holds: what every
+/// archive with a member starts with, and what compressed data does not (whatever its
+/// first bytes look like).
+pub fn starts_with_header(bytes: &[u8]) -> bool {
+    bytes
+        .first_chunk::<{ BLOCK_SIZE as usize }>()
+        .is_some_and(header::checksum_ok)
+}
+
 /// Largest pax extended header (`x` or `g`) body accepted, in bytes.
 pub const MAX_PAX_HEADER: u64 = 1 << 20;
 

@@ -135,7 +135,13 @@ impl<R: Read> Reader<R> {
             if header::is_zero(&block) {
                 return self.end_marker(&pending, at);
             }
-            let header = Header::parse(&block).map_err(|k| TarError::new(at, k))?;
+            let header = Header::parse(&block).map_err(|k| match (at, k) {
+                (0, TarErrorKind::BadChecksum) => TarError::new(
+                    at,
+                    TarErrorKind::Invalid("not a tar archive: no tar header at its start"),
+                ),
+                (_, k) => TarError::new(at, k),
+            })?;
             match header.typeflag() {
                 b'x' | b'X' => pending.pax = Some(self.read_pax(&header, at, &pending.pax)?),
                 b'L' => {
@@ -159,10 +165,18 @@ impl<R: Read> Reader<R> {
         }
     }
 
-    /// The stream ended where a header would start.
+    /// The stream ended where a header would start. (GNU tar and bsdtar accept an
+    /// archive without its end-of-archive blocks, and so does this reader; but nothing at
+    /// all is not an archive, for GNU tar either: most likely a copy or a download that
+    /// failed.)
     fn end_without_marker(&mut self, pending: &Pending) -> Result<Option<TarEntry>, TarError> {
         if !pending.is_empty() {
             return Err(self.error(TarErrorKind::UnexpectedEof));
+        }
+        if self.offset == 0 {
+            return Err(self.error(TarErrorKind::Invalid(
+                "not a tar archive: the input is empty",
+            )));
         }
         self.state = State::Done;
         Ok(None)

@@ -37,6 +37,25 @@ fn bad_checksum() {
 }
 
 #[test]
+fn nothing_or_no_header_at_the_start_is_not_an_archive() {
+    let e = assert_err!(Vec::<u8>::new(), 0, TarErrorKind::Invalid(_));
+    assert_eq!(
+        e.to_string(),
+        "archive offset 0: not a tar archive: the input is empty"
+    );
+    let mut a = Archive::default().file(b"a", b"hello").end().bytes();
+    a[1] = b'Z';
+    let e = assert_err!(a, 0, TarErrorKind::Invalid(_));
+    assert_eq!(
+        e.to_string(),
+        "archive offset 0: not a tar archive: no tar header at its start"
+    );
+    // Two zero blocks alone are an archive of nothing, as are members without them.
+    assert!(paths(&[0u8; 1024]).is_empty());
+    assert_eq!(paths(&Archive::default().file(b"a", b"x").bytes()), [b"a"]);
+}
+
+#[test]
 fn non_octal_numbers() {
     for (at, field) in [
         (124, &b"00000000019\0"[..]),

@@ -1,0 +1,125 @@
+//! Compressed archives: which compression an input's first bytes name, and a reader that
+//! undoes it. gzip, zstd, xz and bzip2 are read (each also when several streams follow
+//! one another, as `cat a.gz b.gz` makes); lz4, lzip and compress (`.Z`) are recognised
+//! only to say so, with the command that decompresses them, instead of failing later on
+//! bytes that are not tar headers.
+
+use std::io::{self, BufReader, Read};
+
+/// A compression ferry reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Compression {
+    Gzip,
+    Zstd,
+    Xz,
+    Bzip2,
+}
+
+/// The first bytes that name each compression ferry reads (gzip's with its one method,
+/// deflate; bzip2's with a block size and the start of a block or of the end).
+const READ: [(&[u8], Compression); 4] = [
+    (&[0x1f, 0x8b, 0x08], Compression::Gzip),
+    (&[0x28, 0xb5, 0x2f, 0xfd], Compression::Zstd),
+    (&[0xfd, b'7', b'z', b'X', b'Z', 0x00], Compression::Xz),
+    (b"BZh", Compression::Bzip2),
+];
+
+/// The first bytes of compressions ferry does not read: their name, and the command
+/// that decompresses them to standard output.
+const NOT_READ: [(&[u8], &str, &str); 3] = [
+    (&[0x04, 0x22, 0x4d, 0x18], "lz4", "lz4 -dc"),
+    (b"LZIP", "lzip", "lzip -dc"),
+    (&[0x1f, 0x9d], "compress (.Z)", "gzip -dc"),
+];
+
+/// How many first bytes to look at: a whole tar header block.
+pub const HEAD_LEN: usize = ferry_archive::tar::BLOCK_SIZE as usize;
+
+/// The compression `head` (an input's first bytes, up to [`HEAD_LEN`]) names: none if
+/// it is a tar header (whatever its first bytes look like), an error naming it when
+/// ferry does not read it.
+fn of(head: &[u8]) -> io::Result<Option<Compression>> {
+    if ferry_archive::tar::starts_with_header(head) {
+        return Ok(None);
+    }
+    if let Some((_, name, command)) = NOT_READ.iter().find(|(m, ..)| head.starts_with(m)) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "compressed with {name}, which ferry does not read: \
+                 decompress it first (`{command}`), and pipe that in as -"
+            ),
+        ));
+    }
+    Ok(READ
+        .iter()
+        .find(|(m, c)| head.starts_with(m) && (*c != Compression::Bzip2 || is_bzip2(head)))
+        .map(|&(_, c)| c))
+}
+
+/// Whether `head`, which starts `BZh`, goes on as bzip2 does: a block size digit, then
+/// a block's magic (the digits of pi) or the end's (those of the square root of pi).
+fn is_bzip2(head: &[u8]) -> bool {
+    matches!(head.get(3), Some(b'1'..=b'9'))
+        && head.get(4..10).is_some_and(|m| {
+            m == [0x31, 0x41, 0x59, 0x26, 0x53, 0x59] || m == [0x17, 0x72, 0x45, 0x38, 0x50, 0x90]
+        })
+}
+
+/// Whether an input starting with `head` is compressed (an error for a compression
+/// ferry does not read).
+pub fn is_compressed(head: &[u8]) -> io::Result<bool> {
+    of(head).map(|c| c.is_some())
+}
+
+/// `raw`, decompressed as its first bytes say.
+pub fn decompressed(mut raw: Box<dyn Read>) -> io::Result<Box<dyn Read>> {
+    // A pipe may hand over fewer bytes than asked: read the whole first block.
+    let mut head = Vec::with_capacity(HEAD_LEN);
+    (&mut raw).take(HEAD_LEN as u64).read_to_end(&mut head)?;
+    let compression = of(&head)?;
+    let buffered = BufReader::with_capacity(1 << 20, io::Cursor::new(head).chain(raw));
+    Ok(match compression {
+        None => Box::new(buffered),
+        Some(Compression::Gzip) => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
+        Some(Compression::Zstd) => Box::new(zstd::stream::read::Decoder::with_buffer(buffered)?),
+        Some(Compression::Xz) => Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(buffered)),
+        Some(Compression::Bzip2) => Box::new(bzip2::bufread::MultiBzDecoder::new(buffered)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_bytes_name_the_compression() {
+        assert_eq!(of(&[0x1f, 0x8b, 8, 0]).unwrap(), Some(Compression::Gzip));
+        assert_eq!(of(b"BZh91AY&SY").unwrap(), Some(Compression::Bzip2));
+        assert_eq!(of(b"\xfd7zXZ\0").unwrap(), Some(Compression::Xz));
+        // Cut short, or only alike: not taken for compressed data.
+        assert_eq!(of(b"\xfd7zX").unwrap(), None);
+        assert_eq!(of(b"BZh9 and more").unwrap(), None);
+        assert_eq!(of(b"./a\0\0\0").unwrap(), None);
+        assert_eq!(of(b"").unwrap(), None);
+        let err = of(b"LZIP\x01").unwrap_err();
+        assert!(err.to_string().contains("lzip"), "{err}");
+    }
+
+    #[test]
+    fn a_tar_header_is_tar_whatever_its_name_starts_with() {
+        // A member named like lzip's magic, in a real header with its checksum.
+        let mut block = [0u8; HEAD_LEN];
+        block[..8].copy_from_slice(b"LZIPfile");
+        block[100..108].copy_from_slice(b"0000644\0");
+        block[124..136].copy_from_slice(b"00000000000\0");
+        block[156] = b'0';
+        block[148..156].fill(b' ');
+        let sum: u32 = block.iter().map(|&b| u32::from(b)).sum();
+        block[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        assert_eq!(of(&block).unwrap(), None);
+        // The same bytes with a broken checksum are lzip's.
+        block[148] = b'7';
+        assert!(of(&block).is_err());
+    }
+}
