@@ -184,13 +184,12 @@ fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> 
     };
     writeln!(
         out,
-        "{} {}/{} {:>12} {}.{:09} {}{link}",
+        "{} {}/{} {:>12} {} {}{link}",
         mode_string(m.kind, m.mode),
         m.uid,
         m.gid,
         m.size,
-        m.mtime.0,
-        m.mtime.1,
+        crate::utc::date_time(m.mtime.0, m.mtime.1),
         escaped(&m.path)
     )
 }

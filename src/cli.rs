@@ -75,7 +75,7 @@ pub struct UnpackArgs {
 pub struct LsArgs {
     /// The archive (`-` for standard input).
     pub archive: PathBuf,
-    /// Long form: mode, owner, size, mtime.
+    /// Long form: mode, owner and group ids, size, mtime (UTC, to the nanosecond).
     #[arg(short = 'l', long)]
     pub long: bool,
 }

@@ -11,6 +11,7 @@ mod demo;
 mod job;
 mod progress;
 mod report;
+mod utc;
 
 use clap::Parser;
 use cli::{Cli, Command, CopyArgs};

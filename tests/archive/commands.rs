@@ -8,6 +8,7 @@ use crate::{ferry, missing, pack, pack_and_unpack};
 use ferry_archive::index::Kind;
 use ferry_archive::read::Archive;
 use std::ffi::OsStr;
+use std::os::unix::fs::MetadataExt;
 use std::process::{Command, Stdio};
 use xxhash_rust::xxh3::xxh3_128;
 
@@ -158,11 +159,23 @@ fn ls_lists_every_member_and_cat_prints_one() {
     );
     assert!(listed.contains(&"holey"));
     let long = ferry(&[&"ls", &"-l", &archive]);
+    // The mtime in UTC to the nanosecond, the date as GNU date gives it.
+    let meta = std::fs::symlink_metadata(s.src.join("setuid")).expect("stat");
+    let date = Command::new("date")
+        .args(["-u", "+%F %T", "-d"])
+        .arg(format!("@{}", meta.mtime()))
+        .output()
+        .expect("run date");
+    let when = format!(
+        "{}.{:09}",
+        String::from_utf8_lossy(&date.stdout).trim(),
+        meta.mtime_nsec()
+    );
     assert!(
         long.stdout
             .lines()
-            .any(|l| l.starts_with("-rwsr-xr-x") && l.ends_with("setuid")),
-        "{}",
+            .any(|l| l.starts_with("-rwsr-xr-x") && l.contains(&when) && l.ends_with("setuid")),
+        "no line for setuid at {when}: {}",
         long.stdout
     );
 
