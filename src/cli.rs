@@ -22,8 +22,8 @@ pub enum Command {
     /// Pack the tree SRC into a ferry archive (a tar with 4 KiB-aligned data and an
     /// index). ARCHIVE `-` writes to standard output.
     Pack(PackArgs),
-    /// Unpack an archive (ferry's, or any tar; gzip or zstd compressed ones too) into
-    /// DST. ARCHIVE `-` reads standard input.
+    /// Unpack an archive (ferry's, or any tar; compressed with gzip, zstd, xz or bzip2
+    /// too) into DST. ARCHIVE `-` reads standard input.
     Unpack(UnpackArgs),
     /// List an archive's members (from the index of a ferry archive).
     Ls(LsArgs),
@@ -155,7 +155,8 @@ pub enum ReflinkArg {
     Auto,
     /// Clone or fail.
     Always,
-    /// Never clone.
+    /// Never clone: every block is copied (not by `copy_file_range` either, which may
+    /// clone)
     Never,
 }
 
