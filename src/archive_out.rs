@@ -1,24 +1,31 @@
 //! The archive file `ferry pack` writes.
 //!
 //! Where the archive's path names a regular file, or nothing yet, the archive is
-//! written under a temporary name beside it (`.NAME.XXXXXX.partial`) and renamed over
-//! it only once complete. A pack that fails (a source that cannot be read, a full
-//! disk) leaves an archive that was there as it was, and no partial one where there
-//! was none; truncating first, as tar does, would lose the old archive to a typo in
-//! the source's name. A replaced archive's mode is kept, and its owner when root.
+//! written into a file without a name (`O_TMPFILE`) in the same directory, which is
+//! given its name only once complete: linked in under the archive's path, or, to
+//! replace an archive that is there, linked in beside it and renamed over it. A pack
+//! that fails (a source that cannot be read, a full disk) or is killed (even with
+//! `kill -9`) leaves an archive that was there as it was, and nothing where there was
+//! none: the kernel frees a file without a name when it is closed. Truncating first,
+//! as tar does, would lose the old archive to a typo in the source's name. A replaced
+//! archive's mode is kept, and its owner when root.
 //!
-//! Told to stop (SIGINT, SIGTERM, SIGHUP) before the archive is complete, ferry
-//! removes the temporary file and exits with status 130; killed outright, it leaves it
-//! (as it would a signal in the microseconds between creating the file and noting its
-//! name).
+//! On a filesystem without `O_TMPFILE`, the file is made under a temporary name beside
+//! the archive (`.NAME.XXXXXX.partial`) instead. Told to stop (SIGINT, SIGTERM, SIGHUP)
+//! before the archive is complete, ferry removes it and exits with status 130; killed
+//! outright, it leaves it.
 //!
 //! Anything else the path names (a symlink, a device, a fifo, or a file with other
 //! hard links, which would stop sharing it) is written in place, as tar does.
 
 use anyhow::Context;
 use ferry_core::entry::InodeKey;
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, CWD};
+use rustix::io::Errno;
+use std::ffi::OsString;
 use std::fs::{File, Permissions};
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -53,6 +60,12 @@ pub struct ArchiveOut {
 }
 
 enum Target {
+    /// Written without a name, linked in when done.
+    Unnamed {
+        file: File,
+        /// The directory it is linked into.
+        dir: OwnedFd,
+    },
     /// Written under a temporary name, renamed over `path` when done.
     Beside(NamedTempFile),
     /// Written at `path` itself.
@@ -75,15 +88,13 @@ impl ArchiveOut {
             _ => {
                 // Before the file exists, so no signal finds it there unhandled.
                 ctrlc::set_handler(on_interrupt).context("handle interrupts")?;
-                Target::Beside(
-                    beside(path, old.as_ref())
-                        .with_context(|| format!("{}: create archive", path.display()))?,
-                )
+                new_target(path, old.as_ref())
+                    .with_context(|| format!("{}: create archive", path.display()))?
             }
         };
         let replaces = match (&target, &old) {
-            (Target::Beside(_), Some(m)) => Some(InodeKey::of_metadata(m)),
-            _ => None,
+            (Target::InPlace(_), _) => None,
+            (_, old) => old.as_ref().map(InodeKey::of_metadata),
         };
         Ok(ArchiveOut {
             path: path.to_path_buf(),
@@ -95,8 +106,8 @@ impl ArchiveOut {
     /// The file to write.
     pub fn file(&self) -> &File {
         match &self.target {
+            Target::Unnamed { file, .. } | Target::InPlace(file) => file,
             Target::Beside(temp) => temp.as_file(),
-            Target::InPlace(file) => file,
         }
     }
 
@@ -110,6 +121,8 @@ impl ArchiveOut {
     /// The archive is complete: puts it at its path.
     pub fn commit(self) -> anyhow::Result<()> {
         match self.target {
+            Target::Unnamed { file, dir } => link_in(&file, &dir, &self.path)
+                .with_context(|| format!("{}: put archive in place", self.path.display())),
             Target::Beside(temp) => {
                 let persisted = temp.persist(&self.path);
                 remove_on_interrupt(None);
@@ -123,29 +136,110 @@ impl ArchiveOut {
     }
 }
 
-/// A temporary file in `path`'s directory, with the mode (and, when root, the owner)
-/// of the file `old` it is to replace; a new file's mode is 0666 less the umask.
-fn beside(path: &Path, old: Option<&std::fs::Metadata>) -> io::Result<NamedTempFile> {
-    let dir = match path.parent() {
+/// The directory `path` is in.
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
+    }
+}
+
+/// A file to write the archive for `path` into, with the mode (and, when root, the
+/// owner) of the file `old` it is to replace; a new file's mode is 0666 less the umask.
+/// Without a name where the filesystem allows, else under a temporary one.
+fn new_target(path: &Path, old: Option<&std::fs::Metadata>) -> io::Result<Target> {
+    let target = match unnamed(dir_of(path))? {
+        Some((file, dir)) => Target::Unnamed { file, dir },
+        None => Target::Beside(beside(path)?),
     };
-    let mut prefix = std::ffi::OsString::from(".");
-    prefix.push(path.file_name().unwrap_or_default());
-    prefix.push(".");
-    let temp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".partial")
-        .permissions(Permissions::from_mode(0o666))
-        .tempfile_in(dir)?;
-    remove_on_interrupt(Some(temp.path().to_path_buf()));
+    let file = match &target {
+        Target::Unnamed { file, .. } | Target::InPlace(file) => file,
+        Target::Beside(temp) => temp.as_file(),
+    };
     if let Some(m) = old {
         if rustix::process::geteuid().is_root() {
-            std::os::unix::fs::fchown(temp.as_file(), Some(m.uid()), Some(m.gid()))?;
+            std::os::unix::fs::fchown(file, Some(m.uid()), Some(m.gid()))?;
         }
         // After the owner: a chown clears setuid and setgid bits.
-        temp.as_file()
-            .set_permissions(Permissions::from_mode(m.mode() & 0o7777))?;
+        file.set_permissions(Permissions::from_mode(m.mode() & 0o7777))?;
     }
+    Ok(target)
+}
+
+/// A file without a name in `dir`, and `dir` opened, or `None` where the filesystem
+/// (or the kernel) cannot make one, or `/proc` is not there to give it a name later.
+fn unnamed(dir: &Path) -> io::Result<Option<(File, OwnedFd)>> {
+    let dir_fd = rfs::open(
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let file = match rfs::openat(
+        &dir_fd,
+        ".",
+        OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o666),
+    ) {
+        Ok(fd) => File::from(fd),
+        Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if std::fs::read_link(proc_path(&file)).is_err() {
+        return Ok(None);
+    }
+    Ok(Some((file, dir_fd)))
+}
+
+/// `/proc/self/fd/N` for `file`: linking it gives the file behind it a name.
+fn proc_path(file: &File) -> String {
+    format!("/proc/self/fd/{}", file.as_raw_fd())
+}
+
+/// Gives the unnamed `file` in `dir` the name of `path`: linked in directly where
+/// nothing has that name, else under a temporary name beside it and renamed over it.
+fn link_in(file: &File, dir: &OwnedFd, path: &Path) -> io::Result<()> {
+    let name = path.file_name().unwrap_or_default();
+    let link =
+        |to: &std::ffi::OsStr| rfs::linkat(CWD, proc_path(file), dir, to, AtFlags::SYMLINK_FOLLOW);
+    match link(name) {
+        Err(Errno::EXIST) => {}
+        done => return Ok(done?),
+    }
+    let temp = loop {
+        let mut temp = partial_prefix(path);
+        temp.push(
+            std::iter::repeat_with(fastrand::alphanumeric)
+                .take(6)
+                .collect::<String>(),
+        );
+        temp.push(".partial");
+        match link(&temp) {
+            Err(Errno::EXIST) => continue,
+            done => break done.map(|()| temp)?,
+        }
+    };
+    rfs::renameat(dir, &temp, dir, name).inspect_err(|_| {
+        let _ = rfs::unlinkat(dir, &temp, AtFlags::empty());
+    })?;
+    Ok(())
+}
+
+/// `.NAME.`: how a temporary name for the archive at `path` starts.
+fn partial_prefix(path: &Path) -> OsString {
+    let mut prefix = OsString::from(".");
+    prefix.push(path.file_name().unwrap_or_default());
+    prefix.push(".");
+    prefix
+}
+
+/// A temporary file named `.NAME.XXXXXX.partial` in `path`'s directory, removed if the
+/// process is told to stop.
+fn beside(path: &Path) -> io::Result<NamedTempFile> {
+    let temp = tempfile::Builder::new()
+        .prefix(&partial_prefix(path))
+        .suffix(".partial")
+        .permissions(Permissions::from_mode(0o666))
+        .tempfile_in(dir_of(path))?;
+    remove_on_interrupt(Some(temp.path().to_path_buf()));
     Ok(temp)
 }

@@ -355,13 +355,8 @@ fn unpacks_gzip_zstd_xz_and_bzip2_archives() {
             .arg("-")
             .arg(&dst)
             .stdin(std::fs::File::open(&packed).expect("open"))
-            .output()
-            .expect("run");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .output();
+        assert_succeeded(out);
         assert_same_tree(&s.src, &dst);
     }
 }
@@ -567,55 +562,146 @@ fn a_pack_replaces_an_archive_only_once_complete() {
     assert_eq!(members(&archive), ["./", "a", "b", "c"]);
 }
 
-#[test]
-fn an_interrupted_pack_removes_its_partial_file() {
-    // Told to stop once its temporary file is there, pack removes it, leaves the
-    // archive it would have replaced, and exits with 130.
-    let s = scratch();
-    let archive = s.tmp.path().join("out.far");
-    build::write(&archive, b"the old archive");
+/// Runs `pack` (the command `pack_cmd` makes, with the source and archive paths as its
+/// last arguments) over a source large enough that it is still packing when
+/// `writing(pid)` says it has started writing the archive, then sends it `signal`, and
+/// returns how it ended. The archive at `archive` holds "the old archive" before.
+fn pack_interrupted(
+    s: &crate::common::Scratch,
+    archive: &std::path::Path,
+    pack_cmd: impl Fn() -> Command,
+    writing: impl Fn(u32) -> bool,
+    signal: rustix::process::Signal,
+) -> std::process::Output {
     let mut files = 20_000;
+    let mut made = 0;
     loop {
-        for i in 0..files {
+        for i in made..files {
             let dir = s.src.join(format!("d{}", i % 100));
             build::mkdirs(&dir);
             build::write(&dir.join(format!("f{i}")), b"some bytes");
         }
-        let mut child = Command::new(FERRY)
-            .arg("pack")
+        made = files;
+        build::write(archive, b"the old archive");
+        let mut child = pack_cmd()
             .arg(&s.src)
-            .arg(&archive)
+            .arg(archive)
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn ferry");
-        while names_in(s.tmp.path()).len() < 3 && child.try_wait().expect("wait").is_none() {
+        while !writing(child.id()) && child.try_wait().expect("wait").is_none() {
             std::thread::yield_now();
         }
         // Past the microseconds between creating the file and noting its name.
         std::thread::sleep(std::time::Duration::from_millis(20));
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&child),
-            rustix::process::Signal::INT,
-        )
-        .expect("signal ferry");
+        let pid = rustix::process::Pid::from_child(&child);
+        rustix::process::kill_process(pid, signal).expect("signal ferry");
         let out = child.wait_with_output().expect("wait");
-        if out.status.success() {
-            // Done before the signal came: try again with more to pack.
-            assert!(files < 200_000, "pack always finished before the signal");
-            build::write(&archive, b"the old archive");
-            files *= 4;
-            continue;
+        if !out.status.success() {
+            return out;
         }
+        // Done before the signal came: try again with more to pack.
+        assert!(files < 200_000, "pack always finished before the signal");
+        files *= 4;
+    }
+}
+
+/// Checks a command ran and succeeded, showing its errors if not.
+fn assert_succeeded(out: std::io::Result<std::process::Output>) {
+    let out = out.expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Whether process `pid` has a file open in `dir` that has no name (`O_TMPFILE`).
+fn writes_unnamed_in(pid: u32, dir: &std::path::Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(Result::ok)
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|to| to.starts_with(dir) && to.to_string_lossy().ends_with(" (deleted)"))
+}
+
+#[test]
+fn an_interrupted_or_killed_pack_leaves_nothing_behind() {
+    // The archive is written without a name until complete: stopped by a signal it
+    // handles (exit 130) or killed outright, pack leaves the archive it would have
+    // replaced as it was, and nothing else.
+    use rustix::process::Signal;
+    let s = scratch();
+    let archive = s.tmp.path().join("out.far");
+    for signal in [Signal::INT, Signal::KILL] {
+        let out = pack_interrupted(
+            &s,
+            &archive,
+            || {
+                let mut pack = Command::new(FERRY);
+                pack.arg("pack");
+                pack
+            },
+            |pid| writes_unnamed_in(pid, s.tmp.path()),
+            signal,
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(130), "{stderr}");
-        assert!(stderr.contains("interrupted"), "{stderr}");
+        if signal == Signal::INT {
+            assert_eq!(out.status.code(), Some(130), "{stderr}");
+            assert!(stderr.contains("interrupted"), "{stderr}");
+        } else {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(out.status.signal(), Some(9), "{stderr}");
+        }
         assert_eq!(
             std::fs::read(&archive).expect("archive"),
             b"the old archive"
         );
-        assert_eq!(names_in(s.tmp.path()), ["out.far", "src"]);
+        assert_eq!(names_in(s.tmp.path()), ["out.far", "src"], "{signal:?}");
+    }
+}
+
+#[test]
+fn without_proc_pack_writes_under_a_temporary_name_and_removes_it_when_stopped() {
+    // Without /proc an unnamed file could not be given a name: pack writes under
+    // `.out.far.XXXXXX.partial` beside the archive instead, renames it over the
+    // archive when complete, and removes it when told to stop.
+    if crate::common::skip_unless_root() || missing("unshare") {
         return;
     }
+    let s = scratch();
+    let archive = s.tmp.path().join("out.far");
+    let without_proc = || {
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg("umount -l /proc && exec \"$0\" pack \"$@\"")
+            .arg(FERRY);
+        cmd
+    };
+    let out = pack_interrupted(
+        &s,
+        &archive,
+        without_proc,
+        |_| {
+            names_in(s.tmp.path())
+                .iter()
+                .any(|n| n.ends_with(".partial"))
+        },
+        rustix::process::Signal::INT,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&archive).expect("archive"),
+        b"the old archive"
+    );
+    assert_eq!(names_in(s.tmp.path()), ["out.far", "src"]);
+    // Left to finish, the archive replaces the old one, and nothing else is left.
+    assert_succeeded(without_proc().arg(&s.src).arg(&archive).output());
+    assert_eq!(names_in(s.tmp.path()), ["out.far", "src"]);
+    assert!(members(&archive).len() > 20_000);
 }
 
 #[test]
