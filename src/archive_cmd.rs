@@ -70,8 +70,8 @@ enum Input {
 }
 
 fn open_input(path: &Path) -> anyhow::Result<Input> {
-    let raw: Box<dyn Read> = if is_dash(path) {
-        Box::new(io::stdin().lock())
+    let raw: Box<dyn Read + Send> = if is_dash(path) {
+        Box::new(io::stdin())
     } else {
         let f = File::open(path).with_context(|| format!("{}: open archive", path.display()))?;
         let mut head = [0u8; HEAD_LEN];

@@ -2,8 +2,9 @@
 //! undoes it. gzip, zstd, xz and bzip2 are read (each also when several streams follow
 //! one another, as `cat a.gz b.gz` makes); lz4, lzip and compress (`.Z`) are recognised
 //! only to say so, with the command that decompresses them, instead of failing later on
-//! bytes that are not tar headers.
+//! bytes that are not tar headers. Decompression runs on a thread of its own.
 
+use crate::read_ahead::read_ahead;
 use std::io::{self, BufReader, Read};
 
 /// A compression ferry reads.
@@ -72,20 +73,22 @@ pub fn is_compressed(head: &[u8]) -> io::Result<bool> {
     of(head).map(|c| c.is_some())
 }
 
-/// `raw`, decompressed as its first bytes say.
-pub fn decompressed(mut raw: Box<dyn Read>) -> io::Result<Box<dyn Read>> {
+/// `raw`, decompressed as its first bytes say; the decompression runs on a thread of
+/// its own, ahead of the reader.
+pub fn decompressed(mut raw: Box<dyn Read + Send>) -> io::Result<Box<dyn Read>> {
     // A pipe may hand over fewer bytes than asked: read the whole first block.
     let mut head = Vec::with_capacity(HEAD_LEN);
     (&mut raw).take(HEAD_LEN as u64).read_to_end(&mut head)?;
     let compression = of(&head)?;
     let buffered = BufReader::with_capacity(1 << 20, io::Cursor::new(head).chain(raw));
-    Ok(match compression {
-        None => Box::new(buffered),
+    let decoder: Box<dyn Read + Send> = match compression {
+        None => return Ok(Box::new(buffered)),
         Some(Compression::Gzip) => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
         Some(Compression::Zstd) => Box::new(zstd::stream::read::Decoder::with_buffer(buffered)?),
         Some(Compression::Xz) => Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(buffered)),
         Some(Compression::Bzip2) => Box::new(bzip2::bufread::MultiBzDecoder::new(buffered)),
-    })
+    };
+    Ok(Box::new(read_ahead(decoder)))
 }
 
 #[cfg(test)]

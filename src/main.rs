@@ -10,6 +10,7 @@ mod compression;
 mod demo;
 mod job;
 mod progress;
+mod read_ahead;
 mod report;
 mod utc;
 
