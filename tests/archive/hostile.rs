@@ -272,6 +272,62 @@ fn says_twice(line: &str) -> bool {
 }
 
 #[test]
+fn what_is_not_an_archive_is_named_and_nothing_is_made() {
+    let s = scratch();
+    let empty = s.tmp.path().join("empty.tar");
+    std::fs::write(&empty, b"").expect("write");
+    let text = s.tmp.path().join("notes.txt");
+    std::fs::write(&text, "not an archive\n".repeat(100)).expect("write");
+    for (archive, why) in [
+        (&empty, "not a tar archive: the input is empty"),
+        (&text, "not a tar archive: no tar header at its start"),
+    ] {
+        let said = format!("{}: archive offset 0: {why}", archive.display());
+        all_refuse(archive, &s.dst, &said);
+        // From standard input too.
+        let out = Command::new(crate::common::run::FERRY)
+            .arg("unpack")
+            .arg("-")
+            .arg(&s.dst)
+            .stdin(std::fs::File::open(archive).expect("open"))
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(why));
+        assert!(
+            !s.dst.exists(),
+            "unpack of {} made its destination",
+            archive.display()
+        );
+    }
+}
+
+#[test]
+fn compressions_it_does_not_read_are_named() {
+    let s = scratch();
+    for (name, magic, compression, command) in [
+        (
+            "a.tar.lz4",
+            &b"\x04\x22\x4d\x18\x64\x40"[..],
+            "lz4",
+            "lz4 -dc",
+        ),
+        ("a.tar.lz", b"LZIP\x01\x0c", "lzip", "lzip -dc"),
+        ("a.tar.Z", b"\x1f\x9d\x90", "compress (.Z)", "gzip -dc"),
+    ] {
+        let archive = s.tmp.path().join(name);
+        std::fs::write(&archive, [magic, &[0u8; 600][..]].concat()).expect("write");
+        let said = format!(
+            "{}: compressed with {compression}, which ferry does not read: \
+             decompress it first (`{command}`), and pipe that in as -",
+            archive.display()
+        );
+        all_refuse(&archive, &s.dst, &said);
+        assert!(!s.dst.exists(), "{name}: unpack made its destination");
+    }
+}
+
+#[test]
 fn a_corrupt_index_is_refused() {
     let s = scratch();
     let (archive, mut bytes) = packed(&s);
