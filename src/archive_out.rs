@@ -72,6 +72,16 @@ enum Target {
     InPlace(File),
 }
 
+impl Target {
+    /// The file the archive is written into.
+    fn file(&self) -> &File {
+        match self {
+            Target::Unnamed { file, .. } | Target::InPlace(file) => file,
+            Target::Beside(temp) => temp.as_file(),
+        }
+    }
+}
+
 impl ArchiveOut {
     /// Creates the file to write the archive at `path` into (see the module doc).
     pub fn create(path: &Path) -> anyhow::Result<ArchiveOut> {
@@ -105,10 +115,7 @@ impl ArchiveOut {
 
     /// The file to write.
     pub fn file(&self) -> &File {
-        match &self.target {
-            Target::Unnamed { file, .. } | Target::InPlace(file) => file,
-            Target::Beside(temp) => temp.as_file(),
-        }
+        self.target.file()
     }
 
     /// Inodes a walk of the source must not pack: the file written, and the archive it
@@ -152,10 +159,7 @@ fn new_target(path: &Path, old: Option<&std::fs::Metadata>) -> io::Result<Target
         Some((file, dir)) => Target::Unnamed { file, dir },
         None => Target::Beside(beside(path)?),
     };
-    let file = match &target {
-        Target::Unnamed { file, .. } | Target::InPlace(file) => file,
-        Target::Beside(temp) => temp.as_file(),
-    };
+    let file = target.file();
     if let Some(m) = old {
         if rustix::process::geteuid().is_root() {
             std::os::unix::fs::fchown(file, Some(m.uid()), Some(m.gid()))?;
