@@ -25,28 +25,16 @@ pub struct ReadAhead {
 pub fn read_ahead(mut inner: Box<dyn Read + Send>) -> ReadAhead {
     let (send, chunks) = sync_channel(DEPTH);
     let (spare, spares) = sync_channel::<Vec<u8>>(DEPTH + 1);
-    std::thread::spawn(move || {
-        // An error after some bytes of a chunk: those go first, then it.
-        let mut failed = None;
-        loop {
-            let read = match failed.take() {
-                Some(e) => Err(e),
-                None => {
-                    let mut chunk = spares.try_recv().unwrap_or_default();
-                    chunk.resize(CHUNK, 0);
-                    let n = fill(&mut *inner, &mut chunk, &mut failed);
-                    chunk.truncate(n);
-                    match failed.take() {
-                        Some(e) if n == 0 => Err(e),
-                        later => {
-                            failed = later;
-                            Ok(chunk)
-                        }
-                    }
-                }
-            };
-            // An empty chunk is the end; after it, or an error, or once the reader is
-            // gone, there is nothing more to do.
+    std::thread::spawn(move || loop {
+        let mut chunk = spares.try_recv().unwrap_or_default();
+        chunk.resize(CHUNK, 0);
+        let (n, failed) = fill(&mut *inner, &mut chunk);
+        chunk.truncate(n);
+        // The bytes read before an error go first, then the error. An empty chunk is
+        // the end; after it, or an error, or once the reader is gone, nothing is left
+        // to do.
+        let chunk = (n > 0 || failed.is_none()).then_some(Ok(chunk));
+        for read in chunk.into_iter().chain(failed.map(Err)) {
             let last = !matches!(&read, Ok(c) if !c.is_empty());
             if send.send(read).is_err() || last {
                 return;
@@ -62,22 +50,19 @@ pub fn read_ahead(mut inner: Box<dyn Read + Send>) -> ReadAhead {
     }
 }
 
-/// Reads into `buf` until it is full, `inner` ends or fails (the error goes to
-/// `failed`); returns how many bytes it holds.
-fn fill(inner: &mut dyn Read, buf: &mut [u8], failed: &mut Option<io::Error>) -> usize {
+/// Reads into `buf` until it is full, `inner` ends or fails; returns how many bytes it
+/// holds, and the error it failed with.
+fn fill(inner: &mut dyn Read, buf: &mut [u8]) -> (usize, Option<io::Error>) {
     let mut got = 0;
     while got < buf.len() {
         match inner.read(&mut buf[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                *failed = Some(e);
-                break;
-            }
+            Err(e) => return (got, Some(e)),
         }
     }
-    got
+    (got, None)
 }
 
 impl Read for ReadAhead {
