@@ -223,14 +223,28 @@ impl<'a> LocalTreeSink<'a> {
             OFlags::WRONLY
         };
         let flags = access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        match rfs::openat(&*dir.fd, name, flags, mode) {
+        self.replacing(dir, name, path, || rfs::openat(&*dir.fd, name, flags, mode))?
+            .at_dst(path, "create")
+    }
+
+    /// Runs `make`, which creates `name` in `dir`. Where something already has that
+    /// name (a name given twice in an archive, or made meanwhile), removes it as
+    /// [`Self::remove`] does and runs `make` once more.
+    fn replacing<T>(
+        &self,
+        dir: &DstDir,
+        name: &CStr,
+        path: &RelPath,
+        make: impl Fn() -> rustix::io::Result<T>,
+    ) -> Result<rustix::io::Result<T>> {
+        match make() {
             Err(Errno::EXIST) => {
                 let st = rfs::statat(&*dir.fd, name, AtFlags::SYMLINK_NOFOLLOW)
                     .at_dst(path, "stat destination")?;
                 self.remove(dir, name, path, &st)?;
-                rfs::openat(&*dir.fd, name, flags, mode).at_dst(path, "create")
+                Ok(make())
             }
-            other => other.at_dst(path, "create"),
+            other => Ok(other),
         }
     }
 
@@ -738,28 +752,10 @@ impl LocalTreeSink<'_> {
             }
             self.remove(parent, &name, path, &st)?;
         }
-        let linked = match rfs::linkat(
-            &*tdir.fd,
-            tname.as_c_str(),
-            &*parent.fd,
-            name.as_c_str(),
-            AtFlags::empty(),
-        ) {
-            Err(Errno::EXIST) => {
-                let st = rfs::statat(&*parent.fd, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
-                    .at_dst(path, "stat destination")?;
-                self.remove(parent, &name, path, &st)?;
-                rfs::linkat(
-                    &*tdir.fd,
-                    tname.as_c_str(),
-                    &*parent.fd,
-                    name.as_c_str(),
-                    AtFlags::empty(),
-                )
-            }
-            other => other,
-        };
-        linked.at_dst(path, "link")?;
+        self.replacing(parent, &name, path, || {
+            rfs::linkat(&*tdir.fd, &tname, &*parent.fd, &name, AtFlags::empty())
+        })?
+        .at_dst(path, "link")?;
         Stats::bump(&self.stats.files);
         Ok(())
     }
