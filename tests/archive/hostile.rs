@@ -3,11 +3,12 @@
 //! offset, with nothing written outside the destination and no panic.
 
 use crate::common::run::Run;
-use crate::common::trees;
+use crate::common::{build, trees};
 use crate::common::{scratch, Scratch};
 use crate::{ferry, pack};
+use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// Writes a tar with Python's tarfile module: `members` are (name, type, linkname,
 /// data) with type one of "file", "dir", "symlink", "hardlink".
@@ -346,6 +347,69 @@ fn truncated_archives_are_errors_naming_the_offset() {
     let r = ferry(&[&"unpack", &archive, &s.dst]);
     assert_eq!(r.status, 2, "{}", r.stderr);
     assert!(r.stderr.contains("offset"), "{}", r.stderr);
+}
+
+/// A stream that ends or breaks inside a member's data cannot be read on: one error
+/// line, naming the member and the offset, and exit status 2 (not a member's error and
+/// then the archive's, nor an unpack that carries on).
+#[test]
+fn a_stream_broken_inside_a_member_is_one_error_naming_it() {
+    let s = scratch();
+    build::write(&s.src.join("big"), &build::pattern(9, 1 << 20));
+    build::write(&s.src.join("later"), b"after the break");
+    let archive = s.tmp.path().join("a.tar");
+    crate::peer("tar", &[&"-C", &s.src, &"-cf", &archive, &"big", &"later"]);
+    let bytes = std::fs::read(&archive).expect("read");
+    let cut = &bytes[..600_000];
+    let gz = s.tmp.path().join("a.tar.gz");
+    let mut gzip = Command::new("gzip")
+        .args(["-c", "-1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run gzip");
+    let mut input = gzip.stdin.take().expect("stdin");
+    let whole = bytes.clone();
+    let feeder = std::thread::spawn(move || input.write_all(&whole));
+    let zipped = gzip.wait_with_output().expect("gzip").stdout;
+    feeder.join().expect("feed").expect("write to gzip");
+    // Cut inside big's data: the gzip stream ends early, and so does a plain one.
+    std::fs::write(&gz, &zipped[..zipped.len() / 2]).expect("write");
+    let plain = s.tmp.path().join("cut.tar");
+    std::fs::write(&plain, cut).expect("write");
+    for (archive, at) in [
+        (&plain, "archive offset 600000: unexpected end of archive"),
+        (&gz, "read error"),
+    ] {
+        for from_stdin in [false, true] {
+            let dst = s.tmp.path().join("out");
+            let mut cmd = Command::new(crate::common::run::FERRY);
+            cmd.arg("unpack");
+            if from_stdin {
+                cmd.arg("-")
+                    .stdin(std::fs::File::open(archive).expect("open"));
+            } else {
+                cmd.arg(archive);
+            }
+            cmd.arg(&dst);
+            let r = crate::common::run::run(cmd);
+            r.assert_status(2);
+            let shown = if from_stdin {
+                "-".into()
+            } else {
+                archive.display().to_string()
+            };
+            let errors = r.errors();
+            assert_eq!(errors.len(), 1, "{r}");
+            assert!(
+                errors[0].starts_with(&format!("ferry: {shown}: big: archive offset "))
+                    && errors[0].contains(at),
+                "{r}"
+            );
+            assert!(!dst.join("later").exists(), "{r}");
+            std::fs::remove_dir_all(&dst).expect("clean up");
+        }
+    }
 }
 
 #[test]

@@ -24,7 +24,8 @@ pub enum ArchiveError {
     /// The index is malformed or disagrees with the tar data.
     #[error(transparent)]
     Index(#[from] crate::index::IndexError),
-    /// A member asked for by path is missing or cannot be used as asked.
+    /// A member asked for by path is missing or cannot be used as asked, or its data
+    /// could not be read from a stream.
     #[error("{path}: {why}")]
     Member {
         /// The path asked for, escaped for display.

@@ -578,6 +578,14 @@ pub fn unpack_stream(
             runs: &runs,
         });
         if let Err(err) = ex.put(&entry, data, &mut cache) {
+            if reader.has_failed() {
+                // Reading its data failed, and the stream cannot be read on: that ends
+                // the unpack, said once, naming the member.
+                break Err(ArchiveError::Member {
+                    path: entry.path.to_string(),
+                    why: err.os.to_string(),
+                });
+            }
             reporter.error(&err);
         }
     };

@@ -86,6 +86,12 @@ impl<R: Read> Reader<R> {
         result
     }
 
+    /// Whether an error was returned: every later call fails with
+    /// [`TarErrorKind::Stopped`].
+    pub fn has_failed(&self) -> bool {
+        self.state == State::Failed
+    }
+
     /// Reads stored data of the current entry into `buf`; returns 0 at its end. For a
     /// sparse file these are the runs' bytes, concatenated in map order.
     pub fn read_data(&mut self, buf: &mut [u8]) -> Result<usize, TarError> {
