@@ -17,10 +17,13 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Make DST an exact copy of the tree SRC (like `cp -a SRC/. DST`), updating an
-    /// existing DST: files whose size and mtime already match are skipped.
+    /// existing DST: files whose size and mtime already match are skipped. A SRC that
+    /// is not a directory is copied like `cp -a SRC DST`: to DST, or into it when DST
+    /// is a directory.
     Copy(CopyArgs),
     /// Pack the tree SRC into a ferry archive (a tar with 4 KiB-aligned data and an
-    /// index). ARCHIVE `-` writes to standard output.
+    /// index); a SRC that is not a directory is packed as one member named as it is.
+    /// ARCHIVE `-` writes to standard output.
     Pack(PackArgs),
     /// Unpack an archive (ferry's, or any tar; compressed with gzip, zstd, xz or bzip2
     /// too) into DST. ARCHIVE `-` reads standard input.
@@ -36,7 +39,7 @@ pub enum Command {
 /// Flags of `ferry pack`.
 #[derive(Args, Debug)]
 pub struct PackArgs {
-    /// The tree to pack.
+    /// The tree (or single file) to pack.
     pub src: PathBuf,
     /// The archive to write (`-` for standard output).
     pub archive: PathBuf,
@@ -92,9 +95,9 @@ pub struct CatArgs {
 /// Flags of `ferry copy`.
 #[derive(Args, Debug)]
 pub struct CopyArgs {
-    /// The tree to copy.
+    /// The tree (or single file) to copy.
     pub src: PathBuf,
-    /// Where to copy it (created if missing).
+    /// Where to copy it (created if missing, with its parents).
     pub dst: PathBuf,
     /// Worker threads [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]

@@ -658,6 +658,32 @@ fn an_archive_inside_its_source_is_not_packed_into_itself() {
     assert_eq!(names_in(&s.src), ["a", "self.far"]);
 }
 
+/// A source that is not a directory is packed as its one member, named as it is (as
+/// `tar -C DIR -cf A NAME` does), with no member for a root directory.
+#[test]
+fn a_single_file_or_link_packs_as_its_one_member() {
+    let s = scratch();
+    build::write(&s.src.join("plain"), &build::pattern(3, 70_000));
+    build::set_xattr(&s.src.join("plain"), "user.kept", b"yes");
+    build::symlink("plain", &s.src.join("link"));
+    build::stamp_times(&s.src);
+    for name in ["plain", "link"] {
+        let archive = s.tmp.path().join(format!("{name}.far"));
+        pack(&s.src.join(name), &archive, &[]);
+        assert_eq!(members(&archive), [name]);
+        ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+        crate::peer("tar", &[&"-tf", &archive]);
+    }
+    crate::common::compare::assert_same_tree_with(
+        &s.src,
+        &s.dst,
+        &crate::common::compare::Options {
+            skip_root_meta: true,
+            ..Default::default()
+        },
+    );
+}
+
 #[test]
 fn directory_metadata_comes_after_everything_below_it() {
     // A directory no one but root may enter, holding directories with times of their

@@ -3,11 +3,12 @@
 
 use crate::data::{Mover, Reflink, Sparse};
 use crate::entry::{InodeKey, RelPath};
-use crate::error::{Counting, Error, Reporter, Result};
+use crate::error::{Counting, Error, OneEntry, Reporter, Result};
 use crate::local::{LocalTreeSink, Update};
 use crate::stats::Stats;
-use crate::walk::{walk, WalkConfig};
+use crate::walk::{walk, walk_one, WalkConfig};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Everything a copy can be asked to do differently.
@@ -69,9 +70,10 @@ fn resolve_partly(dst: &Path) -> io::Result<PathBuf> {
     }
 }
 
-/// Copies the tree `src` into `dst` (created if missing) like `cp -a src/. dst`.
-/// Per-path failures go to `reporter` and are counted in `stats.errors`; the returned
-/// error means the copy could not start.
+/// Copies the tree `src` into `dst` (created if missing) like `cp -a src/. dst`; a
+/// `src` that is not a directory is copied on its own (see [`copy_one`]). Per-path
+/// failures go to `reporter` and are counted in `stats.errors`; the returned error
+/// means the copy could not start.
 pub fn copy_tree(
     src: &Path,
     dst: &Path,
@@ -83,11 +85,7 @@ pub fn copy_tree(
         .canonicalize()
         .map_err(|e| Error::new(&RelPath::root(), "open source", e))?;
     if !src_real.is_dir() {
-        return Err(Error::new(
-            &RelPath::root(),
-            "open source",
-            io::Error::other("not a directory"),
-        ));
+        return copy_one(src, dst, opts, stats, reporter);
     }
     let dst_real =
         resolve_partly(dst).map_err(|e| Error::dst(&RelPath::root(), "resolve destination", e))?;
@@ -103,28 +101,85 @@ pub fn copy_tree(
     let skip = std::fs::metadata(dst)
         .ok()
         .map(|m| InodeKey::of_metadata(&m));
-    let mut mover = Mover::new(opts.reflink, opts.sparse);
-    mover.zero_scan = opts.zero_scan;
+    let mover = mover(opts);
     let counting = Counting {
         inner: reporter,
         stats,
     };
-    let sink = LocalTreeSink::new(
-        dst,
-        &mover,
-        Update {
-            checksum: opts.checksum,
-            verify: opts.verify,
-        },
-        stats,
-        &counting,
-    );
+    let sink = LocalTreeSink::new(dst, &mover, update(opts), stats, &counting);
     let cfg = WalkConfig {
         threads: workers_within_open_files(opts.threads, reporter),
         skip: skip.into_iter().collect(),
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, &counting)
+}
+
+/// Copies `src`, which is not a directory (a symlink is copied as a link), as `cp -a
+/// src dst` does: into `dst` when that is a directory, else to `dst` itself, its
+/// missing parents made. An up-to-date target is skipped. A failure to copy it is
+/// reported and counted like a file's in a tree.
+fn copy_one(
+    src: &Path,
+    dst: &Path,
+    opts: &CopyOptions,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let root = RelPath::root();
+    let into_dir = std::fs::metadata(dst).is_ok_and(|m| m.is_dir());
+    let (dir, name) = if into_dir {
+        (dst, src.file_name())
+    } else if dst.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        // `cp` too: a trailing slash promises a directory.
+        return Err(Error::dst(&root, "copy", io::Error::from_raw_os_error(20)));
+    } else {
+        let parent = dst.parent().filter(|p| !p.as_os_str().is_empty());
+        (parent.unwrap_or(Path::new(".")), dst.file_name())
+    };
+    let name = name
+        .ok_or_else(|| Error::dst(&root, "copy", io::Error::other("names no file")))?
+        .as_encoded_bytes();
+    let target = dir.join(std::ffi::OsStr::from_bytes(name));
+    if let (Ok(a), Ok(b)) = (
+        std::fs::symlink_metadata(src),
+        std::fs::symlink_metadata(&target),
+    ) {
+        if InodeKey::of_metadata(&a) == InodeKey::of_metadata(&b) {
+            return Err(Error::dst(
+                &root,
+                "copy",
+                io::Error::other("is the source itself"),
+            ));
+        }
+    }
+    let one = OneEntry {
+        inner: reporter,
+        dst_is_entry: !into_dir,
+    };
+    let counting = Counting { inner: &one, stats };
+    let mover = mover(opts);
+    let sink = LocalTreeSink::new(dir, &mover, update(opts), stats, &counting);
+    let made = sink.open_root().map_err(|e| one.named(e))?;
+    if let Err(e) = walk_one(src, name, &sink, made, &WalkConfig::default(), &counting) {
+        counting.error(&e);
+    }
+    sink.settle_unnamed_root().map_err(|e| one.named(e))
+}
+
+/// The data mover `opts` asks for.
+fn mover(opts: &CopyOptions) -> Mover {
+    let mut mover = Mover::new(opts.reflink, opts.sparse);
+    mover.zero_scan = opts.zero_scan;
+    mover
+}
+
+/// How `opts` asks an existing destination to be brought up to date.
+fn update(opts: &CopyOptions) -> Update {
+    Update {
+        checksum: opts.checksum,
+        verify: opts.verify,
+    }
 }
 
 /// Each worker keeps its chain of directories open, a source and a destination

@@ -48,12 +48,20 @@ impl Reporter for Silent {
     fn warn(&self, _: &str) {}
 }
 
-/// Counts the tree at `root` into `totals` on one thread; errors are the job's to report.
+/// Counts the tree at `root` into `totals` on one thread (a `root` that is not a
+/// directory is one entry); errors are the job's to report.
 pub fn count_tree(root: &Path, totals: &Totals) {
-    let cfg = WalkConfig {
-        threads: 1,
-        ..WalkConfig::default()
-    };
-    let _ = walk(root, &CountSink(totals), &cfg, &Silent);
+    if root.is_dir() {
+        let cfg = WalkConfig {
+            threads: 1,
+            ..WalkConfig::default()
+        };
+        let _ = walk(root, &CountSink(totals), &cfg, &Silent);
+    } else if let Ok(m) = std::fs::symlink_metadata(root) {
+        totals.entries.fetch_add(1, Relaxed);
+        if m.is_file() {
+            totals.bytes.fetch_add(m.len(), Relaxed);
+        }
+    }
     totals.complete.store(true, Relaxed);
 }

@@ -91,3 +91,50 @@ impl Reporter for Counting<'_> {
         self.inner.warn(msg);
     }
 }
+
+/// Passes messages on with the paths of a walk of one entry (see
+/// [`crate::walk::walk_one`]) named as the user named them: the entry's source is the
+/// source root itself, and so is its destination when `dst_is_entry` (the user named
+/// the target, not the directory it goes into).
+pub struct OneEntry<'a> {
+    /// Where the messages go.
+    pub inner: &'a dyn Reporter,
+    /// The destination root is the entry itself.
+    pub dst_is_entry: bool,
+}
+
+impl OneEntry<'_> {
+    fn at_root(&self, side: Side) -> bool {
+        side == Side::Source || self.dst_is_entry
+    }
+
+    /// `err` with its path made the root where that is what names it.
+    pub fn named(&self, err: Error) -> Error {
+        if self.at_root(err.side) {
+            Error {
+                path: RelPath::root(),
+                ..err
+            }
+        } else {
+            err
+        }
+    }
+}
+
+impl Reporter for OneEntry<'_> {
+    fn error(&self, err: &Error) {
+        if !self.at_root(err.side) {
+            return self.inner.error(err);
+        }
+        // io::Error is not Clone; its message is all the line shows.
+        self.inner.error(&Error {
+            path: RelPath::root(),
+            side: err.side,
+            op: err.op,
+            os: io::Error::new(err.os.kind(), err.os.to_string()),
+        })
+    }
+    fn warn(&self, msg: &str) {
+        self.inner.warn(msg);
+    }
+}

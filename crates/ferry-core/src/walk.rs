@@ -165,17 +165,7 @@ pub fn walk<S: TreeSink>(
     let st = rfs::fstat(&fd).at(&root_path, "stat")?;
     let entry = dir_entry(&fd, &st, root_path)?;
     let dst = sink.root(&entry)?;
-    let walker = Walker {
-        sink,
-        cfg,
-        reporter,
-        queue: Queue {
-            state: Mutex::new((Vec::new(), 0)),
-            ready: Condvar::new(),
-        },
-        opener: FileOpener::default(),
-        prefetch: (cfg.prefetch > 0).then(Prefetch::default),
-    };
+    let walker = Walker::new(sink, cfg, reporter);
     let node = Arc::new(Node {
         entry,
         src: Arc::new(fd),
@@ -210,6 +200,68 @@ pub fn walk<S: TreeSink>(
     Ok(())
 }
 
+/// Pushes the one entry at `src`, which is not a directory (a file, a symlink, which
+/// is not followed, a fifo or a device), into `sink` as the entry `name` directly
+/// below `root`, the sink's root directory, which the caller has made: a single file
+/// copied or packed on its own. Of `cfg`, only `skip` counts. Errors name the
+/// source's path as `name`.
+pub fn walk_one<S: TreeSink>(
+    src: &Path,
+    name: &[u8],
+    sink: &S,
+    root: S::Dir,
+    cfg: &WalkConfig,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let at_root = |e: std::io::Error| Error::new(&RelPath::root(), "open source", e);
+    let src_name = src
+        .file_name()
+        .ok_or_else(|| at_root(std::io::Error::other("names no file")))?;
+    let src_name = CString::new(src_name.as_encoded_bytes()).map_err(|e| at_root(e.into()))?;
+    let parent = match src.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = rfs::open(
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| at_root(e.into()))?;
+    let path = RelPath::from_bytes(name.to_vec());
+    let st = rfs::statat(&dir, src_name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).at(&path, "stat")?;
+    let kind = FileType::from_raw_mode(st.st_mode);
+    if kind == FileType::Directory {
+        return Err(Error::new(
+            &path,
+            "stat",
+            std::io::Error::other("is a directory"),
+        ));
+    }
+    let node = Node {
+        entry: Entry {
+            path: RelPath::root(),
+            kind: EntryKind::Dir,
+            meta: meta::from_stat(&rfs::fstat(&dir).at(&RelPath::root(), "stat")?),
+        },
+        src: Arc::new(dir),
+        dst: root,
+        pending: AtomicUsize::new(1),
+        parent: None,
+    };
+    let one = Name {
+        ino: st.st_ino,
+        kind,
+        name: src_name,
+    };
+    let cfg = WalkConfig {
+        threads: 1,
+        prefetch: 0,
+        ..cfg.clone()
+    };
+    Walker::new(sink, &cfg, reporter).leaf_inner(&node, &one, &path)
+}
+
 struct Walker<'a, S: TreeSink> {
     sink: &'a S,
     cfg: &'a WalkConfig,
@@ -230,7 +282,21 @@ fn dir_entry(fd: &OwnedFd, st: &rfs::Stat, path: RelPath) -> Result<Entry> {
     })
 }
 
-impl<S: TreeSink> Walker<'_, S> {
+impl<'a, S: TreeSink> Walker<'a, S> {
+    fn new(sink: &'a S, cfg: &'a WalkConfig, reporter: &'a dyn Reporter) -> Self {
+        Walker {
+            sink,
+            cfg,
+            reporter,
+            queue: Queue {
+                state: Mutex::new((Vec::new(), 0)),
+                ready: Condvar::new(),
+            },
+            opener: FileOpener::default(),
+            prefetch: (cfg.prefetch > 0).then(Prefetch::default),
+        }
+    }
+
     fn work(&self) {
         while let Some(job) = self.queue.pop() {
             let _busy = Busy(&self.queue);

@@ -19,10 +19,10 @@ use ferry_core::data::{
     data_runs, hash_zeros, with_buffer, write_full, Method, Mover, Reflink, Segment, Sparse,
 };
 use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
-use ferry_core::error::{Error, Reporter, Result};
+use ferry_core::error::{Error, OneEntry, Reporter, Result};
 use ferry_core::limits::workers_within;
 use ferry_core::sink::{FileData, TreeSink};
-use ferry_core::walk::{walk, WalkConfig};
+use ferry_core::walk::{walk, walk_one, WalkConfig};
 use ferry_core::Stats;
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -690,13 +690,45 @@ pub fn pack(
         let per_block = files_per_block(filler_count, walkers_hold);
         let index = IndexWriter::with_memory_limit(opts.index_memory);
         let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, reporter);
-        let walked = walk(src, &sink, &cfg, reporter);
+        let walked = if src.is_dir() {
+            walk(src, &sink, &cfg, reporter)
+        } else {
+            pack_one(src, &sink, &cfg, reporter)
+        };
         let finished = sink
             .finish(file.as_ref().map(|f| f.as_fd()))
             .map_err(|e| Error::dst(&RelPath::root(), "write archive", e));
         walked?;
         finished
     })
+}
+
+/// Packs `src`, which is not a directory, as the one member named as it is (no member
+/// for a root directory). A `src` that is missing is an error; one that cannot be read
+/// is reported, as a file in a tree is, and leaves an empty archive, as GNU tar does.
+fn pack_one(
+    src: &Path,
+    sink: &ArchiveSink<'_, '_>,
+    cfg: &WalkConfig,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let one = OneEntry {
+        inner: reporter,
+        dst_is_entry: true,
+    };
+    // A source that is not there is no job at all.
+    std::fs::symlink_metadata(src).map_err(|e| Error::new(&RelPath::root(), "open source", e))?;
+    let name = src.file_name().ok_or_else(|| {
+        Error::new(
+            &RelPath::root(),
+            "open source",
+            io::Error::other("names no file"),
+        )
+    })?;
+    if let Err(e) = walk_one(src, name.as_encoded_bytes(), sink, (), cfg, &one) {
+        one.error(&e);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,145 @@
+//! A source that is not a directory is copied on its own, as `cp -a FILE DST` copies
+//! it: to DST (its missing parents made), or into DST when that is a directory. A
+//! symlink is copied as a link. The target is skipped when up to date, and a target
+//! that is the source itself is refused.
+
+use crate::common::build::*;
+use crate::common::compare::{assert_same_tree_with, Options};
+use crate::common::nobody::{ferry_unprivileged, give_to_nobody, scratch_for_nobody};
+use crate::common::run::{copy, copy_ok};
+use crate::common::scratch;
+use std::path::Path;
+
+/// Every difference but the roots' own metadata.
+fn entries_only() -> Options {
+    Options {
+        skip_root_meta: true,
+        ..Options::default()
+    }
+}
+
+/// A file with an xattr, setuid bit and old times; a sparse file; a symlink; a fifo.
+fn singles(src: &Path) -> [&'static str; 4] {
+    let plain = src.join("plain");
+    write(&plain, &pattern(1, 100_000));
+    set_xattr(&plain, "user.kept", b"yes");
+    chmod(&plain, 0o4750);
+    sparse_file(
+        &src.join("sparse"),
+        4 << 20,
+        &[(1 << 20, &pattern(2, 8192))],
+    );
+    symlink("plain", &src.join("link"));
+    fifo(&src.join("fifo"));
+    stamp_times(src);
+    ["plain", "sparse", "link", "fifo"]
+}
+
+#[test]
+fn each_kind_is_copied_to_a_new_name_with_its_metadata_and_then_skipped() {
+    let s = scratch();
+    for name in singles(&s.src) {
+        // DST does not exist yet for the first: its parent is made as the tree copy's.
+        let r = copy_ok(&s.src.join(name), &s.dst.join(name), &["--json"]);
+        let moved = if name == "fifo" || name == "link" {
+            "others"
+        } else {
+            "files"
+        };
+        r.json()
+            .assert_counts(&[(moved, 1), ("dirs", 0), ("errors", 0)]);
+    }
+    assert_same_tree_with(&s.src, &s.dst, &entries_only());
+    assert!(
+        allocated(&s.dst.join("sparse")) < 1 << 20,
+        "the sparse file lost its holes"
+    );
+    for name in ["plain", "sparse", "link", "fifo"] {
+        let again = copy_ok(&s.src.join(name), &s.dst.join(name), &["--json"]);
+        again.json().assert_counts(&[("skipped", 1), ("bytes", 0)]);
+    }
+}
+
+#[test]
+fn into_an_existing_directory_it_keeps_its_name() {
+    let s = scratch();
+    singles(&s.src);
+    mkdirs(&s.dst);
+    for name in ["plain", "link"] {
+        copy_ok(&s.src.join(name), &s.dst, &[]);
+    }
+    // A trailing slash on DST says the same.
+    copy_ok(
+        &s.src.join("sparse"),
+        Path::new(&format!("{}/", s.dst.display())),
+        &[],
+    );
+    let mut want = std::fs::read_dir(&s.dst)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+        .collect::<Vec<_>>();
+    want.sort();
+    assert_eq!(want, ["link", "plain", "sparse"]);
+    assert_same_tree_with(
+        &s.src,
+        &s.dst,
+        &Options {
+            skip: vec![b"fifo".to_vec()],
+            ..entries_only()
+        },
+    );
+}
+
+#[test]
+fn the_source_itself_or_a_missing_directory_is_refused() {
+    let s = scratch();
+    singles(&s.src);
+    let plain = s.src.join("plain");
+    let before = std::fs::read(&plain).expect("read");
+    hardlink(&plain, &s.src.join("other-name"));
+    for dst in [plain.clone(), s.src.join("other-name")] {
+        let r = copy(&plain, &dst, &[]);
+        r.assert_status(2);
+        assert!(
+            r.errors()
+                .iter()
+                .any(|l| l.contains("is the source itself")),
+            "{r}"
+        );
+    }
+    assert_eq!(std::fs::read(&plain).expect("read"), before);
+    // `cp` too: a trailing slash promises a directory that is not there.
+    let missing = s.tmp.path().join("no-such-dir/");
+    let r = copy(&plain, &missing, &[]);
+    r.assert_status(2);
+    assert!(!missing.exists(), "{r}");
+}
+
+#[test]
+fn an_unreadable_file_is_one_error_naming_it_and_nothing_is_left() {
+    let (s, out) = scratch_for_nobody();
+    singles(&s.src);
+    give_to_nobody(&s.src);
+    chmod(&s.src.join("plain"), 0o000);
+    let dst = out.join("copy");
+    let Some(r) = ferry_unprivileged(&[
+        "copy".as_ref(),
+        "--json".as_ref(),
+        s.src.join("plain").as_os_str(),
+        dst.as_os_str(),
+    ]) else {
+        return;
+    };
+    r.assert_status(1);
+    let source = s.src.join("plain");
+    assert_eq!(
+        r.errors(),
+        [format!(
+            "ferry: {}: open: Permission denied (os error 13)",
+            source.display()
+        )],
+        "{r}"
+    );
+    r.json().assert_counts(&[("errors", 1), ("files", 0)]);
+    assert!(std::fs::symlink_metadata(&dst).is_err(), "{r}");
+}
