@@ -11,6 +11,11 @@ Experiments (-e):
           timed in ms beside `tar -tf` / `tar -xOf` and `bsdtar -tf` / `bsdtar -xOf`.
   kernel  The Linux source tree (Debian's linux-source, extracted once per filesystem) on a
           fresh ext4 and a fresh XFS (-f): pack and unpack with every tool.
+  compressed
+          The same tree as one plain tar (made by GNU tar), compressed with each of
+          --compressions (gzip -1, zstd): every tool unpacks the same compressed file
+          (`ferry unpack A DST`, `tar -C DST -xf A`, `bsdtar -C DST -xf A`; all three
+          recognise the compression themselves). Unpack only: ferry does not compress.
 
 For each set, cache mode (-c warm,cold) and repetition (-r 3), the tools take turns:
   pack    rm ARCHIVE; tool packs SRC into ARCHIVE (same filesystem)
@@ -43,7 +48,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
 import copy_bench as C  # noqa: E402  (kernel_tarball, warm_source, finish_rows, fmt)
 
-EXPERIMENTS = ["avatar", "kernel"]
+EXPERIMENTS = ["avatar", "kernel", "compressed"]
+# name -> (file suffix, command that compresses standard input to standard output)
+COMPRESSIONS = {"gzip": ("gz", "gzip -1"), "zstd": ("zst", "zstd -q -T0"), "xz": ("xz", "xz -T0 -1"),
+                "bzip2": ("bz2", "bzip2 -1")}
 TOOLS = ["ferry", "tar", "bsdtar"]
 OPTIONAL_TOOLS = ["ferry-noreflink"]  # ferry --reflink=never: what the clones are worth
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -153,14 +161,15 @@ class FerryFailure(SystemExit):
 
 # ---------------------------------------------------------------- pack / unpack series
 
-def series(ctx, src, want, args, results, out_path, label, entries):
+def series(ctx, src, want, args, results, out_path, label, entries, archive=None):
     """Pack then unpack, for each cache mode; appends one entry per (cache, op) to
-    `entries` (which is already in `results`, so the JSON has what was done so far)."""
+    `entries` (which is already in `results`, so the JSON has what was done so far).
+    Given `archive`, every tool only unpacks that one file."""
     mnt = ctx.mnt
-    arch = {t: os.path.join(mnt, f"archive.{t}.tar") for t in args.tools}
+    arch = {t: archive or os.path.join(mnt, f"archive.{t}.tar") for t in args.tools}
     dst = os.path.join(mnt, "dst")
     for cache in args.cache:
-        for op in ("pack", "unpack"):
+        for op in ("unpack",) if archive else ("pack", "unpack"):
             rows = {t: {"tool": t, "runs": []} for t in args.tools}
             if op == "pack":
                 for t in args.tools:
@@ -389,7 +398,7 @@ def print_avatar_tables(av, args):
               "floor: /bin/true through the same harness")
 
 
-def print_kernel_table(k, args):
+def print_kernel_table(k, args, title="kernel source"):
     src = k["source"]
     for cache in args.cache:
         cols = ["op", "tool", "seconds", "min-max", "cpu s", "sync s", "RSS MiB", "vs ferry", "other cpu",
@@ -412,7 +421,7 @@ def print_kernel_table(k, args):
                     notes.append(f"{op} {r['tool']}: {p}")
                 if r.get("noisy_runs"):
                     notes.append(f"{op} {r['tool']}: {r['noisy_runs']} run(s) started while the machine was busy")
-        print(f"\n== kernel source on {k['fs']}, {cache} cache, median of {args.reps} == {src['files']:,} files, "
+        print(f"\n== {title} on {k['fs']}, {cache} cache, median of {args.reps} == {src['files']:,} files, "
               f"{src['dirs']:,} dirs, {src['symlinks']:,} symlinks, {src['bytes'] / 1e6:,.1f} MB")
         print("\n".join(B.format_table(cols, lines, left=2)))
         for n in notes:
@@ -568,6 +577,39 @@ def run_kernel(args, results, out_path):
                 print_kernel_table(k, args)
 
 
+def run_compressed(args, results, out_path):
+    tar = args.kernel_tarball or C.kernel_tarball(args.kernel_cache)
+    if tar is None:
+        results["skipped"].append("compressed: no /usr/src/linux-source-*.tar.*: run bench/setup.sh")
+        B.log(results["skipped"][-1])
+        return
+    for fs in args.fs:
+        with B.LoopFs(fs, args.scratch, f"archive-compressed-{fs}", size=args.kernel_image_size,
+                      direct_io=not args.no_direct_io) as lfs:
+            src = os.path.join(lfs.mnt, "src")
+            os.makedirs(src)
+            B.sh("tar", "-C", src, "-xf", tar)
+            B.sync()
+            want = B.tree_stats(src)
+            for name in args.compressions:
+                suffix, compress = COMPRESSIONS[name]
+                archive = os.path.join(lfs.mnt, f"kernel.tar.{suffix}")
+                t0 = time.perf_counter()
+                B.sh("sh", "-c", f'tar -C "$1" -cf - . | {compress} > "$2"', "sh", src, archive)
+                k = {"fs": fs, "compression": name, "compress_cmd": compress, "source": want, "entries": [],
+                     "archive_bytes": os.path.getsize(archive)}
+                results["compressed"].append(k)
+                B.log(f"compressed/{fs}/{name}: {k['archive_bytes'] / 1e6:,.0f} MB "
+                      f"(made in {time.perf_counter() - t0:.1f} s)")
+                try:
+                    series(lfs, src, want, args, results, out_path, f"compressed/{fs}/{name}", k["entries"],
+                           archive=archive)
+                finally:
+                    B.write_json(out_path, results)
+                    print_kernel_table(k, args, f"kernel tree as tar | {compress} ({k['archive_bytes'] / 1e6:,.0f} MB)")
+                os.unlink(archive)
+
+
 def plot(out_path, args):
     py = args.plot_python
     script = os.path.join(B.HERE, "plot_archive.py")
@@ -585,8 +627,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     csv = lambda s: [x for x in s.split(",") if x]  # noqa: E731
     sizes = lambda s: [parse_size(x) for x in csv(s)]  # noqa: E731
-    ap.add_argument("-e", "--experiments", type=csv, default=EXPERIMENTS, help="comma list of avatar,kernel")
-    ap.add_argument("-f", "--fs", type=csv, default=["ext4", "xfs"], help="filesystems for the kernel experiment")
+    ap.add_argument("-e", "--experiments", type=csv, default=EXPERIMENTS,
+                    help=f"comma list of {','.join(EXPERIMENTS)}")
+    ap.add_argument("--compressions", type=csv, default=["gzip", "zstd"],
+                    help=f"for the compressed experiment: comma list of {','.join(COMPRESSIONS)}")
+    ap.add_argument("-f", "--fs", type=csv, default=["ext4", "xfs"],
+                    help="filesystems for the kernel and compressed experiments")
     ap.add_argument("-c", "--cache", type=csv, default=["warm", "cold"], help="comma list of warm,cold")
     ap.add_argument("-r", "--reps", type=int, default=3, help="timed runs per tool and op (median reported)")
     ap.add_argument("-t", "--tools", type=csv, default=TOOLS,
@@ -627,6 +673,11 @@ def main():
     for e in args.experiments:
         if e not in EXPERIMENTS:
             ap.error(f"unknown experiment {e}")
+    for c in args.compressions:
+        if c not in COMPRESSIONS:
+            ap.error(f"unknown compression {c}")
+        if "compressed" in args.experiments and not shutil.which(COMPRESSIONS[c][1].split()[0]):
+            ap.error(f"{c} is not installed (bench/setup.sh)")
     for t in args.tools:
         if t not in TOOLS + OPTIONAL_TOOLS:
             ap.error(f"unknown tool {t}")
@@ -645,7 +696,7 @@ def main():
     results = {"kind": "archive_bench", "started": B.timestamp(), "argv": sys.argv, "machine": B.machine_info(),
                "ferry": dict(B.ferry_identity(built), snapshot=args.ferry), "peers": versions,
                "tools": args.tools, "reps": args.reps, "lscat_reps": args.lscat_reps, "cache": args.cache,
-               "kernel": [], "failures": [], "skipped": []}
+               "kernel": [], "compressed": [], "failures": [], "skipped": []}
     B.log(f"results -> {out_path}")
     status = 0
     try:
@@ -653,6 +704,8 @@ def main():
             run_avatar(args, results, out_path)
         if "kernel" in args.experiments:
             run_kernel(args, results, out_path)
+        if "compressed" in args.experiments:
+            run_compressed(args, results, out_path)
     except FerryFailure as e:
         status = str(e)
     results["targets"] = targets(results, args)

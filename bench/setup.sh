@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the benchmarks in bench/ need. Idempotent: rerun at will.
 #   Debian: rsync xfsprogs btrfs-progs libarchive-tools time linux-source python3-matplotlib
+#           zstd xz-utils bzip2 (the compressed archive experiment)
 #   bench/.build/limitcopy     built from ../shared/tools/limitcopy.c (the floor)
 #   peers from crates.io:      fcp, xcp, cpz (into ~/.cargo/bin; a peer that fails is noted and skipped)
 #   target/release/ferry       cargo build --release (skip with NO_FERRY_BUILD=1)
@@ -11,7 +12,7 @@ shared="${FERRY_SHARED:-$root/../shared}"
 status=0
 
 need_pkgs=()
-for p in rsync xfsprogs btrfs-progs libarchive-tools time linux-source python3-matplotlib gcc; do
+for p in rsync xfsprogs btrfs-progs libarchive-tools time linux-source python3-matplotlib gcc zstd xz-utils bzip2; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 # linux-source is a metapackage: the versioned package ships /usr/src/linux-source-*.tar.xz
