@@ -332,8 +332,15 @@ fn compressions_it_does_not_read_are_named() {
 fn a_corrupt_index_is_refused() {
     let s = scratch();
     let (archive, mut bytes) = packed(&s);
-    let n = bytes.len();
-    bytes[n - 200] ^= 0x55; // inside the index (the footer is the last 64 bytes)
+    let n = bytes.len() as u64;
+    let footer = ferry_archive::index::Footer::parse(
+        &bytes[(n - ferry_archive::index::FOOTER_LEN) as usize..],
+        n,
+    )
+    .expect("a valid footer")
+    .expect("a ferry archive");
+    // Inside the index, not in the padding between it and the footer (read by no one).
+    bytes[(footer.index_offset + footer.index_len / 2) as usize] ^= 0x55;
     std::fs::write(&archive, &bytes).expect("write");
     all_refuse(&archive, &s.dst, "index");
 }

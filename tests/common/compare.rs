@@ -35,6 +35,9 @@ pub struct Options {
     /// Leave out the root directory's own metadata (bsdtar does not apply an archive's
     /// `./` entry to the directory it extracts into).
     pub skip_root_meta: bool,
+    /// Leave out the link structure of fifos and devices (GNU tar stores every name of
+    /// one as a node of its own: it records hardlinks of files and symlinks only).
+    pub skip_special_links: bool,
 }
 
 impl Options {
@@ -140,7 +143,8 @@ impl Comparer<'_> {
             }
             _ => {}
         }
-        if sk != "dir" {
+        let special = sk == "fifo" || sk.ends_with("device");
+        if sk != "dir" && !(special && self.opts.skip_special_links) {
             self.inodes
                 .push((rel.to_vec(), (sm.dev(), sm.ino()), (dm.dev(), dm.ino())));
         }
@@ -190,7 +194,9 @@ impl Comparer<'_> {
             ),
             (
                 "nlink",
-                kind != "dir",
+                kind != "dir"
+                    && !(self.opts.skip_special_links
+                        && (kind == "fifo" || kind.ends_with("device"))),
                 s.nlink().to_string(),
                 d.nlink().to_string(),
             ),

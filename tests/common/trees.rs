@@ -65,6 +65,9 @@ pub fn mixed(root: &Path) {
     hardlink(&root.join("hard1"), &root.join("a/b/hard3"));
     write(&root.join("pair_x"), b"two names");
     hardlink(&root.join("pair_x"), &root.join("pair_y"));
+    // Other kinds have more than one name too, and `cp -a` keeps those links.
+    hardlink(&root.join("link_rel"), &root.join("a/link_twin"));
+    hardlink(&root.join("fifo"), &root.join("a/b/fifo_twin"));
     set_xattr(&root.join("one"), "user.test", b"value");
     set_xattr(&root.join("size4095"), "user.empty", b"");
     set_xattr(

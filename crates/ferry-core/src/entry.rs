@@ -130,13 +130,10 @@ impl InodeKey {
 pub enum EntryKind {
     /// A directory.
     Dir,
-    /// A regular file of `size` bytes. `links` is set when the inode has more than one
-    /// name, so the sink can make the other names hardlinks.
+    /// A regular file of `size` bytes.
     File {
         /// Logical size in bytes.
         size: u64,
-        /// Source inode and its link count, when the link count is above one.
-        links: Option<(InodeKey, u64)>,
     },
     /// A symbolic link with its target, never followed.
     Symlink {
@@ -212,6 +209,10 @@ pub struct Entry {
     pub kind: EntryKind,
     /// Its metadata.
     pub meta: Metadata,
+    /// For a node that is not a directory and has more than one name (a file, and also
+    /// a symlink, fifo or device, as `cp -a` keeps them): its source inode and link
+    /// count, so the sink can make the other names hardlinks.
+    pub links: Option<(InodeKey, u64)>,
 }
 
 #[cfg(test)]

@@ -149,34 +149,58 @@ impl<'a> LocalTreeSink<'a> {
         }
     }
 
-    fn file(&self, dir: &DstDir, entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
-        let EntryKind::File { size, links } = &entry.kind else {
-            unreachable!()
+    /// Places `entry`, of a kind made from scratch, as one more name of the copy of
+    /// an earlier entry of its source inode where there is one (see [`Links`]).
+    fn new_or_linked(&self, dir: &DstDir, entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
+        let Some((key, nlink)) = entry.links else {
+            return self.new_leaf(dir, entry, data);
         };
-        let path = &entry.path;
-        let name = cname(path)?;
-        let Some(data) = data else {
-            return Err(Error::dst(path, "copy", other("no data given for a file")));
-        };
-        let claim = links.map(|(key, _)| (key, self.links.claim(key)));
-        if let Some((_, Claim::Link(made))) = &claim {
-            return self.hardlink(dir, &name, path, made, entry, data);
-        }
-        let result = self.file_data(dir, &name, entry, *size, data);
-        if let Some((key, _)) = claim {
-            match &result {
-                Ok(()) => self.links.made(
-                    key,
-                    Made {
-                        dir: dir.fd.clone(),
-                        name,
-                    },
-                    links.map_or(1, |l| l.1),
-                ),
-                Err(_) => self.links.failed(key),
+        let name = cname(&entry.path)?;
+        match self.links.claim(key) {
+            Claim::Link(made) => {
+                self.hardlink(dir, &name, entry, &made, || self.new_leaf(dir, entry, data))
+            }
+            Claim::Copy => {
+                let result = self.new_leaf(dir, entry, data);
+                match &result {
+                    Ok(()) => self.links.made(
+                        key,
+                        Made {
+                            dir: dir.fd.clone(),
+                            name,
+                        },
+                        nlink,
+                    ),
+                    Err(_) => self.links.failed(key),
+                }
+                result
             }
         }
-        result
+    }
+
+    /// Makes (or finds up to date) a file, symlink, fifo or device.
+    fn new_leaf(&self, dir: &DstDir, entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
+        match &entry.kind {
+            EntryKind::File { size } => {
+                let Some(data) = data else {
+                    return Err(Error::dst(
+                        &entry.path,
+                        "copy",
+                        other("no data given for a file"),
+                    ));
+                };
+                self.file_data(dir, &cname(&entry.path)?, entry, *size, data)
+            }
+            EntryKind::Symlink { target } => self.symlink(dir, entry, target),
+            EntryKind::Fifo | EntryKind::CharDevice { .. } | EntryKind::BlockDevice { .. } => {
+                self.special(dir, entry)
+            }
+            EntryKind::HardLink { .. } | EntryKind::Dir => Err(Error::dst(
+                &entry.path,
+                "copy",
+                other("not a kind that is made from scratch"),
+            )),
+        }
     }
 
     fn file_data(
@@ -364,15 +388,17 @@ impl<'a> LocalTreeSink<'a> {
         Ok(())
     }
 
+    /// Makes `name` in `dir` (for `entry`) a hardlink to `made`, or, where that cannot
+    /// be (too many links, the first copy gone, another filesystem), runs `copy`.
     fn hardlink(
         &self,
         dir: &DstDir,
         name: &CStr,
-        path: &RelPath,
-        made: &Made,
         entry: &Entry,
-        data: FileData<'_>,
+        made: &Made,
+        copy: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
+        let path = &entry.path;
         if let Some(st) = self.existing(dir, name, path)? {
             let first = rfs::statat(&*made.dir, made.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW);
             if matches!(&first, Ok(f) if f.st_ino == st.st_ino && f.st_dev == st.st_dev) {
@@ -389,16 +415,10 @@ impl<'a> LocalTreeSink<'a> {
             AtFlags::empty(),
         ) {
             Ok(()) => {
-                Stats::bump(&self.stats.files);
+                self.count_link(matches!(entry.kind, EntryKind::File { .. }));
                 Ok(())
             }
-            // Too many links, or the first copy is gone: copy the data instead.
-            Err(Errno::MLINK | Errno::NOENT | Errno::XDEV) => {
-                let EntryKind::File { size, .. } = entry.kind else {
-                    unreachable!()
-                };
-                self.file_data(dir, name, entry, size, data)
-            }
+            Err(Errno::MLINK | Errno::NOENT | Errno::XDEV) => copy(),
             Err(e) => Err(Error::dst(path, "link", e)),
         }
     }
@@ -797,8 +817,18 @@ impl LocalTreeSink<'_> {
             rfs::linkat(&*tdir.fd, &tname, &*parent.fd, &name, AtFlags::empty())
         })?
         .at_dst(path, "link")?;
-        Stats::bump(&self.stats.files);
+        self.count_link(FileType::from_raw_mode(first.st_mode) == FileType::RegularFile);
         Ok(())
+    }
+
+    /// Counts a hardlink made: with the files when it names a regular file, else with
+    /// the other kinds.
+    fn count_link(&self, regular: bool) {
+        Stats::bump(if regular {
+            &self.stats.files
+        } else {
+            &self.stats.others
+        });
     }
 }
 
@@ -842,13 +872,12 @@ impl TreeSink for LocalTreeSink<'_> {
 
     fn leaf(&self, parent: &DstDir, entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
         match &entry.kind {
-            EntryKind::File { .. } => self.file(parent, entry, data),
-            EntryKind::Symlink { target } => self.symlink(parent, entry, target),
-            EntryKind::Fifo | EntryKind::CharDevice { .. } | EntryKind::BlockDevice { .. } => {
-                self.special(parent, entry)
-            }
-            // Links by name come from archives; resolving their targets safely beneath
-            // the destination belongs to the archive reader, which does not exist yet.
+            EntryKind::File { .. }
+            | EntryKind::Symlink { .. }
+            | EntryKind::Fifo
+            | EntryKind::CharDevice { .. }
+            | EntryKind::BlockDevice { .. } => self.new_or_linked(parent, entry, data),
+            // Links by name come from archives: their targets are earlier members.
             EntryKind::HardLink { target } => self.link_by_name(parent, entry, target),
             EntryKind::Dir => Err(Error::dst(
                 &entry.path,

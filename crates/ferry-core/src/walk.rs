@@ -243,6 +243,7 @@ pub fn walk_one<S: TreeSink>(
             path: RelPath::root(),
             kind: EntryKind::Dir,
             meta: meta::from_stat(&rfs::fstat(&dir).at(&RelPath::root(), "stat")?),
+            links: None,
         },
         src: Arc::new(dir),
         dst: root,
@@ -279,6 +280,7 @@ fn dir_entry(fd: &OwnedFd, st: &rfs::Stat, path: RelPath) -> Result<Entry> {
         path,
         kind: EntryKind::Dir,
         meta,
+        links: None,
     })
 }
 
@@ -455,11 +457,11 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             let mut meta = meta::from_stat(&st);
             meta.xattrs = meta::read_xattrs(&fd).at(path, "read xattrs")?;
             let size = st.st_size as u64;
-            let links = link_info(&st);
             let entry = Entry {
                 path: path.clone(),
-                kind: EntryKind::File { size, links },
+                kind: EntryKind::File { size },
                 meta,
+                links: link_info(&st),
             };
             let data = FileData::File {
                 fd,
@@ -473,7 +475,6 @@ impl<'a, S: TreeSink> Walker<'a, S> {
         let kind = match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile => EntryKind::File {
                 size: st.st_size as u64,
-                links: link_info(&st),
             },
             FileType::Symlink => EntryKind::Symlink {
                 target: rfs::readlinkat(&node.src, n.name.as_c_str(), Vec::new())
@@ -513,6 +514,7 @@ impl<'a, S: TreeSink> Walker<'a, S> {
                 path: path.clone(),
                 kind,
                 meta,
+                links: link_info(&st),
             },
             None,
         )

@@ -56,7 +56,7 @@ fn kind(k: TarKind, size: u64, link: Option<&[u8]>, rdev: u64) -> Result<EntryKi
             .ok_or("link without a target")
     };
     Ok(match k {
-        TarKind::File => EntryKind::File { size, links: None },
+        TarKind::File => EntryKind::File { size },
         TarKind::Dir => EntryKind::Dir,
         TarKind::Symlink => EntryKind::Symlink {
             target: target()?.to_vec(),
@@ -88,6 +88,8 @@ pub fn from_tar(t: &TarEntry) -> Result<Entry, &'static str> {
             t.atime.unwrap_or(t.mtime),
             &t.xattrs,
         ),
+        // Archives name other names by hardlink members.
+        links: None,
     })
 }
 
@@ -102,6 +104,7 @@ pub fn from_index(e: &IndexEntry) -> Result<Entry, &'static str> {
         path: safe_path(&e.path)?,
         kind: kind(tar_kind(e.kind), e.size, Some(&e.link), e.rdev)?,
         meta: meta(e.mode, e.uid, e.gid, e.mtime, e.atime, &e.xattrs),
+        links: None,
     })
 }
 

@@ -115,6 +115,7 @@ impl<'a> Extractor<'a> {
             path: RelPath::root(),
             kind: EntryKind::Dir,
             meta: Metadata::default(),
+            links: None,
         };
         let root = sink.root(&root_entry).map_err(|e| {
             ArchiveError::Io(io::Error::other(format!("{}: {}", dst.display(), e.os)))

@@ -387,7 +387,7 @@ mod tests {
     fn file(path: &str, size: u64) -> Entry {
         Entry {
             path: RelPath::from_bytes(path.as_bytes().to_vec()),
-            kind: EntryKind::File { size, links: None },
+            kind: EntryKind::File { size },
             meta: Metadata {
                 mode: 0o644,
                 mtime: Timestamp {
@@ -396,6 +396,7 @@ mod tests {
                 },
                 ..Default::default()
             },
+            links: None,
         }
     }
 

@@ -24,6 +24,7 @@ use ferry_core::limits::workers_within;
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::walk::{walk, walk_one, WalkConfig};
 use ferry_core::Stats;
+use std::collections::hash_map::Entry::{Occupied, Vacant};
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -85,6 +86,33 @@ struct State {
     /// The archive file's length as last set to the end of the layout (see
     /// [`ArchiveSink::keep_length_ahead`]); None once setting it failed.
     length_set: Option<u64>,
+}
+
+impl State {
+    /// The path written first for `entry`'s source inode, when that has other names
+    /// and one was written; otherwise notes `entry` as the first. (Checked and noted
+    /// under the lock that also places the entry, so the first name always comes first
+    /// in the archive.)
+    fn earlier_name(&mut self, entry: &Entry) -> Option<RelPath> {
+        let (key, _) = entry.links?;
+        match self.first_names.entry(key) {
+            Occupied(first) => Some(first.get().clone()),
+            Vacant(slot) => {
+                slot.insert(entry.path.clone());
+                None
+            }
+        }
+    }
+}
+
+/// `entry` as a hardlink member naming `first`.
+fn hardlink_to(entry: &Entry, first: RelPath) -> Entry {
+    Entry {
+        path: entry.path.clone(),
+        kind: EntryKind::HardLink { target: first },
+        meta: entry.meta.clone(),
+        links: None,
+    }
 }
 
 /// The two zero blocks that end a tar archive.
@@ -323,23 +351,29 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         }
     }
 
-    /// Writes an entry that has no data.
+    /// Writes an entry that has no data (or, for a later name of its inode, a
+    /// hardlink member).
     fn write_plain(&self, entry: &Entry) -> Result<()> {
         let mut st = self.lock();
         if self.has_failed(&st) {
             return Ok(());
         }
-        if Self::place(&mut st, entry, None).is_none() {
-            return Ok(());
-        }
-        if st.block.is_full(self.files_per_block) {
-            self.send_block(&mut st);
-        }
+        let link = st
+            .earlier_name(entry)
+            .map(|first| hardlink_to(entry, first));
+        self.place_plain(&mut st, link.as_ref().unwrap_or(entry));
         Ok(())
     }
 
+    /// Lays out an entry that has no data.
+    fn place_plain(&self, st: &mut State, entry: &Entry) {
+        if Self::place(st, entry, None).is_some() && st.block.is_full(self.files_per_block) {
+            self.send_block(st);
+        }
+    }
+
     fn write_file(&self, entry: &Entry, fd: OwnedFd, maybe_sparse: bool) -> Result<()> {
-        let EntryKind::File { size, links } = &entry.kind else {
+        let EntryKind::File { size } = &entry.kind else {
             return Ok(());
         };
         let size = *size;
@@ -354,18 +388,10 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         if self.has_failed(&st) {
             return Ok(());
         }
-        if let Some((key, _)) = links {
-            if let Some(first) = st.first_names.get(key).cloned() {
-                drop(st);
-                let link = Entry {
-                    path: entry.path.clone(),
-                    kind: EntryKind::HardLink { target: first },
-                    meta: entry.meta.clone(),
-                };
-                self.stats.files.fetch_add(1, Relaxed);
-                return self.write_plain(&link);
-            }
-            st.first_names.insert(*key, entry.path.clone());
+        if let Some(first) = st.earlier_name(entry) {
+            self.stats.files.fetch_add(1, Relaxed);
+            self.place_plain(&mut st, &hardlink_to(entry, first));
+            return Ok(());
         }
         let Some(placed) = Self::place(&mut st, entry, Some(&shape)) else {
             return Ok(());
