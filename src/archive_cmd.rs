@@ -107,6 +107,7 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
         sparse: args.data.sparse.into(),
         checksum: args.data.checksum,
         verify: args.data.verify,
+        numeric_owner: args.numeric_owner,
     };
     let input = open_input(&args.archive)?;
     let job = Job::new(args.output, &args.archive, &args.dst);

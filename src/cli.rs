@@ -67,6 +67,11 @@ pub struct UnpackArgs {
     /// Workers for a ferry archive read through its index [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
+    /// As root, give members the archive's numeric user and group ids. Without it they
+    /// get the ids their user and group names have here, where those exist (as GNU tar
+    /// does).
+    #[arg(long)]
+    pub numeric_owner: bool,
     #[command(flatten)]
     pub data: DataArgs,
     #[command(flatten)]

@@ -278,3 +278,99 @@ fn ferry_reads_gnu_tar_archives_of_odd_names() {
         assert_same_tree_with(&s.src, &dst, &opts);
     }
 }
+
+/// The owner of `path` (not following a symlink) as (uid, gid).
+fn owner(path: &Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).expect("stat");
+    (m.uid(), m.gid())
+}
+
+/// In every tar header of `bytes` whose user name is `from` (NUL-padded), writes `to`
+/// instead and mends the header's checksum.
+fn rename_user(bytes: &mut [u8], from: &[u8], to: &[u8]) -> usize {
+    let mut renamed = 0;
+    for block in bytes.chunks_exact_mut(512) {
+        let field = &block[265..297];
+        if &block[257..263] != b"ustar\0" || &field[..from.len()] != from || field[from.len()] != 0
+        {
+            continue;
+        }
+        block[265..297].fill(0);
+        block[265..265 + to.len()].copy_from_slice(to);
+        block[148..156].fill(b' ');
+        let sum: u32 = block.iter().map(|&b| u32::from(b)).sum();
+        block[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        renamed += 1;
+    }
+    renamed
+}
+
+/// Unpacks `archive` (holding `d` and `d/f`) into `dst`, once as it is and once with
+/// `--numeric-owner` (into `dst` with a 2 appended), and checks both members' owners.
+fn assert_unpacked_owners(archive: &Path, dst: &Path, by_name: (u32, u32), numeric: (u32, u32)) {
+    let numeric_dst = dst.with_extension("2");
+    for (flag, dst, want) in [
+        (None, dst, by_name),
+        (Some("--numeric-owner"), &numeric_dst, numeric),
+    ] {
+        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"unpack"];
+        if let Some(flag) = &flag {
+            all.push(flag);
+        }
+        all.extend([&archive as &dyn AsRef<std::ffi::OsStr>, &dst]);
+        ferry(&all).assert_ok();
+        assert_eq!(owner(&dst.join("d")), want, "{flag:?}");
+        assert_eq!(owner(&dst.join("d/f")), want, "{flag:?}");
+    }
+}
+
+/// As root, members get the ids their user and group names have here where those
+/// exist, as GNU tar gives them; `--numeric-owner` keeps the archive's numbers. Pack
+/// writes the names, so GNU tar does the same with ferry's archives.
+#[test]
+fn owners_follow_their_names_unless_numbers_are_asked_for() {
+    if crate::common::skip_unless_root() || missing("tar") {
+        return;
+    }
+    const NOBODY: u32 = crate::common::nobody::NOBODY;
+    let s = scratch();
+    build::mkdirs(&s.src.join("d"));
+    build::write(&s.src.join("d/f"), b"owned");
+    // A foreign archive, read as a stream: nobody's number elsewhere is 12345.
+    let foreign = s.tmp.path().join("foreign.tar");
+    peer(
+        "tar",
+        &[
+            &"-C",
+            &s.src,
+            &"--owner=nobody:12345",
+            &"--group=root:54321",
+            &"-cf",
+            &foreign,
+            &".",
+        ],
+    );
+    assert_unpacked_owners(
+        &foreign,
+        &s.tmp.path().join("foreign"),
+        (NOBODY, 0),
+        (12345, 54321),
+    );
+    // A ferry archive of nobody's files, whose headers name nobody and root.
+    build::chown(&s.src.join("d"), NOBODY, 0);
+    build::chown(&s.src.join("d/f"), NOBODY, 0);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let listed = std::process::Command::new("tar")
+        .arg("-tvf")
+        .arg(&archive)
+        .output()
+        .expect("run tar");
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("nobody/root"));
+    // Made where that user is called root: read through the index, which has no names.
+    let mut bytes = std::fs::read(&archive).expect("read");
+    assert!(rename_user(&mut bytes, b"nobody", b"root") >= 2);
+    std::fs::write(&archive, &bytes).expect("write");
+    assert_unpacked_owners(&archive, &s.tmp.path().join("ferry"), (0, 0), (NOBODY, 0));
+}

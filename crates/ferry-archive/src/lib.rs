@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod index;
+pub mod owners;
 pub mod read;
 pub mod tar;
 pub mod write;

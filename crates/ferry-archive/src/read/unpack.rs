@@ -15,7 +15,8 @@
 use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
 use crate::index::IndexEntry;
-use crate::tar::Reader;
+use crate::owners::LocalIds;
+use crate::tar::{Reader, TarEntry};
 use ferry_core::data::{Mover, Reflink, Sparse};
 use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath};
 use ferry_core::error::{Error, Reporter};
@@ -23,10 +24,11 @@ use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::local::{DstDir, LocalTreeSink, Reach, Update};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::Stats;
+use std::collections::HashMap;
 use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Mutex, PoisonError};
 
 /// How to unpack.
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +43,56 @@ pub struct UnpackOptions {
     pub verify: bool,
     /// Workers for an archive read through its index.
     pub threads: usize,
+    /// Keep the archive's numeric owners even where its user and group names name
+    /// others here (as root; see [`crate::owners`]).
+    pub numeric_owner: bool,
+}
+
+/// Owners by name (see [`crate::owners`]): what an unpack that sets them so keeps.
+#[derive(Default)]
+struct ByName {
+    ids: Mutex<LocalIds>,
+    /// Directories whose owner their names changed, by header offset: their metadata
+    /// is set at the end, from the index, which keeps no names.
+    dirs: Mutex<HashMap<u64, (u32, u32)>>,
+}
+
+impl ByName {
+    /// For an unpack that sets owners by name: as root (only root sets owners),
+    /// unless told to keep the numbers.
+    fn for_unpack(opts: &UnpackOptions) -> Option<ByName> {
+        (!opts.numeric_owner && rustix::process::geteuid().is_root()).then(ByName::default)
+    }
+
+    /// `entry` (what member `t` converts to) with the owner `t`'s names have here, if
+    /// that is not the one it has.
+    fn owned(&self, t: &TarEntry, entry: &Entry) -> Option<Entry> {
+        let (uid, gid) = self
+            .ids
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .owner(t.uname.as_deref(), t.gname.as_deref(), &entry.meta)?;
+        let mut owned = entry.clone();
+        (owned.meta.uid, owned.meta.gid) = (uid, gid);
+        Some(owned)
+    }
+
+    /// Notes the owner a directory's names gave it, for when its metadata is set.
+    fn keep_dir(&self, at: u64, owned: &Entry) {
+        self.dirs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(at, (owned.meta.uid, owned.meta.gid));
+    }
+
+    /// Directory `entry`, at `at`, with the owner its names gave it.
+    fn dir(&self, at: u64, mut entry: Entry) -> Entry {
+        let dirs = self.dirs.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(&(uid, gid)) = dirs.get(&at) {
+            (entry.meta.uid, entry.meta.gid) = (uid, gid);
+        }
+        entry
+    }
 }
 
 /// Places entries given by path under the destination; shared by the workers of a
@@ -294,6 +346,7 @@ pub fn unpack_file(
     let mover = Mover::new(opts.reflink, opts.sparse);
     let workers = workers_within_open_files(opts.threads, reporter);
     let ex = Extractor::new(dst, &mover, opts, workers, stats, reporter)?;
+    let by_name = ByName::for_unpack(opts);
     let failed: Mutex<Option<ArchiveError>> = Mutex::new(None);
     let fail = |err: ArchiveError| {
         if let Ok(mut f) = failed.lock() {
@@ -311,7 +364,7 @@ pub fn unpack_file(
             for (e, entry) in group.index.iter().zip(&group.entries).skip(done).take(n) {
                 let at = (e.header_offset - start) as usize;
                 let bytes = bytes.get(at..).unwrap_or_default();
-                place_member(archive, e, entry, bytes, &ex, cache)?;
+                place_member(archive, e, entry, bytes, &ex, cache, by_name.as_ref())?;
             }
             done += n;
         }
@@ -368,7 +421,10 @@ pub fn unpack_file(
     let dirs = later.dirs.into_iter().rev().filter_map(|pos| {
         match archive.entry_at(pos) {
             // Converted once already; a member that failed then was reported.
-            Ok(e) => from_index(&e).ok(),
+            Ok(e) => from_index(&e).ok().map(|entry| match &by_name {
+                Some(by_name) => by_name.dir(e.header_offset, entry),
+                None => entry,
+            }),
             Err(err) => {
                 unread.get_or_insert(err);
                 None
@@ -508,8 +564,16 @@ fn place_member(
     bytes: &[u8],
     ex: &Extractor<'_>,
     cache: &mut DirCache,
+    by_name: Option<&ByName>,
 ) -> Result<(), ArchiveError> {
-    let (_, small) = member_in(e, bytes, read_whole(e))?;
+    let (tar, small) = member_in(e, bytes, read_whole(e))?;
+    let owned = by_name.and_then(|b| b.owned(&tar, entry));
+    if let (Some(by_name), Some(owned)) = (by_name, &owned) {
+        if entry.kind == EntryKind::Dir {
+            by_name.keep_dir(e.header_offset, owned);
+        }
+    }
+    let entry = owned.as_ref().unwrap_or(entry);
     if entry.kind == EntryKind::Dir {
         if let Err(err) = ex.make_dir(entry, cache) {
             ex.reporter.error(&err);
@@ -541,6 +605,7 @@ pub fn unpack_stream(
     reporter: &dyn Reporter,
 ) -> Result<(), ArchiveError> {
     let mover = Mover::new(opts.reflink, opts.sparse);
+    let by_name = ByName::for_unpack(opts);
     let mut reader = Reader::new(input);
     // Nothing is made before the input shows it is an archive.
     let mut first = Some(reader.next_entry()?);
@@ -564,6 +629,10 @@ pub fn unpack_stream(
                 reporter.error(&refused(&t.path, why));
                 continue;
             }
+        };
+        let entry = match by_name.as_ref().and_then(|b| b.owned(&t, &entry)) {
+            Some(owned) => owned,
+            None => entry,
         };
         if entry.kind == EntryKind::Dir {
             if let Err(err) = ex.make_dir(&entry, &mut cache) {

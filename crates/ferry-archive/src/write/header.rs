@@ -6,6 +6,7 @@
 //! The push is a `comment` record of the right length: every tar reader ignores it
 //! silently (GNU tar warns about unknown keywords, not about `comment`).
 
+use crate::owners::OwnerNames;
 use ferry_core::entry::{Entry, EntryKind, Timestamp};
 use std::borrow::Cow;
 use std::io::{self, Write};
@@ -124,6 +125,7 @@ fn split_ustar(path: &[u8]) -> Option<(&[u8], &[u8])> {
 pub struct HeaderEncoder {
     pax: Vec<u8>,
     bytes: Vec<u8>,
+    names: OwnerNames,
 }
 
 /// What the header must say about a regular file's data.
@@ -140,12 +142,19 @@ impl HeaderEncoder {
     /// blocks); its data starts right after them. Regular files of [`ALIGN`] bytes or
     /// more get their data (for sparse files, the first run) on a multiple of [`ALIGN`].
     pub fn encode(&mut self, entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> &[u8] {
-        let HeaderEncoder { pax, bytes } = self;
+        let HeaderEncoder { pax, bytes, names } = self;
         pax.clear();
         bytes.clear();
-        encode_into(entry, shape, at, pax, bytes);
+        let (user, group) = names.of(entry.meta.uid, entry.meta.gid);
+        encode_into(entry, shape, at, &Owner { user, group }, pax, bytes);
         bytes
     }
+}
+
+/// The names of an entry's owner and group, where this machine has them.
+struct Owner<'a> {
+    user: Option<&'a [u8]>,
+    group: Option<&'a [u8]>,
 }
 
 /// [`HeaderEncoder::encode`], with `pax` (empty) to build the pax records in and
@@ -154,6 +163,7 @@ fn encode_into(
     entry: &Entry,
     shape: Option<&DataShape<'_>>,
     at: u64,
+    owner: &Owner<'_>,
     pax: &mut Vec<u8>,
     bytes: &mut Vec<u8>,
 ) {
@@ -244,6 +254,20 @@ fn encode_into(
     ustar[156] = typeflag;
     ustar[257..263].copy_from_slice(b"ustar\0");
     ustar[263..265].copy_from_slice(b"00");
+    for (name, field, key) in [
+        (owner.user, 265..297, &b"uname"[..]),
+        (owner.group, 297..329, &b"gname"[..]),
+    ] {
+        match name {
+            // As GNU tar: the field holds up to 32 bytes, with no NUL when full.
+            Some(name) if name.len() <= field.len() => {
+                ustar[field.start..field.start + name.len()].copy_from_slice(name)
+            }
+            // pax records are UTF-8; a longer name that is not is left out.
+            Some(name) if std::str::from_utf8(name).is_ok() => pax_record(pax, key, name),
+            _ => {}
+        }
+    }
     if let EntryKind::CharDevice { rdev } | EntryKind::BlockDevice { rdev } = entry.kind {
         octal(&mut ustar[329..337], u64::from(rustix::fs::major(rdev)));
         octal(&mut ustar[337..345], u64::from(rustix::fs::minor(rdev)));
