@@ -161,7 +161,14 @@ fn copy_one(
     let mover = mover(opts);
     let sink = LocalTreeSink::new(dir, &mover, update(opts), stats, &counting);
     let made = sink.open_root().map_err(|e| one.named(e))?;
-    if let Err(e) = walk_one(src, name, &sink, made, &WalkConfig::default(), &counting) {
+    if let Err(e) = walk_one(
+        src,
+        Some(name),
+        &sink,
+        made,
+        &WalkConfig::default(),
+        &counting,
+    ) {
         counting.error(&e);
     }
     sink.settle_unnamed_root().map_err(|e| one.named(e))

@@ -10,7 +10,7 @@
 //! Every name is opened relative to its parent's descriptor with `O_NOFOLLOW`, so paths
 //! deeper than `PATH_MAX` work and no symlink is ever followed out of the tree.
 
-use crate::entry::{Entry, EntryKind, InodeKey, RelPath};
+use crate::entry::{Entry, EntryKind, InodeKey, Metadata, RelPath};
 use crate::error::{Context, Error, Reporter, Result};
 use crate::meta;
 use crate::prefetch::Prefetch;
@@ -201,13 +201,13 @@ pub fn walk<S: TreeSink>(
 }
 
 /// Pushes the one entry at `src`, which is not a directory (a file, a symlink, which
-/// is not followed, a fifo or a device), into `sink` as the entry `name` directly
-/// below `root`, the sink's root directory, which the caller has made: a single file
-/// copied or packed on its own. Of `cfg`, only `skip` counts. Errors name the
-/// source's path as `name`.
+/// is not followed, a fifo or a device), into `sink` as the entry `name` (by default
+/// its own name) directly below `root`, the sink's root directory, which the caller
+/// has made: a single file copied or packed on its own. Of `cfg`, only `skip` counts.
+/// Errors name the source's path as the entry's name.
 pub fn walk_one<S: TreeSink>(
     src: &Path,
-    name: &[u8],
+    name: Option<&[u8]>,
     sink: &S,
     root: S::Dir,
     cfg: &WalkConfig,
@@ -228,7 +228,7 @@ pub fn walk_one<S: TreeSink>(
         Mode::empty(),
     )
     .map_err(|e| at_root(e.into()))?;
-    let path = RelPath::from_bytes(name.to_vec());
+    let path = RelPath::from_bytes(name.unwrap_or(src_name.as_bytes()).to_vec());
     let st = rfs::statat(&dir, src_name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).at(&path, "stat")?;
     let kind = FileType::from_raw_mode(st.st_mode);
     if kind == FileType::Directory {
@@ -239,10 +239,11 @@ pub fn walk_one<S: TreeSink>(
         ));
     }
     let node = Node {
+        // Never finished: its directory is not the sink's root, only where `src` is.
         entry: Entry {
             path: RelPath::root(),
             kind: EntryKind::Dir,
-            meta: meta::from_stat(&rfs::fstat(&dir).at(&RelPath::root(), "stat")?),
+            meta: Metadata::default(),
             links: None,
         },
         src: Arc::new(dir),

@@ -744,14 +744,7 @@ fn pack_one(
     };
     // A source that is not there is no job at all.
     std::fs::symlink_metadata(src).map_err(|e| Error::new(&RelPath::root(), "open source", e))?;
-    let name = src.file_name().ok_or_else(|| {
-        Error::new(
-            &RelPath::root(),
-            "open source",
-            io::Error::other("names no file"),
-        )
-    })?;
-    if let Err(e) = walk_one(src, name.as_encoded_bytes(), sink, (), cfg, &one) {
+    if let Err(e) = walk_one(src, None, sink, (), cfg, &one) {
         one.error(&e);
     }
     Ok(())
