@@ -550,11 +550,29 @@ def avatar_sets_on_xfs(av, size, args, results, out_path):
             fstrim(lfs.mnt)
 
 
-def run_kernel(args, results, out_path):
+def kernel_tar(args, results, experiment):
+    """The kernel tarball to extract; None (noted as skipped for `experiment`) when there is none."""
     tar = args.kernel_tarball or C.kernel_tarball(args.kernel_cache)
     if tar is None:
-        results["skipped"].append("kernel: no /usr/src/linux-source-*.tar.*: run bench/setup.sh")
+        results["skipped"].append(f"{experiment}: no /usr/src/linux-source-*.tar.*: run bench/setup.sh")
         B.log(results["skipped"][-1])
+    return tar
+
+
+def extract_source(lfs, tar):
+    """Extracts `tar` into MNT/src of the fresh filesystem `lfs`; returns that path, its tree_stats
+    and the seconds extracting took."""
+    src = os.path.join(lfs.mnt, "src")
+    os.makedirs(src)
+    t0 = time.perf_counter()
+    B.sh("tar", "-C", src, "-xf", tar)
+    B.sync()
+    return src, B.tree_stats(src), time.perf_counter() - t0
+
+
+def run_kernel(args, results, out_path):
+    tar = kernel_tar(args, results, "kernel")
+    if tar is None:
         return
     for fs in args.fs:
         k = {"fs": fs, "tarball": tar, "entries": []}
@@ -563,13 +581,9 @@ def run_kernel(args, results, out_path):
         with B.LoopFs(fs, args.scratch, f"archive-kernel-{fs}", size=args.kernel_image_size,
                       direct_io=not args.no_direct_io, mkfs_args=mkfs) as lfs:
             k["loop"] = lfs.info
-            src = os.path.join(lfs.mnt, "src")
-            os.makedirs(src)
-            t0 = time.perf_counter()
-            B.sh("tar", "-C", src, "-xf", tar)
-            B.sync()
-            want = k["source"] = B.tree_stats(src)
-            B.log(f"kernel/{fs}: {want} (extracted in {time.perf_counter() - t0:.1f} s)")
+            src, want, took = extract_source(lfs, tar)
+            k["source"] = want
+            B.log(f"kernel/{fs}: {want} (extracted in {took:.1f} s)")
             try:
                 series(lfs, src, want, args, results, out_path, f"kernel/{fs}", k["entries"])
             finally:
@@ -578,19 +592,13 @@ def run_kernel(args, results, out_path):
 
 
 def run_compressed(args, results, out_path):
-    tar = args.kernel_tarball or C.kernel_tarball(args.kernel_cache)
+    tar = kernel_tar(args, results, "compressed")
     if tar is None:
-        results["skipped"].append("compressed: no /usr/src/linux-source-*.tar.*: run bench/setup.sh")
-        B.log(results["skipped"][-1])
         return
     for fs in args.fs:
         with B.LoopFs(fs, args.scratch, f"archive-compressed-{fs}", size=args.kernel_image_size,
                       direct_io=not args.no_direct_io) as lfs:
-            src = os.path.join(lfs.mnt, "src")
-            os.makedirs(src)
-            B.sh("tar", "-C", src, "-xf", tar)
-            B.sync()
-            want = B.tree_stats(src)
+            src, want, _ = extract_source(lfs, tar)
             for name in args.compressions:
                 suffix, compress = COMPRESSIONS[name]
                 archive = os.path.join(lfs.mnt, f"kernel.tar.{suffix}")
