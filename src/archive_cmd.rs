@@ -7,11 +7,12 @@ use crate::job::Job;
 use crate::progress;
 use anyhow::Context;
 use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
+use ferry_archive::read::select::Selection;
 use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
 use ferry_archive::read::{Archive, ArchiveError};
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
-use ferry_core::entry::write_escaped;
+use ferry_core::entry::{write_escaped, RelPath};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -99,8 +100,15 @@ impl ReadAtMost for File {
     }
 }
 
+/// The members named on the command line.
+fn selection(members: &[std::path::PathBuf]) -> anyhow::Result<Selection> {
+    let names: Vec<&[u8]> = members.iter().map(|m| m.as_os_str().as_bytes()).collect();
+    Selection::of(&names).map_err(anyhow::Error::msg)
+}
+
 /// `ferry unpack`.
 pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
+    let select = selection(&args.members)?;
     let opts = UnpackOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
         reflink: args.data.reflink.into(),
@@ -128,14 +136,14 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
                 t.complete.store(a.index().is_some(), Relaxed);
             };
             progress::with_totals(show, count, &job.stats, || {
-                unpack_file(&a, &args.dst, &opts, &job.stats, &counting)
+                unpack_file(&a, &args.dst, &opts, &select, &job.stats, &counting)
             })
         }
         Input::Stream(r) => progress::with_totals(
             show,
             |_| {},
             &job.stats,
-            || unpack_stream(r, &args.dst, &opts, &job.stats, &counting),
+            || unpack_stream(r, &args.dst, &opts, &select, &job.stats, &counting),
         ),
     };
     Ok(match result {
@@ -195,16 +203,30 @@ fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> 
     )
 }
 
-/// `ferry ls`.
+/// `ferry ls`: exit status 1 if a member named was not found.
 pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
+    let select = selection(&args.members)?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let each = |m: &Member| print_member(&mut out, m, args.long);
     let listed = match open_input(&args.archive)? {
-        Input::File(a) => list(&a, each),
-        Input::Stream(r) => list_stream(r, each),
+        Input::File(a) => list(&a, &select, each),
+        Input::Stream(r) => list_stream(r, &select, each),
     };
-    finish_output(listed.map_err(anyhow::Error::from), &args.archive, out)
+    let status = finish_output(listed.map_err(anyhow::Error::from), &args.archive, out)?;
+    if status != ExitCode::SUCCESS {
+        return Ok(status);
+    }
+    let mut missing = false;
+    for name in select.unmatched() {
+        missing = true;
+        let full = RelPath::from_bytes(args.archive.as_os_str().as_bytes().to_vec());
+        crate::report::to_stderr(format_args!(
+            "ferry: {}: ls: no such member in the archive",
+            full.join(name.as_bytes())
+        ));
+    }
+    Ok(if missing { ExitCode::from(1) } else { status })
 }
 
 /// `ferry cat`.

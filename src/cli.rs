@@ -64,6 +64,10 @@ pub struct UnpackArgs {
     pub archive: PathBuf,
     /// Where to unpack it (created if missing).
     pub dst: PathBuf,
+    /// Unpack only these members, each with everything below it (as `tar -xf A
+    /// NAME...`). A hardlink whose target is left out gets the target's data.
+    #[arg(value_name = "MEMBER")]
+    pub members: Vec<PathBuf>,
     /// Workers for a ferry archive read through its index [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
@@ -83,6 +87,9 @@ pub struct UnpackArgs {
 pub struct LsArgs {
     /// The archive (`-` for standard input).
     pub archive: PathBuf,
+    /// List only these members, each with everything below it.
+    #[arg(value_name = "MEMBER")]
+    pub members: Vec<PathBuf>,
     /// Long form: mode, owner and group ids, size, mtime (UTC, to the nanosecond).
     #[arg(short = 'l', long)]
     pub long: bool,

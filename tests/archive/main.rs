@@ -9,6 +9,7 @@ mod commands;
 mod hostile;
 mod interop;
 mod reflink;
+mod select;
 
 use common::run::{run, Run, FERRY};
 use std::path::Path;

@@ -1,8 +1,9 @@
 //! `ls` and `cat`: members from the index of a ferry archive (without reading the tar
-//! data), or from one scan of any other tar.
+//! data), or from one scan of any other tar; all of them, or those asked for.
 
 use super::archive::{tar_kind, Archive, ArchiveError};
 use super::convert::{runs_of, safe_path};
+use super::select::Selection;
 use crate::index::{IndexEntry, Kind};
 use crate::tar::{Reader, TarEntry, TarKind};
 use ferry_core::entry::RelPath;
@@ -60,30 +61,44 @@ impl From<&TarEntry> for Member {
     }
 }
 
-/// Calls `each` for every member of an archive file: from its index if it has one.
+/// Whether `select` asks for the member stored as `path`. A path that could not be
+/// unpacked (it reaches outside) is listed only when every member is.
+fn selected(select: &Selection, path: &[u8]) -> bool {
+    select.is_all() || safe_path(path).is_ok_and(|p| select.selects(&p))
+}
+
+/// Calls `each` for every member of an archive file that `select` asks for: from its
+/// index if it has one.
 pub fn list(
     archive: &Archive,
+    select: &Selection,
     mut each: impl FnMut(&Member) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
     match archive.entries() {
         Some(entries) => {
             for e in entries {
-                each(&Member::from(&e?))?;
+                let e = e?;
+                if selected(select, &e.path) {
+                    each(&Member::from(&e))?;
+                }
             }
             Ok(())
         }
-        None => list_stream(archive.scan(), each),
+        None => list_stream(archive.scan(), select, each),
     }
 }
 
-/// Calls `each` for every member of a tar stream.
+/// Calls `each` for every member of a tar stream that `select` asks for.
 pub fn list_stream(
     input: impl Read,
+    select: &Selection,
     mut each: impl FnMut(&Member) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
     let mut reader = Reader::new(input);
     while let Some(t) = reader.next_entry()? {
-        each(&Member::from(&t))?;
+        if selected(select, &t.path) {
+            each(&Member::from(&t))?;
+        }
     }
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! Reading archives: opening one (and its index, if it has one), extracting it, listing
-//! it and printing one member.
+//! it and printing one member, of all members or those asked for.
 
 pub mod archive;
 pub mod convert;
 pub mod list;
+pub mod select;
 pub mod unpack;
 
 pub use archive::{Archive, ArchiveError};

@@ -13,8 +13,9 @@
 //! metadata is applied last, each directory after all below it.
 
 use super::archive::{header_len, member_in, Archive, ArchiveError};
-use super::convert::{from_index, from_tar, runs_of};
-use crate::index::IndexEntry;
+use super::convert::{from_index, from_tar, runs_of, safe_path};
+use super::select::{is_within, Selection};
+use crate::index::{IndexEntry, Kind};
 use crate::owners::LocalIds;
 use crate::tar::{Reader, TarEntry};
 use ferry_core::data::{Mover, Reflink, Sparse};
@@ -127,12 +128,6 @@ const OTHER_DESCRIPTORS: u64 = 16;
 /// 16 workers failed with "Too many open files".
 fn workers_within_open_files(asked: usize, reporter: &dyn Reporter) -> usize {
     workers_within(asked, WORKER_DESCRIPTORS + 1, OTHER_DESCRIPTORS, reporter)
-}
-
-/// `dir` is `path` or one of its ancestors.
-fn is_within(path: &RelPath, dir: &RelPath) -> bool {
-    let (p, d) = (path.as_bytes(), dir.as_bytes());
-    p.starts_with(d) && (p.len() == d.len() || p[d.len()] == b'/')
 }
 
 fn parent_of(path: &RelPath) -> RelPath {
@@ -325,23 +320,26 @@ fn read_end(e: &IndexEntry) -> u64 {
     }
 }
 
-/// Unpacks an archive file into `dst`. Per-member failures go to `reporter` and the
-/// rest goes on; an archive that cannot be read on is an error.
+/// Unpacks the members `select` asks for of an archive file into `dst`. Per-member
+/// failures go to `reporter` and the rest goes on, as does a name that selected no
+/// member; an archive that cannot be read on is an error.
 ///
 /// A ferry archive is unpacked from its index by `opts.threads` workers (fewer if the
 /// limit on open files leaves no room for them), handed runs
 /// of members sharing a directory as this thread goes through the index (a directory
 /// is made by whichever worker needs it first: its member, or a member below it); then
-/// come hardlinks, whose targets now exist; then directory metadata.
+/// come hardlinks, whose targets now exist (see [`link_groups`] for those whose target
+/// was not selected); then directory metadata.
 pub fn unpack_file(
     archive: &Archive,
     dst: &Path,
     opts: &UnpackOptions,
+    select: &Selection,
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), ArchiveError> {
     if archive.index().is_none() {
-        return unpack_stream(archive.scan(), dst, opts, stats, reporter);
+        return unpack_stream(archive.scan(), dst, opts, select, stats, reporter);
     }
     let mover = Mover::new(opts.reflink, opts.sparse);
     let workers = workers_within_open_files(opts.threads, reporter);
@@ -393,7 +391,7 @@ pub fn unpack_file(
                 }
             });
         }
-        walk_index(archive, reporter, groups, &has_failed)
+        walk_index(archive, select, reporter, groups, &has_failed)
     });
     let (later, walked) = walked;
     let mut result = match failed.into_inner().ok().flatten() {
@@ -402,16 +400,10 @@ pub fn unpack_file(
     };
     if result.is_ok() {
         let mut buf = Vec::new();
-        result = later.links.chunks(GROUP).try_for_each(|chunk| {
-            let mut group = Group::default();
-            for &pos in chunk {
-                let e = archive.entry_at(pos)?;
-                // Converted once already; a member that failed then was reported.
-                if let Ok(entry) = from_index(&e) {
-                    group.push(e, entry);
-                }
-            }
-            place(&group, &mut DirCache::new(), &mut buf)
+        result = link_groups(archive, &later.links, select, reporter).and_then(|groups| {
+            groups
+                .iter()
+                .try_for_each(|group| place(group, &mut DirCache::new(), &mut buf))
         });
     }
     // In reverse archive order: a directory's member comes before everything below it
@@ -432,7 +424,112 @@ pub fn unpack_file(
         }
     });
     ex.finish(dirs, later.root_named);
-    result.and(unread.map_or(Ok(()), Err))
+    let result = result.and(unread.map_or(Ok(()), Err));
+    if result.is_ok() {
+        report_unmatched(select, reporter);
+    }
+    result
+}
+
+/// Reports each name that selected no member, as GNU tar's "Not found in archive".
+fn report_unmatched(select: &Selection, reporter: &dyn Reporter) {
+    for name in select.unmatched() {
+        reporter.error(&Error::new(
+            name,
+            "unpack",
+            io::Error::other("no such member in the archive"),
+        ));
+    }
+}
+
+/// The hardlinks at index positions `links`, in groups for the workers' `place`. A link
+/// whose target the selection left out cannot link to it: the first such link of each
+/// target is made from the target's member instead (its data under the link's name),
+/// and the target's other links link to that one, so they still share an inode.
+fn link_groups(
+    archive: &Archive,
+    links: &[u64],
+    select: &Selection,
+    reporter: &dyn Reporter,
+) -> Result<Vec<Group>, ArchiveError> {
+    let target_of = |entry: &Entry| match &entry.kind {
+        EntryKind::HardLink { target } if !select.covers(target) => Some(target.clone()),
+        _ => None,
+    };
+    let mut stand_ins = HashMap::<RelPath, StandIn>::new();
+    for &pos in links {
+        let e = archive.entry_at(pos)?;
+        if let Some(target) = from_index(&e).ok().as_ref().and_then(target_of) {
+            stand_ins.entry(target).or_default();
+        }
+    }
+    if !stand_ins.is_empty() {
+        // The last member of each name that is not a link itself, as an extraction
+        // would leave it.
+        for item in archive.entries_at().into_iter().flatten() {
+            let (pos, e) = item?;
+            if e.kind == Kind::HardLink {
+                continue;
+            }
+            if let Some(s) = safe_path(&e.path).ok().and_then(|p| stand_ins.get_mut(&p)) {
+                s.member = Some(pos);
+            }
+        }
+    }
+    let mut groups = Vec::new();
+    for chunk in links.chunks(GROUP) {
+        let mut group = Group::default();
+        for &pos in chunk {
+            let e = archive.entry_at(pos)?;
+            // Converted once already; a member that failed then was reported.
+            let Ok(mut entry) = from_index(&e) else {
+                continue;
+            };
+            let Some(target) = target_of(&entry) else {
+                group.push(e, entry);
+                continue;
+            };
+            let stand_in = stand_ins.entry(target.clone()).or_default();
+            if let Some(made) = &stand_in.made {
+                entry.kind = EntryKind::HardLink {
+                    target: made.clone(),
+                };
+                group.push(e, entry);
+                continue;
+            }
+            let member = stand_in.member.map(|at| archive.entry_at(at)).transpose()?;
+            match member.map(|t| {
+                let made = from_index(&t).map(|made| Entry {
+                    path: entry.path.clone(),
+                    ..made
+                });
+                (t, made)
+            }) {
+                Some((t, Ok(made))) => {
+                    stand_in.made = Some(entry.path.clone());
+                    group.push(t, made);
+                }
+                _ => reporter.error(&Error::new(
+                    &entry.path,
+                    "unpack",
+                    io::Error::other(format!(
+                        "a hardlink to {target}, which the archive does not hold"
+                    )),
+                )),
+            }
+        }
+        groups.push(group);
+    }
+    Ok(groups)
+}
+
+/// What stands in for a hardlink target the selection left out.
+#[derive(Default)]
+struct StandIn {
+    /// The target's member (its index position).
+    member: Option<u64>,
+    /// The link made from it, which its other links link to.
+    made: Option<RelPath>,
 }
 
 /// What the walk through the index leaves for after the workers, as where each entry
@@ -475,6 +572,7 @@ impl Group {
 /// what is left for after them, and an error if the index could not be read on.
 fn walk_index(
     archive: &Archive,
+    select: &Selection,
     reporter: &dyn Reporter,
     groups: mpsc::SyncSender<Group>,
     stop: &dyn Fn() -> bool,
@@ -507,6 +605,9 @@ fn walk_index(
                 continue;
             }
         };
+        if !select.selects(&entry.path) {
+            continue;
+        }
         if let EntryKind::HardLink { .. } = entry.kind {
             later.links.push(pos);
             continue;
@@ -596,11 +697,14 @@ fn place_member(
     Ok(())
 }
 
-/// Unpacks a tar stream (any tar: ferry's, GNU tar's, bsdtar's) into `dst`.
+/// Unpacks the members `select` asks for of a tar stream (any tar: ferry's, GNU tar's,
+/// bsdtar's) into `dst`. A hardlink whose target was not selected is an error: the
+/// target's data has gone by.
 pub fn unpack_stream(
     input: impl Read,
     dst: &Path,
     opts: &UnpackOptions,
+    select: &Selection,
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), ArchiveError> {
@@ -630,6 +734,21 @@ pub fn unpack_stream(
                 continue;
             }
         };
+        if !select.selects(&entry.path) {
+            continue;
+        }
+        if let EntryKind::HardLink { target } = &entry.kind {
+            if !select.covers(target) {
+                reporter.error(&Error::new(
+                    &entry.path,
+                    "unpack",
+                    io::Error::other(format!(
+                        "a hardlink to {target}, which was not asked for: name it too"
+                    )),
+                ));
+                continue;
+            }
+        }
         let entry = match by_name.as_ref().and_then(|b| b.owned(&t, &entry)) {
             Some(owned) => owned,
             None => entry,
@@ -665,13 +784,15 @@ pub fn unpack_stream(
     dirs.sort_unstable_by(|a: &Entry, b| b.path.as_bytes().cmp(a.path.as_bytes()));
     let root_named = dirs.iter().any(|e| e.path.is_root());
     ex.finish(dirs, root_named);
+    if result.is_ok() {
+        report_unmatched(select, reporter);
+    }
     result
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::Kind;
 
     /// A file member with `head` header bytes at `at` and `stored` data bytes.
     fn member(at: u64, head: u64, stored: u64) -> IndexEntry {

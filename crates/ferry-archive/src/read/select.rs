@@ -1,0 +1,119 @@
+//! Which members a command was asked for, as `tar -xf A NAME...` takes them: a name
+//! selects the member of that name and, when it is a directory, everything below it.
+//! Names are compared as member paths are made safe (`./a/b/`, `/a/b` and `a//b` are
+//! all `a/b`). Each name remembers whether it selected anything, so a name that matched
+//! no member can be reported, as GNU tar reports "Not found in archive".
+
+use super::convert::safe_path;
+use ferry_core::entry::RelPath;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// The members asked for: all of them, or those at or below some names.
+#[derive(Debug, Default)]
+pub struct Selection {
+    /// The names given, each with whether a member matched it. Empty: every member.
+    names: Vec<(RelPath, AtomicBool)>,
+}
+
+impl Selection {
+    /// Every member.
+    pub fn all() -> Selection {
+        Selection::default()
+    }
+
+    /// The members at or below `names`; none given means every member. A name that
+    /// reaches outside the archive (`..`) is refused, naming it.
+    pub fn of<N: AsRef<[u8]>>(names: &[N]) -> Result<Selection, String> {
+        let names = names
+            .iter()
+            .map(|raw| {
+                let raw = raw.as_ref();
+                safe_path(raw)
+                    .map(|path| (path, AtomicBool::new(false)))
+                    .map_err(|why| format!("{}: {why}", RelPath::from_bytes(raw.to_vec())))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Selection { names })
+    }
+
+    /// Whether every member is selected.
+    pub fn is_all(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Whether the member at `path` (a safe path) is selected; the names that select it
+    /// are marked as having matched.
+    pub fn selects(&self, path: &RelPath) -> bool {
+        if self.is_all() {
+            return true;
+        }
+        let mut selected = false;
+        for (name, matched) in &self.names {
+            if is_within(path, name) {
+                matched.store(true, Relaxed);
+                selected = true;
+            }
+        }
+        selected
+    }
+
+    /// Whether the member at `path` is selected, without marking any name.
+    pub fn covers(&self, path: &RelPath) -> bool {
+        self.is_all() || self.names.iter().any(|(name, _)| is_within(path, name))
+    }
+
+    /// The names that selected no member so far, in the order given.
+    pub fn unmatched(&self) -> impl Iterator<Item = &RelPath> {
+        self.names
+            .iter()
+            .filter(|(_, matched)| !matched.load(Relaxed))
+            .map(|(name, _)| name)
+    }
+}
+
+/// `dir` is `path` or one of its ancestors (the root is everyone's).
+pub fn is_within(path: &RelPath, dir: &RelPath) -> bool {
+    let (p, d) = (path.as_bytes(), dir.as_bytes());
+    d.is_empty() || (p.starts_with(d) && (p.len() == d.len() || p[d.len()] == b'/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(p: &str) -> RelPath {
+        safe_path(p.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_name_selects_its_member_and_what_lies_below_it() {
+        let s = Selection::of(&["./a/b/", "/c", "x"]).unwrap();
+        assert!(s.selects(&path("a/b")));
+        assert!(s.selects(&path("a/b/f")));
+        assert!(s.selects(&path("c")));
+        assert!(!s.selects(&path("a")), "an ancestor is not selected");
+        assert!(
+            !s.selects(&path("a/bc")),
+            "a sibling sharing a prefix is not"
+        );
+        assert!(!s.selects(&path("")));
+        assert_eq!(s.unmatched().collect::<Vec<_>>(), vec![&path("x")]);
+        assert!(s.covers(&path("x/y")));
+        assert_eq!(s.unmatched().count(), 1, "covers marks nothing as matched");
+    }
+
+    #[test]
+    fn no_names_or_the_root_select_everything() {
+        assert!(Selection::all().selects(&path("")));
+        assert!(Selection::of::<&str>(&[]).unwrap().is_all());
+        let root = Selection::of(&["."]).unwrap();
+        assert!(root.selects(&path("any/thing")));
+        assert_eq!(root.unmatched().count(), 0);
+    }
+
+    #[test]
+    fn a_name_reaching_outside_is_refused_naming_it() {
+        let err = Selection::of(&["a/../../etc"]).unwrap_err();
+        assert!(err.starts_with("a/../../etc: "), "{err}");
+    }
+}
