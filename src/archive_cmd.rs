@@ -182,6 +182,10 @@ fn escaped(bytes: &[u8]) -> String {
     s
 }
 
+/// The least width of `ls -l`'s owner, group and size together (GNU tar's, whose
+/// columns then line up with ours).
+const OWNER_AND_SIZE_WIDTH: usize = 19;
+
 fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> {
     if !long {
         return writeln!(out, "{}", escaped(&m.path));
@@ -191,12 +195,22 @@ fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> 
         TarKind::HardLink => format!(" link to {}", escaped(&m.link)),
         _ => String::new(),
     };
+    // A name where the archive gives one, else the number, as `tar -tv` shows them;
+    // the size after them, the two together at least as wide as GNU tar makes them.
+    let name_or = |name: &Option<Vec<u8>>, id: u32| match name {
+        Some(name) => escaped(name),
+        None => id.to_string(),
+    };
+    let owner = format!(
+        "{}/{}",
+        name_or(&m.names.user, m.uid),
+        name_or(&m.names.group, m.gid)
+    );
+    let size_width = OWNER_AND_SIZE_WIDTH.saturating_sub(owner.len() + 1);
     writeln!(
         out,
-        "{} {}/{} {:>12} {} {}{link}",
+        "{} {owner} {:>size_width$} {} {}{link}",
         mode_string(m.kind, m.mode),
-        m.uid,
-        m.gid,
         m.size,
         crate::utc::date_time(m.mtime.0, m.mtime.1),
         escaped(&m.path)

@@ -90,7 +90,8 @@ pub struct LsArgs {
     /// List only these members, each with everything below it.
     #[arg(value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
-    /// Long form: mode, owner and group ids, size, mtime (UTC, to the nanosecond).
+    /// Long form: mode, owner and group (names where the archive has them, else ids),
+    /// size, mtime (UTC, to the nanosecond).
     #[arg(short = 'l', long)]
     pub long: bool,
 }

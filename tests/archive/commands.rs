@@ -760,3 +760,47 @@ fn odd_and_over_long_paths_pack_unpack_list_and_cat() {
         assert_eq!(cat(name), want, "{name:?}");
     }
 }
+
+/// An archive from before the index kept owner names (index version 1) still lists,
+/// prints and unpacks through its index.
+#[test]
+fn an_archive_with_a_version_1_index_still_reads() {
+    let s = scratch();
+    let archive = std::path::Path::new(crate::INDEX_V1_ARCHIVE);
+    let a = Archive::open(archive).expect("open the archive");
+    assert!(a.index().is_some(), "read through its index");
+    let ls = ferry(&[&"ls", &"-l", &archive]);
+    ls.assert_ok();
+    // No names in the index: ls shows the numbers.
+    assert!(
+        ls.stdout
+            .lines()
+            .any(|l| l.starts_with("drwxr-x--- 65534/0 ") && l.ends_with(" d/")),
+        "{}",
+        ls.stdout
+    );
+    assert!(ls.stdout.contains("2020-01-02 03:04:05.123456789"));
+    let text = "made by ferry with index version 1\n";
+    let cat = ferry(&[&"cat", &archive, &"d/f"]);
+    cat.assert_ok();
+    assert_eq!(cat.stdout, text);
+    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    assert_eq!(
+        std::fs::read_to_string(s.dst.join("d/twin")).expect("read"),
+        text
+    );
+    let (f, twin) = (
+        std::fs::metadata(s.dst.join("d/f")).expect("stat"),
+        std::fs::metadata(s.dst.join("d/twin")).expect("stat"),
+    );
+    assert_eq!(f.ino(), twin.ino());
+    let d = std::fs::metadata(s.dst.join("d")).expect("stat");
+    assert_eq!(
+        (d.mode() & 0o7777, d.mtime(), d.mtime_nsec()),
+        (0o750, 1577934245, 123456789)
+    );
+    assert_eq!(
+        std::fs::read_link(s.dst.join("d/link")).expect("readlink"),
+        std::path::Path::new("f")
+    );
+}

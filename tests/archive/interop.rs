@@ -368,9 +368,74 @@ fn owners_follow_their_names_unless_numbers_are_asked_for() {
         .output()
         .expect("run tar");
     assert!(String::from_utf8_lossy(&listed.stdout).contains("nobody/root"));
-    // Made where that user is called root: read through the index, which has no names.
+    // Headers that name another user than the index does are refused.
     let mut bytes = std::fs::read(&archive).expect("read");
-    assert!(rename_user(&mut bytes, b"nobody", b"root") >= 2);
+    assert!(rename_user(&mut bytes, b"nobody", b"daemon") >= 2);
     std::fs::write(&archive, &bytes).expect("write");
-    assert_unpacked_owners(&archive, &s.tmp.path().join("ferry"), (0, 0), (NOBODY, 0));
+    let r = ferry(&[&"unpack", &archive, &s.tmp.path().join("refused")]);
+    r.assert_status(2);
+    assert!(
+        r.stderr
+            .contains("index and tar header disagree: owner names"),
+        "{r}"
+    );
+    // Made where that user is called daemon (1 here), in headers and index alike: read
+    // through the index, members and directories get daemon's id.
+    assert_eq!(rename_in_index(&mut bytes, b"nobody", b"daemon"), 2);
+    std::fs::write(&archive, &bytes).expect("write");
+    assert!(ferry(&[&"ls", &"-l", &archive])
+        .stdout
+        .contains(" daemon/root "));
+    assert_unpacked_owners(&archive, &s.tmp.path().join("ferry"), (1, 0), (NOBODY, 0));
+}
+
+/// An archive from before the index kept owner names (index version 1) is still read:
+/// as root its members and directories get the ids their headers' names have here.
+#[test]
+fn owners_of_an_index_without_names_follow_their_headers() {
+    if crate::common::skip_unless_root() {
+        return;
+    }
+    let s = scratch();
+    let mut bytes = std::fs::read(crate::INDEX_V1_ARCHIVE).expect("read the archive");
+    // d and d/twin (and its other name d/f) belong to nobody, named so in their ustar
+    // headers and the pax headers before them.
+    assert_eq!(rename_user(&mut bytes, b"nobody", b"daemon"), 6);
+    let archive = s.tmp.path().join("v1.far");
+    std::fs::write(&archive, &bytes).expect("write");
+    const NOBODY: u32 = crate::common::nobody::NOBODY;
+    assert_unpacked_owners(&archive, &s.tmp.path().join("ferry"), (1, 0), (NOBODY, 0));
+}
+
+/// In the index of the ferry archive `bytes`, renames the owner name `from` to `to`
+/// (of the same length) and mends the index's and footer's checksums; returns how many
+/// names it renamed.
+fn rename_in_index(bytes: &mut [u8], from: &[u8], to: &[u8]) -> usize {
+    use xxhash_rust::xxh3::xxh3_64;
+    assert_eq!(from.len(), to.len());
+    let footer = bytes.len() - 64;
+    let word = |b: &[u8], i: usize| {
+        u64::from_le_bytes(
+            b[footer + 8 + 8 * i..footer + 16 + 8 * i]
+                .try_into()
+                .unwrap(),
+        ) as usize
+    };
+    let (at, len) = (word(bytes, 0), word(bytes, 1));
+    // A name is its length as a 32-bit number and its bytes.
+    let mut field = (from.len() as u32).to_le_bytes().to_vec();
+    field.extend_from_slice(from);
+    let mut renamed = 0;
+    let index = &mut bytes[at..at + len];
+    for i in 0..index.len().saturating_sub(field.len()) {
+        if index[i..].starts_with(&field) {
+            index[i + 4..i + field.len()].copy_from_slice(to);
+            renamed += 1;
+        }
+    }
+    let hash = xxh3_64(&bytes[at..at + len]);
+    bytes[footer + 40..footer + 48].copy_from_slice(&hash.to_le_bytes());
+    let hash = xxh3_64(&bytes[footer..footer + 56]);
+    bytes[footer + 56..].copy_from_slice(&hash.to_le_bytes());
+    renamed
 }

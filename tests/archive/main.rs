@@ -15,6 +15,12 @@ use common::run::{run, Run, FERRY};
 use std::path::Path;
 use std::process::Command;
 
+/// An archive made by ferry before its index kept owner names (index version 1): `d/`
+/// (0750, nobody:root), `d/twin` (nobody:root, "made by ferry with index version 1\n"),
+/// `d/f` a hardlink to it, `d/link` a symlink to `f`; every mtime 2020-01-02
+/// 03:04:05.123456789 UTC.
+const INDEX_V1_ARCHIVE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/index-v1.far");
+
 /// Runs `ferry ARGS..`.
 fn ferry(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Run {
     let mut cmd = Command::new(FERRY);

@@ -9,14 +9,17 @@
 //!         u64 size, u64 header offset, u64 data offset, u64 stored bytes, u64 rdev,
 //!         u8 has-hash, u128 hash, bytes path, bytes link,
 //!         u32 run count + (u64 offset, u64 length) per run,
-//!         u32 xattr count + (bytes name, bytes value) per xattr
+//!         u32 xattr count + (bytes name, bytes value) per xattr,
+//!         bytes user name, bytes group name (empty: none; from version 2 on)
 //!         ("bytes" = u32 length + the bytes)
 //! zeros:  up to the footer, so the archive is a whole number of 512-byte blocks
 //! footer: the last 64 bytes: "FERRYEND" u64 index offset, u64 index length,
 //!         u64 tar end (first byte after the end-of-archive blocks), u64 entry count,
-//!         u64 xxh3-64 of the index, 8 reserved zero bytes, u64 xxh3-64 of the
-//!         footer's first 56 bytes
+//!         u64 xxh3-64 of the index, u64 index version (version 1 wrote 0 here),
+//!         u64 xxh3-64 of the footer's first 56 bytes
 //! ```
+//!
+//! Version 1 kept no owner names; it is still read, its entries without them.
 //!
 //! Reading never trusts a number: every count and length is checked against what is
 //! left, every offset against the tar data, before anything is allocated.
@@ -33,7 +36,10 @@ use xxhash_rust::xxh3::xxh3_64;
 
 const INDEX_MAGIC: &[u8; 8] = b"FERRYIDX";
 const FOOTER_MAGIC: &[u8; 8] = b"FERRYEND";
-const VERSION: u32 = 1;
+/// The index version written.
+const VERSION: u32 = 2;
+/// The oldest version read.
+const OLDEST_VERSION: u32 = 1;
 /// Size of the footer at the very end of an indexed archive.
 pub const FOOTER_LEN: u64 = 64;
 /// What an index entry is.
@@ -106,6 +112,18 @@ pub struct IndexEntry {
     pub runs: Vec<(u64, u64)>,
     /// Extended attributes.
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The owner's names as its tar header gives them; `None` in an index of version 1,
+    /// which kept none (the header may still have them).
+    pub names: Option<Names>,
+}
+
+/// The user and group names of an entry's owner, where the archive gives them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Names {
+    /// The user's name.
+    pub user: Option<Vec<u8>>,
+    /// The group's name.
+    pub group: Option<Vec<u8>>,
 }
 
 impl IndexEntry {
@@ -142,11 +160,11 @@ fn bad(msg: impl Into<String>) -> IndexError {
     IndexError(msg.into())
 }
 
-/// The index's own header for `count` entries.
-fn header(count: u64) -> Vec<u8> {
+/// The index's own header for `count` entries, of index version `version`.
+fn header(count: u64, version: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(COUNT_AT + 8);
     out.extend_from_slice(INDEX_MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&count.to_le_bytes());
     out
 }
@@ -166,8 +184,8 @@ fn encode_hash(hash: Option<u128>) -> [u8; 17] {
     b
 }
 
-/// Appends entry `e`, encoded, to `out`.
-fn encode_entry(out: &mut Vec<u8>, e: &IndexEntry) {
+/// Appends entry `e`, encoded as index version `version` has it, to `out`.
+fn encode_entry(out: &mut Vec<u8>, e: &IndexEntry, version: u32) {
     let start = out.len();
     out.push(e.kind as u8);
     for v in [e.mode, e.uid, e.gid] {
@@ -194,17 +212,35 @@ fn encode_entry(out: &mut Vec<u8>, e: &IndexEntry) {
         put_bytes(out, n);
         put_bytes(out, v);
     }
+    if version >= 2 {
+        let names = e.names.as_ref();
+        put_bytes(
+            out,
+            names.and_then(|n| n.user.as_deref()).unwrap_or_default(),
+        );
+        put_bytes(
+            out,
+            names.and_then(|n| n.group.as_deref()).unwrap_or_default(),
+        );
+    }
 }
 
 /// What follows an index of `index_len` bytes (`count` entries, hashing to
-/// `index_hash`) that starts at `at`: zeros up to the footer, so the archive is a whole
-/// number of 512-byte blocks, and the footer.
-fn tail(at: u64, tar_end: u64, index_len: u64, count: u64, index_hash: u64) -> Vec<u8> {
+/// `index_hash`, of version `version`) that starts at `at`: zeros up to the footer, so
+/// the archive is a whole number of 512-byte blocks, and the footer.
+fn tail(
+    at: u64,
+    tar_end: u64,
+    (index_len, count, index_hash): (u64, u64, u64),
+    version: u32,
+) -> Vec<u8> {
     let end = (at + index_len + FOOTER_LEN).div_ceil(512) * 512;
     let mut out = vec![0u8; (end - at - index_len - FOOTER_LEN) as usize];
     let mut footer = Vec::with_capacity(FOOTER_LEN as usize);
     footer.extend_from_slice(FOOTER_MAGIC);
-    for v in [at, index_len, tar_end, count, index_hash, 0] {
+    // Version 1 wrote a zero for its version.
+    let version_word = if version == 1 { 0 } else { u64::from(version) };
+    for v in [at, index_len, tar_end, count, index_hash, version_word] {
         footer.extend_from_slice(&v.to_le_bytes());
     }
     let footer_hash = xxh3_64(&footer);
@@ -260,13 +296,19 @@ impl Index {
 /// `tar_end` (for tests that build archives by hand).
 #[cfg(test)]
 pub(crate) fn encode_index(entries: &[IndexEntry], tar_end: u64) -> Vec<u8> {
-    let mut out = header(entries.len() as u64);
+    encode_index_version(entries, tar_end, VERSION)
+}
+
+/// [`encode_index`] as index version `version` has it.
+#[cfg(test)]
+pub(crate) fn encode_index_version(entries: &[IndexEntry], tar_end: u64, version: u32) -> Vec<u8> {
+    let mut out = header(entries.len() as u64, version);
     for e in entries {
-        encode_entry(&mut out, e);
+        encode_entry(&mut out, e, version);
     }
     let (len, count) = (out.len() as u64, entries.len() as u64);
     let hash = xxh3_64(&out);
-    out.extend(tail(tar_end, tar_end, len, count, hash));
+    out.extend(tail(tar_end, tar_end, (len, count, hash), version));
     out
 }
 
@@ -282,6 +324,8 @@ pub struct Footer {
     /// Number of entries.
     pub entries: u64,
     index_hash: u64,
+    /// The index's version, which says how its entries are encoded.
+    pub version: u32,
 }
 
 impl Footer {
@@ -299,12 +343,18 @@ impl Footer {
         if xxh3_64(&bytes[..56]) != word(6) {
             return Err(bad("footer checksum mismatch"));
         }
+        let version = match word(5) {
+            0 => 1, // version 1 wrote a zero
+            v if (u64::from(OLDEST_VERSION)..=u64::from(VERSION)).contains(&v) => v as u32,
+            v => return Err(bad(format!("unknown index version {v}"))),
+        };
         let f = Footer {
             index_offset: word(0),
             index_len: word(1),
             tar_end: word(2),
             entries: word(3),
             index_hash: word(4),
+            version,
         };
         let index_end = f
             .index_offset
@@ -342,6 +392,10 @@ mod tests {
             link: Vec::new(),
             runs: vec![(0, 1000), (8000, 2000)],
             xattrs: vec![(b"user.k".to_vec(), b"\x00v".to_vec())],
+            names: Some(Names {
+                user: Some(b"ann".to_vec()),
+                group: None,
+            }),
         };
         let dir = IndexEntry {
             path: b"a".to_vec(),
@@ -398,6 +452,49 @@ mod tests {
                 .expect("decoded"),
             second
         );
+    }
+
+    #[test]
+    fn a_version_1_index_is_read_without_names() {
+        let old = encode_index_version(&sample_entries(), 10240, 1);
+        let read = read_all(&old, 10240).expect("valid").expect("indexed");
+        let mut want = sample_entries();
+        for e in &mut want {
+            e.names = None;
+        }
+        assert_eq!(entries_only(read.clone()), want);
+        // Its footer's version word is the zero version 1 wrote there.
+        let footer = &old[old.len() - 64..];
+        assert_eq!(footer[48..56], [0; 8]);
+        let f = Footer::parse(footer, 10240 + old.len() as u64)
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.version, 1);
+        let (pos, second) = &read[1];
+        assert_eq!(
+            &Index::new(f).entry_at(&old[*pos as usize..], *pos).unwrap(),
+            second
+        );
+    }
+
+    #[test]
+    fn an_index_whose_version_is_unknown_or_not_the_footers_is_refused() {
+        let mut bytes = sample();
+        let n = bytes.len();
+        bytes[n - 16..n - 8].copy_from_slice(&3u64.to_le_bytes());
+        let mend = |b: &mut Vec<u8>| {
+            let n = b.len();
+            let hash = xxh3_64(&b[n - 64..n - 8]);
+            b[n - 8..].copy_from_slice(&hash.to_le_bytes());
+        };
+        mend(&mut bytes);
+        let err = read_all(&bytes, 10240).expect_err("version 3");
+        assert!(err.0.contains("unknown index version 3"), "{err}");
+        // The footer says 1, the index's header 2.
+        bytes[n - 16..n - 8].fill(0);
+        mend(&mut bytes);
+        let err = read_all(&bytes, 10240).expect_err("versions differ");
+        assert!(err.0.contains("version"), "{err}");
     }
 
     #[test]

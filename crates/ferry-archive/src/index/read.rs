@@ -7,7 +7,7 @@
 //! it all; going through it again (to unpack, list or find a member) reads the same
 //! bytes, checked the same way, so an index changed meanwhile is still an error.
 
-use super::{bad, Footer, IndexEntry, IndexError, Kind, INDEX_MAGIC, VERSION};
+use super::{bad, Footer, IndexEntry, IndexError, Kind, Names, INDEX_MAGIC};
 use crate::write::header::pad_block;
 use std::io::Read;
 use xxhash_rust::xxh3::Xxh3;
@@ -18,6 +18,9 @@ const MAX_PATH_LEN: u32 = 1 << 20;
 /// ... and the longest xattr name and value (Linux's own limits).
 const MAX_XATTR_NAME_LEN: u32 = 255;
 const MAX_XATTR_VALUE_LEN: u32 = 64 << 10;
+/// The longest user or group name (tar headers take any length through pax; Linux's
+/// own tools keep to 32 bytes).
+const MAX_OWNER_NAME_LEN: u32 = 4096;
 
 /// Every entry takes at least this many bytes: a count beyond what the index can hold
 /// is a lie.
@@ -32,6 +35,8 @@ struct Decoder<R> {
     /// Bytes there are to read.
     len: u64,
     hash: Option<Xxh3>,
+    /// The index version, which says what an entry holds.
+    version: u32,
 }
 
 impl<R: Read> Decoder<R> {
@@ -98,6 +103,15 @@ impl<R: Read> Decoder<R> {
         Ok(b)
     }
 
+    /// An owner name; none when empty.
+    fn name(&mut self) -> Result<Option<Vec<u8>>, IndexError> {
+        let name = self.bytes(MAX_OWNER_NAME_LEN)?;
+        if name.contains(&0) {
+            return Err(bad("NUL byte in an owner name"));
+        }
+        Ok((!name.is_empty()).then_some(name))
+    }
+
     /// A count of items of at least `min_size` bytes each, checked against what is left.
     fn count(&mut self, min_size: u64) -> Result<usize, IndexError> {
         let n = self.u32()?;
@@ -133,6 +147,13 @@ impl<R: Read> Decoder<R> {
                 Ok((name, self.bytes(MAX_XATTR_VALUE_LEN)?))
             })
             .collect::<Result<Vec<_>, IndexError>>()?;
+        let names = match self.version {
+            1 => None,
+            _ => Some(Names {
+                user: self.name()?,
+                group: self.name()?,
+            }),
+        };
         Ok(IndexEntry {
             path,
             kind,
@@ -150,6 +171,7 @@ impl<R: Read> Decoder<R> {
             link,
             runs,
             xattrs,
+            names,
         })
     }
 }
@@ -178,6 +200,7 @@ impl<R: Read> Entries<R> {
                 pos: 0,
                 len: footer.index_len,
                 hash: Some(Xxh3::new()),
+                version: footer.version,
             },
             footer,
             decoded: 0,
@@ -190,8 +213,8 @@ impl<R: Read> Entries<R> {
         if &self.d.array::<8>()? != INDEX_MAGIC {
             return Err(bad("no index magic"));
         }
-        if self.d.u32()? != VERSION {
-            return Err(bad("unknown index version"));
+        if self.d.u32()? != self.footer.version {
+            return Err(bad("index version differs from the footer's"));
         }
         let count = self.d.u64()?;
         if count != self.footer.entries {
@@ -266,6 +289,7 @@ pub(super) fn entry_at(r: impl Read, footer: &Footer, pos: u64) -> Result<IndexE
         pos,
         len: footer.index_len,
         hash: None,
+        version: footer.version,
     };
     let in_entry = |e: IndexError| bad(format!("entry at index byte {pos}: {}", e.0));
     let e = d.entry().map_err(in_entry)?;

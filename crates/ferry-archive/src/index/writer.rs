@@ -8,7 +8,7 @@
 //! is written into the file. At the end the index is streamed out of the file and
 //! memory, hashed on the way.
 
-use super::{encode_entry, encode_hash, tail, IndexEntry, COUNT_AT, HASH_AT};
+use super::{encode_entry, encode_hash, tail, IndexEntry, COUNT_AT, HASH_AT, VERSION};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -46,7 +46,7 @@ impl IndexWriter {
     /// An empty index that holds at most about `limit` bytes in memory.
     pub fn with_memory_limit(limit: usize) -> Self {
         let mut held = Vec::new();
-        held.extend_from_slice(&super::header(0)); // the count is set by `finish`
+        held.extend_from_slice(&super::header(0, VERSION)); // the count is set by `finish`
         IndexWriter {
             held,
             spilled: 0,
@@ -60,7 +60,7 @@ impl IndexWriter {
     /// not be moved to its temporary file.
     pub fn push(&mut self, e: &IndexEntry) -> io::Result<HashSlot> {
         let start = self.spilled + self.held.len() as u64;
-        encode_entry(&mut self.held, e);
+        encode_entry(&mut self.held, e, VERSION);
         self.count += 1;
         if self.held.len() >= self.limit {
             self.spill_oldest()?;
@@ -133,7 +133,7 @@ impl IndexWriter {
         }
         emit(&self.held)?;
         let len = self.spilled + self.held.len() as u64;
-        let after = tail(at, at, len, self.count, hasher.digest());
+        let after = tail(at, at, (len, self.count, hasher.digest()), VERSION);
         out(&after)?;
         Ok(len + after.len() as u64)
     }

@@ -209,6 +209,11 @@ fn agree(t: &TarEntry, e: &IndexEntry) -> Result<(), &'static str> {
     if (t.mode, t.uid, t.gid, t.mtime) != (e.mode, e.uid, e.gid, e.mtime) {
         return Err("metadata");
     }
+    if let Some(names) = &e.names {
+        if (&t.uname, &t.gname) != (&names.user, &names.group) {
+            return Err("owner names");
+        }
+    }
     Ok(())
 }
 

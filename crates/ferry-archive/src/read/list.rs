@@ -4,7 +4,7 @@
 use super::archive::{tar_kind, Archive, ArchiveError};
 use super::convert::{runs_of, safe_path};
 use super::select::Selection;
-use crate::index::{IndexEntry, Kind};
+use crate::index::{IndexEntry, Kind, Names};
 use crate::tar::{Reader, TarEntry, TarKind};
 use ferry_core::entry::RelPath;
 use std::io::{self, Read, Write};
@@ -23,6 +23,8 @@ pub struct Member {
     pub uid: u32,
     /// Group.
     pub gid: u32,
+    /// The owner's user and group names, where the archive gives them.
+    pub names: Names,
     /// Modification time (seconds, nanoseconds).
     pub mtime: (i64, u32),
     /// Logical size.
@@ -39,6 +41,7 @@ impl From<&IndexEntry> for Member {
             mode: e.mode,
             uid: e.uid,
             gid: e.gid,
+            names: e.names.clone().unwrap_or_default(),
             mtime: e.mtime,
             size: e.size,
             link: e.link.clone(),
@@ -54,6 +57,10 @@ impl From<&TarEntry> for Member {
             mode: t.mode,
             uid: t.uid,
             gid: t.gid,
+            names: Names {
+                user: t.uname.clone(),
+                group: t.gname.clone(),
+            },
             mtime: t.mtime,
             size: t.size,
             link: t.link_target.clone().unwrap_or_default(),

@@ -15,9 +15,9 @@
 use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of, safe_path};
 use super::select::{is_within, Selection};
-use crate::index::{IndexEntry, Kind};
+use crate::index::{IndexEntry, Kind, Names};
 use crate::owners::LocalIds;
-use crate::tar::{Reader, TarEntry};
+use crate::tar::Reader;
 use ferry_core::data::{Mover, Reflink, Sparse};
 use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath};
 use ferry_core::error::{Error, Reporter};
@@ -49,13 +49,11 @@ pub struct UnpackOptions {
     pub numeric_owner: bool,
 }
 
-/// Owners by name (see [`crate::owners`]): what an unpack that sets them so keeps.
+/// Owners by name (see [`crate::owners`]), for an unpack that sets them so: the ids
+/// names have here, looked up once each.
 #[derive(Default)]
 struct ByName {
     ids: Mutex<LocalIds>,
-    /// Directories whose owner their names changed, by header offset: their metadata
-    /// is set at the end, from the index, which keeps no names.
-    dirs: Mutex<HashMap<u64, (u32, u32)>>,
 }
 
 impl ByName {
@@ -65,34 +63,33 @@ impl ByName {
         (!opts.numeric_owner && rustix::process::geteuid().is_root()).then(ByName::default)
     }
 
-    /// `entry` (what member `t` converts to) with the owner `t`'s names have here, if
+    /// `entry` with the owner the names `user` and `group` (its member's) have here, if
     /// that is not the one it has.
-    fn owned(&self, t: &TarEntry, entry: &Entry) -> Option<Entry> {
+    fn owned(&self, user: Option<&[u8]>, group: Option<&[u8]>, entry: &Entry) -> Option<Entry> {
         let (uid, gid) = self
             .ids
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .owner(t.uname.as_deref(), t.gname.as_deref(), &entry.meta)?;
+            .owner(user, group, &entry.meta)?;
         let mut owned = entry.clone();
         (owned.meta.uid, owned.meta.gid) = (uid, gid);
         Some(owned)
     }
 
-    /// Notes the owner a directory's names gave it, for when its metadata is set.
-    fn keep_dir(&self, at: u64, owned: &Entry) {
-        self.dirs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(at, (owned.meta.uid, owned.meta.gid));
-    }
-
-    /// Directory `entry`, at `at`, with the owner its names gave it.
-    fn dir(&self, at: u64, mut entry: Entry) -> Entry {
-        let dirs = self.dirs.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(&(uid, gid)) = dirs.get(&at) {
-            (entry.meta.uid, entry.meta.gid) = (uid, gid);
-        }
-        entry
+    /// Directory `entry` (what index entry `e` converts to), with the owner its names
+    /// have here: the index's names, or in an index of version 1, which kept none, its
+    /// header's (checked against `e` once more).
+    fn dir(&self, archive: &Archive, e: &IndexEntry, entry: Entry) -> Entry {
+        let names = e.names.clone().or_else(|| {
+            let tar = archive.check_member(e).ok()?;
+            Some(Names {
+                user: tar.uname,
+                group: tar.gname,
+            })
+        });
+        names
+            .and_then(|n| self.owned(n.user.as_deref(), n.group.as_deref(), &entry))
+            .unwrap_or(entry)
     }
 }
 
@@ -414,7 +411,7 @@ pub fn unpack_file(
         match archive.entry_at(pos) {
             // Converted once already; a member that failed then was reported.
             Ok(e) => from_index(&e).ok().map(|entry| match &by_name {
-                Some(by_name) => by_name.dir(e.header_offset, entry),
+                Some(by_name) => by_name.dir(archive, &e, entry),
                 None => entry,
             }),
             Err(err) => {
@@ -668,19 +665,16 @@ fn place_member(
     by_name: Option<&ByName>,
 ) -> Result<(), ArchiveError> {
     let (tar, small) = member_in(e, bytes, read_whole(e))?;
-    let owned = by_name.and_then(|b| b.owned(&tar, entry));
-    if let (Some(by_name), Some(owned)) = (by_name, &owned) {
-        if entry.kind == EntryKind::Dir {
-            by_name.keep_dir(e.header_offset, owned);
-        }
-    }
-    let entry = owned.as_ref().unwrap_or(entry);
     if entry.kind == EntryKind::Dir {
+        // Made now; its owner is set with the rest of its metadata, at the end.
         if let Err(err) = ex.make_dir(entry, cache) {
             ex.reporter.error(&err);
         }
         return Ok(());
     }
+    let (user, group) = (tar.uname.as_deref(), tar.gname.as_deref());
+    let owned = by_name.and_then(|b| b.owned(user, group, entry));
+    let entry = owned.as_ref().unwrap_or(entry);
     let runs = runs_of(e.sparse_map(), e.size);
     let data = match (&entry.kind, small) {
         (EntryKind::File { .. }, Some(bytes)) => Some(FileData::Bytes { bytes, runs: &runs }),
@@ -749,7 +743,8 @@ pub fn unpack_stream(
                 continue;
             }
         }
-        let entry = match by_name.as_ref().and_then(|b| b.owned(&t, &entry)) {
+        let (user, group) = (t.uname.as_deref(), t.gname.as_deref());
+        let entry = match by_name.as_ref().and_then(|b| b.owned(user, group, &entry)) {
             Some(owned) => owned,
             None => entry,
         };
@@ -813,6 +808,7 @@ mod tests {
             link: Vec::new(),
             runs: Vec::new(),
             xattrs: Vec::new(),
+            names: None,
         }
     }
 

@@ -6,6 +6,7 @@
 //! The push is a `comment` record of the right length: every tar reader ignores it
 //! silently (GNU tar warns about unknown keywords, not about `comment`).
 
+use crate::index::Names;
 use crate::owners::OwnerNames;
 use ferry_core::entry::{Entry, EntryKind, Timestamp};
 use std::borrow::Cow;
@@ -149,6 +150,26 @@ impl HeaderEncoder {
         encode_into(entry, shape, at, &Owner { user, group }, pax, bytes);
         bytes
     }
+
+    /// The names of `uid` and `gid` as [`HeaderEncoder::encode`] writes them into a
+    /// header, for the index.
+    pub fn owner_names(&mut self, uid: u32, gid: u32) -> Names {
+        let (user, group) = self.names.of(uid, gid);
+        let stored = |name: Option<&[u8]>| name.and_then(stored_name).map(<[u8]>::to_vec);
+        Names {
+            user: stored(user),
+            group: stored(group),
+        }
+    }
+}
+
+/// The longest owner name a ustar header field holds.
+const OWNER_FIELD_LEN: usize = 32;
+
+/// An owner name as a header keeps it: in the ustar field when it fits, else in a pax
+/// record, which must be UTF-8; a longer name that is not is left out.
+fn stored_name(name: &[u8]) -> Option<&[u8]> {
+    (name.len() <= OWNER_FIELD_LEN || std::str::from_utf8(name).is_ok()).then_some(name)
 }
 
 /// The names of an entry's owner and group, where this machine has them.
@@ -258,14 +279,13 @@ fn encode_into(
         (owner.user, 265..297, &b"uname"[..]),
         (owner.group, 297..329, &b"gname"[..]),
     ] {
-        match name {
+        match name.and_then(stored_name) {
             // As GNU tar: the field holds up to 32 bytes, with no NUL when full.
             Some(name) if name.len() <= field.len() => {
                 ustar[field.start..field.start + name.len()].copy_from_slice(name)
             }
-            // pax records are UTF-8; a longer name that is not is left out.
-            Some(name) if std::str::from_utf8(name).is_ok() => pax_record(pax, key, name),
-            _ => {}
+            Some(name) => pax_record(pax, key, name),
+            None => {}
         }
     }
     if let EntryKind::CharDevice { rdev } | EntryKind::BlockDevice { rdev } = entry.kind {

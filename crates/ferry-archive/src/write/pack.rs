@@ -266,6 +266,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
     /// `st.failed`).
     fn place(st: &mut State, entry: &Entry, shape: Option<&DataShape<'_>>) -> Option<Placed> {
         debug_assert_eq!(st.pos, st.block.at + st.block.len() as u64);
+        let names = st.headers.owner_names(entry.meta.uid, entry.meta.gid);
         let header = st.headers.encode(entry, shape, st.pos);
         let header_at = st.pos;
         let data_at = header_at + header.len() as u64;
@@ -305,6 +306,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 .iter()
                 .map(|x| (x.name.clone(), x.value.clone()))
                 .collect(),
+            names: Some(names),
         });
         match pushed {
             Ok(slot) => {

@@ -72,7 +72,8 @@ fn index_corpus_replay() {
     assert!(seeds >= 3, "the index seed corpus is missing");
 }
 
-/// Rewrites the index seed corpus. Run with
+/// Rewrites the index seed corpus (the `ferry-v1-` seeds, from before the index kept
+/// owner names, stay as they are). Run with
 /// `cargo test -p ferry-archive -- --ignored write_index_seed_corpus`.
 #[test]
 #[ignore]
