@@ -325,7 +325,7 @@ fn read_end(e: &IndexEntry) -> u64 {
 /// limit on open files leaves no room for them), handed runs
 /// of members sharing a directory as this thread goes through the index (a directory
 /// is made by whichever worker needs it first: its member, or a member below it); then
-/// come hardlinks, whose targets now exist (see [`link_groups`] for those whose target
+/// come hardlinks, whose targets now exist (see [`place_links`] for those whose target
 /// was not selected); then directory metadata.
 pub fn unpack_file(
     archive: &Archive,
@@ -397,10 +397,8 @@ pub fn unpack_file(
     };
     if result.is_ok() {
         let mut buf = Vec::new();
-        result = link_groups(archive, &later.links, select, reporter).and_then(|groups| {
-            groups
-                .iter()
-                .try_for_each(|group| place(group, &mut DirCache::new(), &mut buf))
+        result = place_links(archive, &later.links, select, reporter, |group| {
+            place(group, &mut DirCache::new(), &mut buf)
         });
     }
     // In reverse archive order: a directory's member comes before everything below it
@@ -439,16 +437,18 @@ fn report_unmatched(select: &Selection, reporter: &dyn Reporter) {
     }
 }
 
-/// The hardlinks at index positions `links`, in groups for the workers' `place`. A link
-/// whose target the selection left out cannot link to it: the first such link of each
-/// target is made from the target's member instead (its data under the link's name),
-/// and the target's other links link to that one, so they still share an inode.
-fn link_groups(
+/// Places the hardlinks at index positions `links` a group at a time through `place`
+/// (one group in memory however many links there are). A link whose target the
+/// selection left out cannot link to it: the first such link of each target is made
+/// from the target's member instead (its data under the link's name), and the target's
+/// other links link to that one, so they still share an inode.
+fn place_links(
     archive: &Archive,
     links: &[u64],
     select: &Selection,
     reporter: &dyn Reporter,
-) -> Result<Vec<Group>, ArchiveError> {
+    mut place: impl FnMut(&Group) -> Result<(), ArchiveError>,
+) -> Result<(), ArchiveError> {
     let target_of = |entry: &Entry| match &entry.kind {
         EntryKind::HardLink { target } if !select.covers(target) => Some(target.clone()),
         _ => None,
@@ -473,7 +473,6 @@ fn link_groups(
             }
         }
     }
-    let mut groups = Vec::new();
     for chunk in links.chunks(GROUP) {
         let mut group = Group::default();
         for &pos in chunk {
@@ -515,9 +514,9 @@ fn link_groups(
                 )),
             }
         }
-        groups.push(group);
+        place(&group)?;
     }
-    Ok(groups)
+    Ok(())
 }
 
 /// What stands in for a hardlink target the selection left out.
