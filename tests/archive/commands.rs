@@ -804,3 +804,29 @@ fn an_archive_with_a_version_1_index_still_reads() {
         std::path::Path::new("f")
     );
 }
+
+/// Unpack's workers make directories as they first need them, and race for the same
+/// ones: each is counted once all the same (it was counted by every worker that tried
+/// to make it).
+#[test]
+fn a_parallel_unpack_counts_each_directory_once() {
+    let s = scratch();
+    for a in 0..40 {
+        for b in 0..6 {
+            let dir = s.src.join(format!("a{a}/b{b}"));
+            build::mkdirs(&dir);
+            for f in 0..3 {
+                build::write(&dir.join(format!("f{f}")), b"x");
+            }
+        }
+    }
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    for round in 0..3 {
+        let dst = s.tmp.path().join(format!("u{round}"));
+        let r = ferry(&[&"unpack", &"-j", &"16", &"--json", &archive, &dst]);
+        r.assert_ok();
+        r.json()
+            .assert_counts(&[("dirs", 1 + 40 + 40 * 6), ("files", 40 * 6 * 3)]);
+    }
+}

@@ -684,7 +684,7 @@ impl LocalTreeSink<'_> {
         // something lies below it has most often been made already.)
         if parent.fresh && reach == Reach::Named {
             match rfs::mkdirat(&*parent.fd, name.as_c_str(), Mode::from_raw_mode(0o777)) {
-                Ok(()) => return self.made_dir(parent, &name, path),
+                Ok(()) => return self.made_dir(parent, &name, path, true),
                 Err(Errno::EXIST) => {}
                 Err(e) => return Err(Error::dst(path, "create directory", e)),
             }
@@ -705,18 +705,30 @@ impl LocalTreeSink<'_> {
         }
         // A directory made here only because a member lies below it gets the mode
         // `mkdir -p` would give it; one the source names gets its own at the end.
-        match rfs::mkdirat(&*parent.fd, name.as_c_str(), Mode::from_raw_mode(0o777)) {
-            // Another worker made it meanwhile: it is this job's all the same.
-            Ok(()) | Err(Errno::EXIST) => {}
+        let made_here = match rfs::mkdirat(&*parent.fd, name.as_c_str(), Mode::from_raw_mode(0o777))
+        {
+            Ok(()) => true,
+            // Another worker made it meanwhile: it is this job's all the same, and
+            // that worker counts it.
+            Err(Errno::EXIST) => false,
             Err(e) => return Err(Error::dst(path, "create directory", e)),
-        }
-        self.made_dir(parent, &name, path)
+        };
+        self.made_dir(parent, &name, path, made_here)
     }
 
-    /// Opens the directory `name` just made in `parent`, and counts it.
-    fn made_dir(&self, parent: &DstDir, name: &CStr, path: &RelPath) -> Result<DstDir> {
+    /// Opens the directory `name` this job just made in `parent`, and counts it if
+    /// `made_here` (this call, not another worker, made it).
+    fn made_dir(
+        &self,
+        parent: &DstDir,
+        name: &CStr,
+        path: &RelPath,
+        made_here: bool,
+    ) -> Result<DstDir> {
         let fd = open_dir(&parent.fd, name).at_dst(path, "open destination directory")?;
-        Stats::bump(&self.stats.dirs);
+        if made_here {
+            Stats::bump(&self.stats.dirs);
+        }
         Ok(DstDir {
             fd: Arc::new(fd),
             fresh: true,
