@@ -5,8 +5,11 @@
 //! the tar stream does, from offset 0 to the end-of-archive blocks. Before a member's
 //! data is used, its tar header is parsed and must agree with its index entry.
 
+use super::convert::safe_path;
 use crate::index::{Entries, Footer, Index, IndexEntry, Kind, FOOTER_LEN};
 use crate::tar::{Reader, TarEntry, TarError, TarKind};
+use ferry_core::entry::RelPath;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::os::unix::fs::FileExt;
@@ -94,6 +97,30 @@ impl Archive {
             .ok_or_else(|| ArchiveError::Io(io::Error::other("the archive has no index")))?;
         let r = reader_at(&self.file, index.offset() + pos, ENTRY_WINDOW);
         Ok(index.entry_at(r, pos)?)
+    }
+
+    /// For each path asked (compared after making member paths safe), the last index
+    /// entry of that path that starts before the index position asked with it, and its
+    /// position: the member an extraction would have left at that path by then. One
+    /// pass through the index, however many paths; an archive without one finds none.
+    pub fn last_named(
+        &self,
+        asked: &HashMap<RelPath, u64>,
+    ) -> Result<HashMap<RelPath, (u64, IndexEntry)>, ArchiveError> {
+        let mut found = HashMap::new();
+        let end = asked.values().copied().max().unwrap_or(0);
+        for item in self.entries_at().into_iter().flatten() {
+            let (pos, e) = item?;
+            if pos >= end {
+                break;
+            }
+            if let Ok(path) = safe_path(&e.path) {
+                if asked.get(&path).is_some_and(|&before| pos < before) {
+                    found.insert(path, (pos, e));
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// The whole archive as a stream, read 1 MiB at a time: a tar without an index is

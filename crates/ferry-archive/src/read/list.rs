@@ -7,6 +7,7 @@ use super::select::Selection;
 use crate::index::{IndexEntry, Kind, Names};
 use crate::tar::{Reader, TarEntry, TarKind};
 use ferry_core::entry::RelPath;
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 
@@ -150,7 +151,7 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
         return cat_stream(archive.scan(), path, out, |_| Ok(archive.scan()));
     }
     let (at, mut e) =
-        last_named(archive, &want, usize::MAX)?.ok_or_else(|| refused(path, "no such member"))?;
+        last_named(archive, &want, u64::MAX)?.ok_or_else(|| refused(path, "no such member"))?;
     if e.kind == Kind::HardLink {
         let target = wanted(&e.link)?;
         e = last_named(archive, &target, at)?
@@ -170,24 +171,15 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
     })
 }
 
-/// The last index entry before position `before` whose safe path is `path`, with its
-/// position.
+/// The last index entry whose safe path is `path` that starts before index position
+/// `before`, with its position.
 fn last_named(
     archive: &Archive,
     path: &RelPath,
-    before: usize,
-) -> Result<Option<(usize, IndexEntry)>, ArchiveError> {
-    let mut found = None;
-    for (at, e) in archive.entries().into_iter().flatten().enumerate() {
-        if at >= before {
-            break;
-        }
-        let e = e?;
-        if safe_path(&e.path).is_ok_and(|q| q == *path) {
-            found = Some((at, e));
-        }
-    }
-    Ok(found)
+    before: u64,
+) -> Result<Option<(u64, IndexEntry)>, ArchiveError> {
+    let asked = HashMap::from([(path.clone(), before)]);
+    Ok(archive.last_named(&asked)?.remove(path))
 }
 
 /// Writes a file given as runs: zeros for the holes, the runs' bytes from `read`.

@@ -13,7 +13,7 @@
 //! metadata is applied last, each directory after all below it.
 
 use super::archive::{header_len, member_in, Archive, ArchiveError};
-use super::convert::{from_index, from_tar, runs_of, safe_path};
+use super::convert::{from_index, from_tar, runs_of};
 use super::select::{is_within, Selection};
 use crate::index::{IndexEntry, Kind, Names};
 use crate::owners::LocalIds;
@@ -440,8 +440,9 @@ fn report_unmatched(select: &Selection, reporter: &dyn Reporter) {
 /// Places the hardlinks at index positions `links` a group at a time through `place`
 /// (one group in memory however many links there are). A link whose target the
 /// selection left out cannot link to it: the first such link of each target is made
-/// from the target's member instead (its data under the link's name), and the target's
-/// other links link to that one, so they still share an inode.
+/// from the target's member instead (the last of that name before the link, as a whole
+/// extraction would have it; its data under the link's name), and the target's other
+/// links link to that one, so they still share an inode.
 fn place_links(
     archive: &Archive,
     links: &[u64],
@@ -453,26 +454,20 @@ fn place_links(
         EntryKind::HardLink { target } if !select.covers(target) => Some(target.clone()),
         _ => None,
     };
-    let mut stand_ins = HashMap::<RelPath, StandIn>::new();
+    // Each left-out target, with where its first link is in the index.
+    let mut first_links = HashMap::<RelPath, u64>::new();
     for &pos in links {
         let e = archive.entry_at(pos)?;
         if let Some(target) = from_index(&e).ok().as_ref().and_then(target_of) {
-            stand_ins.entry(target).or_default();
+            first_links.entry(target).or_insert(pos);
         }
     }
-    if !stand_ins.is_empty() {
-        // The last member of each name that is not a link itself, as an extraction
-        // would leave it.
-        for item in archive.entries_at().into_iter().flatten() {
-            let (pos, e) = item?;
-            if e.kind == Kind::HardLink {
-                continue;
-            }
-            if let Some(s) = safe_path(&e.path).ok().and_then(|p| stand_ins.get_mut(&p)) {
-                s.member = Some(pos);
-            }
-        }
-    }
+    let members = match first_links.is_empty() {
+        true => HashMap::new(),
+        false => archive.last_named(&first_links)?,
+    };
+    // The link made from each target's member, which its other links link to.
+    let mut made = HashMap::<RelPath, RelPath>::new();
     for chunk in links.chunks(GROUP) {
         let mut group = Group::default();
         for &pos in chunk {
@@ -485,31 +480,29 @@ fn place_links(
                 group.push(e, entry);
                 continue;
             };
-            let stand_in = stand_ins.entry(target.clone()).or_default();
-            if let Some(made) = &stand_in.made {
+            if let Some(first) = made.get(&target) {
                 entry.kind = EntryKind::HardLink {
-                    target: made.clone(),
+                    target: first.clone(),
                 };
                 group.push(e, entry);
                 continue;
             }
-            let member = stand_in.member.map(|at| archive.entry_at(at)).transpose()?;
-            match member.map(|t| {
-                let made = from_index(&t).map(|made| Entry {
-                    path: entry.path.clone(),
-                    ..made
-                });
-                (t, made)
-            }) {
-                Some((t, Ok(made))) => {
-                    stand_in.made = Some(entry.path.clone());
-                    group.push(t, made);
+            let member = members.get(&target).map(|(_, t)| t);
+            match member
+                .filter(|t| t.kind != Kind::HardLink)
+                .map(|t| (t, from_index(t)))
+            {
+                Some((t, Ok(copy))) => {
+                    made.insert(target, entry.path.clone());
+                    let path = entry.path;
+                    group.push(t.clone(), Entry { path, ..copy });
                 }
                 _ => reporter.error(&Error::new(
                     &entry.path,
                     "unpack",
                     io::Error::other(format!(
-                        "a hardlink to {target}, which the archive does not hold"
+                        "a hardlink to {target}, with no member of that name before it to \
+                         copy"
                     )),
                 )),
             }
@@ -517,15 +510,6 @@ fn place_links(
         place(&group)?;
     }
     Ok(())
-}
-
-/// What stands in for a hardlink target the selection left out.
-#[derive(Default)]
-struct StandIn {
-    /// The target's member (its index position).
-    member: Option<u64>,
-    /// The link made from it, which its other links link to.
-    made: Option<RelPath>,
 }
 
 /// What the walk through the index leaves for after the workers, as where each entry
