@@ -5,6 +5,7 @@ use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
 use crate::compression::{decompressed, is_compressed, HEAD_LEN};
 use crate::job::Job;
 use crate::progress;
+use crate::report::StderrReporter;
 use anyhow::Context;
 use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
 use ferry_archive::read::select::Selection;
@@ -12,7 +13,7 @@ use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
 use ferry_archive::read::{Archive, ArchiveError};
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
-use ferry_core::entry::{write_escaped, RelPath};
+use ferry_core::entry::write_escaped;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -231,15 +232,12 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     if status != ExitCode::SUCCESS {
         return Ok(status);
     }
-    let mut missing = false;
-    for name in select.unmatched() {
-        missing = true;
-        let full = RelPath::from_bytes(args.archive.as_os_str().as_bytes().to_vec());
-        crate::report::to_stderr(format_args!(
-            "ferry: {}: ls: no such member in the archive",
-            full.join(name.as_bytes())
-        ));
-    }
+    // Names are members of the archive: its path is the root they are shown under.
+    let reporter = StderrReporter {
+        src: &args.archive,
+        dst: &args.archive,
+    };
+    let missing = select.report_unmatched("ls", &reporter);
     Ok(if missing { ExitCode::from(1) } else { status })
 }
 

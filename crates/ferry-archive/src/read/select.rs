@@ -6,6 +6,8 @@
 
 use super::convert::safe_path;
 use ferry_core::entry::RelPath;
+use ferry_core::error::{Error, Reporter};
+use std::io;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// The members asked for: all of them, or those at or below some names.
@@ -60,6 +62,18 @@ impl Selection {
     /// Whether the member at `path` is selected, without marking any name.
     pub fn covers(&self, path: &RelPath) -> bool {
         self.is_all() || self.names.iter().any(|(name, _)| is_within(path, name))
+    }
+
+    /// Reports each name that selected no member as an error of `op` naming it, as GNU
+    /// tar says "Not found in archive"; whether there was any.
+    pub fn report_unmatched(&self, op: &'static str, reporter: &dyn Reporter) -> bool {
+        let mut any = false;
+        for name in self.unmatched() {
+            any = true;
+            let why = io::Error::other("no such member in the archive");
+            reporter.error(&Error::new(name, op, why));
+        }
+        any
     }
 
     /// The names that selected no member so far, in the order given.

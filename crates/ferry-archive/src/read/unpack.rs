@@ -421,20 +421,9 @@ pub fn unpack_file(
     ex.finish(dirs, later.root_named);
     let result = result.and(unread.map_or(Ok(()), Err));
     if result.is_ok() {
-        report_unmatched(select, reporter);
+        select.report_unmatched("unpack", reporter);
     }
     result
-}
-
-/// Reports each name that selected no member, as GNU tar's "Not found in archive".
-fn report_unmatched(select: &Selection, reporter: &dyn Reporter) {
-    for name in select.unmatched() {
-        reporter.error(&Error::new(
-            name,
-            "unpack",
-            io::Error::other("no such member in the archive"),
-        ));
-    }
 }
 
 /// Places the hardlinks at index positions `links` a group at a time through `place`
@@ -763,7 +752,7 @@ pub fn unpack_stream(
     let root_named = dirs.iter().any(|e| e.path.is_root());
     ex.finish(dirs, root_named);
     if result.is_ok() {
-        report_unmatched(select, reporter);
+        select.report_unmatched("unpack", reporter);
     }
     result
 }
