@@ -142,24 +142,25 @@ impl HeaderEncoder {
     /// header (if any) and ustar header (and, for a sparse file, the sparse map
     /// blocks); its data starts right after them. Regular files of [`ALIGN`] bytes or
     /// more get their data (for sparse files, the first run) on a multiple of [`ALIGN`].
-    pub fn encode(&mut self, entry: &Entry, shape: Option<&DataShape<'_>>, at: u64) -> &[u8] {
+    /// With them, the owner names the header gives (where this machine has names for
+    /// the ids), for the index.
+    pub fn encode(
+        &mut self,
+        entry: &Entry,
+        shape: Option<&DataShape<'_>>,
+        at: u64,
+    ) -> (&[u8], Names) {
         let HeaderEncoder { pax, bytes, names } = self;
         pax.clear();
         bytes.clear();
         let (user, group) = names.of(entry.meta.uid, entry.meta.gid);
-        encode_into(entry, shape, at, &Owner { user, group }, pax, bytes);
-        bytes
-    }
-
-    /// The names of `uid` and `gid` as [`HeaderEncoder::encode`] writes them into a
-    /// header, for the index.
-    pub fn owner_names(&mut self, uid: u32, gid: u32) -> Names {
-        let (user, group) = self.names.of(uid, gid);
         let stored = |name: Option<&[u8]>| name.and_then(stored_name).map(<[u8]>::to_vec);
-        Names {
+        let owner = Names {
             user: stored(user),
             group: stored(group),
-        }
+        };
+        encode_into(entry, shape, at, &owner, pax, bytes);
+        (bytes, owner)
     }
 }
 
@@ -172,19 +173,13 @@ fn stored_name(name: &[u8]) -> Option<&[u8]> {
     (name.len() <= OWNER_FIELD_LEN || std::str::from_utf8(name).is_ok()).then_some(name)
 }
 
-/// The names of an entry's owner and group, where this machine has them.
-struct Owner<'a> {
-    user: Option<&'a [u8]>,
-    group: Option<&'a [u8]>,
-}
-
 /// [`HeaderEncoder::encode`], with `pax` (empty) to build the pax records in and
 /// `bytes` (empty) to encode into.
 fn encode_into(
     entry: &Entry,
     shape: Option<&DataShape<'_>>,
     at: u64,
-    owner: &Owner<'_>,
+    owner: &Names,
     pax: &mut Vec<u8>,
     bytes: &mut Vec<u8>,
 ) {
@@ -276,14 +271,15 @@ fn encode_into(
     ustar[257..263].copy_from_slice(b"ustar\0");
     ustar[263..265].copy_from_slice(b"00");
     for (name, field, key) in [
-        (owner.user, 265..297, &b"uname"[..]),
-        (owner.group, 297..329, &b"gname"[..]),
+        (&owner.user, 265..297, &b"uname"[..]),
+        (&owner.group, 297..329, &b"gname"[..]),
     ] {
-        match name.and_then(stored_name) {
+        match name.as_deref() {
             // As GNU tar: the field holds up to 32 bytes, with no NUL when full.
             Some(name) if name.len() <= field.len() => {
                 ustar[field.start..field.start + name.len()].copy_from_slice(name)
             }
+            // Longer, and UTF-8 (see `stored_name`).
             Some(name) => pax_record(pax, key, name),
             None => {}
         }
@@ -449,7 +445,7 @@ mod tests {
         for at in (0..20 * 4096).step_by(512) {
             for size in [4096u64, 100_000] {
                 let mut enc = HeaderEncoder::default();
-                let bytes = enc.encode(
+                let (bytes, _) = enc.encode(
                     &file("a/b", size),
                     Some(&DataShape {
                         stored: size,
@@ -473,7 +469,7 @@ mod tests {
                 stored: 100_000,
                 runs: None,
             };
-            let bytes = enc.encode(&entry, Some(&shape), at).to_vec();
+            let bytes = enc.encode(&entry, Some(&shape), at).0.to_vec();
             assert_eq!(&bytes[..13], b"././@LongLink");
             assert_eq!(bytes[156], b'L');
             assert_eq!(&bytes[512..512 + long.len()], &long[..]);
@@ -484,7 +480,7 @@ mod tests {
         }
         // The same length in UTF-8 stays a pax record.
         entry.path = RelPath::from_bytes("\u{e9}".repeat(150).into_bytes());
-        let bytes = HeaderEncoder::default().encode(&entry, None, 0).to_vec();
+        let bytes = HeaderEncoder::default().encode(&entry, None, 0).0.to_vec();
         assert_eq!(bytes[156], b'x');
         assert!(String::from_utf8_lossy(&bytes).contains(" path="));
     }
@@ -492,7 +488,7 @@ mod tests {
     #[test]
     fn small_files_are_not_padded() {
         let mut enc = HeaderEncoder::default();
-        let bytes = enc.encode(
+        let (bytes, _) = enc.encode(
             &file("a", 100),
             Some(&DataShape {
                 stored: 100,

@@ -266,8 +266,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
     /// `st.failed`).
     fn place(st: &mut State, entry: &Entry, shape: Option<&DataShape<'_>>) -> Option<Placed> {
         debug_assert_eq!(st.pos, st.block.at + st.block.len() as u64);
-        let names = st.headers.owner_names(entry.meta.uid, entry.meta.gid);
-        let header = st.headers.encode(entry, shape, st.pos);
+        let (header, names) = st.headers.encode(entry, shape, st.pos);
         let header_at = st.pos;
         let data_at = header_at + header.len() as u64;
         let stored = shape.map_or(0, |s| s.stored);
