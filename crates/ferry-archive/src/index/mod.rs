@@ -498,6 +498,23 @@ mod tests {
     }
 
     #[test]
+    fn owner_names_with_a_nul_or_past_their_bound_are_refused() {
+        let with_user = |user: Vec<u8>| {
+            let mut entries = sample_entries();
+            entries[0].names = Some(Names {
+                user: Some(user),
+                group: None,
+            });
+            read_all(&encode_index(&entries, 10240), 10240)
+        };
+        with_user(vec![b'u'; 4096]).expect("4 KiB is taken");
+        let err = with_user(vec![b'u'; 4097]).expect_err("past 4 KiB");
+        assert!(err.0.contains("at most 4096"), "{err}");
+        let err = with_user(b"ro\0ot".to_vec()).expect_err("a NUL");
+        assert!(err.0.contains("NUL byte in an owner name"), "{err}");
+    }
+
+    #[test]
     fn every_corruption_is_caught() {
         let bytes = sample();
         for i in 0..bytes.len() {
