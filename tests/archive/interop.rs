@@ -2,6 +2,7 @@
 
 use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
 use crate::common::{build, is_root, scratch, trees};
+use crate::edit::{rename_in_headers, rename_in_index, USER_NAME};
 use crate::{ferry, missing, pack, pack_and_unpack, peer};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -286,26 +287,6 @@ fn owner(path: &Path) -> (u32, u32) {
     (m.uid(), m.gid())
 }
 
-/// In every tar header of `bytes` whose user name is `from` (NUL-padded), writes `to`
-/// instead and mends the header's checksum.
-fn rename_user(bytes: &mut [u8], from: &[u8], to: &[u8]) -> usize {
-    let mut renamed = 0;
-    for block in bytes.chunks_exact_mut(512) {
-        let field = &block[265..297];
-        if &block[257..263] != b"ustar\0" || &field[..from.len()] != from || field[from.len()] != 0
-        {
-            continue;
-        }
-        block[265..297].fill(0);
-        block[265..265 + to.len()].copy_from_slice(to);
-        block[148..156].fill(b' ');
-        let sum: u32 = block.iter().map(|&b| u32::from(b)).sum();
-        block[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-        renamed += 1;
-    }
-    renamed
-}
-
 /// Unpacks `archive` (holding `d` and `d/f`) into `dst`, once as it is and once with
 /// `--numeric-owner` (into `dst` with a 2 appended), and checks both members' owners.
 fn assert_unpacked_owners(archive: &Path, dst: &Path, by_name: (u32, u32), numeric: (u32, u32)) {
@@ -370,7 +351,7 @@ fn owners_follow_their_names_unless_numbers_are_asked_for() {
     assert!(String::from_utf8_lossy(&listed.stdout).contains("nobody/root"));
     // Headers that name another user than the index does are refused.
     let mut bytes = std::fs::read(&archive).expect("read");
-    assert!(rename_user(&mut bytes, b"nobody", b"daemon") >= 2);
+    assert!(rename_in_headers(&mut bytes, USER_NAME, b"nobody", b"daemon") >= 2);
     std::fs::write(&archive, &bytes).expect("write");
     let r = ferry(&[&"unpack", &archive, &s.tmp.path().join("refused")]);
     r.assert_status(2);
@@ -381,7 +362,10 @@ fn owners_follow_their_names_unless_numbers_are_asked_for() {
     );
     // Made where that user is called daemon (1 here), in headers and index alike: read
     // through the index, members and directories get daemon's id.
-    assert_eq!(rename_in_index(&mut bytes, b"nobody", b"daemon"), 2);
+    assert_eq!(
+        rename_in_index(&mut bytes, b"nobody", b"daemon", usize::MAX),
+        2
+    );
     std::fs::write(&archive, &bytes).expect("write");
     assert!(ferry(&[&"ls", &"-l", &archive])
         .stdout
@@ -400,42 +384,12 @@ fn owners_of_an_index_without_names_follow_their_headers() {
     let mut bytes = std::fs::read(crate::INDEX_V1_ARCHIVE).expect("read the archive");
     // d and d/twin (and its other name d/f) belong to nobody, named so in their ustar
     // headers and the pax headers before them.
-    assert_eq!(rename_user(&mut bytes, b"nobody", b"daemon"), 6);
+    assert_eq!(
+        rename_in_headers(&mut bytes, USER_NAME, b"nobody", b"daemon"),
+        6
+    );
     let archive = s.tmp.path().join("v1.far");
     std::fs::write(&archive, &bytes).expect("write");
     const NOBODY: u32 = crate::common::nobody::NOBODY;
     assert_unpacked_owners(&archive, &s.tmp.path().join("ferry"), (1, 0), (NOBODY, 0));
-}
-
-/// In the index of the ferry archive `bytes`, renames the owner name `from` to `to`
-/// (of the same length) and mends the index's and footer's checksums; returns how many
-/// names it renamed.
-fn rename_in_index(bytes: &mut [u8], from: &[u8], to: &[u8]) -> usize {
-    use xxhash_rust::xxh3::xxh3_64;
-    assert_eq!(from.len(), to.len());
-    let footer = bytes.len() - 64;
-    let word = |b: &[u8], i: usize| {
-        u64::from_le_bytes(
-            b[footer + 8 + 8 * i..footer + 16 + 8 * i]
-                .try_into()
-                .unwrap(),
-        ) as usize
-    };
-    let (at, len) = (word(bytes, 0), word(bytes, 1));
-    // A name is its length as a 32-bit number and its bytes.
-    let mut field = (from.len() as u32).to_le_bytes().to_vec();
-    field.extend_from_slice(from);
-    let mut renamed = 0;
-    let index = &mut bytes[at..at + len];
-    for i in 0..index.len().saturating_sub(field.len()) {
-        if index[i..].starts_with(&field) {
-            index[i + 4..i + field.len()].copy_from_slice(to);
-            renamed += 1;
-        }
-    }
-    let hash = xxh3_64(&bytes[at..at + len]);
-    bytes[footer + 40..footer + 48].copy_from_slice(&hash.to_le_bytes());
-    let hash = xxh3_64(&bytes[footer..footer + 56]);
-    bytes[footer + 56..].copy_from_slice(&hash.to_le_bytes());
-    renamed
 }

@@ -6,6 +6,7 @@
 mod common;
 
 mod commands;
+mod edit;
 mod hostile;
 mod interop;
 mod reflink;

@@ -5,6 +5,7 @@
 use crate::common::compare::assert_same_tree;
 use crate::common::run::FERRY;
 use crate::common::{build, scratch, Scratch};
+use crate::edit::{rename_in_headers, rename_in_index, NAME};
 use crate::{ferry, pack};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -160,4 +161,40 @@ fn ls_lists_the_named_members_and_names_the_missing() {
         }
     }
     assert!(!s.dst.exists(), "a refused name makes nothing");
+}
+
+/// A named hardlink whose target no member before it is called (made by hand: `top`
+/// renamed `tip` in its header and index entry, its links still naming `top`) is an
+/// error naming the link, and the rest is unpacked; a whole unpack fails those links
+/// the same way.
+#[test]
+fn a_named_link_to_a_target_no_member_is_called_is_an_error() {
+    let s = scratch();
+    let archive = linked_tree(&s);
+    let mut bytes = std::fs::read(&archive).expect("read the archive");
+    assert_eq!(rename_in_headers(&mut bytes, NAME, b"top", b"tip"), 1);
+    assert_eq!(rename_in_index(&mut bytes, b"top", b"tip", 1), 1);
+    std::fs::write(&archive, &bytes).expect("write the archive");
+    assert!(ferry(&[&"ls", &archive]).stdout.contains("\ntip\n"));
+
+    let r = ferry(&[&"unpack", &archive, &s.dst, &"d"]);
+    r.assert_status(1);
+    let why = "unpack: a hardlink to top, with no member of that name before it to copy";
+    let a = archive.display();
+    assert_eq!(
+        r.errors(),
+        vec![
+            format!("ferry: {a}/d/one: {why}"),
+            format!("ferry: {a}/d/sub/two: {why}")
+        ],
+        "{r}"
+    );
+    assert_eq!(paths_below(&s.dst), ["d/", "d/sub/", "d/sub/own"]);
+
+    let whole = s.tmp.path().join("whole");
+    let r = ferry(&[&"unpack", &archive, &whole]);
+    r.assert_status(1);
+    assert_eq!(r.errors().len(), 2, "{r}");
+    assert!(r.errors().iter().all(|e| e.contains("top")), "{r}");
+    assert!(whole.join("tip").is_file() && !whole.join("d/one").exists());
 }
