@@ -234,7 +234,7 @@ fn tail(
     (index_len, count, index_hash): (u64, u64, u64),
     version: u32,
 ) -> Vec<u8> {
-    let end = (at + index_len + FOOTER_LEN).div_ceil(512) * 512;
+    let end = padded_end(at + index_len);
     let mut out = vec![0u8; (end - at - index_len - FOOTER_LEN) as usize];
     let mut footer = Vec::with_capacity(FOOTER_LEN as usize);
     footer.extend_from_slice(FOOTER_MAGIC);
@@ -247,6 +247,12 @@ fn tail(
     footer.extend_from_slice(&footer_hash.to_le_bytes());
     out.extend_from_slice(&footer);
     out
+}
+
+/// Where an archive whose index ends at `index_end` ends: after the footer, rounded up to
+/// a whole 512-byte block.
+fn padded_end(index_end: u64) -> u64 {
+    index_end.saturating_add(FOOTER_LEN).div_ceil(512) * 512
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -365,6 +371,13 @@ impl Footer {
             || f.tar_end < 1024
         {
             return Err(bad("footer places the index outside the archive"));
+        }
+        // The index follows the tar data, and only the zeros that round the archive up
+        // to whole blocks lie between it and the footer: no bytes go unaccounted for.
+        if f.index_offset != f.tar_end || file_len != padded_end(index_end) {
+            return Err(bad(
+                "footer leaves bytes between the tar data, index and footer",
+            ));
         }
         Ok(Some(f))
     }
@@ -528,6 +541,32 @@ mod tests {
                     "byte {i} changed the index silently"
                 );
             }
+        }
+    }
+
+    /// Bytes between the tar data and the index, or past the zeros that round the
+    /// archive up to whole blocks, are refused: the layout of an index has one form.
+    #[test]
+    fn bytes_around_the_index_are_refused() {
+        let bytes = sample();
+        let footer_at = bytes.len() - 64;
+        let (index_offset, footer) = (10240, &bytes[footer_at..]);
+        let refit = |index_offset: u64, file_len: u64| {
+            let mut f = footer.to_vec();
+            f[8..16].copy_from_slice(&index_offset.to_le_bytes());
+            let hash = xxh3_64(&f[..56]);
+            f[56..].copy_from_slice(&hash.to_le_bytes());
+            Footer::parse(&f, file_len)
+        };
+        let len = 10240 + bytes.len() as u64;
+        assert!(refit(index_offset, len).expect("as written").is_some());
+        for (offset, file_len, what) in [
+            (index_offset + 512, len + 512, "a block before the index"),
+            (index_offset, len + 512, "a block before the footer"),
+            (index_offset + 8, len + 512, "bytes on both sides"),
+        ] {
+            let err = refit(offset, file_len).expect_err(what);
+            assert!(err.0.contains("leaves bytes between"), "{what}: {err}");
         }
     }
 
