@@ -52,7 +52,7 @@ pub fn to_stderr(line: std::fmt::Arguments<'_>) {
 pub struct Summary {
     /// Regular files written, hardlinks included.
     pub files: u64,
-    /// Directories made or updated.
+    /// Directories made (one already there is brought up to date, not counted).
     pub dirs: u64,
     /// Symlinks, fifos and devices made.
     pub others: u64,

@@ -807,7 +807,7 @@ fn an_archive_with_a_version_1_index_still_reads() {
 
 /// Unpack's workers make directories as they first need them, and race for the same
 /// ones: each is counted once all the same (it was counted by every worker that tried
-/// to make it).
+/// to make it), and one that was there before not at all.
 #[test]
 fn a_parallel_unpack_counts_each_directory_once() {
     let s = scratch();
@@ -829,4 +829,10 @@ fn a_parallel_unpack_counts_each_directory_once() {
         r.json()
             .assert_counts(&[("dirs", 1 + 40 + 40 * 6), ("files", 40 * 6 * 3)]);
     }
+    // Unpacked again, nothing is made: the directories were there already.
+    let again = ferry(&[&"unpack", &"--json", &archive, &s.tmp.path().join("u0")]);
+    again.assert_ok();
+    again
+        .json()
+        .assert_counts(&[("dirs", 0), ("files", 0), ("skipped", 40 * 6 * 3)]);
 }

@@ -37,12 +37,18 @@ fn rerun_of_a_complete_copy_skips_everything() {
     let summary = r.json();
     summary.assert_counts(&[
         ("files", 0),
+        ("dirs", 0),
         ("others", 0),
         ("bytes", 0),
         ("errors", 0),
         ("skipped", c.files + c.others),
     ]);
     assert_same_tree(&s.src, &s.dst);
+    // A directory made since counts, and only it.
+    mkdirs(&s.src.join("new/deeper"));
+    copy_ok(&s.src, &s.dst, &["--json"])
+        .json()
+        .assert_counts(&[("dirs", 2), ("files", 0)]);
 }
 
 #[test]

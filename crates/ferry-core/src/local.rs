@@ -849,7 +849,9 @@ impl TreeSink for LocalTreeSink<'_> {
 
     fn root(&self, _entry: &Entry) -> Result<DstDir> {
         let dir = self.open_root()?;
-        Stats::bump(&self.stats.dirs);
+        if dir.fresh {
+            Stats::bump(&self.stats.dirs);
+        }
         Ok(dir)
     }
 
@@ -874,7 +876,9 @@ impl TreeSink for LocalTreeSink<'_> {
             Some(fd) => fd,
             None => open_dir(&parent.fd, &name).at_dst(path, "open destination directory")?,
         };
-        Stats::bump(&self.stats.dirs);
+        if fresh {
+            Stats::bump(&self.stats.dirs);
+        }
         Ok(DstDir {
             fd: Arc::new(fd),
             fresh,

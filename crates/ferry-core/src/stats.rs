@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub struct Stats {
     /// Regular files written (including hardlinks made).
     pub files: AtomicU64,
-    /// Directories created or updated.
+    /// Directories made (by pack: packed); one already there is not counted.
     pub dirs: AtomicU64,
     /// Symlinks, fifos and devices made.
     pub others: AtomicU64,
