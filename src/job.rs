@@ -57,9 +57,11 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// Reports why the job could not go on, prints the summary; exit status 2.
+    /// Reports why the job could not go on, prints the summary (counting that error, so
+    /// a script reading only the summary sees it); exit status 2.
     pub fn fatal(&self, line: &str) -> ExitCode {
         crate::report::to_stderr(format_args!("ferry: {line}"));
+        Stats::bump(&self.stats.errors);
         let _ = self.finish();
         ExitCode::from(2)
     }

@@ -100,6 +100,16 @@ pub fn set_times(path: &Path, atime: Timespec, mtime: Timespec) {
     set_times_at(CWD, path.as_os_str(), atime, mtime);
 }
 
+/// Gives `path` the atime and mtime `times` had (a `stat` taken earlier).
+pub fn restore_times(path: &Path, times: &std::fs::Metadata) {
+    use std::os::unix::fs::MetadataExt;
+    set_times(
+        path,
+        ts(times.atime(), times.atime_nsec()),
+        ts(times.mtime(), times.mtime_nsec()),
+    );
+}
+
 /// The distinct, odd-nanosecond (atime, mtime) pair that [`stamp_times`] gives entry `n`.
 pub fn stamp(n: i64) -> (Timespec, Timespec) {
     let mtime = ts(

@@ -16,6 +16,7 @@ mod names;
 mod reflink;
 mod resume;
 mod selftest;
+mod shared;
 mod single;
 mod sparse;
 mod unreadable;

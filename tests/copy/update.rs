@@ -22,11 +22,7 @@ fn change_content_keep_times(path: &Path) {
     let mut data = std::fs::read(path).unwrap();
     data[0] ^= 0xff;
     write(path, &data);
-    set_times(
-        path,
-        ts(m.atime(), m.atime_nsec()),
-        ts(m.mtime(), m.mtime_nsec()),
-    );
+    restore_times(path, &m);
 }
 
 #[test]

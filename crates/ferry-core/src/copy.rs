@@ -96,20 +96,21 @@ pub fn copy_tree(
             io::Error::other("cannot copy a directory into itself"),
         ));
     }
-    // The destination may still be reachable from inside the source through a bind
-    // mount; the walker skips it by inode.
-    let skip = std::fs::metadata(dst)
-        .ok()
-        .map(|m| InodeKey::of_metadata(&m));
     let mover = mover(opts);
     let counting = Counting {
         inner: reporter,
         stats,
     };
     let sink = LocalTreeSink::new(dst, &mover, update(opts), stats, &counting);
+    // The destination may still be reachable from inside the source through a bind
+    // mount, even one made by this job: it is made first, and the walker skips it by
+    // inode.
+    let root = sink.tree_root()?;
+    let st = rustix::fs::fstat(root.fd())
+        .map_err(|e| Error::dst(&RelPath::root(), "stat destination", io::Error::from(e)))?;
     let cfg = WalkConfig {
         threads: workers_within_open_files(opts.threads, reporter),
-        skip: skip.into_iter().collect(),
+        skip: vec![InodeKey::of(&st)],
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, &counting)

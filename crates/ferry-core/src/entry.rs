@@ -46,6 +46,13 @@ impl RelPath {
         }
     }
 
+    /// The directory holding this path (the root for a top-level entry and for the
+    /// root itself).
+    pub fn parent(&self) -> RelPath {
+        let cut = self.0.len() - self.file_name().len();
+        RelPath(self.0[..cut.saturating_sub(1)].to_vec())
+    }
+
     /// True for the root of the tree.
     pub fn is_root(&self) -> bool {
         self.0.is_empty()

@@ -4,18 +4,25 @@
 //! Names of one inode can reach different workers at once. The first claims the inode
 //! and copies it; the others wait for it (the copier never waits on anything, so this
 //! cannot deadlock). If the copy fails, the next claimer copies instead: nothing is lost.
+//!
+//! The first copy's directory is remembered without keeping it open: names that never
+//! come (they lie outside the source) must not hold a descriptor each until the end.
 
 use crate::entry::InodeKey;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex, Weak};
+
+use crate::entry::RelPath;
 
 /// Where the first copy of an inode was made.
 #[derive(Clone, Debug)]
 pub struct Made {
-    /// The directory it was made in.
-    pub dir: Arc<OwnedFd>,
+    /// The directory it was made in, while the job still has it open.
+    pub dir: Weak<OwnedFd>,
+    /// That directory's path, to open it again once closed.
+    pub dir_path: RelPath,
     /// Its name there.
     pub name: CString,
 }
@@ -58,7 +65,7 @@ impl Links {
                     let at = at.clone();
                     *names_left = names_left.saturating_sub(1);
                     if *names_left == 0 {
-                        // Every name has been seen: let the directory descriptor go.
+                        // Every name has been seen.
                         slots.remove(&key);
                     }
                     return Claim::Link(at);

@@ -56,6 +56,9 @@ pub struct DstDir {
     /// Created by this job below directories also created by it, so no setgid bit was
     /// inherited and new nodes in it belong to this process's user and group.
     plain_owner: bool,
+    /// It has a default ACL, so new nodes in it are given an ACL of its making and a
+    /// mode masked by it: their xattrs must be read back and their mode set.
+    inherits_acl: bool,
 }
 
 impl DstDir {
@@ -63,6 +66,17 @@ impl DstDir {
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
     }
+}
+
+/// Whether the directory `fd` has a default ACL, which its new nodes inherit.
+fn has_default_acl(fd: &OwnedFd) -> bool {
+    let mut none: [u8; 0] = [];
+    rfs::fgetxattr(fd, c"system.posix_acl_default", &mut none[..]).is_ok()
+}
+
+/// How many names the source inode of `entry` has.
+fn source_links(entry: &Entry) -> u64 {
+    entry.links.map_or(1, |(_, nlink)| nlink)
 }
 
 fn cname(path: &RelPath) -> Result<CString> {
@@ -103,17 +117,26 @@ impl<'a> LocalTreeSink<'a> {
         }
     }
 
-    fn apply(
+    /// Applies `meta` to the node `fd` just made in `dir`: where `dir` passed an ACL on
+    /// to it, its xattrs are read back (to remove what the source lacks) and its mode
+    /// set whatever the umask.
+    fn apply_new(
         &self,
         fd: impl AsFd,
+        dir: &DstDir,
         path: &RelPath,
         meta: &Metadata,
         chmod: bool,
-        created: bool,
     ) -> Result<()> {
+        let fd = fd.as_fd();
+        let have = if dir.inherits_acl {
+            meta::read_xattrs(fd).at_dst(path, "read xattrs")?
+        } else {
+            Vec::new()
+        };
         let n = self
             .meta
-            .apply_fd(fd, meta, chmod, created, &[])
+            .apply_fd(fd, meta, chmod || dir.inherits_acl, dir.plain_owner, &have)
             .map_err(|(op, e)| Error::dst(path, op, e))?;
         self.notice(n);
         Ok(())
@@ -166,7 +189,8 @@ impl<'a> LocalTreeSink<'a> {
                     Ok(()) => self.links.made(
                         key,
                         Made {
-                            dir: dir.fd.clone(),
+                            dir: Arc::downgrade(&dir.fd),
+                            dir_path: entry.path.parent(),
                             name,
                         },
                         nlink,
@@ -215,8 +239,8 @@ impl<'a> LocalTreeSink<'a> {
         if let Some(st) = self.existing(dir, name, path)? {
             if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
                 && self.up_to_date(dir, name, &st, entry, &data)?
+                && self.settle(dir, name, &st, entry, false)?
             {
-                self.settle(dir, name, &st, entry, false)?;
                 Stats::bump(&self.stats.skipped);
                 self.stats.skipped_bytes.fetch_add(size, Relaxed);
                 return Ok(());
@@ -227,7 +251,7 @@ impl<'a> LocalTreeSink<'a> {
         let fd = self.create(dir, name, path, mode)?;
         let written = self
             .write_data(&fd, path, size, data)
-            .and_then(|()| self.apply(&fd, path, &entry.meta, chmod, dir.plain_owner));
+            .and_then(|()| self.apply_new(&fd, dir, path, &entry.meta, chmod));
         if let Err(e) = written {
             // Leave no partial file behind that could be taken for a copy.
             let _ = rfs::unlinkat(&*dir.fd, name, AtFlags::empty());
@@ -360,7 +384,10 @@ impl<'a> LocalTreeSink<'a> {
     }
 
     /// Brings an existing node's owner, mode, xattrs and times in line with `entry`
-    /// without touching its data; does nothing when they already match.
+    /// without touching its data; does nothing when they already match. `false`: they
+    /// differ, but the node has more names than the source's inode, which may lie
+    /// outside the destination (a snapshot made with `cp -al`), so it must not change:
+    /// the caller replaces it with a new node instead, as `cp -a` does.
     fn settle(
         &self,
         dir: &DstDir,
@@ -368,24 +395,27 @@ impl<'a> LocalTreeSink<'a> {
         st: &Stat,
         entry: &Entry,
         is_symlink: bool,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let m = &entry.meta;
         let have = xattr::read(&xattr::Node::named(dir.fd.as_fd(), name))
             .at_dst(&entry.path, "read xattrs")?;
-        let same = (is_symlink || st.st_mode & 0o7777 == m.mode)
-            && (!self.meta.privileged || (st.st_uid, st.st_gid) == (m.uid, m.gid))
+        let same = (is_symlink || st.st_mode & 0o7777 == self.meta.mode_for(m))
+            && self.meta.owner_matches(st.st_uid, st.st_gid, m)
             && meta::mtime_of(st) == m.mtime
             && meta::atime_of(st) == m.atime
             && xattr::same(&have, &m.xattrs);
         if same {
-            return Ok(());
+            return Ok(true);
+        }
+        if st.st_nlink > source_links(entry) {
+            return Ok(false);
         }
         let n = self
             .meta
             .apply_at(&*dir.fd, name, m, is_symlink, &have)
             .map_err(|(op, e)| Error::dst(&entry.path, op, e))?;
         self.notice(n);
-        Ok(())
+        Ok(true)
     }
 
     /// Makes `name` in `dir` (for `entry`) a hardlink to `made`, or, where that cannot
@@ -399,8 +429,16 @@ impl<'a> LocalTreeSink<'a> {
         copy: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         let path = &entry.path;
+        // The first copy's directory, opened again if the job has closed it since.
+        let made_dir = match made.dir.upgrade() {
+            Some(fd) => fd,
+            None => match self.dir_at(&made.dir_path, Reach::Open) {
+                Ok(found) => found.fd,
+                Err(_) => return copy(),
+            },
+        };
         if let Some(st) = self.existing(dir, name, path)? {
-            let first = rfs::statat(&*made.dir, made.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW);
+            let first = rfs::statat(&*made_dir, made.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW);
             if matches!(&first, Ok(f) if f.st_ino == st.st_ino && f.st_dev == st.st_dev) {
                 Stats::bump(&self.stats.skipped);
                 return Ok(());
@@ -408,7 +446,7 @@ impl<'a> LocalTreeSink<'a> {
             self.remove(dir, name, path, &st)?;
         }
         match rfs::linkat(
-            &*made.dir,
+            &*made_dir,
             made.name.as_c_str(),
             &*dir.fd,
             name,
@@ -430,9 +468,9 @@ impl<'a> LocalTreeSink<'a> {
             let same = FileType::from_raw_mode(st.st_mode) == FileType::Symlink
                 && rfs::readlinkat(&*dir.fd, name.as_c_str(), Vec::new())
                     .is_ok_and(|t| t.as_bytes() == target);
-            if same {
+            if same && self.settle(dir, &name, &st, entry, true)? {
                 Stats::bump(&self.stats.skipped);
-                return self.settle(dir, &name, &st, entry, true);
+                return Ok(());
             }
             self.remove(dir, &name, path, &st)?;
         }
@@ -455,9 +493,12 @@ impl<'a> LocalTreeSink<'a> {
             _ => unreachable!(),
         };
         if let Some(st) = self.existing(dir, &name, path)? {
-            if FileType::from_raw_mode(st.st_mode) == kind && st.st_rdev == rdev {
+            if FileType::from_raw_mode(st.st_mode) == kind
+                && st.st_rdev == rdev
+                && self.settle(dir, &name, &st, entry, false)?
+            {
                 Stats::bump(&self.stats.skipped);
-                return self.settle(dir, &name, &st, entry, false);
+                return Ok(());
             }
             self.remove(dir, &name, path, &st)?;
         }
@@ -474,10 +515,18 @@ impl<'a> LocalTreeSink<'a> {
         Ok(())
     }
 
+    /// Applies `entry`'s metadata to the node `name` just made in `dir` (a symlink, a
+    /// fifo or a device), removing an ACL `dir` passed on to it.
     fn meta_at(&self, dir: &DstDir, name: &CStr, entry: &Entry, is_symlink: bool) -> Result<()> {
+        let have = if dir.inherits_acl && !is_symlink {
+            xattr::read(&xattr::Node::named(dir.fd.as_fd(), name))
+                .at_dst(&entry.path, "read xattrs")?
+        } else {
+            Vec::new()
+        };
         let n = self
             .meta
-            .apply_at(&*dir.fd, name, &entry.meta, is_symlink, &[])
+            .apply_at(&*dir.fd, name, &entry.meta, is_symlink, &have)
             .map_err(|(op, e)| Error::dst(&entry.path, op, e))?;
         self.notice(n);
         Ok(())
@@ -659,10 +708,15 @@ impl LocalTreeSink<'_> {
         if !parent.fresh {
             self.let_owner_in(&fd, path)?;
         }
+        let inherits_acl = match parent.fresh {
+            true => parent.inherits_acl,
+            false => has_default_acl(&fd),
+        };
         Ok(DstDir {
             fd: Arc::new(fd),
             fresh: parent.fresh,
             plain_owner: parent.fresh && parent.plain_owner,
+            inherits_acl,
         })
     }
 
@@ -733,6 +787,7 @@ impl LocalTreeSink<'_> {
             fd: Arc::new(fd),
             fresh: true,
             plain_owner: parent.plain_owner,
+            inherits_acl: parent.inherits_acl,
         })
     }
 
@@ -769,11 +824,26 @@ impl LocalTreeSink<'_> {
         )
         .map_err(|e| Error::dst(&shown, "open destination", e))?;
         let dir = DstDir {
+            inherits_acl: has_default_acl(&fd),
             fd: Arc::new(fd),
             fresh,
             plain_owner,
         };
         let _ = self.root.set(dir.clone());
+        Ok(dir)
+    }
+
+    /// Makes and opens the destination root of a whole tree, counted if made; once
+    /// opened, the same directory again (a copy opens it before walking, to know its
+    /// inode).
+    pub fn tree_root(&self) -> Result<DstDir> {
+        if let Some(dir) = self.root.get() {
+            return Ok(dir.clone());
+        }
+        let dir = self.open_root()?;
+        if dir.fresh {
+            Stats::bump(&self.stats.dirs);
+        }
         Ok(dir)
     }
 
@@ -795,9 +865,7 @@ impl LocalTreeSink<'_> {
         let path = &entry.path;
         let name = cname(path)?;
         let tname = cname(target)?;
-        let tparent = RelPath::from_bytes(
-            target.as_bytes()[..target.as_bytes().len() - target.file_name().len()].to_vec(),
-        );
+        let tparent = target.parent();
         // Named after the link, which is what failed; the target is in the message.
         let about_target = |e: io::Error| {
             Error::dst(
@@ -848,11 +916,7 @@ impl TreeSink for LocalTreeSink<'_> {
     type Dir = DstDir;
 
     fn root(&self, _entry: &Entry) -> Result<DstDir> {
-        let dir = self.open_root()?;
-        if dir.fresh {
-            Stats::bump(&self.stats.dirs);
-        }
-        Ok(dir)
+        self.tree_root()
     }
 
     fn dir(&self, parent: &DstDir, entry: &Entry) -> Result<DstDir> {
@@ -879,10 +943,15 @@ impl TreeSink for LocalTreeSink<'_> {
         if fresh {
             Stats::bump(&self.stats.dirs);
         }
+        let inherits_acl = match fresh {
+            true => parent.inherits_acl,
+            false => has_default_acl(&fd),
+        };
         Ok(DstDir {
             fd: Arc::new(fd),
             fresh,
             plain_owner: fresh && parent.plain_owner,
+            inherits_acl,
         })
     }
 
@@ -904,8 +973,9 @@ impl TreeSink for LocalTreeSink<'_> {
     }
 
     fn finish_dir(&self, dir: &DstDir, entry: &Entry) -> Result<()> {
-        // A directory that was there before may have xattrs the source lacks.
-        let have = if dir.fresh {
+        // A directory that was there before may have xattrs the source lacks, and one
+        // made here an ACL its parent passed on.
+        let have = if dir.fresh && !dir.inherits_acl {
             Vec::new()
         } else {
             meta::read_xattrs(&*dir.fd).at_dst(&entry.path, "read xattrs")?

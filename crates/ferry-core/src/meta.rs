@@ -1,11 +1,15 @@
 //! Reading metadata from the source and applying it to the destination, in the order a
 //! correct copy needs: owner first (a chown clears setuid bits and `security.capability`),
 //! then mode, then xattrs, and the times last, so a half-written file never looks complete.
+//!
+//! Not as root, the owner cannot be given away, but the group can be set to any group
+//! the process is in, as `cp -a` does.
 
 use crate::entry::{Metadata, Timestamp, Xattr};
 use crate::xattr;
 use rustix::fs::{self as rfs, AtFlags, Gid, Mode, Stat, Timestamps, Uid};
 use rustix::io::Errno;
+use std::borrow::Cow;
 use std::ffi::CStr;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -58,6 +62,8 @@ pub struct MetaWriter {
     pub privileged: bool,
     /// The owner new nodes get (in a directory without the setgid bit).
     creator: (u32, u32),
+    /// The groups this process is in, and so may give its files when not root.
+    groups: Vec<u32>,
     umask: u32,
     xattrs_refused: AtomicBool,
 }
@@ -77,12 +83,17 @@ impl MetaWriter {
         // umask can only be read by setting it; put it straight back.
         let old = rustix::process::umask(Mode::empty());
         rustix::process::umask(old);
+        let egid = rustix::process::getegid();
+        let mut groups: Vec<u32> = rustix::process::getgroups()
+            .unwrap_or_default()
+            .iter()
+            .map(|g| g.as_raw())
+            .collect();
+        groups.push(egid.as_raw());
         MetaWriter {
             privileged: rustix::process::geteuid().is_root(),
-            creator: (
-                rustix::process::geteuid().as_raw(),
-                rustix::process::getegid().as_raw(),
-            ),
+            creator: (rustix::process::geteuid().as_raw(), egid.as_raw()),
+            groups,
             umask: old.bits(),
             xattrs_refused: AtomicBool::new(false),
         }
@@ -93,11 +104,65 @@ impl MetaWriter {
         self.umask
     }
 
+    /// The mode to give a node for `meta`. Not as root, as `cp -a` does: without the
+    /// setuid bit when the node cannot be given `meta`'s user (it would run as this
+    /// process's), and without setgid when it cannot be given its group.
+    pub fn mode_for(&self, meta: &Metadata) -> u32 {
+        let mut mode = meta.mode;
+        if !self.privileged {
+            if meta.uid != self.creator.0 {
+                mode &= !0o4000;
+            }
+            if !self.groups.contains(&meta.gid) {
+                mode &= !0o2000;
+            }
+        }
+        mode
+    }
+
+    /// Whether a node owned by `(uid, gid)` has the owner `meta` asks for, as far as
+    /// this process can set it: both ids as root, else the group where it may give it.
+    pub fn owner_matches(&self, uid: u32, gid: u32, meta: &Metadata) -> bool {
+        let uid_ok = !self.privileged || uid == meta.uid;
+        let gid_ok = gid == meta.gid || !(self.privileged || self.groups.contains(&meta.gid));
+        uid_ok && gid_ok
+    }
+
+    /// The owner to set on a node, if any: both ids as root, unless `created` (made by
+    /// this process where new nodes are its own) already gives them; else the group
+    /// alone, where this process is in it. `None` for either id leaves it as it is.
+    fn owner_to_set(&self, meta: &Metadata, created: bool) -> Option<(Option<Uid>, Gid)> {
+        let gid = Gid::from_raw(meta.gid);
+        if self.privileged {
+            let given = created && (meta.uid, meta.gid) == self.creator;
+            return (!given).then_some((Some(Uid::from_raw(meta.uid)), gid));
+        }
+        let given = created && meta.gid == self.creator.1;
+        (!given && self.groups.contains(&meta.gid)).then_some((None, gid))
+    }
+
+    /// Sets the owner `owner_to_set` chose with `chown`; true if it was set. Not as
+    /// root a refusal is no error: `cp -a` too keeps what it may.
+    fn set_owner(
+        &self,
+        owner: Option<(Option<Uid>, Gid)>,
+        chown: impl FnOnce(Option<Uid>, Gid) -> rustix::io::Result<()>,
+    ) -> Result<bool, (&'static str, std::io::Error)> {
+        let Some((uid, gid)) = owner else {
+            return Ok(false);
+        };
+        match chown(uid, gid) {
+            Ok(()) => Ok(true),
+            Err(Errno::PERM) if !self.privileged => Ok(false),
+            Err(e) => Err(("set owner", e.into())),
+        }
+    }
+
     /// The mode to create a file with, and whether an explicit chmod is still needed after
     /// the owner is set (setuid/setgid/sticky bits, or a umask that would mask bits).
     pub fn create_mode(&self, meta: &Metadata) -> (Mode, bool) {
         let perm = meta.mode & 0o777;
-        let needs_chmod = meta.mode & 0o7000 != 0 || perm & self.umask != 0;
+        let needs_chmod = self.mode_for(meta) & 0o7000 != 0 || perm & self.umask != 0;
         (Mode::from_raw_mode(perm), needs_chmod)
     }
 
@@ -115,19 +180,15 @@ impl MetaWriter {
         have: &[Xattr],
     ) -> Result<MetaNotice, (&'static str, std::io::Error)> {
         let fd = fd.as_fd();
-        if self.privileged && !(created && (meta.uid, meta.gid) == self.creator) {
-            rfs::fchown(
-                fd,
-                Some(Uid::from_raw(meta.uid)),
-                Some(Gid::from_raw(meta.gid)),
-            )
-            .map_err(|e| ("set owner", e.into()))?;
+        let owner = self.owner_to_set(meta, created);
+        let chowned = self.set_owner(owner, |uid, gid| rfs::fchown(fd, uid, Some(gid)))?;
+        if chmod || chowned {
+            rfs::fchmod(fd, Mode::from_raw_mode(self.mode_for(meta)))
+                .map_err(|e| ("set mode", e.into()))?;
         }
-        if chmod {
-            rfs::fchmod(fd, Mode::from_raw_mode(meta.mode)).map_err(|e| ("set mode", e.into()))?;
-        }
+        let have = after_chown(have, chowned);
         let notice = self
-            .set_xattrs(&xattr::Node::Fd(fd), &meta.xattrs, have)
+            .set_xattrs(&xattr::Node::Fd(fd), &meta.xattrs, &have)
             .map_err(|e| ("set xattr", e))?;
         rfs::futimens(fd, &timestamps(meta)).map_err(|e| ("set times", e.into()))?;
         Ok(notice)
@@ -145,24 +206,24 @@ impl MetaWriter {
         have: &[Xattr],
     ) -> Result<MetaNotice, (&'static str, std::io::Error)> {
         let dir = dir.as_fd();
-        if self.privileged {
-            rfs::chownat(
+        let owner = self.owner_to_set(meta, false);
+        let chowned = self.set_owner(owner, |uid, gid| {
+            rfs::chownat(dir, name, uid, Some(gid), AtFlags::SYMLINK_NOFOLLOW)
+        })?;
+        if !is_symlink {
+            rfs::chmodat(
                 dir,
                 name,
-                Some(Uid::from_raw(meta.uid)),
-                Some(Gid::from_raw(meta.gid)),
-                AtFlags::SYMLINK_NOFOLLOW,
+                Mode::from_raw_mode(self.mode_for(meta)),
+                AtFlags::empty(),
             )
-            .map_err(|e| ("set owner", e.into()))?;
+            .map_err(|e| ("set mode", e.into()))?;
         }
-        if !is_symlink {
-            rfs::chmodat(dir, name, Mode::from_raw_mode(meta.mode), AtFlags::empty())
-                .map_err(|e| ("set mode", e.into()))?;
-        }
+        let have = after_chown(have, chowned);
         let notice = if meta.xattrs.is_empty() && have.is_empty() {
             MetaNotice::None
         } else {
-            self.set_xattrs(&xattr::Node::named(dir, name), &meta.xattrs, have)
+            self.set_xattrs(&xattr::Node::named(dir, name), &meta.xattrs, &have)
                 .map_err(|e| ("set xattr", e))?
         };
         rfs::utimensat(dir, name, &timestamps(meta), AtFlags::SYMLINK_NOFOLLOW)
@@ -217,6 +278,17 @@ impl MetaWriter {
 impl Default for MetaWriter {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// The xattrs a node that had `have` still has after a chown, if `chowned`: every
+/// chown drops a file capability (`security.capability`), so it must be set again.
+fn after_chown(have: &[Xattr], chowned: bool) -> Cow<'_, [Xattr]> {
+    let capability = |x: &Xattr| x.name == b"security.capability";
+    if chowned && have.iter().any(capability) {
+        Cow::Owned(have.iter().filter(|x| !capability(x)).cloned().collect())
+    } else {
+        Cow::Borrowed(have)
     }
 }
 

@@ -127,12 +127,6 @@ fn workers_within_open_files(asked: usize, reporter: &dyn Reporter) -> usize {
     workers_within(asked, WORKER_DESCRIPTORS + 1, OTHER_DESCRIPTORS, reporter)
 }
 
-fn parent_of(path: &RelPath) -> RelPath {
-    let b = path.as_bytes();
-    let cut = b.len() - path.file_name().len();
-    RelPath::from_bytes(b[..cut.saturating_sub(1)].to_vec())
-}
-
 impl<'a> Extractor<'a> {
     /// An extractor for `workers` workers (each with a directory cache).
     fn new(
@@ -212,7 +206,7 @@ impl<'a> Extractor<'a> {
             ));
         }
         let parent = self
-            .dir(&parent_of(&entry.path), Reach::Make, cache)
+            .dir(&entry.path.parent(), Reach::Make, cache)
             .map_err(|e| as_member_error(entry, e))?;
         self.sink.leaf(&parent, entry, data)
     }
@@ -581,7 +575,7 @@ fn walk_index(
             later.links.push(pos);
             continue;
         }
-        let parent = parent_of(&entry.path);
+        let parent = entry.path.parent();
         if last_parent.as_ref() != Some(&parent) || group.len() >= GROUP {
             send(&mut group);
             last_parent = Some(parent);
