@@ -66,8 +66,14 @@ fn changed_entries_are_replaced_on_rerun() {
     symlink("size1", &s.src.join("link_rel"));
 
     let r = copy_ok(&s.src, &s.dst, &["--json"]);
-    r.json()
-        .assert_counts(&[("files", 4), ("others", 2), ("errors", 0)]);
+    let summary = r.json();
+    summary.assert_counts(&[("files", 4), ("errors", 0)]);
+    // link_rel is replaced, and so may its twin a/link_twin be: in SRC it is now the
+    // only name of its inode, and where it is reached while its copy still shares an
+    // inode with link_rel's, it is made anew rather than changed in place (its atime
+    // differs: reading a link to compare it sets the atime).
+    let others = summary.count("others");
+    assert!((2..=3).contains(&others), "{}", summary.0);
     assert_same_tree(&s.src, &s.dst);
 }
 
