@@ -9,6 +9,19 @@ use xxhash_rust::xxh3::xxh3_64;
 pub const USER_NAME: Range<usize> = 265..297;
 /// The name field of a ustar header.
 pub const NAME: Range<usize> = 0..100;
+/// The device minor number field of a ustar header.
+pub const DEV_MINOR: Range<usize> = 337..345;
+
+/// Replaces the first `from` in `bytes` (a pax record's text, say: pax headers have no
+/// checksum of their own) with `to`, of the same length.
+pub fn replace_first(bytes: &mut [u8], from: &[u8], to: &[u8]) {
+    assert_eq!(from.len(), to.len());
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .unwrap_or_else(|| panic!("no {} in the archive", from.escape_ascii()));
+    bytes[at..at + to.len()].copy_from_slice(to);
+}
 
 /// In every tar header of `bytes` whose `field` holds `from` (NUL-padded), writes `to`
 /// instead and mends the header's checksum; returns how many headers it changed.

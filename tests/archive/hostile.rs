@@ -5,6 +5,7 @@
 use crate::common::run::Run;
 use crate::common::{build, trees};
 use crate::common::{scratch, Scratch};
+use crate::edit::{rename_in_headers, replace_first, DEV_MINOR};
 use crate::{ferry, pack};
 use std::io::Write;
 use std::path::Path;
@@ -236,6 +237,17 @@ fn packed(s: &crate::common::Scratch) -> (std::path::PathBuf, Vec<u8>) {
     (archive, bytes)
 }
 
+/// The footer of the ferry archive `bytes`.
+fn footer_of(bytes: &[u8]) -> ferry_archive::index::Footer {
+    let n = bytes.len() as u64;
+    ferry_archive::index::Footer::parse(
+        &bytes[(n - ferry_archive::index::FOOTER_LEN) as usize..],
+        n,
+    )
+    .expect("a valid footer")
+    .expect("a ferry archive")
+}
+
 /// Runs each command on `archive`: none may panic (exit 101) and each must fail with
 /// exit status 2 and an error mentioning `expect`.
 fn all_refuse(archive: &Path, dst: &Path, expect: &str) {
@@ -332,13 +344,7 @@ fn compressions_it_does_not_read_are_named() {
 fn a_corrupt_index_is_refused() {
     let s = scratch();
     let (archive, mut bytes) = packed(&s);
-    let n = bytes.len() as u64;
-    let footer = ferry_archive::index::Footer::parse(
-        &bytes[(n - ferry_archive::index::FOOTER_LEN) as usize..],
-        n,
-    )
-    .expect("a valid footer")
-    .expect("a ferry archive");
+    let footer = footer_of(&bytes);
     // Inside the index, not in the padding between it and the footer (read by no one).
     bytes[(footer.index_offset + footer.index_len / 2) as usize] ^= 0x55;
     std::fs::write(&archive, &bytes).expect("write");
@@ -501,4 +507,71 @@ fn a_bad_header_midway_through_a_large_archive_ends_the_unpack() {
         .expect("read stderr");
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("offset"), "{stderr}");
+}
+
+/// A change made to an archive's bytes.
+type Edit = fn(&mut Vec<u8>);
+
+/// A member is used only where its index entry says what its tar headers say about
+/// everything a stream reader would set: the access time, an xattr, a device number.
+/// The headers are changed here (each in turn), so the index says what they said.
+#[test]
+fn an_index_that_disagrees_on_times_xattrs_or_devices_is_refused() {
+    let s = scratch();
+    build::write(&s.src.join("f"), b"data");
+    build::set_xattr(&s.src.join("f"), "user.k", b"vvv");
+    build::set_times(
+        &s.src.join("f"),
+        build::ts(1_111_111_111, 0),
+        build::ts(1_000_000_000, 0),
+    );
+    let root = crate::common::is_root();
+    if root {
+        build::device(
+            &s.src.join("null"),
+            rustix::fs::FileType::CharacterDevice,
+            1,
+            3,
+        );
+    }
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let packed = std::fs::read(&archive).expect("read");
+    let mut edits: Vec<(&str, Edit)> = vec![
+        ("access time", |b| {
+            replace_first(b, b"atime=1111111111", b"atime=1111111112")
+        }),
+        ("xattrs", |b| replace_first(b, b"user.k=vvv", b"user.k=www")),
+    ];
+    if root {
+        // The device's ustar header, and the header of the pax header before it.
+        edits.push(("device number", |b| {
+            assert!(rename_in_headers(b, DEV_MINOR, b"0000003", b"0000005") >= 1);
+        }));
+    }
+    for (what, edit) in edits {
+        let mut bytes = packed.clone();
+        edit(&mut bytes);
+        std::fs::write(&archive, &bytes).expect("write");
+        let dst = s.tmp.path().join(what.replace(' ', "-"));
+        let r = ferry(&[&"unpack", &archive, &dst]);
+        r.assert_status(2);
+        let want = format!("index and tar header disagree: {what}");
+        assert_eq!(r.errors().len(), 1, "{r}");
+        assert!(r.errors()[0].contains(&want), "{r}");
+    }
+}
+
+/// The two blocks that end the tar data must be zeros: a member written there would be
+/// seen by GNU tar (after a warning) and hidden by the index.
+#[test]
+fn a_member_hidden_in_the_end_of_archive_blocks_is_refused() {
+    let s = scratch();
+    let (archive, mut bytes) = packed(&s);
+    let footer = footer_of(&bytes);
+    let hidden = footer.tar_end as usize - 1024;
+    let header = bytes[..512].to_vec();
+    bytes[hidden..hidden + 512].copy_from_slice(&header);
+    std::fs::write(&archive, &bytes).expect("write");
+    all_refuse(&archive, &s.dst, "the end-of-archive blocks are not zeros");
 }

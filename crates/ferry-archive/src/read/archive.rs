@@ -236,6 +236,23 @@ fn agree(t: &TarEntry, e: &IndexEntry) -> Result<(), &'static str> {
     if (t.mode, t.uid, t.gid, t.mtime) != (e.mode, e.uid, e.gid, e.mtime) {
         return Err("metadata");
     }
+    // What a stream reader would take from the headers: the atime (the mtime where
+    // none is recorded), the device number of a device, every xattr.
+    if t.atime.unwrap_or(t.mtime) != e.atime {
+        return Err("access time");
+    }
+    let rdev = match t.kind {
+        TarKind::CharDevice | TarKind::BlockDevice => t
+            .rdev
+            .map_or(0, |(major, minor)| rustix::fs::makedev(major, minor)),
+        _ => 0,
+    };
+    if rdev != e.rdev {
+        return Err("device number");
+    }
+    if t.xattrs != e.xattrs {
+        return Err("xattrs");
+    }
     if let Some(names) = &e.names {
         if (&t.uname, &t.gname) != (&names.user, &names.group) {
             return Err("owner names");
@@ -287,6 +304,18 @@ fn read_index(file: &File, len: u64) -> Result<Option<Index>, ArchiveError> {
     let index = Index::new(f);
     for entry in index.entries(reader_at(file, index.offset(), INDEX_WINDOW)) {
         entry?;
+    }
+    // The index ends the members where the end-of-archive blocks begin; they must be
+    // zeros, or a tar reader would find a member there that the index hides.
+    let mut end = [0u8; 1024];
+    let at = index.tar_end() - 1024;
+    file.read_exact_at(&mut end, at)?;
+    if let Some(i) = end.iter().position(|&b| b != 0) {
+        return Err(crate::index::IndexError(format!(
+            "archive offset {}: the end-of-archive blocks are not zeros",
+            at + i as u64
+        ))
+        .into());
     }
     Ok(Some(index))
 }

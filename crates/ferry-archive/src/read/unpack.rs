@@ -214,7 +214,9 @@ impl<'a> Extractor<'a> {
     /// Applies directory metadata, in the order of `dirs`, which puts every directory
     /// after all below it (so setting one never disturbs another). `root_named`: one
     /// of them is the destination itself; if none is, it is settled as copy does.
-    fn finish(&self, dirs: impl IntoIterator<Item = Entry>, root_named: bool) {
+    /// `stopped`: the unpack ended early, so some directories were never made; their
+    /// absence is no further error.
+    fn finish(&self, dirs: impl IntoIterator<Item = Entry>, root_named: bool, stopped: bool) {
         if !root_named {
             if let Err(err) = self.sink.settle_unnamed_root() {
                 self.reporter.error(&err);
@@ -225,8 +227,10 @@ impl<'a> Extractor<'a> {
             let dir = self
                 .dir(&e.path, Reach::Open, &mut cache)
                 .map_err(|err| as_member_error(&e, err));
-            if let Err(err) = dir.and_then(|d| self.sink.finish_dir(&d, &e)) {
-                self.reporter.error(&err);
+            match dir.and_then(|d| self.sink.finish_dir(&d, &e)) {
+                Err(err) if stopped && err.os.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => self.reporter.error(&err),
+                Ok(()) => {}
             }
         }
     }
@@ -412,7 +416,7 @@ pub fn unpack_file(
             }
         }
     });
-    ex.finish(dirs, later.root_named);
+    ex.finish(dirs, later.root_named, result.is_err());
     let result = result.and(unread.map_or(Ok(()), Err));
     if result.is_ok() {
         select.report_unmatched("unpack", reporter);
@@ -744,7 +748,7 @@ pub fn unpack_stream(
     // together, so the cache of open ancestors serves it.
     dirs.sort_unstable_by(|a: &Entry, b| b.path.as_bytes().cmp(a.path.as_bytes()));
     let root_named = dirs.iter().any(|e| e.path.is_root());
-    ex.finish(dirs, root_named);
+    ex.finish(dirs, root_named, result.is_err());
     if result.is_ok() {
         select.report_unmatched("unpack", reporter);
     }
