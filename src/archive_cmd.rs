@@ -79,9 +79,16 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
         let mut head = [0u8; HEAD_LEN];
         let n = f.read_at_most(&mut head)?;
         if !is_compressed(&head[..n]).with_context(|| format!("{}", path.display()))? {
-            return Ok(Input::File(
-                Archive::from_file(f).with_context(|| format!("{}", path.display()))?,
-            ));
+            let archive = Archive::from_file(f).with_context(|| format!("{}", path.display()))?;
+            if let Some(at) = archive.overwritten_at() {
+                crate::report::to_stderr(format_args!(
+                    "ferry: warning: {}: data at offset {at} was written over the end of \
+                     the archive after its index (members appended by tar -r?): reading it \
+                     as a plain tar, without the index",
+                    path.display()
+                ));
+            }
+            return Ok(Input::File(archive));
         }
         Box::new(f)
     };

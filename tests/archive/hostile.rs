@@ -561,17 +561,3 @@ fn an_index_that_disagrees_on_times_xattrs_or_devices_is_refused() {
         assert!(r.errors()[0].contains(&want), "{r}");
     }
 }
-
-/// The two blocks that end the tar data must be zeros: a member written there would be
-/// seen by GNU tar (after a warning) and hidden by the index.
-#[test]
-fn a_member_hidden_in_the_end_of_archive_blocks_is_refused() {
-    let s = scratch();
-    let (archive, mut bytes) = packed(&s);
-    let footer = footer_of(&bytes);
-    let hidden = footer.tar_end as usize - 1024;
-    let header = bytes[..512].to_vec();
-    bytes[hidden..hidden + 512].copy_from_slice(&header);
-    std::fs::write(&archive, &bytes).expect("write");
-    all_refuse(&archive, &s.dst, "the end-of-archive blocks are not zeros");
-}

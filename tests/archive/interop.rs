@@ -393,3 +393,46 @@ fn owners_of_an_index_without_names_follow_their_headers() {
     const NOBODY: u32 = crate::common::nobody::NOBODY;
     assert_unpacked_owners(&archive, &s.tmp.path().join("ferry"), (1, 0), (NOBODY, 0));
 }
+
+/// GNU tar and bsdtar append (`-r`) over a ferry archive's end-of-archive blocks and
+/// the start of its index, and leave its footer: ferry then reads the archive as they
+/// do, as a plain tar, the appended member included, and says why.
+#[test]
+fn members_appended_by_tar_are_read_as_tar_reads_them() {
+    for appender in ["tar", "bsdtar"] {
+        if missing(appender) {
+            continue;
+        }
+        let s = scratch();
+        trees::mixed(&s.src);
+        // Enough members that the index outlasts GNU tar's 10 KiB record, so that its
+        // footer is left (a smaller archive loses its footer to -r and is a plain tar).
+        build::mkdirs(&s.src.join("many"));
+        for i in 0..300 {
+            build::write(&s.src.join(format!("many/member-{i}")), b"m");
+        }
+        let archive = s.tmp.path().join("a.far");
+        pack(&s.src, &archive, &[]);
+        std::fs::write(s.tmp.path().join("appended"), b"added by tar -r\n").expect("write");
+        peer(
+            appender,
+            &[&"-C", &s.tmp.path(), &"-rf", &archive, &"appended"],
+        );
+        let r = ferry(&[&"unpack", &archive, &s.dst]);
+        r.assert_ok();
+        assert!(
+            r.warnings()
+                .iter()
+                .any(|w| w.contains("reading it as a plain tar")),
+            "{appender}: {r}"
+        );
+        let added = std::fs::read(s.dst.join("appended")).expect("the appended member");
+        assert_eq!(added, b"added by tar -r\n");
+        std::fs::remove_file(s.dst.join("appended")).expect("remove");
+        build::restore_times(&s.dst, &std::fs::metadata(&s.src).expect("stat"));
+        assert_same_tree(&s.src, &s.dst);
+        let listed = ferry(&[&"ls", &archive]);
+        listed.assert_ok();
+        assert!(listed.stdout.lines().any(|l| l == "appended"), "{listed}");
+    }
+}

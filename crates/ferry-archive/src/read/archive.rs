@@ -51,6 +51,8 @@ pub struct Archive {
     file: File,
     len: u64,
     index: Option<Index>,
+    /// Where tar data was written over the end-of-archive blocks the footer names.
+    overwritten_at: Option<u64>,
 }
 
 impl Archive {
@@ -63,8 +65,24 @@ impl Archive {
     /// Uses an open archive file.
     pub fn from_file(file: File) -> Result<Archive, ArchiveError> {
         let len = file.metadata()?.len();
-        let index = read_index(&file, len)?;
-        Ok(Archive { file, len, index })
+        let (index, overwritten_at) = match read_index(&file, len)? {
+            Indexed::Yes(index) => (Some(index), None),
+            Indexed::No => (None, None),
+            Indexed::Overwritten { at } => (None, Some(at)),
+        };
+        Ok(Archive {
+            file,
+            len,
+            index,
+            overwritten_at,
+        })
+    }
+
+    /// Where a ferry archive's end-of-archive blocks were written over since its index
+    /// was made (as `tar -r` appends members there): the index no longer describes the
+    /// archive, so it is read as a plain tar, as tar reads it.
+    pub fn overwritten_at(&self) -> Option<u64> {
+        self.overwritten_at
     }
 
     /// The archive's index, if it is a ferry archive.
@@ -290,34 +308,44 @@ impl Read for At<'_> {
     }
 }
 
+/// What an archive file's end says of its index.
+enum Indexed {
+    /// A valid index, which describes every member.
+    Yes(Index),
+    /// No ferry footer: a plain tar.
+    No,
+    /// A ferry footer, but the end-of-archive blocks before its index hold data from
+    /// `at` on: members were added since, which the index does not describe.
+    Overwritten { at: u64 },
+}
+
 /// Reads the footer and, if there is one, goes through the whole index once: every
 /// entry checked, and the checksum at the end.
-fn read_index(file: &File, len: u64) -> Result<Option<Index>, ArchiveError> {
+fn read_index(file: &File, len: u64) -> Result<Indexed, ArchiveError> {
     if len < FOOTER_LEN + 1024 {
-        return Ok(None);
+        return Ok(Indexed::No);
     }
     let mut footer = [0u8; FOOTER_LEN as usize];
     file.read_exact_at(&mut footer, len - FOOTER_LEN)?;
     let Some(f) = Footer::parse(&footer, len)? else {
-        return Ok(None);
+        return Ok(Indexed::No);
     };
+    // The index ends the members where the end-of-archive blocks begin. Anything but
+    // zeros there is a member a tar reader sees (`tar -r` writes new ones there, over
+    // the blocks and the index after them): the archive is then read as tar reads it.
+    let mut end = [0u8; 1024];
+    let blocks = f.tar_end - 1024;
+    file.read_exact_at(&mut end, blocks)?;
+    if let Some(i) = end.iter().position(|&b| b != 0) {
+        return Ok(Indexed::Overwritten {
+            at: blocks + i as u64,
+        });
+    }
     let index = Index::new(f);
     for entry in index.entries(reader_at(file, index.offset(), INDEX_WINDOW)) {
         entry?;
     }
-    // The index ends the members where the end-of-archive blocks begin; they must be
-    // zeros, or a tar reader would find a member there that the index hides.
-    let mut end = [0u8; 1024];
-    let at = index.tar_end() - 1024;
-    file.read_exact_at(&mut end, at)?;
-    if let Some(i) = end.iter().position(|&b| b != 0) {
-        return Err(crate::index::IndexError(format!(
-            "archive offset {}: the end-of-archive blocks are not zeros",
-            at + i as u64
-        ))
-        .into());
-    }
-    Ok(Some(index))
+    Ok(Indexed::Yes(index))
 }
 
 /// Bytes of an archive without an index read at a time when scanning it.
