@@ -5,6 +5,7 @@ use crate::common::{build, is_root, scratch, trees};
 use crate::edit::{rename_in_headers, rename_in_index, USER_NAME};
 use crate::{ferry, missing, pack, pack_and_unpack, peer};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// The test tree: every kind, a sparse file with a hole in the middle, one that ends
@@ -434,5 +435,84 @@ fn members_appended_by_tar_are_read_as_tar_reads_them() {
         let listed = ferry(&[&"ls", &archive]);
         listed.assert_ok();
         assert!(listed.stdout.lines().any(|l| l == "appended"), "{listed}");
+    }
+}
+
+/// A name given twice (as `tar -r` appends a newer version) ends as its last member,
+/// as GNU tar extracts it, whatever kinds the two have and whether DST was there: a
+/// symlink after a file, a file after a directory, a directory's later metadata, a
+/// file of the same size and mtime but other content; and a file named twice, which
+/// tar stores as a hardlink to itself, is kept.
+#[test]
+fn names_given_twice_end_as_their_last_member() {
+    if missing("tar") {
+        return;
+    }
+    let s = scratch();
+    let (src, archive) = (&s.src, s.tmp.path().join("t.tar"));
+    let tar = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"-C", src];
+        all.extend_from_slice(args);
+        peer("tar", &all);
+    };
+    build::write(&src.join("x"), b"one");
+    build::mkdirs(&src.join("d"));
+    build::write(&src.join("same"), b"aaa");
+    build::write(&src.join("f"), b"data");
+    build::hardlink(&src.join("f"), &src.join("g"));
+    for i in 0..200 {
+        build::mkdirs(&src.join(format!("dirs/d{i:03}")));
+    }
+    build::chmod(&src.join("dirs"), 0o755);
+    let old = build::ts(1_000_000_000, 0);
+    for i in 0..200 {
+        let d = src.join(format!("dirs/d{i:03}"));
+        build::chmod(&d, 0o700);
+        build::set_times(&d, old, old);
+    }
+    build::set_times(&src.join("same"), old, old);
+    tar(&[
+        &"-cf", &archive, &"x", &"d", &"same", &"dirs", &"f", &"f", &"g",
+    ]);
+
+    std::fs::remove_file(src.join("x")).expect("rm x");
+    build::symlink("target", &src.join("x"));
+    std::fs::remove_dir(src.join("d")).expect("rmdir d");
+    build::write(&src.join("d"), b"a file now");
+    build::write(&src.join("same"), b"bbb");
+    build::set_times(&src.join("same"), old, old);
+    let new = build::ts(1_200_000_000, 0);
+    for i in 0..200 {
+        let d = src.join(format!("dirs/d{i:03}"));
+        build::chmod(&d, 0o755);
+        build::set_times(&d, new, new);
+    }
+    tar(&[&"-rf", &archive, &"x", &"d", &"same", &"dirs"]);
+
+    let existing = s.tmp.path().join("existing");
+    build::mkdirs(&existing);
+    for dst in [&s.dst, &existing] {
+        let r = ferry(&[&"unpack", &archive, dst]);
+        r.assert_ok();
+        assert_eq!(
+            std::fs::read_link(dst.join("x")).expect("x"),
+            Path::new("target")
+        );
+        assert_eq!(std::fs::read(dst.join("d")).expect("d"), b"a file now");
+        assert_eq!(std::fs::read(dst.join("same")).expect("same"), b"bbb");
+        assert_eq!(std::fs::read(dst.join("f")).expect("f"), b"data");
+        let (f, g) = (dst.join("f"), dst.join("g"));
+        assert_eq!(
+            std::fs::metadata(&f).expect("f").ino(),
+            std::fs::metadata(&g).expect("g").ino()
+        );
+        for i in 0..200 {
+            let m = std::fs::metadata(dst.join(format!("dirs/d{i:03}"))).expect("dir");
+            assert_eq!(
+                (m.mode() & 0o7777, m.mtime()),
+                (0o755, 1_200_000_000),
+                "d{i:03}"
+            );
+        }
     }
 }

@@ -8,7 +8,7 @@
 //! A file's times are set last: a half-written file never looks complete.
 
 use crate::data::{self, Mover};
-use crate::entry::{Entry, EntryKind, Metadata, RelPath};
+use crate::entry::{Entry, EntryKind, Metadata, RelPath, Timestamp};
 use crate::error::{Context, Error, Reporter, Result};
 use crate::links::{Claim, Links, Made};
 use crate::meta::{self, MetaNotice, MetaWriter};
@@ -45,6 +45,9 @@ pub struct LocalTreeSink<'a> {
     reporter: &'a dyn Reporter,
     /// The destination root, once [`TreeSink::root`] has made it.
     root: std::sync::OnceLock<DstDir>,
+    /// When the job began, by the clock of file timestamps: a node changed since was
+    /// written by this job (or beside it).
+    started: Timestamp,
 }
 
 /// A destination directory the sink has entered.
@@ -72,6 +75,27 @@ impl DstDir {
 fn has_default_acl(fd: &OwnedFd) -> bool {
     let mut none: [u8; 0] = [];
     rfs::fgetxattr(fd, c"system.posix_acl_default", &mut none[..]).is_ok()
+}
+
+/// The start of the next tick of the clock file timestamps are taken from (the coarse
+/// one, a few milliseconds a tick), once it has come: every node changed by the job
+/// after this has a ctime at or after it, every node changed before it one before it.
+fn job_start() -> Timestamp {
+    let coarse = || {
+        let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        Timestamp {
+            sec: now.tv_sec,
+            nsec: now.tv_nsec as u32,
+        }
+    };
+    let began = coarse();
+    loop {
+        let now = coarse();
+        if now != began {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(250));
+    }
 }
 
 /// How many names the source inode of `entry` has.
@@ -106,6 +130,7 @@ impl<'a> LocalTreeSink<'a> {
             stats,
             reporter,
             root: std::sync::OnceLock::new(),
+            started: job_start(),
         }
     }
 
@@ -357,7 +382,13 @@ impl<'a> LocalTreeSink<'a> {
         let EntryKind::File { size, .. } = entry.kind else {
             return Ok(false);
         };
-        if st.st_size as u64 != size {
+        // A file this job wrote (an archive may hold a name twice, the same size and
+        // mtime but other data) is not up to date: the later member wins.
+        let changed = Timestamp {
+            sec: st.st_ctime,
+            nsec: st.st_ctime_nsec as u32,
+        };
+        if st.st_size as u64 != size || changed >= self.started {
             return Ok(false);
         }
         if !self.update.checksum {
@@ -476,8 +507,10 @@ impl<'a> LocalTreeSink<'a> {
         }
         let target = CString::new(target)
             .map_err(|_| Error::dst(path, "symlink", other("target contains a NUL byte")))?;
-        rfs::symlinkat(target.as_c_str(), &*dir.fd, name.as_c_str())
-            .at_dst(path, "create symlink")?;
+        self.replacing(dir, &name, path, || {
+            rfs::symlinkat(target.as_c_str(), &*dir.fd, name.as_c_str())
+        })?
+        .at_dst(path, "create symlink")?;
         self.meta_at(dir, &name, entry, true)?;
         Stats::bump(&self.stats.others);
         Ok(())
@@ -502,13 +535,10 @@ impl<'a> LocalTreeSink<'a> {
             }
             self.remove(dir, &name, path, &st)?;
         }
-        rfs::mknodat(
-            &*dir.fd,
-            name.as_c_str(),
-            kind,
-            Mode::from_raw_mode(entry.meta.mode & 0o777),
-            rdev,
-        )
+        let mode = Mode::from_raw_mode(entry.meta.mode & 0o777);
+        self.replacing(dir, &name, path, || {
+            rfs::mknodat(&*dir.fd, name.as_c_str(), kind, mode, rdev)
+        })?
         .at_dst(path, "create special file")?;
         self.meta_at(dir, &name, entry, false)?;
         Stats::bump(&self.stats.others);
@@ -599,7 +629,10 @@ fn dir_error(path: &RelPath, e: Errno) -> Error {
         Errno::NOTDIR | Errno::LOOP => Error::dst(
             path,
             "create directory",
-            other("something that is not a directory is in the way in the destination"),
+            io::Error::new(
+                io::ErrorKind::NotADirectory,
+                "something that is not a directory is in the way in the destination",
+            ),
         ),
         e => Error::dst(path, "open destination directory", e),
     }
@@ -885,6 +918,11 @@ impl LocalTreeSink<'_> {
                 "link",
                 other("the link target is a directory"),
             ));
+        }
+        // A link to itself (tar writes one for a file named twice) has nothing to do.
+        if target == path {
+            Stats::bump(&self.stats.skipped);
+            return Ok(());
         }
         if let Some(st) = self.existing(parent, &name, path)? {
             if st.st_ino == first.st_ino && st.st_dev == first.st_dev {

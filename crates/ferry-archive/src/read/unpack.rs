@@ -224,9 +224,15 @@ impl<'a> Extractor<'a> {
         }
         let mut cache = DirCache::new();
         for e in dirs {
-            let dir = self
-                .dir(&e.path, Reach::Open, &mut cache)
-                .map_err(|err| as_member_error(&e, err));
+            let dir = self.dir(&e.path, Reach::Open, &mut cache);
+            // A later member of that name, not a directory, has taken its place: the
+            // last one wins, as in tar.
+            let replaced =
+                |err: &Error| err.path == e.path && err.os.kind() == io::ErrorKind::NotADirectory;
+            if dir.as_ref().is_err_and(replaced) {
+                continue;
+            }
+            let dir = dir.map_err(|err| as_member_error(&e, err));
             match dir.and_then(|d| self.sink.finish_dir(&d, &e)) {
                 Err(err) if stopped && err.os.kind() == io::ErrorKind::NotFound => {}
                 Err(err) => self.reporter.error(&err),
@@ -745,8 +751,9 @@ pub fn unpack_stream(
     };
     // In descending byte order of paths, which puts each directory after its
     // descendants (a path sorts after its proper prefixes) and keeps a subtree
-    // together, so the cache of open ancestors serves it.
-    dirs.sort_unstable_by(|a: &Entry, b| b.path.as_bytes().cmp(a.path.as_bytes()));
+    // together, so the cache of open ancestors serves it. A directory named twice
+    // keeps its members' order, so the last one's metadata is set last, and wins.
+    dirs.sort_by(|a: &Entry, b| b.path.as_bytes().cmp(a.path.as_bytes()));
     let root_named = dirs.iter().any(|e| e.path.is_root());
     ex.finish(dirs, root_named, result.is_err());
     if result.is_ok() {
