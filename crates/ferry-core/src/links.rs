@@ -8,13 +8,11 @@
 //! The first copy's directory is remembered without keeping it open: names that never
 //! come (they lie outside the source) must not hold a descriptor each until the end.
 
-use crate::entry::InodeKey;
+use crate::entry::{InodeKey, RelPath};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::sync::{Condvar, Mutex, Weak};
-
-use crate::entry::RelPath;
 
 /// Where the first copy of an inode was made.
 #[derive(Clone, Debug)]

@@ -8,7 +8,7 @@
 //! A file's times are set last: a half-written file never looks complete.
 
 use crate::data::{self, Mover};
-use crate::entry::{Entry, EntryKind, Metadata, RelPath, Timestamp};
+use crate::entry::{Entry, EntryKind, Metadata, RelPath, Timestamp, Xattr};
 use crate::error::{Context, Error, Reporter, Result};
 use crate::links::{Claim, Links, Made};
 use crate::meta::{self, MetaNotice, MetaWriter};
@@ -98,6 +98,11 @@ fn job_start() -> Timestamp {
     }
 }
 
+/// The xattrs `node` has now (at `path`), so those the source lacks can be removed.
+fn xattrs_now(node: &xattr::Node<'_>, path: &RelPath) -> Result<Vec<Xattr>> {
+    xattr::read(node).at_dst(path, "read xattrs")
+}
+
 /// How many names the source inode of `entry` has.
 fn source_links(entry: &Entry) -> u64 {
     entry.links.map_or(1, |(_, nlink)| nlink)
@@ -155,7 +160,7 @@ impl<'a> LocalTreeSink<'a> {
     ) -> Result<()> {
         let fd = fd.as_fd();
         let have = if dir.inherits_acl {
-            meta::read_xattrs(fd).at_dst(path, "read xattrs")?
+            xattrs_now(&xattr::Node::Fd(fd), path)?
         } else {
             Vec::new()
         };
@@ -428,8 +433,7 @@ impl<'a> LocalTreeSink<'a> {
         is_symlink: bool,
     ) -> Result<bool> {
         let m = &entry.meta;
-        let have = xattr::read(&xattr::Node::named(dir.fd.as_fd(), name))
-            .at_dst(&entry.path, "read xattrs")?;
+        let have = xattrs_now(&xattr::Node::named(dir.fd.as_fd(), name), &entry.path)?;
         let same = (is_symlink || st.st_mode & 0o7777 == self.meta.mode_for(m))
             && self.meta.owner_matches(st.st_uid, st.st_gid, m)
             && meta::mtime_of(st) == m.mtime
@@ -549,8 +553,7 @@ impl<'a> LocalTreeSink<'a> {
     /// fifo or a device), removing an ACL `dir` passed on to it.
     fn meta_at(&self, dir: &DstDir, name: &CStr, entry: &Entry, is_symlink: bool) -> Result<()> {
         let have = if dir.inherits_acl && !is_symlink {
-            xattr::read(&xattr::Node::named(dir.fd.as_fd(), name))
-                .at_dst(&entry.path, "read xattrs")?
+            xattrs_now(&xattr::Node::named(dir.fd.as_fd(), name), &entry.path)?
         } else {
             Vec::new()
         };
@@ -1016,7 +1019,7 @@ impl TreeSink for LocalTreeSink<'_> {
         let have = if dir.fresh && !dir.inherits_acl {
             Vec::new()
         } else {
-            meta::read_xattrs(&*dir.fd).at_dst(&entry.path, "read xattrs")?
+            xattrs_now(&xattr::Node::Fd(dir.fd.as_fd()), &entry.path)?
         };
         let n = self
             .meta

@@ -104,6 +104,12 @@ impl MetaWriter {
         self.umask
     }
 
+    /// Whether this process may give its nodes the group `gid`: as root any, else one
+    /// it is in.
+    fn may_give_group(&self, gid: u32) -> bool {
+        self.privileged || self.groups.contains(&gid)
+    }
+
     /// The mode to give a node for `meta`. Not as root, as `cp -a` does: without the
     /// setuid bit when the node cannot be given `meta`'s user (it would run as this
     /// process's), and without setgid when it cannot be given its group.
@@ -113,7 +119,7 @@ impl MetaWriter {
             if meta.uid != self.creator.0 {
                 mode &= !0o4000;
             }
-            if !self.groups.contains(&meta.gid) {
+            if !self.may_give_group(meta.gid) {
                 mode &= !0o2000;
             }
         }
@@ -124,7 +130,7 @@ impl MetaWriter {
     /// this process can set it: both ids as root, else the group where it may give it.
     pub fn owner_matches(&self, uid: u32, gid: u32, meta: &Metadata) -> bool {
         let uid_ok = !self.privileged || uid == meta.uid;
-        let gid_ok = gid == meta.gid || !(self.privileged || self.groups.contains(&meta.gid));
+        let gid_ok = gid == meta.gid || !self.may_give_group(meta.gid);
         uid_ok && gid_ok
     }
 
@@ -138,7 +144,7 @@ impl MetaWriter {
             return (!given).then_some((Some(Uid::from_raw(meta.uid)), gid));
         }
         let given = created && meta.gid == self.creator.1;
-        (!given && self.groups.contains(&meta.gid)).then_some((None, gid))
+        (!given && self.may_give_group(meta.gid)).then_some((None, gid))
     }
 
     /// Sets the owner `owner_to_set` chose with `chown`; true if it was set. Not as
@@ -182,7 +188,7 @@ impl MetaWriter {
         let fd = fd.as_fd();
         let owner = self.owner_to_set(meta, created);
         let chowned = self.set_owner(owner, |uid, gid| rfs::fchown(fd, uid, Some(gid)))?;
-        if chmod || chowned {
+        if chmod {
             rfs::fchmod(fd, Mode::from_raw_mode(self.mode_for(meta)))
                 .map_err(|e| ("set mode", e.into()))?;
         }

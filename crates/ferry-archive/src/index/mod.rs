@@ -592,7 +592,8 @@ mod tests {
         };
         assert!(lie(|e| e.runs[1] = (500, 2000)).is_err()); // overlaps the first run
         assert!(lie(|e| e.data_offset = 9000).is_err()); // data would pass tar_end
-                                                         // Without runs a file stores all of itself, or nothing (all hole).
+
+        // Without runs a file stores all of itself, or nothing (all hole).
         let mut e = sample_entries().remove(0);
         e.runs.clear();
         assert!(
