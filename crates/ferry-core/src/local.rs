@@ -333,7 +333,10 @@ impl<'a> LocalTreeSink<'a> {
         size: u64,
         data: FileData<'_>,
     ) -> Result<()> {
-        let verify = self.update.verify;
+        // Verified against the hash recorded at the source where there is one (the
+        // data may have changed since), else against the data as read now.
+        let recorded = data.recorded_hash().filter(|_| self.update.verify);
+        let verify = self.update.verify && recorded.is_none();
         let dst = fd.as_fd();
         let moved = match data {
             FileData::File {
@@ -346,10 +349,11 @@ impl<'a> LocalTreeSink<'a> {
                 fd: src,
                 offset,
                 runs,
+                ..
             } => self
                 .mover
                 .transfer(src, dst, &data::run_segments(offset, runs), size, verify),
-            FileData::Bytes { bytes, runs } => {
+            FileData::Bytes { bytes, runs, .. } => {
                 self.mover.transfer_bytes(bytes, dst, runs, size, verify)
             }
             FileData::Stream { reader, runs } => self
@@ -362,15 +366,14 @@ impl<'a> LocalTreeSink<'a> {
             rfs::ftruncate(dst, size).at_dst(path, "set length")?;
         }
         self.stats.count_method(moved.method);
-        if let Some(want) = moved.hash {
-            let got = data::hash_range(fd, 0, size).at_dst(path, "verify")?;
-            if got != want {
-                return Err(Error::dst(
-                    path,
-                    "verify",
-                    other("destination content differs from source"),
-                ));
-            }
+        let (want, differs) = match (recorded, moved.hash) {
+            (Some(want), _) => (want, "content differs from the hash recorded in the source"),
+            (None, Some(want)) => (want, "destination content differs from source"),
+            (None, None) => return Ok(()),
+        };
+        let got = data::hash_range(fd, 0, size).at_dst(path, "verify")?;
+        if got != want {
+            return Err(Error::dst(path, "verify", other(differs)));
         }
         Ok(())
     }
@@ -401,8 +404,10 @@ impl<'a> LocalTreeSink<'a> {
         }
         let ours = match data {
             FileData::File { fd, .. } => data::hash_range(fd, 0, size),
-            FileData::Range { fd, offset, runs } => data::hash_runs(*fd, *offset, runs, size),
-            FileData::Bytes { bytes, runs } => data::hash_bytes(bytes, runs, size)
+            FileData::Range {
+                fd, offset, runs, ..
+            } => data::hash_runs(*fd, *offset, runs, size),
+            FileData::Bytes { bytes, runs, .. } => data::hash_bytes(bytes, runs, size)
                 .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof)),
             // A stream cannot be read twice: copy it.
             FileData::Stream { .. } => return Ok(false),

@@ -30,6 +30,9 @@ pub enum FileData<'a> {
         offset: u64,
         /// The runs, in file order.
         runs: &'a [(u64, u64)],
+        /// The content's xxh3-128 hash as the archive recorded it when packing, if it
+        /// did: a verifying sink checks what it wrote against that.
+        recorded_hash: Option<u128>,
     },
     /// The same runs, stored one after another in memory (a small archive member, read
     /// with its header).
@@ -38,6 +41,8 @@ pub enum FileData<'a> {
         bytes: &'a [u8],
         /// The runs, in file order.
         runs: &'a [(u64, u64)],
+        /// As for [`FileData::Range`].
+        recorded_hash: Option<u128>,
     },
     /// The same runs, read in order from a stream (an archive on a pipe).
     Stream {
@@ -46,6 +51,18 @@ pub enum FileData<'a> {
         /// The runs, in file order.
         runs: &'a [(u64, u64)],
     },
+}
+
+impl FileData<'_> {
+    /// The content's hash as recorded where it came from, if it was.
+    pub fn recorded_hash(&self) -> Option<u128> {
+        match self {
+            FileData::Range { recorded_hash, .. } | FileData::Bytes { recorded_hash, .. } => {
+                *recorded_hash
+            }
+            FileData::File { .. } | FileData::Stream { .. } => None,
+        }
+    }
 }
 
 /// Receives a tree, possibly from many threads at once.

@@ -10,6 +10,7 @@ use ferry_core::entry::RelPath;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
+use xxhash_rust::xxh3::Xxh3;
 
 /// What a listing shows of one member.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,7 +145,8 @@ fn not_a_file(path: &[u8], kind: TarKind) -> ArchiveError {
 /// Writes the content of member `path` (compared after making both paths safe) to
 /// `out`, and for a hardlink the content of the file it links to. In a ferry archive
 /// that is the last member of that name, as an extraction would leave it, and only it is
-/// read; any other tar is scanned as [`cat_stream`] does.
+/// read, and checked against the content hash recorded when packing (`pack --hash`);
+/// any other tar is scanned as [`cat_stream`] does.
 pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), ArchiveError> {
     let want = wanted(path)?;
     if archive.index().is_none() {
@@ -164,11 +166,40 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
     archive.check_member(&e)?;
     let runs = runs_of(e.sparse_map(), e.size);
     let mut stored_at = e.data_offset;
-    write_runs(&runs, e.size, out, |buf| {
+    let mut out = Hashing {
+        out,
+        hash: Xxh3::new(),
+    };
+    write_runs(&runs, e.size, &mut out, |buf| {
         archive.file().read_exact_at(buf, stored_at)?;
         stored_at += buf.len() as u64;
         Ok(())
-    })
+    })?;
+    match e.hash {
+        Some(recorded) if recorded != out.hash.digest128() => Err(refused(
+            path,
+            "content differs from the hash recorded when it was packed (printed anyway)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Passes what is written on to `out`, hashing it.
+struct Hashing<'w> {
+    out: &'w mut dyn Write,
+    hash: Xxh3,
+}
+
+impl Write for Hashing<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// The last index entry whose safe path is `path` that starts before index position

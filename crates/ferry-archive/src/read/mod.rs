@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod convert;
 pub mod list;
+pub mod order;
 pub mod select;
 pub mod unpack;
 

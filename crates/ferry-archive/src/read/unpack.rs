@@ -14,6 +14,7 @@
 
 use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
+use super::order::OrderGuard;
 use super::select::{is_within, Selection};
 use crate::index::{IndexEntry, Kind, Names};
 use crate::owners::LocalIds;
@@ -25,11 +26,11 @@ use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::local::{DstDir, LocalTreeSink, Reach, Update};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::Stats;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::{mpsc, Mutex, PoisonError};
+use std::sync::{mpsc, Condvar, Mutex, PoisonError};
 
 /// How to unpack.
 #[derive(Clone, Copy, Debug)]
@@ -373,6 +374,8 @@ pub fn unpack_file(
     // members there are.
     let (groups, queue) = mpsc::sync_channel::<Group>(4 * workers);
     let queue = Mutex::new(queue);
+    let in_flight = InFlight::default();
+    let mut later = Later::default();
     let walked = std::thread::scope(|s| {
         // Beside the workers, not before them: on a warm cache it only costs time.
         s.spawn(|| prefetch_headers(archive));
@@ -383,18 +386,37 @@ pub fn unpack_file(
                 // Until the queue closes (all handed out, or the walk stopped). After a
                 // failure runs are still taken, and dropped, so the walk never waits.
                 while let Some(group) = queue.lock().ok().and_then(|q| q.recv().ok()) {
-                    if has_failed() {
-                        continue;
+                    if !has_failed() {
+                        if let Err(err) = place(&group, &mut cache, &mut buf) {
+                            fail(err);
+                        }
                     }
-                    if let Err(err) = place(&group, &mut cache, &mut buf) {
-                        fail(err);
-                    }
+                    in_flight.done();
                 }
             });
         }
-        walk_index(archive, select, reporter, groups, &has_failed)
+        // Members whose order matters are placed by this thread.
+        let (mut cache, mut buf) = (DirCache::new(), Vec::new());
+        let mut place_here = |run: Run<'_>| match run {
+            Run::Members(group) => place(group, &mut cache, &mut buf),
+            Run::Links(links) => place_links(archive, links, select, reporter, |group| {
+                place(group, &mut DirCache::new(), &mut Vec::new())
+            }),
+        };
+        let handout = Handout {
+            groups,
+            in_flight: &in_flight,
+        };
+        walk_index(
+            archive,
+            select,
+            reporter,
+            handout,
+            &has_failed,
+            &mut place_here,
+            &mut later,
+        )
     });
-    let (later, walked) = walked;
     let mut result = match failed.into_inner().ok().flatten() {
         Some(err) => Err(err),
         None => walked,
@@ -408,14 +430,20 @@ pub fn unpack_file(
     // In reverse archive order: a directory's member comes before everything below it
     // (pack writes it on entering the directory), so each now comes after all below
     // it, and a subtree stays together for the cache of open ancestors.
+    // A directory named twice (only once members were placed in order) takes its last
+    // member's metadata, the first met here.
     let mut unread = None;
+    let mut finished = HashSet::new();
     let dirs = later.dirs.into_iter().rev().filter_map(|pos| {
         match archive.entry_at(pos) {
             // Converted once already; a member that failed then was reported.
-            Ok(e) => from_index(&e).ok().map(|entry| match &by_name {
-                Some(by_name) => by_name.dir(archive, &e, entry),
-                None => entry,
-            }),
+            Ok(e) => from_index(&e)
+                .ok()
+                .filter(|entry| !later.in_order || finished.insert(entry.path.clone()))
+                .map(|entry| match &by_name {
+                    Some(by_name) => by_name.dir(archive, &e, entry),
+                    None => entry,
+                }),
             Err(err) => {
                 unread.get_or_insert(err);
                 None
@@ -515,6 +543,9 @@ struct Later {
     links: Vec<u64>,
     /// A directory member names the destination itself.
     root_named: bool,
+    /// From some member on, members were placed in archive order (see [`OrderGuard`]):
+    /// a name may be given twice.
+    in_order: bool,
 }
 
 /// A run of members for one worker: their index entries, and what each says to make
@@ -540,26 +571,133 @@ impl Group {
     }
 }
 
-/// Goes through the index in order and sends runs of members sharing a directory to
-/// the workers (runs are cut so a big directory is shared by several workers); returns
-/// what is left for after them, and an error if the index could not be read on.
+/// How many runs handed to the workers are not yet placed, so the walk can wait until
+/// all are.
+#[derive(Default)]
+struct InFlight {
+    runs: Mutex<usize>,
+    all_placed: Condvar,
+}
+
+impl InFlight {
+    fn add(&self) {
+        *self.runs.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    }
+
+    fn done(&self) {
+        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        *runs = runs.saturating_sub(1);
+        if *runs == 0 {
+            self.all_placed.notify_all();
+        }
+    }
+
+    fn wait_all_placed(&self) {
+        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(
+            self.all_placed
+                .wait_while(runs, |runs| *runs > 0)
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+    }
+}
+
+/// Where the walk hands runs of members to the workers.
+struct Handout<'a> {
+    groups: mpsc::SyncSender<Group>,
+    in_flight: &'a InFlight,
+}
+
+impl Handout<'_> {
+    /// Hands `group` (if not empty) to a worker, leaving it empty.
+    fn send(&self, group: &mut Group) {
+        if group.is_empty() {
+            return;
+        }
+        self.in_flight.add();
+        // Workers take runs until the walk ends (dropping them after a failure), so
+        // this waits at most for a free slot; it fails only without workers.
+        if self.groups.send(std::mem::take(group)).is_err() {
+            self.in_flight.done();
+        }
+    }
+}
+
+/// What the walking thread places itself once order matters: a run of members, or of
+/// hardlinks (by index position).
+enum Run<'r> {
+    Members(&'r Group),
+    Links(&'r [u64]),
+}
+
+/// Members the walking thread places in archive order, gathered into runs of one kind
+/// (a run is placed before the next one starts).
+struct InOrder<'p> {
+    members: Group,
+    links: Vec<u64>,
+    place: &'p mut dyn FnMut(Run<'_>) -> Result<(), ArchiveError>,
+}
+
+impl<'p> InOrder<'p> {
+    fn new(place: &'p mut dyn FnMut(Run<'_>) -> Result<(), ArchiveError>) -> Self {
+        InOrder {
+            members: Group::default(),
+            links: Vec::new(),
+            place,
+        }
+    }
+
+    fn member(&mut self, index: IndexEntry, entry: Entry) -> Result<(), ArchiveError> {
+        if !self.links.is_empty() || self.members.len() >= GROUP {
+            self.flush()?;
+        }
+        self.members.push(index, entry);
+        Ok(())
+    }
+
+    fn link(&mut self, pos: u64) -> Result<(), ArchiveError> {
+        if !self.members.is_empty() || self.links.len() >= GROUP {
+            self.flush()?;
+        }
+        self.links.push(pos);
+        Ok(())
+    }
+
+    /// Places what was gathered.
+    fn flush(&mut self) -> Result<(), ArchiveError> {
+        if !self.members.is_empty() {
+            (self.place)(Run::Members(&std::mem::take(&mut self.members)))?;
+        }
+        if !self.links.is_empty() {
+            (self.place)(Run::Links(&std::mem::take(&mut self.links)))?;
+        }
+        Ok(())
+    }
+}
+
+/// Goes through the index in order and hands runs of members sharing a directory to
+/// the workers (runs are cut so a big directory is shared by several workers), leaving
+/// in `later` what comes after them; an error if the index could not be read on.
+///
+/// From the first member whose outcome depends on the order of earlier ones (a name
+/// given twice, a member below a symlink: see [`OrderGuard`]) on, this thread places
+/// the members itself, in archive order, once the workers have placed all handed out,
+/// and the hardlinks among those: the same tree each time, and the one a sequential
+/// extraction makes.
 fn walk_index(
     archive: &Archive,
     select: &Selection,
     reporter: &dyn Reporter,
-    groups: mpsc::SyncSender<Group>,
+    handout: Handout<'_>,
     stop: &dyn Fn() -> bool,
-) -> (Later, Result<(), ArchiveError>) {
-    let mut later = Later::default();
+    place_here: &mut dyn FnMut(Run<'_>) -> Result<(), ArchiveError>,
+    later: &mut Later,
+) -> Result<(), ArchiveError> {
     let mut group = Group::default();
     let mut last_parent = None;
-    let send = |group: &mut Group| {
-        if !group.is_empty() {
-            // Workers take runs until the walk ends (dropping them after a failure),
-            // so this waits at most for a free slot; it fails only without workers.
-            let _ = groups.send(std::mem::take(group));
-        }
-    };
+    let mut guard = OrderGuard::default();
+    // Used once `later.in_order` is set.
+    let mut ordered = InOrder::new(place_here);
     for (i, item) in archive.entries_at().into_iter().flatten().enumerate() {
         if i % GROUP == 0 && stop() {
             break;
@@ -567,8 +705,8 @@ fn walk_index(
         let (pos, e) = match item {
             Ok(read) => read,
             Err(err) => {
-                send(&mut group);
-                return (later, Err(err.into()));
+                handout.send(&mut group);
+                return Err(err.into());
             }
         };
         let entry = match from_index(&e) {
@@ -581,23 +719,36 @@ fn walk_index(
         if !select.selects(&entry.path) {
             continue;
         }
-        if let EntryKind::HardLink { .. } = entry.kind {
-            later.links.push(pos);
-            continue;
+        if !later.in_order && guard.clashes(&entry.path, &entry.kind) {
+            // The links handed out so far link to the members before this one.
+            handout.send(&mut group);
+            handout.in_flight.wait_all_placed();
+            ordered.links = std::mem::take(&mut later.links);
+            ordered.flush()?;
+            later.in_order = true;
+            guard = OrderGuard::default();
         }
-        let parent = entry.path.parent();
-        if last_parent.as_ref() != Some(&parent) || group.len() >= GROUP {
-            send(&mut group);
-            last_parent = Some(parent);
-        }
+        let is_link = matches!(entry.kind, EntryKind::HardLink { .. });
         if entry.kind == EntryKind::Dir {
             later.root_named |= entry.path.is_root();
             later.dirs.push(pos);
         }
-        group.push(e, entry);
+        match (later.in_order, is_link) {
+            (true, true) => ordered.link(pos)?,
+            (true, false) => ordered.member(e, entry)?,
+            (false, true) => later.links.push(pos),
+            (false, false) => {
+                let parent = entry.path.parent();
+                if last_parent.as_ref() != Some(&parent) || group.len() >= GROUP {
+                    handout.send(&mut group);
+                    last_parent = Some(parent);
+                }
+                group.push(e, entry);
+            }
+        }
     }
-    send(&mut group);
-    (later, Ok(()))
+    handout.send(&mut group);
+    ordered.flush()
 }
 
 /// How many of `entries` (members in archive order) to read in one call, and the range of the
@@ -653,11 +804,16 @@ fn place_member(
     let entry = owned.as_ref().unwrap_or(entry);
     let runs = runs_of(e.sparse_map(), e.size);
     let data = match (&entry.kind, small) {
-        (EntryKind::File { .. }, Some(bytes)) => Some(FileData::Bytes { bytes, runs: &runs }),
+        (EntryKind::File { .. }, Some(bytes)) => Some(FileData::Bytes {
+            bytes,
+            runs: &runs,
+            recorded_hash: e.hash,
+        }),
         (EntryKind::File { .. }, None) => Some(FileData::Range {
             fd: archive.file().as_fd(),
             offset: e.data_offset,
             runs: &runs,
+            recorded_hash: e.hash,
         }),
         _ => None,
     };

@@ -1,0 +1,174 @@
+//! Indexed archives whose members' order matters: a name given twice, a member below a
+//! symlink. A parallel unpack through the index must make the tree a sequential
+//! extraction makes, every time: GNU tar's, and ferry's own from a stream.
+
+use crate::common::compare::{assert_same_tree_with, Options};
+use crate::common::{build, scratch};
+use crate::edit::{rename_in_headers, rename_in_index, NAME};
+use crate::{ferry, missing, pack, peer};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// The members of `archive` in archive order, as `ferry ls` prints them.
+fn member_order(archive: &Path) -> Vec<String> {
+    let r = ferry(&[&"ls", &archive]);
+    r.assert_ok();
+    r.stdout.lines().map(str::to_owned).collect()
+}
+
+/// Renames member `from` to `to` (of the same length) in the tar headers and the index
+/// of the archive `bytes`; a directory's name ends in `/` in both.
+fn rename_member(bytes: &mut [u8], from: &str, to: &str) {
+    assert_eq!(
+        rename_in_headers(bytes, NAME, from.as_bytes(), to.as_bytes()),
+        1,
+        "{from}"
+    );
+    assert_eq!(
+        rename_in_index(bytes, from.as_bytes(), to.as_bytes(), usize::MAX),
+        1,
+        "{from}"
+    );
+}
+
+/// `ferry unpack - DST` with `archive` on stdin: the stream reader, in archive order.
+fn unpack_streamed(archive: &Path, dst: &Path) -> crate::common::run::Run {
+    let mut cmd = Command::new(crate::common::run::FERRY);
+    cmd.args(["unpack", "-"]).arg(dst);
+    cmd.stdin(Stdio::from(std::fs::File::open(archive).expect("open")));
+    crate::common::run::run(cmd)
+}
+
+/// A file given again after a hardlink to it, and a directory given twice: read through
+/// the index, the link keeps the first file's data and the name the second's (the link
+/// was made before the name was given again), and the directory gets its last member's
+/// metadata; as GNU tar has it, and as ferry has it when reading the archive as a
+/// stream.
+#[test]
+fn an_indexed_archive_naming_a_path_twice_unpacks_as_tar_extracts_it() {
+    if missing("tar") {
+        return;
+    }
+    let s = scratch();
+    let d = s.src.join("d");
+    build::mkdirs(&d);
+    build::write(&d.join("a"), b"first data");
+    build::hardlink(&d.join("a"), &d.join("b"));
+    // Pack writes a directory's files by inode number, so most of these come after the
+    // pair above, made first.
+    for name in ["c", "e", "f", "g", "h", "i", "j", "k"] {
+        build::write(&d.join(name), format!("second data, was {name}").as_bytes());
+    }
+    for (name, mode, sec) in [("e1", 0o700, 1_000_000_000), ("e2", 0o755, 1_300_000_000)] {
+        build::mkdirs(&s.src.join(name));
+        build::chmod(&s.src.join(name), mode);
+        build::set_times(&s.src.join(name), build::ts(sec, 0), build::ts(sec, 0));
+    }
+    let archive = s.tmp.path().join("twice.far");
+    pack(&s.src, &archive, &[]);
+    let order = member_order(&archive);
+    let at = |name: &str| order.iter().position(|m| m == name).expect(name);
+    let (target, link) = match at("d/a") < at("d/b") {
+        true => ("d/a", "d/b"),
+        false => ("d/b", "d/a"),
+    };
+    let later = order[at(link)..]
+        .iter()
+        .find(|m| m.starts_with("d/") && *m != link)
+        .unwrap_or_else(|| panic!("no file packed after the hardlink: {order:?}"))
+        .clone();
+    let (dir_first, dir_later) = match at("e1/") < at("e2/") {
+        true => ("e1/", "e2/"),
+        false => ("e2/", "e1/"),
+    };
+    let mut bytes = std::fs::read(&archive).expect("read");
+    rename_member(&mut bytes, &later, target);
+    rename_member(&mut bytes, dir_later, dir_first);
+    std::fs::write(&archive, &bytes).expect("write");
+
+    let by_tar = s.tmp.path().join("by-tar");
+    build::mkdirs(&by_tar);
+    peer("tar", &[&"-xf", &archive, &"-C", &by_tar]);
+    let later_data = format!("second data, was {}", &later[2..]);
+    assert_eq!(
+        std::fs::read(by_tar.join(target)).expect("target"),
+        later_data.as_bytes()
+    );
+    assert_eq!(
+        std::fs::read(by_tar.join(link)).expect("link"),
+        b"first data"
+    );
+    let dir = std::fs::metadata(by_tar.join(dir_first)).expect("dir");
+    let last_dir = std::fs::metadata(s.src.join(dir_later)).expect("dir");
+    assert_eq!(
+        (dir.mode(), dir.mtime()),
+        (last_dir.mode(), last_dir.mtime())
+    );
+
+    let same = Options {
+        skip_atime: true,
+        ..Options::default()
+    };
+    for round in 0..3 {
+        let by_index = s.tmp.path().join(format!("by-index-{round}"));
+        ferry(&[&"unpack", &archive, &by_index]).assert_ok();
+        assert_same_tree_with(&by_tar, &by_index, &same);
+    }
+    let streamed = s.tmp.path().join("streamed");
+    unpack_streamed(&archive, &streamed).assert_ok();
+    assert_same_tree_with(&by_tar, &streamed, &same);
+}
+
+/// Members below symlinks of their directory's name meet the symlink every time: each
+/// is refused, naming it, and the symlinks stay, as when the archive is streamed (a
+/// parallel unpack used to make a different tree each run).
+#[test]
+fn members_below_a_symlink_in_an_indexed_archive_are_refused_every_time() {
+    let s = scratch();
+    build::mkdirs(&s.src.join("x"));
+    let pairs: Vec<u32> = (10..40).collect();
+    for i in &pairs {
+        build::symlink("x", &s.src.join(format!("l{i}")));
+        build::mkdirs(&s.src.join(format!("m{i}")));
+        build::write(&s.src.join(format!("m{i}/pwn")), b"below a symlink");
+    }
+    let archive = s.tmp.path().join("below.far");
+    pack(&s.src, &archive, &[]);
+    let mut bytes = std::fs::read(&archive).expect("read");
+    for i in &pairs {
+        rename_member(&mut bytes, &format!("m{i}/pwn"), &format!("l{i}/pwn"));
+    }
+    std::fs::write(&archive, &bytes).expect("write");
+
+    let check = |dst: &Path, r: crate::common::run::Run| {
+        r.assert_status(1);
+        let mut refused: Vec<&str> = r.errors();
+        refused.sort_unstable();
+        let mut expected: Vec<String> = pairs
+            .iter()
+            .map(|i| {
+                format!(
+                    "ferry: {}/l{i}/pwn: reach its directory: l{i}: ",
+                    dst.display()
+                )
+            })
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(refused.len(), expected.len(), "{r}");
+        for (line, start) in refused.iter().zip(&expected) {
+            assert!(line.starts_with(start.as_str()), "{line}\n{r}");
+        }
+        for i in &pairs {
+            let l = std::fs::symlink_metadata(dst.join(format!("l{i}"))).expect("l");
+            assert!(l.file_type().is_symlink(), "l{i} replaced");
+        }
+        assert_eq!(std::fs::read_dir(dst.join("x")).expect("x").count(), 0);
+    };
+    for round in 0..3 {
+        let dst = s.tmp.path().join(format!("by-index-{round}"));
+        check(&dst, ferry(&[&"unpack", &archive, &dst]));
+    }
+    let streamed = s.tmp.path().join("streamed");
+    check(&streamed, unpack_streamed(&archive, &streamed));
+}
