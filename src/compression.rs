@@ -85,10 +85,41 @@ pub fn decompressed(mut raw: Box<dyn Read + Send>) -> io::Result<Box<dyn Read>> 
         None => return Ok(Box::new(buffered)),
         Some(Compression::Gzip) => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
         Some(Compression::Zstd) => Box::new(zstd::stream::read::Decoder::with_buffer(buffered)?),
-        Some(Compression::Xz) => Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(buffered)),
+        Some(Compression::Xz) => Box::new(XzWithinLimit(liblzma::bufread::XzDecoder::new_stream(
+            buffered,
+            liblzma::stream::Stream::new_stream_decoder(XZ_MEMORY, liblzma::stream::CONCATENATED)
+                .map_err(io::Error::other)?,
+        ))),
         Some(Compression::Bzip2) => Box::new(bzip2::bufread::MultiBzDecoder::new(buffered)),
     };
     Ok(Box::new(read_ahead(decoder)))
+}
+
+/// The most memory the xz decoder may take. xz's largest preset (`-9`) needs 65 MiB to
+/// decompress; an input may ask for up to 4 GiB (its dictionary size is the sender's
+/// choice), which is not allocated for it.
+const XZ_MEMORY: u64 = 256 << 20;
+
+/// An xz decoder whose memory limit, when reached, is told as what it is.
+struct XzWithinLimit<R>(R);
+
+impl<R: Read> Read for XzWithinLimit<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf).map_err(|e| {
+            let limit = e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<liblzma::stream::Error>())
+                .is_some_and(|inner| matches!(inner, liblzma::stream::Error::MemLimit));
+            if !limit {
+                return e;
+            }
+            io::Error::other(format!(
+                "the xz data needs more than the {} MiB of memory ferry gives its decoder: \
+                 decompress it first (`xz -dc`), and pipe that in as -",
+                XZ_MEMORY >> 20
+            ))
+        })
+    }
 }
 
 #[cfg(test)]

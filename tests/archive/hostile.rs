@@ -340,6 +340,45 @@ fn compressions_it_does_not_read_are_named() {
     }
 }
 
+/// An xz stream whose block names the largest dictionary the format allows (4 GiB):
+/// the decoder is not given that much memory; the error says what to do instead.
+#[test]
+fn xz_input_asking_for_gigabytes_of_memory_is_refused() {
+    let s = scratch();
+    let archive = s.tmp.path().join("big-dictionary.tar.xz");
+    let script = r#"
+import io, lzma, struct, sys, tarfile, zlib
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w") as t:
+    info = tarfile.TarInfo("f"); info.size = 6
+    t.addfile(info, io.BytesIO(b"hello\n"))
+b = bytearray(lzma.compress(buf.getvalue(), format=lzma.FORMAT_XZ,
+                            filters=[{"id": lzma.FILTER_LZMA2, "dict_size": 1 << 20}]))
+# The first block header, after the 12-byte stream header: its LZMA2 filter's one
+# property byte is the dictionary size; 40 names 4 GiB - 1. Then mend the CRC32.
+size = (b[12] + 1) * 4
+at = bytes(b[12:12 + size]).index(b"\x21\x01") + 12 + 2
+b[at] = 40
+b[12 + size - 4:12 + size] = struct.pack("<I", zlib.crc32(bytes(b[12:12 + size - 4])))
+open(sys.argv[1], "wb").write(b)
+"#;
+    let status = Command::new("python3")
+        .args(["-c", script])
+        .arg(&archive)
+        .status()
+        .expect("python3");
+    assert!(status.success());
+    let r = ferry(&[&"unpack", &archive, &s.dst]);
+    r.assert_status(2);
+    assert!(
+        r.stderr.contains(
+            "the xz data needs more than the 256 MiB of memory ferry gives its decoder: \
+             decompress it first (`xz -dc`), and pipe that in as -"
+        ),
+        "{r}"
+    );
+}
+
 #[test]
 fn a_corrupt_index_is_refused() {
     let s = scratch();

@@ -121,14 +121,8 @@ fn bsdtar_extracts_ferry_archives_exactly() {
     );
 }
 
-/// ferry unpacks what a peer packed (`args` before `-cf ARCHIVE -C SRC .`).
-fn unpack_peer_archive(program: &str, args: &[&str], opts: &Options) {
-    if missing(program) {
-        return;
-    }
-    let s = scratch();
-    tree(&s.src);
-    let archive = s.tmp.path().join("peer.tar");
+/// Packs `src` into `archive` with a peer: `program ARGS.. -cf ARCHIVE -C SRC .`.
+fn peer_pack(program: &str, args: &[&str], src: &Path, archive: &Path) {
     let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = args
         .iter()
         .map(|a| a as &dyn AsRef<std::ffi::OsStr>)
@@ -137,10 +131,21 @@ fn unpack_peer_archive(program: &str, args: &[&str], opts: &Options) {
         &"-cf" as &dyn AsRef<std::ffi::OsStr>,
         &archive,
         &"-C",
-        &s.src,
+        &src,
         &".",
     ]);
     peer(program, &all);
+}
+
+/// ferry unpacks what a peer packed (`args` before `-cf ARCHIVE -C SRC .`).
+fn unpack_peer_archive(program: &str, args: &[&str], opts: &Options) {
+    if missing(program) {
+        return;
+    }
+    let s = scratch();
+    tree(&s.src);
+    let archive = s.tmp.path().join("peer.tar");
+    peer_pack(program, args, &s.src, &archive);
     let r = ferry(&[&"unpack", &"--json", &archive, &s.dst]);
     r.assert_ok();
     assert_same_tree_with(&s.src, &s.dst, opts);
@@ -514,5 +519,55 @@ fn names_given_twice_end_as_their_last_member() {
                 "d{i:03}"
             );
         }
+    }
+}
+
+/// GNU tar and bsdtar (`--acls`) store ACLs as text in `SCHILY.acl.*` records; ferry
+/// sets them as the kernel's ACL attributes, so the tree comes out as it was packed:
+/// a file with named entries and a directory with a default ACL, for ids no user or
+/// group here has.
+#[test]
+fn acls_gnu_tar_and_bsdtar_store_as_text_are_set() {
+    // What `setfacl -m u:1234:rwx,g:55:r` makes of a 0644 file, and
+    // `setfacl -d -m u:1234:rx` of a 0755 directory.
+    const ACCESS: &str = "0200000001000600ffffffff02000700d204000004000400ffffffff\
+                          080004003700000010000700ffffffff20000400ffffffff";
+    const DEFAULT: &str = "0200000001000700ffffffff02000500d204000004000500ffffffff\
+                           10000500ffffffff20000500ffffffff";
+    let bytes = |hex: &str| -> Vec<u8> {
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+            .collect()
+    };
+    // bsdtar writes a pax header only where one is needed, so nanoseconds only there.
+    for (program, args, mtime_seconds) in [
+        ("tar", &["--acls", "--format=posix"][..], false),
+        ("bsdtar", &["--acls"][..], true),
+    ] {
+        if missing(program) {
+            continue;
+        }
+        let s = scratch();
+        build::mkdirs(&s.src.join("d"));
+        build::write(&s.src.join("f"), b"with an ACL");
+        build::write(&s.src.join("d/inherits"), b"made before the default ACL");
+        build::set_xattr(&s.src.join("f"), "system.posix_acl_access", &bytes(ACCESS));
+        build::set_xattr(
+            &s.src.join("d"),
+            "system.posix_acl_default",
+            &bytes(DEFAULT),
+        );
+        build::stamp_times(&s.src);
+        let archive = s.tmp.path().join("acls.tar");
+        peer_pack(program, args, &s.src, &archive);
+        let r = ferry(&[&"unpack", &archive, &s.dst]);
+        r.assert_ok();
+        assert!(r.stderr.is_empty(), "{program}: {r}");
+        let opts = Options {
+            mtime_seconds,
+            ..no_atime()
+        };
+        assert_same_tree_with(&s.src, &s.dst, &opts);
     }
 }

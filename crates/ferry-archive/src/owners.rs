@@ -48,21 +48,23 @@ impl LocalIds {
         group: Option<&[u8]>,
         meta: &Metadata,
     ) -> Option<(u32, u32)> {
-        let uid = user
-            .and_then(|name| {
-                id_of(&mut self.users, name, |n| {
-                    User::from_name(n).map(|u| u.map(|u| u.uid.as_raw()))
-                })
-            })
-            .unwrap_or(meta.uid);
-        let gid = group
-            .and_then(|name| {
-                id_of(&mut self.groups, name, |n| {
-                    Group::from_name(n).map(|g| g.map(|g| g.gid.as_raw()))
-                })
-            })
-            .unwrap_or(meta.gid);
+        let uid = user.and_then(|name| self.user(name)).unwrap_or(meta.uid);
+        let gid = group.and_then(|name| self.group(name)).unwrap_or(meta.gid);
         ((uid, gid) != (meta.uid, meta.gid)).then_some((uid, gid))
+    }
+
+    /// The uid of the user called `name` here, if there is one.
+    pub fn user(&mut self, name: &[u8]) -> Option<u32> {
+        id_of(&mut self.users, name, |n| {
+            User::from_name(n).map(|u| u.map(|u| u.uid.as_raw()))
+        })
+    }
+
+    /// The gid of the group called `name` here, if there is one.
+    pub fn group(&mut self, name: &[u8]) -> Option<u32> {
+        id_of(&mut self.groups, name, |n| {
+            Group::from_name(n).map(|g| g.map(|g| g.gid.as_raw()))
+        })
     }
 }
 

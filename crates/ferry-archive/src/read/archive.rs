@@ -271,6 +271,10 @@ fn agree(t: &TarEntry, e: &IndexEntry) -> Result<(), &'static str> {
     if t.xattrs != e.xattrs {
         return Err("xattrs");
     }
+    // ACLs in text, which the index cannot hold (pack never writes them).
+    if t.pax.iter().any(|(key, _)| super::acl::is_acl_key(key)) {
+        return Err("ACLs");
+    }
     if let Some(names) = &e.names {
         if (&t.uname, &t.gname) != (&names.user, &names.group) {
             return Err("owner names");

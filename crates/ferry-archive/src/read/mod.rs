@@ -1,6 +1,7 @@
 //! Reading archives: opening one (and its index, if it has one), extracting it, listing
 //! it and printing one member, of all members or those asked for.
 
+pub mod acl;
 pub mod archive;
 pub mod convert;
 pub mod list;

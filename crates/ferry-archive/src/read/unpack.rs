@@ -12,6 +12,7 @@
 //! escapes), so a symlink in the archive cannot redirect a later member. Directory
 //! metadata is applied last, each directory after all below it.
 
+use super::acl;
 use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
 use super::order::OrderGuard;
@@ -843,6 +844,7 @@ pub fn unpack_stream(
     let ex = Extractor::new(dst, &mover, opts, 1, stats, reporter)?;
     let mut dirs = Vec::new();
     let mut cache = DirCache::new();
+    let mut acl_ids = LocalIds::default();
     let result = loop {
         let next = match first.take() {
             Some(entry) => Ok(entry),
@@ -875,6 +877,7 @@ pub fn unpack_stream(
                 continue;
             }
         }
+        let entry = with_acls(entry, &t.pax, &mut acl_ids, reporter);
         let (user, group) = (t.uname.as_deref(), t.gname.as_deref());
         let entry = match by_name.as_ref().and_then(|b| b.owned(user, group, &entry)) {
             Some(owned) => owned,
@@ -916,6 +919,32 @@ pub fn unpack_stream(
         select.report_unmatched("unpack", reporter);
     }
     result
+}
+
+/// `entry` with the ACLs its member's pax records `pax` hold as text (GNU tar's and
+/// bsdtar's `--acls`; see [`acl`]), where it has no attribute of that name already. An
+/// ACL that cannot be made is left out, with a warning naming the member, as GNU tar
+/// warns and goes on.
+fn with_acls(
+    mut entry: Entry,
+    pax: &[(Vec<u8>, Vec<u8>)],
+    ids: &mut LocalIds,
+    reporter: &dyn Reporter,
+) -> Entry {
+    if !pax.iter().any(|(key, _)| acl::is_acl_key(key)) {
+        return entry;
+    }
+    match acl::acl_xattrs(pax, ids) {
+        Ok(acls) => {
+            for acl in acls {
+                if !entry.meta.xattrs.iter().any(|x| x.name == acl.name) {
+                    entry.meta.xattrs.push(acl);
+                }
+            }
+        }
+        Err(why) => reporter.warn(&format!("{}: ACL not set: {why}", entry.path)),
+    }
+    entry
 }
 
 #[cfg(test)]

@@ -35,7 +35,8 @@ impl TarKind {
             b'2' => TarKind::Symlink,
             b'3' => TarKind::CharDevice,
             b'4' => TarKind::BlockDevice,
-            b'5' => TarKind::Dir,
+            // GNU tar's incremental directory: see `build`.
+            b'5' | b'D' => TarKind::Dir,
             b'6' => TarKind::Fifo,
             _ => return None,
         })
@@ -159,7 +160,11 @@ pub(crate) fn build(
             "sparse map on an entry that is not a regular file",
         ));
     }
-    if kind != TarKind::File && data_area != 0 {
+    // A GNU incremental directory (`tar --listed-incremental`) carries as data the
+    // names it held, which only an incremental restore uses: like GNU tar without
+    // that option, and bsdtar, this reader takes it for a directory and skips the data.
+    let dumpdir = typeflag == b'D';
+    if kind != TarKind::File && data_area != 0 && !dumpdir {
         return Err(TarErrorKind::Invalid(
             "entry of a kind without data declares a size",
         ));
@@ -184,7 +189,7 @@ pub(crate) fn build(
         pax: pax.applied(),
         path,
         kind,
-        size: data_area,
+        size: if dumpdir { 0 } else { data_area },
         stored: data_area,
         sparse: None,
         header_offset: 0,

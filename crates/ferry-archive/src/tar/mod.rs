@@ -11,7 +11,9 @@
 //! - a pax `x` header applies only to the next entry, a `g` header to all the following
 //!   ones; a pax `size` overrides the ustar size; records are validated byte for byte;
 //! - entries that carry no data (directories, links, devices, fifos) must declare size 0,
-//!   because GNU tar and libarchive disagree about skipping such data;
+//!   because GNU tar and libarchive disagree about skipping such data; the one exception
+//!   is GNU tar's incremental directory (`D`), whose data (the names it held) both
+//!   tools skip, and so does this reader, taking it for a directory;
 //! - sparse maps (GNU old `S`, pax 0.0, 0.1 and 1.0) are validated: runs sorted,
 //!   non-overlapping, inside the file, adding up to the stored data;
 //! - a truncated stream is an "unexpected end of archive" error, never a short success;
@@ -28,7 +30,7 @@
 //!   block" and stops; we refuse rather than guess). Bytes after the end marker are not
 //!   read: ferry's index lives there.
 //! - Unknown type flags are errors (GNU tar and bsdtar extract them as regular files,
-//!   which would turn e.g. a GNU dump directory into a file). GNU volume labels (`V`)
+//!   which would turn e.g. an unknown kind of link into a file). GNU volume labels (`V`)
 //!   are skipped, as both tools do.
 //! - A regular file whose path ends in `/` and whose size is 0 is a directory (as in
 //!   both tools); with a non-zero size it is an error.

@@ -59,6 +59,28 @@ fn gnu_tar_gnu_format() {
     }
 }
 
+/// GNU tar's incremental archives store each directory as a `D` entry whose data lists
+/// the names it held: read as directories, that data skipped, as GNU tar does without
+/// `--listed-incremental` and as bsdtar does.
+#[test]
+fn gnu_tar_incremental_format() {
+    if have_gnu_tar() {
+        let t = tree::full();
+        let snapshot = tempfile::tempdir().expect("tempdir");
+        let snapshot = snapshot.path().join("snapshot");
+        let listed = format!("--listed-incremental={}", snapshot.display());
+        let archive = gnu(&t, &["--format=gnu", &listed]);
+        let entries = check_archive(&archive, &t, USTAR);
+        assert_has_kinds(&entries, t.devices);
+        assert!(
+            archive
+                .chunks(512)
+                .any(|h| h[156] == b'D' && h[124..136] != *b"00000000000\0"),
+            "no incremental directory with names in the archive"
+        );
+    }
+}
+
 #[test]
 fn gnu_tar_oldgnu_format() {
     if have_gnu_tar() {
