@@ -17,6 +17,7 @@ use ferry_core::entry::write_escaped;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
@@ -33,21 +34,31 @@ pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
         hash: args.hash,
         ..PackOptions::default()
     };
-    let archive_out = match is_dash(&args.archive) {
-        true => None,
+    let to_stdout = is_dash(&args.archive);
+    let archive_out = match to_stdout {
+        true => {
+            crate::end_quietly_on_closed_pipe();
+            None
+        }
         false => Some(ArchiveOut::create(&args.archive)?),
     };
+    let stream =
+        |to: Box<dyn Write + Send>| Output::Stream(Box::new(BufWriter::with_capacity(1 << 20, to)));
     let (out, skip) = match &archive_out {
-        None => (
-            Output::Stream(Box::new(BufWriter::with_capacity(1 << 20, io::stdout()))),
-            Vec::new(),
-        ),
+        None => (stream(Box::new(io::stdout())), Vec::new()),
+        // A fifo, a pipe, a terminal: written in order, as tar writes them.
+        Some(file) if !file.is_positional() => {
+            (stream(Box::new(file.file().try_clone()?)), Vec::new())
+        }
         Some(file) => (
             Output::File(file.file().try_clone()?.into()),
             file.inodes()?,
         ),
     };
-    let job = Job::new(args.output, &args.src, &args.archive);
+    let mut job = Job::new(args.output, &args.src, &args.archive);
+    if to_stdout {
+        job.summary_on_stderr();
+    }
     let counting = job.counting();
     let packed = progress::with_progress(job.show_progress(), &args.src, &job.stats, || {
         pack(&args.src, out, &skip, &opts, &job.stats, &counting)
@@ -76,8 +87,23 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
         Box::new(io::stdin())
     } else {
         let f = File::open(path).with_context(|| format!("{}: open archive", path.display()))?;
+        let kind = f
+            .metadata()
+            .with_context(|| format!("{}: stat archive", path.display()))?
+            .file_type();
+        if kind.is_dir() {
+            anyhow::bail!("{}: open archive: it is a directory", path.display());
+        }
+        // A fifo, a pipe (`<(...)`), a character device: read as a stream, as `-` is.
+        if !kind.is_file() && !kind.is_block_device() {
+            return Ok(Input::Stream(
+                decompressed(Box::new(f)).with_context(|| format!("{}", path.display()))?,
+            ));
+        }
         let mut head = [0u8; HEAD_LEN];
-        let n = f.read_at_most(&mut head)?;
+        let n = f
+            .read_at_most(&mut head)
+            .with_context(|| format!("{}: read archive", path.display()))?;
         if !is_compressed(&head[..n]).with_context(|| format!("{}", path.display()))? {
             let archive = Archive::from_file(f).with_context(|| format!("{}", path.display()))?;
             if let Some(at) = archive.overwritten_at() {
@@ -156,6 +182,7 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
     };
     Ok(match result {
         Ok(()) => job.finish(),
+        Err(e @ ArchiveError::Destination(_)) => job.fatal(&e.to_string()),
         Err(e) => job.fatal(&format!("{}: {e}", args.archive.display())),
     })
 }
@@ -215,11 +242,15 @@ fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> 
         name_or(&m.names.group, m.gid)
     );
     let size_width = OWNER_AND_SIZE_WIDTH.saturating_sub(owner.len() + 1);
+    // A device's numbers where a file's size would be.
+    let size = match m.device {
+        Some((major, minor)) => format!("{major},{minor}"),
+        None => m.size.to_string(),
+    };
     writeln!(
         out,
-        "{} {owner} {:>size_width$} {} {}{link}",
+        "{} {owner} {size:>size_width$} {} {}{link}",
         mode_string(m.kind, m.mode),
-        m.size,
         crate::utc::date_time(m.mtime.0, m.mtime.1),
         escaped(&m.path)
     )

@@ -118,6 +118,15 @@ impl ArchiveOut {
         self.target.file()
     }
 
+    /// Whether the archive can be written at offsets (a file or a block device), not
+    /// only in order (a fifo, a pipe, a terminal).
+    pub fn is_positional(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        self.file()
+            .metadata()
+            .is_ok_and(|m| m.file_type().is_file() || m.file_type().is_block_device())
+    }
+
     /// Inodes a walk of the source must not pack: the file written, and the archive it
     /// replaces, should either lie in the source.
     pub fn inodes(&self) -> io::Result<Vec<InodeKey>> {

@@ -19,6 +19,9 @@ pub struct Job<'a> {
     output: OutputArgs,
     terminal: bool,
     start: Instant,
+    /// Standard output carries the job's data (`pack -`): the JSON summary goes to
+    /// standard error.
+    stdout_taken: bool,
 }
 
 impl<'a> Job<'a> {
@@ -30,7 +33,13 @@ impl<'a> Job<'a> {
             output,
             terminal: std::io::stderr().is_terminal(),
             start: Instant::now(),
+            stdout_taken: false,
         }
+    }
+
+    /// Standard output carries the job's data: the JSON summary goes to standard error.
+    pub fn summary_on_stderr(&mut self) {
+        self.stdout_taken = true;
     }
 
     /// Whether to draw a progress bar: on a terminal, unless told not to or printing JSON.
@@ -49,7 +58,7 @@ impl<'a> Job<'a> {
     /// Prints the summary; exit status 1 if any path failed.
     pub fn finish(&self) -> ExitCode {
         let summary = Summary::new(&self.stats.snapshot(), self.start.elapsed().as_secs_f64());
-        summary.print(self.output.json, self.terminal);
+        summary.print(self.output.json, self.terminal, self.stdout_taken);
         if summary.errors > 0 {
             ExitCode::from(1)
         } else {

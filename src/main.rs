@@ -27,8 +27,14 @@ fn main() -> ExitCode {
         Command::Copy(args) => run_copy(args),
         Command::Pack(args) => archive_cmd::run_pack(args),
         Command::Unpack(args) => archive_cmd::run_unpack(args),
-        Command::Ls(args) => archive_cmd::run_ls(args),
-        Command::Cat(args) => archive_cmd::run_cat(args),
+        Command::Ls(args) => {
+            end_quietly_on_closed_pipe();
+            archive_cmd::run_ls(args)
+        }
+        Command::Cat(args) => {
+            end_quietly_on_closed_pipe();
+            archive_cmd::run_cat(args)
+        }
         Command::Demo(args) => demo::run(args),
     };
     match result {
@@ -37,6 +43,17 @@ fn main() -> ExitCode {
             report::to_stderr(format_args!("ferry: {e:#}"));
             ExitCode::from(2)
         }
+    }
+}
+
+/// For a command whose output is its point (`ls`, `cat`, `pack -`): once the reader of
+/// standard output has gone (`ferry cat A F | head`), end as `cat` and `tar` do, killed
+/// by SIGPIPE without a word, instead of reporting the failed write as an error.
+pub fn end_quietly_on_closed_pipe() {
+    // SAFETY: restores the default action of a signal, which involves no handler code;
+    // called from the main thread before any other thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -92,11 +92,15 @@ impl Summary {
         }
     }
 
-    /// Prints the summary: JSON on stdout, or a line on stderr for a person.
-    pub fn print(&self, json: bool, to_terminal: bool) {
+    /// Prints the summary: JSON on stdout (on stderr when `stdout_taken`), or a line on
+    /// stderr for a person.
+    pub fn print(&self, json: bool, to_terminal: bool, stdout_taken: bool) {
         if json {
             if let Ok(text) = serde_json::to_string(self) {
-                let _ = writeln!(std::io::stdout().lock(), "{text}");
+                match stdout_taken {
+                    true => to_stderr(format_args!("{text}")),
+                    false => drop(writeln!(std::io::stdout().lock(), "{text}")),
+                }
             }
         } else if to_terminal {
             let rate = self.files as f64 / self.seconds.max(1e-9);

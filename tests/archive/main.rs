@@ -12,6 +12,7 @@ mod interop;
 mod order;
 mod reflink;
 mod select;
+mod streams;
 
 use common::run::{run, Run, FERRY};
 use std::path::Path;

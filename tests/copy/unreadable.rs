@@ -94,3 +94,44 @@ fn a_device_node_is_an_error_without_root() {
     unprivileged_tree(&s, |src| device(&src.join("a/dev"), kind, 1, 3));
     expect_one_error(&s, &dst, "a/dev", "Operation not permitted");
 }
+
+/// An existing DST directory of another owner that the user may not write: each entry
+/// that cannot be made in it is its own error line, naming it, as with `cp -a` (ferry
+/// used to skip the directory's entries after one line about its mode).
+#[test]
+fn each_entry_a_foreign_read_only_directory_refuses_is_named() {
+    if !is_root() {
+        skip("needs root to give DST a directory of another owner");
+        return;
+    }
+    let (s, dst) = scratch_for_nobody();
+    unprivileged_tree(&s, |src| {
+        mkdirs(&src.join("shut"));
+        write(&src.join("shut/a"), b"a");
+        write(&src.join("shut/b"), b"b");
+    });
+    mkdirs(&dst.join("shut"));
+    chown(
+        &dst,
+        crate::common::nobody::NOBODY,
+        crate::common::nobody::NOBODY,
+    );
+    chmod(&dst.join("shut"), 0o555);
+    let Some(r) = copy_unprivileged(&s.src, &dst) else {
+        return;
+    };
+    r.assert_status(1);
+    let refused = |name: &str| {
+        let at = dst.join(name);
+        format!(
+            "ferry: {}: create: Permission denied (os error 13)",
+            at.display()
+        )
+    };
+    let errors = r.errors();
+    for name in ["shut/a", "shut/b"] {
+        assert!(errors.contains(&refused(name).as_str()), "{r}");
+    }
+    r.json().assert_counts(&[("errors", errors.len() as u64)]);
+    assert_same_tree_with(&s.src, &dst, &Options::skipping(&["shut"]));
+}

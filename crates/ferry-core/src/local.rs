@@ -608,13 +608,17 @@ impl<'a> LocalTreeSink<'a> {
     }
 
     /// Gives the owner full access to a directory this job did not make, so it can fill
-    /// it (root needs no such help).
+    /// it (root needs no such help). A directory of another owner is left as it is:
+    /// each entry that cannot be made in it then fails on its own, naming it, as with
+    /// `cp -a`.
     fn let_owner_in(&self, fd: &OwnedFd, path: &RelPath) -> Result<()> {
         if !self.meta.privileged {
             let st = rfs::fstat(fd).at_dst(path, "stat destination")?;
             if st.st_mode & 0o700 != 0o700 {
-                rfs::fchmod(fd, Mode::from_raw_mode((st.st_mode & 0o7777) | 0o700))
-                    .at_dst(path, "set mode")?;
+                match rfs::fchmod(fd, Mode::from_raw_mode((st.st_mode & 0o7777) | 0o700)) {
+                    Ok(()) | Err(Errno::PERM) => {}
+                    Err(e) => return Err(Error::dst(path, "set mode", e)),
+                }
             }
         }
         Ok(())

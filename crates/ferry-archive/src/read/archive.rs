@@ -36,6 +36,9 @@ pub enum ArchiveError {
         /// What is wrong.
         why: String,
     },
+    /// The destination could not be made or opened; the message names it.
+    #[error("{0}")]
+    Destination(String),
     /// The index and the tar header at an offset disagree.
     #[error("archive offset {offset}: index and tar header disagree: {what}")]
     Mismatch {

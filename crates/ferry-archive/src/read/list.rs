@@ -33,6 +33,8 @@ pub struct Member {
     pub size: u64,
     /// Symlink or hardlink target.
     pub link: Vec<u8>,
+    /// A device's major and minor numbers.
+    pub device: Option<(u32, u32)>,
 }
 
 impl From<&IndexEntry> for Member {
@@ -47,6 +49,8 @@ impl From<&IndexEntry> for Member {
             mtime: e.mtime,
             size: e.size,
             link: e.link.clone(),
+            device: matches!(e.kind, Kind::CharDevice | Kind::BlockDevice)
+                .then(|| (rustix::fs::major(e.rdev), rustix::fs::minor(e.rdev))),
         }
     }
 }
@@ -66,6 +70,7 @@ impl From<&TarEntry> for Member {
             mtime: t.mtime,
             size: t.size,
             link: t.link_target.clone().unwrap_or_default(),
+            device: t.rdev,
         }
     }
 }

@@ -158,7 +158,7 @@ impl<'a> Extractor<'a> {
             links: None,
         };
         let root = sink.root(&root_entry).map_err(|e| {
-            ArchiveError::Io(io::Error::other(format!("{}: {}", dst.display(), e.os)))
+            ArchiveError::Destination(format!("{}: {}: {}", dst.display(), e.op, e.os))
         })?;
         Ok(Extractor {
             sink,
