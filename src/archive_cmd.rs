@@ -15,7 +15,7 @@ use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
 use ferry_core::entry::write_escaped;
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
@@ -35,6 +35,12 @@ pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
         ..PackOptions::default()
     };
     let to_stdout = is_dash(&args.archive);
+    if to_stdout && io::stdout().is_terminal() {
+        anyhow::bail!(
+            "refusing to write an archive to a terminal: redirect standard output to a \
+             file, or pipe it on"
+        );
+    }
     let archive_out = match to_stdout {
         true => {
             crate::end_quietly_on_closed_pipe();

@@ -171,3 +171,26 @@ fn ls_long_shows_device_numbers() {
         assert!(line(" null").contains(" 1,3 "), "{r}");
     }
 }
+
+/// `pack SRC -` with standard output on a terminal refuses, as GNU tar does, instead of
+/// filling the terminal with binary.
+#[test]
+fn pack_refuses_to_write_an_archive_to_a_terminal() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    let script = "import pty, subprocess, sys\n\
+                  main, side = pty.openpty()\n\
+                  r = subprocess.run(sys.argv[1:], stdout=side, stderr=subprocess.PIPE)\n\
+                  sys.stderr.buffer.write(r.stderr)\n\
+                  sys.exit(r.returncode)\n";
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, FERRY, "pack"]).arg(&s.src).arg("-");
+    let r = run(cmd);
+    r.assert_status(2);
+    assert_eq!(
+        r.errors(),
+        ["ferry: refusing to write an archive to a terminal: redirect standard output to a \
+          file, or pipe it on"],
+        "{r}"
+    );
+}
