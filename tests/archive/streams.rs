@@ -189,8 +189,10 @@ fn pack_refuses_to_write_an_archive_to_a_terminal() {
     r.assert_status(2);
     assert_eq!(
         r.errors(),
-        ["ferry: refusing to write an archive to a terminal: redirect standard output to a \
-          file, or pipe it on"],
+        [
+            "ferry: refusing to write an archive to a terminal: redirect standard output to a \
+          file, or pipe it on"
+        ],
         "{r}"
     );
 }
