@@ -31,20 +31,37 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use tempfile::NamedTempFile;
 
-/// The temporary file to remove if the process is told to stop.
-static PARTIAL: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// What a signal to stop finds. Held while the archive is put in place, so a signal
+/// then waits for that to end: it never leaves a temporary name behind, and never
+/// says "interrupted" about an archive already in place.
+static INTERRUPTIBLE: Mutex<Interruptible> = Mutex::new(Interruptible {
+    partial: None,
+    in_place: false,
+});
 
-fn remove_on_interrupt(path: Option<PathBuf>) {
-    *PARTIAL.lock().unwrap_or_else(PoisonError::into_inner) = path;
+struct Interruptible {
+    /// The temporary file to remove.
+    partial: Option<PathBuf>,
+    /// The archive is complete and in place: the job ends as it would have.
+    in_place: bool,
 }
 
-/// On SIGINT, SIGTERM or SIGHUP: removes the temporary file and exits.
+fn interruptible() -> std::sync::MutexGuard<'static, Interruptible> {
+    INTERRUPTIBLE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn remove_on_interrupt(path: Option<PathBuf>) {
+    interruptible().partial = path;
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: removes the temporary file and exits, unless the
+/// archive is in place by now.
 fn on_interrupt() {
-    if let Some(path) = PARTIAL
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take()
-    {
+    let mut state = interruptible();
+    if state.in_place {
+        return;
+    }
+    if let Some(path) = state.partial.take() {
         let _ = std::fs::remove_file(path);
     }
     crate::report::to_stderr(format_args!("ferry: interrupted"));
@@ -134,21 +151,25 @@ impl ArchiveOut {
         Ok(std::iter::once(written).chain(self.replaces).collect())
     }
 
-    /// The archive is complete: puts it at its path.
+    /// The archive is complete: puts it at its path. A signal to stop waits until
+    /// that is done (see [`INTERRUPTIBLE`]).
     pub fn commit(self) -> anyhow::Result<()> {
-        match self.target {
+        let mut state = interruptible();
+        let done = match self.target {
             Target::Unnamed { file, dir } => link_in(&file, &dir, &self.path)
                 .with_context(|| format!("{}: put archive in place", self.path.display())),
-            Target::Beside(temp) => {
-                let persisted = temp.persist(&self.path);
-                remove_on_interrupt(None);
-                persisted
-                    .map(drop)
-                    .map_err(|e| e.error)
-                    .with_context(|| format!("{}: rename archive into place", self.path.display()))
-            }
+            Target::Beside(temp) => temp
+                .persist(&self.path)
+                .map(drop)
+                .map_err(|e| e.error)
+                .with_context(|| format!("{}: rename archive into place", self.path.display())),
             Target::InPlace(_) => Ok(()),
+        };
+        state.in_place = done.is_ok();
+        if state.in_place {
+            state.partial = None;
         }
+        done
     }
 }
 

@@ -135,3 +135,20 @@ fn each_entry_a_foreign_read_only_directory_refuses_is_named() {
     r.json().assert_counts(&[("errors", errors.len() as u64)]);
     assert_same_tree_with(&s.src, &dst, &Options::skipping(&["shut"]));
 }
+
+/// Not as root, a read-only file with `user.*` xattrs copies whole: the kernel wants
+/// write permission to set them, so they are set before the file's mode takes it away.
+#[test]
+fn a_read_only_file_with_user_xattrs_copies_unprivileged() {
+    let (s, dst) = scratch_for_nobody();
+    unprivileged_tree(&s, |src| {
+        write(&src.join("read-only"), b"with an xattr");
+        set_xattr(&src.join("read-only"), "user.note", b"kept");
+    });
+    chmod(&s.src.join("read-only"), 0o444);
+    let Some(r) = copy_unprivileged(&s.src, &dst) else {
+        return;
+    };
+    r.assert_ok();
+    assert_same_tree_with(&s.src, &dst, &Options::default());
+}

@@ -166,9 +166,15 @@ impl MetaWriter {
 
     /// The mode to create a file with, and whether an explicit chmod is still needed after
     /// the owner is set (setuid/setgid/sticky bits, or a umask that would mask bits).
+    /// Not as root, a file whose `user.*` xattrs are to be set is made writable by its
+    /// owner until they are: the kernel asks for write permission to set them.
     pub fn create_mode(&self, meta: &Metadata) -> (Mode, bool) {
         let perm = meta.mode & 0o777;
         let needs_chmod = self.mode_for(meta) & 0o7000 != 0 || perm & self.umask != 0;
+        let user_xattrs = meta.xattrs.iter().any(|x| x.name.starts_with(b"user."));
+        if !self.privileged && user_xattrs && perm & 0o200 == 0 {
+            return (Mode::from_raw_mode(perm | 0o200), true);
+        }
         (Mode::from_raw_mode(perm), needs_chmod)
     }
 
@@ -188,14 +194,16 @@ impl MetaWriter {
         let fd = fd.as_fd();
         let owner = self.owner_to_set(meta, created);
         let chowned = self.set_owner(owner, |uid, gid| rfs::fchown(fd, uid, Some(gid)))?;
-        if chmod {
-            rfs::fchmod(fd, Mode::from_raw_mode(self.mode_for(meta)))
-                .map_err(|e| ("set mode", e.into()))?;
-        }
+        // Xattrs before the mode: setting `user.*` ones needs write permission, which
+        // the final mode may take away.
         let have = after_chown(have, chowned);
         let notice = self
             .set_xattrs(&xattr::Node::Fd(fd), &meta.xattrs, &have)
             .map_err(|e| ("set xattr", e))?;
+        if chmod {
+            rfs::fchmod(fd, Mode::from_raw_mode(self.mode_for(meta)))
+                .map_err(|e| ("set mode", e.into()))?;
+        }
         rfs::futimens(fd, &timestamps(meta)).map_err(|e| ("set times", e.into()))?;
         Ok(notice)
     }
@@ -216,6 +224,14 @@ impl MetaWriter {
         let chowned = self.set_owner(owner, |uid, gid| {
             rfs::chownat(dir, name, uid, Some(gid), AtFlags::SYMLINK_NOFOLLOW)
         })?;
+        // Xattrs before the mode, as in `apply_fd`.
+        let have = after_chown(have, chowned);
+        let notice = if meta.xattrs.is_empty() && have.is_empty() {
+            MetaNotice::None
+        } else {
+            self.set_xattrs(&xattr::Node::named(dir, name), &meta.xattrs, &have)
+                .map_err(|e| ("set xattr", e))?
+        };
         if !is_symlink {
             rfs::chmodat(
                 dir,
@@ -225,13 +241,6 @@ impl MetaWriter {
             )
             .map_err(|e| ("set mode", e.into()))?;
         }
-        let have = after_chown(have, chowned);
-        let notice = if meta.xattrs.is_empty() && have.is_empty() {
-            MetaNotice::None
-        } else {
-            self.set_xattrs(&xattr::Node::named(dir, name), &meta.xattrs, &have)
-                .map_err(|e| ("set xattr", e))?
-        };
         rfs::utimensat(dir, name, &timestamps(meta), AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| ("set times", e.into()))?;
         Ok(notice)
