@@ -13,11 +13,10 @@ use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
 use ferry_archive::read::{Archive, ArchiveError};
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
-use ferry_core::entry::write_escaped;
+use ferry_core::entry::escaped;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
@@ -101,7 +100,7 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
             anyhow::bail!("{}: open archive: it is a directory", path.display());
         }
         // A fifo, a pipe (`<(...)`), a character device: read as a stream, as `-` is.
-        if !kind.is_file() && !kind.is_block_device() {
+        if !crate::archive_out::is_positional(&kind) {
             return Ok(Input::Stream(
                 decompressed(Box::new(f)).with_context(|| format!("{}", path.display()))?,
             ));
@@ -214,12 +213,6 @@ fn mode_string(kind: TarKind, mode: u32) -> String {
         };
         s.push(special.unwrap_or(if mode & bit != 0 { c } else { '-' }));
     }
-    s
-}
-
-fn escaped(bytes: &[u8]) -> String {
-    let mut s = String::new();
-    let _ = write_escaped(&mut s, bytes);
     s
 }
 

@@ -135,13 +135,12 @@ impl ArchiveOut {
         self.target.file()
     }
 
-    /// Whether the archive can be written at offsets (a file or a block device), not
-    /// only in order (a fifo, a pipe, a terminal).
+    /// Whether the archive can be written at offsets, not only in order (see
+    /// [`is_positional`]).
     pub fn is_positional(&self) -> bool {
-        use std::os::unix::fs::FileTypeExt;
         self.file()
             .metadata()
-            .is_ok_and(|m| m.file_type().is_file() || m.file_type().is_block_device())
+            .is_ok_and(|m| is_positional(&m.file_type()))
     }
 
     /// Inodes a walk of the source must not pack: the file written, and the archive it
@@ -166,11 +165,15 @@ impl ArchiveOut {
             Target::InPlace(_) => Ok(()),
         };
         state.in_place = done.is_ok();
-        if state.in_place {
-            state.partial = None;
-        }
         done
     }
+}
+
+/// Whether a file of this type can be read and written at offsets (a file or a block
+/// device), not only in order (a fifo, a pipe, a terminal).
+pub fn is_positional(kind: &std::fs::FileType) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    kind.is_file() || kind.is_block_device()
 }
 
 /// The directory `path` is in.

@@ -76,6 +76,13 @@ impl fmt::Debug for RelPath {
     }
 }
 
+/// `bytes` as [`write_escaped`] writes them, for a message.
+pub fn escaped(bytes: &[u8]) -> String {
+    let mut s = String::new();
+    let _ = write_escaped(&mut s, bytes);
+    s
+}
+
 /// Writes `bytes` with control characters and invalid UTF-8 escaped.
 pub fn write_escaped(f: &mut impl fmt::Write, bytes: &[u8]) -> fmt::Result {
     for chunk in bytes.utf8_chunks() {

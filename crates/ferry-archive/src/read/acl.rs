@@ -12,7 +12,7 @@
 //! has here, as owners do (see [`crate::owners`]), else the entry's ID.
 
 use crate::owners::LocalIds;
-use ferry_core::entry::{write_escaped, Xattr};
+use ferry_core::entry::{escaped, Xattr};
 
 /// The pax keys that hold ACLs, each with the attribute it becomes.
 const RECORDS: [(&[u8], &[u8]); 2] = [
@@ -73,7 +73,7 @@ fn parse(text: &[u8], ids: &mut LocalIds) -> Result<Vec<AclEntry>, String> {
         if raw.is_empty() {
             continue;
         }
-        entries.push(parse_entry(raw, ids).map_err(|why| format!("{}: {why}", shown(raw)))?);
+        entries.push(parse_entry(raw, ids).map_err(|why| format!("{}: {why}", escaped(raw)))?);
     }
     entries.sort_unstable();
     if entries
@@ -144,7 +144,7 @@ fn qualifier_id(
         .ok_or_else(|| {
             format!(
                 "no id for the name {} here, and none given",
-                shown(qualifier)
+                escaped(qualifier)
             )
         })
 }
@@ -180,13 +180,6 @@ fn encode(entries: &[AclEntry]) -> Vec<u8> {
         out.extend_from_slice(&id.to_le_bytes());
     }
     out
-}
-
-/// Bytes for a message, on one line.
-fn shown(bytes: &[u8]) -> String {
-    let mut s = String::new();
-    let _ = write_escaped(&mut s, bytes);
-    s
 }
 
 #[cfg(test)]

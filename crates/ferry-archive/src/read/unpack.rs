@@ -332,7 +332,8 @@ fn read_end(e: &IndexEntry) -> u64 {
 /// of members sharing a directory as this thread goes through the index (a directory
 /// is made by whichever worker needs it first: its member, or a member below it); then
 /// come hardlinks, whose targets now exist (see [`place_links`] for those whose target
-/// was not selected); then directory metadata.
+/// was not selected, and [`walk_index`] for archives whose order matters); then
+/// directory metadata.
 pub fn unpack_file(
     archive: &Archive,
     dst: &Path,
@@ -396,12 +397,12 @@ pub fn unpack_file(
                 }
             });
         }
-        // Members whose order matters are placed by this thread.
+        // Hardlinks, and members whose order matters, are placed by this thread.
         let (mut cache, mut buf) = (DirCache::new(), Vec::new());
         let mut place_here = |run: Run<'_>| match run {
             Run::Members(group) => place(group, &mut cache, &mut buf),
             Run::Links(links) => place_links(archive, links, select, reporter, |group| {
-                place(group, &mut DirCache::new(), &mut Vec::new())
+                place(group, &mut cache, &mut buf)
             }),
         };
         let handout = Handout {
@@ -418,16 +419,10 @@ pub fn unpack_file(
             &mut later,
         )
     });
-    let mut result = match failed.into_inner().ok().flatten() {
+    let result = match failed.into_inner().ok().flatten() {
         Some(err) => Err(err),
         None => walked,
     };
-    if result.is_ok() {
-        let mut buf = Vec::new();
-        result = place_links(archive, &later.links, select, reporter, |group| {
-            place(group, &mut DirCache::new(), &mut buf)
-        });
-    }
     // In reverse archive order: a directory's member comes before everything below it
     // (pack writes it on entering the directory), so each now comes after all below
     // it, and a subtree stays together for the cache of open ancestors.
@@ -721,11 +716,10 @@ fn walk_index(
             continue;
         }
         if !later.in_order && guard.clashes(&entry.path, &entry.kind) {
-            // The links handed out so far link to the members before this one.
-            handout.send(&mut group);
-            handout.in_flight.wait_all_placed();
-            ordered.links = std::mem::take(&mut later.links);
-            ordered.flush()?;
+            // The links gathered so far link to the members before this one.
+            if !place_after_workers(&handout, &mut group, later, &mut ordered, stop)? {
+                return Ok(());
+            }
             later.in_order = true;
             guard = OrderGuard::default();
         }
@@ -748,8 +742,28 @@ fn walk_index(
             }
         }
     }
-    handout.send(&mut group);
-    ordered.flush()
+    place_after_workers(&handout, &mut group, later, &mut ordered, stop).map(drop)
+}
+
+/// Hands `group` out and waits until the workers have placed every run handed out;
+/// then, unless one failed (`stop`), places what `ordered` holds and the hardlinks in
+/// `later`, whose targets are all in place by now. False when a worker failed: its
+/// error ends the unpack.
+fn place_after_workers(
+    handout: &Handout<'_>,
+    group: &mut Group,
+    later: &mut Later,
+    ordered: &mut InOrder<'_>,
+    stop: &dyn Fn() -> bool,
+) -> Result<bool, ArchiveError> {
+    handout.send(group);
+    handout.in_flight.wait_all_placed();
+    if stop() {
+        return Ok(false);
+    }
+    ordered.links.append(&mut later.links);
+    ordered.flush()?;
+    Ok(true)
 }
 
 /// How many of `entries` (members in archive order) to read in one call, and the range of the
