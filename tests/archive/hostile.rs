@@ -658,3 +658,42 @@ fn data_that_differs_from_its_recorded_hash_is_found_by_verify_and_cat() {
     r.assert_ok();
     assert_eq!(r.stdout, "not changed");
 }
+
+/// An ACL record (`SCHILY.acl.access`) that makes no valid ACL: the member is
+/// unpacked without it, with a warning naming the member and saying what is wrong.
+#[test]
+fn an_acl_that_cannot_be_made_is_a_warning_naming_the_member() {
+    let s = scratch();
+    let archive = s.tmp.path().join("bad-acl.tar");
+    let script = r#"
+import io, sys, tarfile
+t = tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT)
+info = tarfile.TarInfo("f"); info.size = 4; info.mode = 0o644
+info.pax_headers = {"SCHILY.acl.access": "user::rw-\nuser:5:r--\ngroup::r--\nother::r--\n"}
+t.addfile(info, io.BytesIO(b"data"))
+t.close()
+"#;
+    let status = Command::new("python3")
+        .args(["-c", script])
+        .arg(&archive)
+        .status()
+        .expect("python3");
+    assert!(status.success());
+    let r = ferry(&[&"unpack", &archive, &s.dst]);
+    r.assert_ok();
+    assert_eq!(
+        r.warnings(),
+        ["ferry: warning: f: ACL not set: SCHILY.acl.access: named entries without a mask"],
+        "{r}"
+    );
+    assert_eq!(std::fs::read(s.dst.join("f")).expect("f"), b"data");
+    let acl = rustix::fs::getxattr(&s.dst.join("f"), "system.posix_acl_access", &mut [0u8; 64]);
+    assert!(acl.is_err(), "an ACL was set");
+    assert_eq!(
+        listing(s.tmp.path())
+            .iter()
+            .filter(|p| p.starts_with("dst"))
+            .count(),
+        2
+    );
+}
