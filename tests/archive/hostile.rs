@@ -29,13 +29,17 @@ fn python_tar(path: &Path, members: &[(&str, &str, &str, &str)]) {
         ));
     }
     script.push_str("t.close()\n");
+    run_python(&script, path);
+}
+
+/// Runs the Python `script` with `path` as its one argument; it must succeed.
+fn run_python(script: &str, path: &Path) {
     let status = Command::new("python3")
-        .arg("-c")
-        .arg(&script)
+        .args(["-c", script])
         .arg(path)
         .status()
         .expect("python3");
-    assert!(status.success());
+    assert!(status.success(), "python3 failed on {}", path.display());
 }
 
 /// Writes `members` (as [`python_tar`] takes them) to `name` in the scratch area and
@@ -362,12 +366,7 @@ b[at] = 40
 b[12 + size - 4:12 + size] = struct.pack("<I", zlib.crc32(bytes(b[12:12 + size - 4])))
 open(sys.argv[1], "wb").write(b)
 "#;
-    let status = Command::new("python3")
-        .args(["-c", script])
-        .arg(&archive)
-        .status()
-        .expect("python3");
-    assert!(status.success());
+    run_python(script, &archive);
     let r = ferry(&[&"unpack", &archive, &s.dst]);
     r.assert_status(2);
     assert!(
@@ -673,12 +672,7 @@ info.pax_headers = {"SCHILY.acl.access": "user::rw-\nuser:5:r--\ngroup::r--\noth
 t.addfile(info, io.BytesIO(b"data"))
 t.close()
 "#;
-    let status = Command::new("python3")
-        .args(["-c", script])
-        .arg(&archive)
-        .status()
-        .expect("python3");
-    assert!(status.success());
+    run_python(script, &archive);
     let r = ferry(&[&"unpack", &archive, &s.dst]);
     r.assert_ok();
     assert_eq!(
@@ -687,7 +681,7 @@ t.close()
         "{r}"
     );
     assert_eq!(std::fs::read(s.dst.join("f")).expect("f"), b"data");
-    let acl = rustix::fs::getxattr(&s.dst.join("f"), "system.posix_acl_access", &mut [0u8; 64]);
+    let acl = rustix::fs::getxattr(s.dst.join("f"), "system.posix_acl_access", &mut [0u8; 64]);
     assert!(acl.is_err(), "an ACL was set");
     assert_eq!(
         listing(s.tmp.path())
