@@ -173,3 +173,54 @@ fn members_below_a_symlink_in_an_indexed_archive_are_refused_every_time() {
     let streamed = s.tmp.path().join("streamed");
     check(&streamed, unpack_streamed(&archive, &streamed));
 }
+
+/// Unpacking again onto what an interrupted unpack left, of an archive that gives a
+/// name twice with one size and mtime: the earlier member's file may stand there, and
+/// looks up to date for both members. The last member's data must win, through the
+/// index and from a stream (both used to keep the first member's).
+#[test]
+fn resuming_an_archive_that_names_a_file_twice_ends_with_the_last_members_data() {
+    let s = scratch();
+    let d = s.src.join("d");
+    build::mkdirs(&d);
+    let same_times = build::ts(1_200_000_000, 0);
+    for (name, data) in [("xa", b"version one"), ("xb", b"version two")] {
+        build::write(&d.join(name), data);
+        build::set_times(&d.join(name), same_times, same_times);
+    }
+    let archive = s.tmp.path().join("twice.far");
+    pack(&s.src, &archive, &[]);
+    let order = member_order(&archive);
+    let at = |name: &str| order.iter().position(|m| m == name).expect(name);
+    let (first, last) = match at("d/xa") < at("d/xb") {
+        true => ("d/xa", "d/xb"),
+        false => ("d/xb", "d/xa"),
+    };
+    let mut bytes = std::fs::read(&archive).expect("read");
+    rename_member(&mut bytes, last, first);
+    std::fs::write(&archive, &bytes).expect("write");
+    let first_data = std::fs::read(s.src.join(first)).expect("first");
+    let last_data = std::fs::read(s.src.join(last)).expect("last");
+
+    // What an unpack stopped between the two members leaves: the first member's file,
+    // with its size and mtime, made before this job began.
+    let interrupted = |dst: &Path| {
+        build::mkdirs(&dst.join("d"));
+        build::write(&dst.join(first), &first_data);
+        build::set_times(&dst.join(first), same_times, same_times);
+    };
+    let by_index = s.tmp.path().join("by-index");
+    interrupted(&by_index);
+    ferry(&[&"unpack", &archive, &by_index]).assert_ok();
+    assert_eq!(
+        std::fs::read(by_index.join(first)).expect("read"),
+        last_data
+    );
+    let streamed = s.tmp.path().join("streamed");
+    interrupted(&streamed);
+    unpack_streamed(&archive, &streamed).assert_ok();
+    assert_eq!(
+        std::fs::read(streamed.join(first)).expect("read"),
+        last_data
+    );
+}

@@ -152,3 +152,35 @@ fn a_read_only_file_with_user_xattrs_copies_unprivileged() {
     r.assert_ok();
     assert_same_tree_with(&s.src, &dst, &Options::default());
 }
+
+/// Not as root, copying again onto a finished copy: a hardlink whose first name is in
+/// a read-only directory the job has finished reopens that directory only to link from
+/// it, and leaves its mode alone (it used to be made 0755, after being set to 0555).
+#[test]
+fn linking_from_a_finished_read_only_directory_keeps_its_mode_unprivileged() {
+    let (s, dst) = scratch_for_nobody();
+    let shut: Vec<String> = (0..16).map(|i| format!("shut{i:02}")).collect();
+    unprivileged_tree(&s, |src| {
+        mkdirs(&src.join("links"));
+        for dir in &shut {
+            mkdirs(&src.join(dir));
+            write(&src.join(dir).join("f"), dir.as_bytes());
+            hardlink(&src.join(dir).join("f"), &src.join("links").join(dir));
+        }
+    });
+    for dir in &shut {
+        chmod(&s.src.join(dir), 0o555);
+    }
+    for round in ["first", "again"] {
+        let Some(r) = copy_unprivileged(&s.src, &dst) else {
+            return;
+        };
+        r.assert_ok();
+        assert_same_tree_with(&s.src, &dst, &Options::default());
+        println!("{round}: same tree");
+    }
+    for dir in &shut {
+        chmod(&s.src.join(dir), 0o755);
+        chmod(&dst.join(dir), 0o755);
+    }
+}

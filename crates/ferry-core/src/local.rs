@@ -69,6 +69,11 @@ impl DstDir {
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
     }
+
+    /// Whether this job made it, so that nothing in it is left from before.
+    pub fn is_fresh(&self) -> bool {
+        self.fresh
+    }
 }
 
 /// Whether the directory `fd` has a default ACL, which its new nodes inherit.
@@ -200,6 +205,27 @@ impl<'a> LocalTreeSink<'a> {
             )),
             other => other.at_dst(path, "remove old destination"),
         }
+    }
+
+    /// Places `entry` as [`TreeSink::leaf`] does, except that a file already at its
+    /// name is replaced even if it looks up to date: an archive that gives a name
+    /// twice may have left an earlier member's file there, and two members of one
+    /// size and mtime cannot be told apart by them (the last member wins).
+    pub fn leaf_again(
+        &self,
+        parent: &DstDir,
+        entry: &Entry,
+        data: Option<FileData<'_>>,
+    ) -> Result<()> {
+        if let EntryKind::File { .. } = entry.kind {
+            let name = cname(&entry.path)?;
+            if let Some(st) = self.existing(parent, &name, &entry.path)? {
+                if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
+                    self.remove(parent, &name, &entry.path, &st)?;
+                }
+            }
+        }
+        self.leaf(parent, entry, data)
     }
 
     /// Places `entry`, of a kind made from scratch, as one more name of the copy of
@@ -472,7 +498,7 @@ impl<'a> LocalTreeSink<'a> {
         // The first copy's directory, opened again if the job has closed it since.
         let made_dir = match made.dir.upgrade() {
             Some(fd) => fd,
-            None => match self.dir_at(&made.dir_path, Reach::Open) {
+            None => match self.dir_at(&made.dir_path, Reach::Search) {
                 Ok(found) => found.fd,
                 Err(_) => return copy(),
             },
@@ -653,8 +679,12 @@ fn dir_error(path: &RelPath, e: Errno) -> Error {
 /// How [`LocalTreeSink::dir_at`] reaches a directory that may not be there yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reach {
-    /// Only open it: it must exist.
+    /// Only open it: it must exist. Where the job did not make it, its owner is let
+    /// in (its own mode is set later, with its metadata).
     Open,
+    /// Only open it, to reach or link from what is in it: it must exist, and its mode
+    /// is left as it is, which may be final already (searching needs no more).
+    Search,
     /// Make it when missing, because something below it is wanted. A non-directory
     /// in its way is replaced only if this job did not make it: one this job made came
     /// from the source itself (say a symlink, then a member below it), and stays.
@@ -709,7 +739,7 @@ impl LocalTreeSink<'_> {
         if whole_way >= 2 {
             let down = comps[..whole_way].join(&b'/');
             let there = walked.join(&down);
-            if let Some(dir) = self.open_below(&cur, &down, &there)? {
+            if let Some(dir) = self.open_below(&cur, &down, &there, reach)? {
                 (walked, cur) = (there, dir);
                 opened(&walked, &cur);
                 comps.drain(..whole_way);
@@ -732,8 +762,14 @@ impl LocalTreeSink<'_> {
     /// `path`), opened in one call that follows no symlink on the way and cannot leave
     /// `parent`. `None` when that fails for any reason (a component missing or not a
     /// directory, or a kernel without `openat2`): the caller walks down one component
-    /// at a time, which deals with each case.
-    fn open_below(&self, parent: &DstDir, below: &[u8], path: &RelPath) -> Result<Option<DstDir>> {
+    /// at a time, which deals with each case. `reach` as for [`Self::found_dir`].
+    fn open_below(
+        &self,
+        parent: &DstDir,
+        below: &[u8],
+        path: &RelPath,
+        reach: Reach,
+    ) -> Result<Option<DstDir>> {
         let Ok(fd) = rfs::openat2(
             &*parent.fd,
             below,
@@ -743,14 +779,21 @@ impl LocalTreeSink<'_> {
         ) else {
             return Ok(None);
         };
-        self.found_dir(parent, fd, path).map(Some)
+        self.found_dir(parent, fd, path, reach).map(Some)
     }
 
-    /// A directory found (not made) below `parent`, opened as `fd`. Below one this job
-    /// made it was made by this job too, and its mode lets the owner in; elsewhere the
-    /// owner is let in.
-    fn found_dir(&self, parent: &DstDir, fd: OwnedFd, path: &RelPath) -> Result<DstDir> {
-        if !parent.fresh {
+    /// A directory found (not made) below `parent`, opened as `fd`, on the way to a
+    /// directory reached as `reach`. Below one this job made it was made by this job
+    /// too, and its mode lets the owner in; elsewhere the owner is let in, unless it
+    /// is only searched.
+    fn found_dir(
+        &self,
+        parent: &DstDir,
+        fd: OwnedFd,
+        path: &RelPath,
+        reach: Reach,
+    ) -> Result<DstDir> {
+        if !parent.fresh && reach != Reach::Search {
             self.let_owner_in(&fd, path)?;
         }
         let inherits_acl = match parent.fresh {
@@ -789,8 +832,8 @@ impl LocalTreeSink<'_> {
             }
         }
         match open_dir(&parent.fd, &name) {
-            Ok(fd) => return self.found_dir(parent, fd, path),
-            Err(Errno::NOENT) if reach != Reach::Open => {}
+            Ok(fd) => return self.found_dir(parent, fd, path, reach),
+            Err(Errno::NOENT) if matches!(reach, Reach::Make | Reach::Named) => {}
             // Something else in the way (a file, a symlink, never followed) is
             // replaced, as rsync and GNU tar replace it: where this job did not make
             // it, or where the source names this directory after it (an archive may
@@ -920,7 +963,7 @@ impl LocalTreeSink<'_> {
             )
         };
         let tdir = self
-            .dir_at(&tparent, Reach::Open)
+            .dir_at(&tparent, Reach::Search)
             .map_err(|e| about_target(e.os))?;
         let first = rfs::statat(&*tdir.fd, tname.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| about_target(e.into()))?;

@@ -6,7 +6,9 @@
 //! name an earlier member made a symlink or a file meets that symlink or file. An archive
 //! pack writes never does either (each path once, a directory before what it holds);
 //! a hostile or appended-to one can. [`OrderGuard`] finds the first member that does,
-//! from there on the unpack places members in archive order.
+//! from there on the unpack places members in archive order. It also tells which
+//! members give a name again: an earlier member's file may stand there, which no size
+//! and mtime check can tell from this one's.
 
 use ferry_core::entry::{EntryKind, RelPath};
 use std::collections::HashSet;
@@ -27,19 +29,33 @@ fn key(path: &[u8], dir: bool) -> u64 {
     (xxh3_64(path) & !1) | u64::from(dir)
 }
 
+/// How a member's outcome depends on the members before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clash {
+    /// Not at all: it may be placed in any order with them.
+    None,
+    /// Its path is one an earlier member named, or one of the directories above an
+    /// earlier member.
+    Repeat,
+    /// A directory above it is a path an earlier member named as something other than
+    /// a directory.
+    Below,
+}
+
 impl OrderGuard {
-    /// Records the member at `path` of kind `kind`; true if where it ends up may depend
-    /// on the order it is placed in relative to the members recorded before it: its
-    /// path is one an earlier member named, or one of the directories above an earlier
-    /// member, or a directory above it is a path an earlier member named as something
-    /// other than a directory.
-    pub fn clashes(&mut self, path: &RelPath, kind: &EntryKind) -> bool {
+    /// Records the member at `path` of kind `kind`, and tells whether where it ends up
+    /// may depend on the order it is placed in relative to the members recorded
+    /// before it.
+    pub fn clashes(&mut self, path: &RelPath, kind: &EntryKind) -> Clash {
         let bytes = path.as_bytes();
         if self.holds(bytes) {
-            return true;
+            return Clash::Repeat;
         }
         self.seen.insert(key(bytes, *kind == EntryKind::Dir));
-        self.above_clashes(bytes)
+        match self.above_clashes(bytes) {
+            true => Clash::Below,
+            false => Clash::None,
+        }
     }
 
     /// Whether any member named `path` (or needed it as a directory).
@@ -89,18 +105,18 @@ mod tests {
             ("a/h", file()),
             ("c", file()),
         ] {
-            assert!(!g.clashes(&path(p), &k), "{p}");
+            assert_eq!(g.clashes(&path(p), &k), Clash::None, "{p}");
         }
     }
 
     #[test]
     fn a_name_given_again_clashes() {
         let mut g = OrderGuard::default();
-        assert!(!g.clashes(&path("h"), &file()));
-        assert!(g.clashes(&path("h"), &file()));
+        assert_eq!(g.clashes(&path("h"), &file()), Clash::None);
+        assert_eq!(g.clashes(&path("h"), &file()), Clash::Repeat);
         let mut g = OrderGuard::default();
-        assert!(!g.clashes(&path("d"), &EntryKind::Dir));
-        assert!(g.clashes(&path("d"), &EntryKind::Dir));
+        assert_eq!(g.clashes(&path("d"), &EntryKind::Dir), Clash::None);
+        assert_eq!(g.clashes(&path("d"), &EntryKind::Dir), Clash::Repeat);
     }
 
     #[test]
@@ -109,17 +125,17 @@ mod tests {
         let link = EntryKind::Symlink {
             target: b"x".to_vec(),
         };
-        assert!(!g.clashes(&path("l"), &link));
-        assert!(g.clashes(&path("l/deep/pwn"), &file()));
+        assert_eq!(g.clashes(&path("l"), &link), Clash::None);
+        assert_eq!(g.clashes(&path("l/deep/pwn"), &file()), Clash::Below);
     }
 
     #[test]
     fn a_member_naming_a_directory_an_earlier_one_needed_clashes() {
         let mut g = OrderGuard::default();
-        assert!(!g.clashes(&path("a/b/f"), &file()));
-        assert!(g.clashes(&path("a"), &file()));
+        assert_eq!(g.clashes(&path("a/b/f"), &file()), Clash::None);
+        assert_eq!(g.clashes(&path("a"), &file()), Clash::Repeat);
         let mut g = OrderGuard::default();
-        assert!(!g.clashes(&path("a/b/f"), &file()));
-        assert!(g.clashes(&path("a/b"), &EntryKind::Dir));
+        assert_eq!(g.clashes(&path("a/b/f"), &file()), Clash::None);
+        assert_eq!(g.clashes(&path("a/b"), &EntryKind::Dir), Clash::Repeat);
     }
 }

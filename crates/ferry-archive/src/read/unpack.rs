@@ -15,7 +15,7 @@
 use super::acl;
 use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
-use super::order::OrderGuard;
+use super::order::{Clash, OrderGuard};
 use super::select::{is_within, Selection};
 use crate::index::{IndexEntry, Kind, Names};
 use crate::owners::LocalIds;
@@ -193,11 +193,14 @@ impl<'a> Extractor<'a> {
             .map_err(|e| as_member_error(entry, e))
     }
 
-    /// Places a member that is not a directory.
+    /// Places a member that is not a directory. `again`: an earlier member gave its
+    /// name, so a file there is replaced however up to date it looks (it may be that
+    /// member's, left by an interrupted unpack that this one resumes).
     fn put(
         &self,
         entry: &Entry,
         data: Option<FileData<'_>>,
+        again: bool,
         cache: &mut DirCache,
     ) -> Result<(), Error> {
         if entry.path.is_root() {
@@ -210,7 +213,10 @@ impl<'a> Extractor<'a> {
         let parent = self
             .dir(&entry.path.parent(), Reach::Make, cache)
             .map_err(|e| as_member_error(entry, e))?;
-        self.sink.leaf(&parent, entry, data)
+        match again {
+            true => self.sink.leaf_again(&parent, entry, data),
+            false => self.sink.leaf(&parent, entry, data),
+        }
     }
 
     /// Applies directory metadata, in the order of `dirs`, which puts every directory
@@ -363,10 +369,15 @@ pub fn unpack_file(
             header_len(first)?;
             let (n, start, end) = span(&group.index[done..]);
             let bytes = archive.read_into(start, end - start, buf)?;
-            for (e, entry) in group.index.iter().zip(&group.entries).skip(done).take(n) {
+            for (e, entry, again) in group.members(done).take(n) {
                 let at = (e.header_offset - start) as usize;
                 let bytes = bytes.get(at..).unwrap_or_default();
-                place_member(archive, e, entry, bytes, &ex, cache, by_name.as_ref())?;
+                let member = ToPlace {
+                    index: e,
+                    entry,
+                    again,
+                };
+                place_member(archive, member, bytes, &ex, cache, by_name.as_ref())?;
             }
             done += n;
         }
@@ -544,18 +555,36 @@ struct Later {
     in_order: bool,
 }
 
-/// A run of members for one worker: their index entries, and what each says to make
-/// (converted and checked once, by the walk).
+/// A run of members for one worker: their index entries, what each says to make
+/// (converted and checked once, by the walk), and whether each gives a name an
+/// earlier member gave (see [`Extractor::put`]).
 #[derive(Default)]
 struct Group {
     index: Vec<IndexEntry>,
     entries: Vec<Entry>,
+    again: Vec<bool>,
 }
 
 impl Group {
     fn push(&mut self, index: IndexEntry, entry: Entry) {
+        self.push_named(index, entry, false);
+    }
+
+    fn push_named(&mut self, index: IndexEntry, entry: Entry, again: bool) {
         self.index.push(index);
         self.entries.push(entry);
+        self.again.push(again);
+    }
+
+    /// The members from the `skip`th on: index entry, entry, and whether named again.
+    fn members(&self, skip: usize) -> impl Iterator<Item = (&IndexEntry, &Entry, bool)> {
+        let again = self.again.iter().copied();
+        self.index
+            .iter()
+            .zip(&self.entries)
+            .zip(again)
+            .skip(skip)
+            .map(|((i, e), a)| (i, e, a))
     }
 
     fn len(&self) -> usize {
@@ -643,11 +672,11 @@ impl<'p> InOrder<'p> {
         }
     }
 
-    fn member(&mut self, index: IndexEntry, entry: Entry) -> Result<(), ArchiveError> {
+    fn member(&mut self, index: IndexEntry, entry: Entry, again: bool) -> Result<(), ArchiveError> {
         if !self.links.is_empty() || self.members.len() >= GROUP {
             self.flush()?;
         }
-        self.members.push(index, entry);
+        self.members.push_named(index, entry, again);
         Ok(())
     }
 
@@ -715,13 +744,13 @@ fn walk_index(
         if !select.selects(&entry.path) {
             continue;
         }
-        if !later.in_order && guard.clashes(&entry.path, &entry.kind) {
+        let clash = guard.clashes(&entry.path, &entry.kind);
+        if !later.in_order && clash != Clash::None {
             // The links gathered so far link to the members before this one.
             if !place_after_workers(&handout, &mut group, later, &mut ordered, stop)? {
                 return Ok(());
             }
             later.in_order = true;
-            guard = OrderGuard::default();
         }
         let is_link = matches!(entry.kind, EntryKind::HardLink { .. });
         if entry.kind == EntryKind::Dir {
@@ -730,7 +759,7 @@ fn walk_index(
         }
         match (later.in_order, is_link) {
             (true, true) => ordered.link(pos)?,
-            (true, false) => ordered.member(e, entry)?,
+            (true, false) => ordered.member(e, entry, clash == Clash::Repeat)?,
             (false, true) => later.links.push(pos),
             (false, false) => {
                 let parent = entry.path.parent();
@@ -794,18 +823,29 @@ const SPAN: u64 = 256 << 10;
 /// through): alignment padding.
 const BLOCK: u64 = 4096;
 
+/// A member the walk handed out: its index entry, what that converts to, and whether
+/// an earlier member gave its name.
+struct ToPlace<'m> {
+    index: &'m IndexEntry,
+    entry: &'m Entry,
+    again: bool,
+}
+
 /// Checks one member, whose bytes from its first header on start `bytes` (its headers,
-/// and its data when small), against its index entry `e` and places it as `entry`
-/// (what `e` converts to).
+/// and its data when small), against its index entry and places it.
 fn place_member(
     archive: &Archive,
-    e: &IndexEntry,
-    entry: &Entry,
+    member: ToPlace<'_>,
     bytes: &[u8],
     ex: &Extractor<'_>,
     cache: &mut DirCache,
     by_name: Option<&ByName>,
 ) -> Result<(), ArchiveError> {
+    let ToPlace {
+        index: e,
+        entry,
+        again,
+    } = member;
     let (tar, small) = member_in(e, bytes, read_whole(e))?;
     if entry.kind == EntryKind::Dir {
         // Made now; its owner is set with the rest of its metadata, at the end.
@@ -832,7 +872,7 @@ fn place_member(
         }),
         _ => None,
     };
-    if let Err(err) = ex.put(entry, data, cache) {
+    if let Err(err) = ex.put(entry, data, again, cache) {
         ex.reporter.error(&err);
     }
     Ok(())
@@ -859,6 +899,8 @@ pub fn unpack_stream(
     let mut dirs = Vec::new();
     let mut cache = DirCache::new();
     let mut acl_ids = LocalIds::default();
+    // The names so far, where an interrupted unpack may have left files to resume.
+    let mut named = (!ex.root.is_fresh()).then(OrderGuard::default);
     let result = loop {
         let next = match first.take() {
             Some(entry) => Ok(entry),
@@ -897,6 +939,9 @@ pub fn unpack_stream(
             Some(owned) => owned,
             None => entry,
         };
+        let again = named
+            .as_mut()
+            .is_some_and(|n| n.clashes(&entry.path, &entry.kind) == Clash::Repeat);
         if entry.kind == EntryKind::Dir {
             if let Err(err) = ex.make_dir(&entry, &mut cache) {
                 reporter.error(&err);
@@ -910,7 +955,7 @@ pub fn unpack_stream(
             reader: &mut body,
             runs: &runs,
         });
-        if let Err(err) = ex.put(&entry, data, &mut cache) {
+        if let Err(err) = ex.put(&entry, data, again, &mut cache) {
             if reader.has_failed() {
                 // Reading its data failed, and the stream cannot be read on: that ends
                 // the unpack, said once, naming the member.
