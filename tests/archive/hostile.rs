@@ -550,13 +550,39 @@ fn a_bad_header_midway_through_a_large_archive_ends_the_unpack() {
 /// A change made to an archive's bytes.
 type Edit = fn(&mut Vec<u8>);
 
+/// Turns the padding record (`comment=...`) of the first member that has one into an
+/// ACL record of the same length, which a stream reader would apply.
+fn comment_into_acl(b: &mut [u8]) {
+    let key = b" comment=";
+    let at = b
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("a comment record")
+        + 1;
+    let end = at
+        + b[at..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .expect("record end");
+    let mut record = b"SCHILY.acl.access=user::rw-,group::r--,other::r--,".to_vec();
+    assert!(
+        record.len() <= end - at,
+        "the padding is too short to hold an ACL"
+    );
+    record.resize(end - at, b',');
+    b[at..end].copy_from_slice(&record);
+}
+
 /// A member is used only where its index entry says what its tar headers say about
-/// everything a stream reader would set: the access time, an xattr, a device number.
-/// The headers are changed here (each in turn), so the index says what they said.
+/// everything a stream reader would set: the access time, an xattr, a device number,
+/// an ACL. The headers are changed here (each in turn), so the index says what they
+/// said.
 #[test]
-fn an_index_that_disagrees_on_times_xattrs_or_devices_is_refused() {
+fn an_index_that_disagrees_on_times_xattrs_devices_or_acls_is_refused() {
     let s = scratch();
     build::write(&s.src.join("f"), b"data");
+    // Large enough that its data is aligned, with a padding record in its pax header.
+    build::write(&s.src.join("aligned"), &build::pattern(7, 64 * 1024));
     build::set_xattr(&s.src.join("f"), "user.k", b"vvv");
     build::set_times(
         &s.src.join("f"),
@@ -580,6 +606,7 @@ fn an_index_that_disagrees_on_times_xattrs_or_devices_is_refused() {
             replace_first(b, b"atime=1111111111", b"atime=1111111112")
         }),
         ("xattrs", |b| replace_first(b, b"user.k=vvv", b"user.k=www")),
+        ("ACLs", |b| comment_into_acl(b)),
     ];
     if root {
         // The device's ustar header, and the header of the pax header before it.
