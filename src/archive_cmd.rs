@@ -2,7 +2,7 @@
 
 use crate::archive_out::ArchiveOut;
 use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
-use crate::compression::{decompressed, is_compressed, HEAD_LEN};
+use crate::compression::{decompressed, is_compressed, read_to_end, HEAD_LEN};
 use crate::job::Job;
 use crate::progress;
 use crate::report::StderrReporter;
@@ -13,6 +13,7 @@ use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
 use ferry_archive::read::{Archive, ArchiveError};
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
+use ferry_core::data::Reflink;
 use ferry_core::entry::escaped;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Read, Write};
@@ -60,6 +61,9 @@ pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
             file.inodes()?,
         ),
     };
+    if let Output::Stream(_) = out {
+        no_clones_through_a_stream(opts.reflink, &args.archive, "written")?;
+    }
     let mut job = Job::new(args.output, &args.src, &args.archive);
     if to_stdout {
         job.summary_on_stderr();
@@ -78,6 +82,19 @@ pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
         Ok(()) => job.finish(),
         Err(line) => job.fatal(&line),
     })
+}
+
+/// Refuses `--reflink=always` for an archive `done` ("read", "written") as a stream (a
+/// pipe, or compressed data): no data can be cloned through one.
+fn no_clones_through_a_stream(reflink: Reflink, archive: &Path, done: &str) -> anyhow::Result<()> {
+    if reflink == Reflink::Always {
+        anyhow::bail!(
+            "{}: --reflink=always: the archive is {done} as a stream (a pipe, or compressed \
+             data), and no data can be cloned through a stream",
+            archive.display()
+        );
+    }
+    Ok(())
 }
 
 /// An input archive: a plain file (read through its index when it has one) or a
@@ -157,6 +174,9 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
         numeric_owner: args.numeric_owner,
     };
     let input = open_input(&args.archive)?;
+    if let Input::Stream(_) = input {
+        no_clones_through_a_stream(opts.reflink, &args.archive, "read")?;
+    }
     let job = Job::new(args.output, &args.archive, &args.dst);
     let counting = job.counting();
     let show = job.show_progress();
@@ -178,11 +198,14 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
                 unpack_file(&a, &args.dst, &opts, &select, &job.stats, &counting)
             })
         }
-        Input::Stream(r) => progress::with_totals(
+        Input::Stream(mut r) => progress::with_totals(
             show,
             |_| {},
             &job.stats,
-            || unpack_stream(r, &args.dst, &opts, &select, &job.stats, &counting),
+            || {
+                unpack_stream(&mut r, &args.dst, &opts, &select, &job.stats, &counting)?;
+                Ok(read_to_end(&mut r)?)
+            },
         ),
     };
     Ok(match result {
@@ -263,7 +286,9 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let each = |m: &Member| print_member(&mut out, m, args.long);
     let listed = match open_input(&args.archive)? {
         Input::File(a) => list(&a, &select, each),
-        Input::Stream(r) => list_stream(r, &select, each),
+        Input::Stream(mut r) => {
+            list_stream(&mut r, &select, each).and_then(|()| Ok(read_to_end(&mut r)?))
+        }
     };
     let status = finish_output(listed.map_err(anyhow::Error::from), &args.archive, out)?;
     if status != ExitCode::SUCCESS {
@@ -285,9 +310,10 @@ pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
     let path = args.path.as_os_str().as_bytes();
     let done = match open_input(&args.archive)? {
         Input::File(a) => cat(&a, path, &mut out),
-        Input::Stream(r) => cat_stream(r, path, &mut out, |target| {
+        Input::Stream(mut r) => cat_stream(&mut r, path, &mut out, |target| {
             stream_again(&args.archive, path, target)
-        }),
+        })
+        .and_then(|()| Ok(read_to_end(&mut r)?)),
     };
     finish_output(done.map_err(anyhow::Error::from), &args.archive, out)
 }

@@ -183,7 +183,7 @@ pub enum SparseArg {
     Auto,
     /// Read all uncloned data through memory so every zero block becomes a hole.
     Always,
-    /// Write every byte.
+    /// Leave no holes: every byte written, holes a clone or an archive brings allocated.
     Never,
 }
 

@@ -95,6 +95,23 @@ pub fn decompressed(mut raw: Box<dyn Read + Send>) -> io::Result<Box<dyn Read>> 
     Ok(Box::new(read_ahead(decoder)))
 }
 
+/// Reads `input` to its end, once the archive in it has ended. A compressed input's
+/// checks come after all its data (gzip's CRC and length, zstd's and xz's checksums,
+/// bzip2's stream CRC), so only reading on finds data damaged or cut short anywhere
+/// in it; and a ferry archive's index comes there too, which its writer, at the other
+/// end of a pipe, must be able to write.
+pub fn read_to_end(input: &mut dyn Read) -> io::Result<()> {
+    io::copy(input, &mut io::sink()).map(drop).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "after the end of the archive: {e}; what was read before it may be damaged \
+                 too (compressed data is checked only at its end)"
+            ),
+        )
+    })
+}
+
 /// The most memory the xz decoder may take. xz's largest preset (`-9`) needs 65 MiB to
 /// decompress; an input may ask for up to 4 GiB (its dictionary size is the sender's
 /// choice), which is not allocated for it.

@@ -138,6 +138,37 @@ fn pack_and_unpack_keep_within_a_low_limit_on_open_files() {
     }
 }
 
+/// `unpack --sparse=never` writes every block: a sparse member's holes (which the
+/// archive does not store) are allocated, from a file and from a stream, and the
+/// content is the same (they used to stay holes).
+#[test]
+fn unpack_sparse_never_leaves_no_holes() {
+    let s = scratch();
+    let size: u64 = 1 << 20;
+    build::sparse_file(&s.src.join("holey"), size, &[(300_000, b"data")]);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let from_file = s.tmp.path().join("from-file");
+    ferry(&[&"unpack", &"--sparse=never", &archive, &from_file]).assert_ok();
+    let streamed = s.tmp.path().join("streamed");
+    assert_succeeded(
+        Command::new(FERRY)
+            .args(["unpack", "--sparse=never", "-"])
+            .arg(&streamed)
+            .stdin(std::fs::File::open(&archive).expect("open"))
+            .output(),
+    );
+    for dst in [&from_file, &streamed] {
+        assert_same_tree(&s.src, dst);
+        let blocks = build::allocated(&dst.join("holey"));
+        assert!(
+            blocks >= size,
+            "{}: {blocks} bytes allocated",
+            dst.display()
+        );
+    }
+}
+
 #[test]
 fn ls_lists_every_member_and_cat_prints_one() {
     let s = scratch();
@@ -319,15 +350,17 @@ fn packs_to_a_pipe_and_unpacks_from_one() {
     assert_same_tree(&s.src, &s.dst);
 }
 
+/// The compressors ferry reads, each with its file name suffix.
+const COMPRESSORS: [(&str, &str); 4] = [
+    ("gzip", "gz"),
+    ("zstd", "zst"),
+    ("xz", "xz"),
+    ("bzip2", "bz2"),
+];
+
 #[test]
 fn unpacks_gzip_zstd_xz_and_bzip2_archives() {
-    let programs = [
-        ("gzip", "gz"),
-        ("zstd", "zst"),
-        ("xz", "xz"),
-        ("bzip2", "bz2"),
-    ];
-    if programs.iter().any(|(program, _)| missing(program)) {
+    if COMPRESSORS.iter().any(|(program, _)| missing(program)) {
         return;
     }
     let s = scratch();
@@ -336,7 +369,7 @@ fn unpacks_gzip_zstd_xz_and_bzip2_archives() {
     pack(&s.src, &plain, &[]);
     let listing = ferry(&[&"ls", &plain]);
     listing.assert_ok();
-    for (program, suffix) in programs {
+    for (program, suffix) in COMPRESSORS {
         let packed = s.tmp.path().join(format!("a.tar.{suffix}"));
         let status = Command::new(program)
             .arg("-c")
@@ -359,6 +392,58 @@ fn unpacks_gzip_zstd_xz_and_bzip2_archives() {
         assert_succeeded(out);
         assert_same_tree(&s.src, &dst);
     }
+}
+
+/// Compressed data is checked at its end (gzip's CRC and length, zstd's, xz's and
+/// bzip2's checks), after the tar data: `unpack`, `ls` and `cat` read on to it, and fail
+/// when it was cut short or damaged (they used to stop at the archive's end, exit 0).
+#[test]
+fn compressed_archives_cut_short_or_damaged_are_errors() {
+    if COMPRESSORS.iter().any(|(program, _)| missing(program)) {
+        return;
+    }
+    let s = scratch();
+    // Random bytes: gzip stores them as they are, so a byte changed in the middle
+    // leaves the deflate stream whole and only its CRC at the end tells.
+    build::write(&s.src.join("f"), &build::pattern(3, 200_000));
+    let plain = s.tmp.path().join("a.tar");
+    pack(&s.src, &plain, &[]);
+    let compress = |program: &str, suffix: &str| {
+        let packed = s.tmp.path().join(format!("a.tar.{suffix}"));
+        let out = Command::new(program)
+            .arg("-c")
+            .arg(&plain)
+            .output()
+            .expect(program);
+        assert!(out.status.success(), "{program}");
+        (packed, out.stdout)
+    };
+    let refused = |archive: &std::path::PathBuf, what: &str| {
+        let dst = s.tmp.path().join(format!("out-{what}"));
+        for r in [
+            ferry(&[&"unpack", archive, &dst]),
+            ferry(&[&"ls", archive]),
+            ferry(&[&"cat", archive, &"f"]),
+        ] {
+            r.assert_status(2);
+            let said = r.errors().join("\n");
+            assert!(
+                said.contains(": after the end of the archive: "),
+                "{what}: {r}"
+            );
+        }
+    };
+    for (program, suffix) in COMPRESSORS {
+        let (packed, mut bytes) = compress(program, suffix);
+        bytes.pop();
+        std::fs::write(&packed, &bytes).expect("write");
+        refused(&packed, &format!("{program}-cut-short"));
+    }
+    let (packed, mut bytes) = compress("gzip", "gz");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&packed, &bytes).expect("write");
+    refused(&packed, "gzip-damaged");
 }
 
 #[test]

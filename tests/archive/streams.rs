@@ -196,3 +196,44 @@ fn pack_refuses_to_write_an_archive_to_a_terminal() {
         "{r}"
     );
 }
+
+/// `--reflink=always` ("clone or fail") with an archive read or written as a stream
+/// fails at once, naming it: nothing can be cloned through a pipe (it used to copy
+/// everything and exit 0).
+#[test]
+fn reflink_always_through_a_stream_is_refused() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let said = |out: std::process::Output| {
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            err.starts_with("ferry: -: --reflink=always: the archive is "),
+            "{err}"
+        );
+        assert!(
+            err.contains("no data can be cloned through a stream"),
+            "{err}"
+        );
+    };
+    said(
+        Command::new(FERRY)
+            .args(["unpack", "--reflink=always", "-"])
+            .arg(&s.dst)
+            .stdin(std::fs::File::open(&archive).expect("open"))
+            .output()
+            .expect("run ferry"),
+    );
+    assert!(!s.dst.exists(), "something was unpacked");
+    said(
+        Command::new(FERRY)
+            .args(["pack", "--reflink=always"])
+            .arg(&s.src)
+            .arg("-")
+            .stdout(Stdio::piped())
+            .output()
+            .expect("run ferry"),
+    );
+}

@@ -46,6 +46,18 @@ pub fn exercise(data: &[u8]) -> (usize, bool) {
 }
 
 fn check_entry(entry: &ferry_archive::tar::TarEntry) {
+    // The ACL text unpack turns into attributes: an error, or attributes the kernel's
+    // format allows (a 4-byte version, then 8 bytes an entry, at least three).
+    let mut ids = ferry_archive::owners::LocalIds::default();
+    if let Ok(attrs) = ferry_archive::read::acl::acl_xattrs(&entry.pax, &mut ids) {
+        for attr in attrs {
+            let len = attr.value.len();
+            assert!(
+                len >= 4 + 3 * 8 && (len - 4) % 8 == 0,
+                "ACL attribute of {len} bytes"
+            );
+        }
+    }
     assert!(
         !entry.path.is_empty() && !entry.path.contains(&0),
         "bad path"

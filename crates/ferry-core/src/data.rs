@@ -209,6 +209,28 @@ impl Mover {
         Ok(moved)
     }
 
+    /// Gives the file `fd` blocks for every hole in its first `size` bytes, for
+    /// `--sparse=never`, whatever the data path left (a clone keeps the source's holes;
+    /// an archive stores none of a sparse file's): `fallocate`, or zeros written where
+    /// the filesystem has no `fallocate`.
+    pub fn fill_holes(&self, fd: BorrowedFd<'_>, size: u64) -> io::Result<()> {
+        match rfs::fallocate(fd, rfs::FallocateFlags::empty(), 0, size) {
+            Err(Errno::OPNOTSUPP) => {}
+            done => return Ok(done?),
+        }
+        let zeros = [0u8; BLOCK];
+        let mut at = 0;
+        for (off, len) in data_runs(fd, 0, size)?.into_iter().chain([(size, 0)]) {
+            while at < off {
+                let n = (off - at).min(BLOCK as u64) as usize;
+                write_full(fd, &zeros[..n], at)?;
+                at += n as u64;
+            }
+            at = off + len;
+        }
+        Ok(())
+    }
+
     /// Moves `segs` (in file order) from `src` to `dst`, whose target ranges must not
     /// have been written before (skipped zero blocks are left as holes). `size` is the
     /// file's logical size, for the hash. Block-aligned parts are cloned where allowed,

@@ -391,6 +391,11 @@ impl<'a> LocalTreeSink<'a> {
         if moved.written_end.unwrap_or(0) < size {
             rfs::ftruncate(dst, size).at_dst(path, "set length")?;
         }
+        if self.mover.sparse == data::Sparse::Never && size > 0 {
+            self.mover
+                .fill_holes(dst, size)
+                .at_dst(path, "fill holes")?;
+        }
         self.stats.count_method(moved.method);
         let (want, differs) = match (recorded, moved.hash) {
             (Some(want), _) => (want, "content differs from the hash recorded in the source"),

@@ -255,11 +255,11 @@ fn write_runs(
 /// cannot be read twice, so the first member of that name is the one printed. For a
 /// hardlink, whose data came before it, `again` gives a fresh stream of the same archive
 /// (it is told the link's target), or says why there is none.
-pub fn cat_stream<R: Read>(
+pub fn cat_stream<R: Read, Again: Read>(
     input: R,
     path: &[u8],
     out: &mut dyn Write,
-    again: impl FnOnce(&[u8]) -> Result<R, ArchiveError>,
+    again: impl FnOnce(&[u8]) -> Result<Again, ArchiveError>,
 ) -> Result<(), ArchiveError> {
     let Some(target) = print_first(input, path, out)? else {
         return Ok(());
