@@ -106,7 +106,7 @@ pub fn read_to_end(input: &mut dyn Read) -> io::Result<()> {
             e.kind(),
             format!(
                 "after the end of the archive: {e}; what was read before it may be damaged \
-                 too (compressed data is checked only at its end)"
+                 too (a compressed input is checked only at its end)"
             ),
         )
     })
