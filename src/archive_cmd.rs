@@ -2,19 +2,21 @@
 
 use crate::archive_out::ArchiveOut;
 use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
-use crate::compression::{decompressed, is_compressed, read_to_end, HEAD_LEN};
+use crate::compression::{after_the_end, decompressed, is_compressed, read_to_end, HEAD_LEN};
 use crate::job::Job;
 use crate::progress;
 use crate::report::StderrReporter;
 use anyhow::Context;
 use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
 use ferry_archive::read::select::Selection;
+use ferry_archive::read::tail::{check_tail, TailError};
 use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
 use ferry_archive::read::{Archive, ArchiveError};
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
 use ferry_core::data::Reflink;
-use ferry_core::entry::escaped;
+use ferry_core::entry::{escaped, RelPath};
+use ferry_core::error::{Error, Reporter};
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -203,8 +205,13 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
             |_| {},
             &job.stats,
             || {
-                unpack_stream(&mut r, &args.dst, &opts, &select, &job.stats, &counting)?;
-                Ok(read_to_end(&mut r)?)
+                let hashes =
+                    unpack_stream(&mut r, &args.dst, &opts, &select, &job.stats, &counting)?;
+                let mut differs = |path: RelPath| {
+                    counting.error(&Error::dst(&path, "verify", io::Error::other(DAMAGED)));
+                };
+                check_tail(&mut r, hashes, &counting, &mut differs).map_err(tail_error)?;
+                Ok(())
             },
         ),
     };
@@ -313,9 +320,35 @@ pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
         Input::Stream(mut r) => cat_stream(&mut r, path, &mut out, |target| {
             stream_again(&args.archive, path, target)
         })
-        .and_then(|()| Ok(read_to_end(&mut r)?)),
+        .and_then(|hashes| {
+            let mut differed = false;
+            let warn = StderrReporter {
+                src: &args.archive,
+                dst: &args.archive,
+            };
+            check_tail(&mut r, hashes, &warn, &mut |_| differed = true).map_err(tail_error)?;
+            match differed {
+                true => Err(ArchiveError::Member {
+                    path: escaped(path),
+                    why: format!("{DAMAGED} (printed anyway)"),
+                }),
+                false => Ok(()),
+            }
+        }),
     };
     finish_output(done.map_err(anyhow::Error::from), &args.archive, out)
+}
+
+/// What a member whose streamed data differs from its index's hash is told to be.
+const DAMAGED: &str = "content differs from the hash the archive's index records for it \
+                       (damaged after packing, or on the way)";
+
+/// A failure after the end of a streamed archive, as the commands tell it.
+fn tail_error(e: TailError) -> ArchiveError {
+    match e {
+        TailError::Read(e) => ArchiveError::Io(after_the_end(e)),
+        TailError::Index(e) => ArchiveError::Index(e),
+    }
 }
 
 /// The archive read again from its start, for `cat` of a hardlink in a compressed

@@ -26,7 +26,8 @@ pub enum Command {
     /// ARCHIVE `-` writes to standard output.
     Pack(PackArgs),
     /// Unpack an archive (ferry's, or any tar; compressed with gzip, zstd, xz or bzip2
-    /// too) into DST. ARCHIVE `-` reads standard input.
+    /// too) into DST. ARCHIVE `-` reads standard input; a ferry archive read so is
+    /// checked against the content hashes its index records, once the index arrives.
     Unpack(UnpackArgs),
     /// List an archive's members (from the index of a ferry archive).
     Ls(LsArgs),

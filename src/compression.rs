@@ -101,15 +101,20 @@ pub fn decompressed(mut raw: Box<dyn Read + Send>) -> io::Result<Box<dyn Read>> 
 /// in it; and a ferry archive's index comes there too, which its writer, at the other
 /// end of a pipe, must be able to write.
 pub fn read_to_end(input: &mut dyn Read) -> io::Result<()> {
-    io::copy(input, &mut io::sink()).map(drop).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "after the end of the archive: {e}; what was read before it may be damaged \
-                 too (a compressed input is checked only at its end)"
-            ),
-        )
-    })
+    io::copy(input, &mut io::sink())
+        .map(drop)
+        .map_err(after_the_end)
+}
+
+/// A failure to read `input` after the archive's end, told as what it may mean.
+pub fn after_the_end(e: io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!(
+            "after the end of the archive: {e}; what was read before it may be damaged \
+             too (a compressed input is checked only at its end)"
+        ),
+    )
 }
 
 /// The most memory the xz decoder may take. xz's largest preset (`-9`) needs 65 MiB to

@@ -2,7 +2,7 @@
 //! truncated and random input. Each must end in a clear error naming the path or the
 //! offset, with nothing written outside the destination and no panic.
 
-use crate::common::run::Run;
+use crate::common::run::{run, Run, FERRY};
 use crate::common::{build, trees};
 use crate::common::{scratch, Scratch};
 use crate::edit::{rename_in_headers, replace_first, DEV_MINOR};
@@ -635,22 +635,7 @@ fn an_index_that_disagrees_on_times_xattrs_devices_or_acls_is_refused() {
 #[test]
 fn data_that_differs_from_its_recorded_hash_is_found_by_verify_and_cat() {
     let s = scratch();
-    let (small, large) = (build::pattern(1, 3000), build::pattern(2, 300_000));
-    build::write(&s.src.join("small"), &small);
-    build::write(&s.src.join("large"), &large);
-    build::write(&s.src.join("intact"), b"not changed");
-    let archive = s.tmp.path().join("a.far");
-    pack(&s.src, &archive, &["--hash"]);
-    let mut bytes = std::fs::read(&archive).expect("read");
-    for data in [&small, &large] {
-        let at = bytes
-            .windows(64)
-            .position(|w| w == &data[1000..1064])
-            .expect("member data");
-        bytes[at] ^= 1;
-    }
-    std::fs::write(&archive, &bytes).expect("write");
-
+    let archive = damaged_after_packing(&s);
     ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
     let dst = s.tmp.path().join("verified");
     let r = ferry(&[&"unpack", &"--verify", &archive, &dst]);
@@ -683,6 +668,111 @@ fn data_that_differs_from_its_recorded_hash_is_found_by_verify_and_cat() {
     let r = ferry(&[&"cat", &archive, &"intact"]);
     r.assert_ok();
     assert_eq!(r.stdout, "not changed");
+}
+
+/// Packs `small` (3,000 bytes), `large` (300,000) and `intact` with `--hash`, then flips
+/// one data byte of `small` and one of `large` in the archive, which it returns.
+fn damaged_after_packing(s: &Scratch) -> std::path::PathBuf {
+    let (small, large) = (build::pattern(1, 3000), build::pattern(2, 300_000));
+    build::write(&s.src.join("small"), &small);
+    build::write(&s.src.join("large"), &large);
+    build::write(&s.src.join("intact"), b"not changed");
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &["--hash"]);
+    let mut bytes = std::fs::read(&archive).expect("read");
+    for data in [&small, &large] {
+        let at = bytes
+            .windows(64)
+            .position(|w| w == &data[1000..1064])
+            .expect("member data");
+        bytes[at] ^= 1;
+    }
+    std::fs::write(&archive, &bytes).expect("write");
+    archive
+}
+
+/// `ferry ARGS` with `input` on standard input.
+fn ferry_stdin(args: &[&dyn AsRef<std::ffi::OsStr>], input: &Path) -> Run {
+    let mut cmd = Command::new(FERRY);
+    for a in args {
+        cmd.arg(a);
+    }
+    cmd.stdin(std::fs::File::open(input).expect("open input"));
+    run(cmd)
+}
+
+/// Read as a stream (a pipe, or compressed), a ferry archive's index arrives after
+/// all the data: each file unpacked is then checked against the hash the index
+/// records, and one whose data was damaged on the way is an error naming the file
+/// written (exit 1), with or without `--verify`; the intact member is there. `cat -`
+/// prints a damaged member and fails naming it (exit 2). The same archive compressed
+/// after the damage (gzip's own check passes) is caught the same way.
+#[test]
+fn a_stream_whose_data_differs_from_the_index_hashes_is_an_error_naming_the_files() {
+    let s = scratch();
+    let archive = damaged_after_packing(&s);
+    let gz = s.tmp.path().join("a.far.gz");
+    let out = Command::new("gzip")
+        .arg("-c")
+        .arg(&archive)
+        .output()
+        .expect("run gzip");
+    std::fs::write(&gz, out.stdout).expect("write");
+    for (i, input) in [&archive, &gz].into_iter().enumerate() {
+        let dst = s.tmp.path().join(format!("from-stream-{i}"));
+        let r = ferry_stdin(&[&"unpack", &"-", &dst], input);
+        r.assert_status(1);
+        let mut errors = r.errors();
+        errors.sort_unstable();
+        let shown = dst.display();
+        let differs = "verify: content differs from the hash the archive's index records \
+                       for it (damaged after packing, or on the way)";
+        assert_eq!(
+            errors,
+            [
+                format!("ferry: {shown}/large: {differs}"),
+                format!("ferry: {shown}/small: {differs}"),
+            ],
+            "{r}"
+        );
+        assert_eq!(
+            std::fs::read(dst.join("intact")).expect("read"),
+            b"not changed"
+        );
+        for name in ["small", "large"] {
+            let r = ferry_stdin(&[&"cat", &"-", &name], input);
+            assert_eq!(r.status, 2, "{r}");
+            assert!(
+                r.stderr.contains(&format!("-: {name}: content differs")),
+                "{r}"
+            );
+        }
+        let r = ferry_stdin(&[&"cat", &"-", &"intact"], input);
+        r.assert_ok();
+        assert_eq!(r.stdout, "not changed");
+    }
+}
+
+/// An index that arrives damaged after a streamed archive cannot vouch for the data:
+/// that is an error (exit 2) saying what is wrong with it, after the members are
+/// unpacked.
+#[test]
+fn a_damaged_index_after_a_stream_is_an_error() {
+    let s = scratch();
+    build::write(&s.src.join("f"), b"some data");
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]);
+    let mut bytes = std::fs::read(&archive).expect("read");
+    let index_at = bytes
+        .windows(8)
+        .rposition(|w| w == b"FERRYIDX")
+        .expect("index");
+    bytes[index_at + 40] ^= 1;
+    std::fs::write(&archive, &bytes).expect("write");
+    let r = ferry_stdin(&[&"unpack", &"-", &s.dst], &archive);
+    r.assert_status(2);
+    assert!(r.stderr.contains("bad index"), "{r}");
+    assert_eq!(std::fs::read(s.dst.join("f")).expect("read"), b"some data");
 }
 
 /// An ACL record (`SCHILY.acl.access`) that makes no valid ACL: the member is

@@ -34,8 +34,8 @@ use std::fmt;
 use std::io::Read;
 use xxhash_rust::xxh3::xxh3_64;
 
-const INDEX_MAGIC: &[u8; 8] = b"FERRYIDX";
-const FOOTER_MAGIC: &[u8; 8] = b"FERRYEND";
+pub(crate) const INDEX_MAGIC: &[u8; 8] = b"FERRYIDX";
+pub(crate) const FOOTER_MAGIC: &[u8; 8] = b"FERRYEND";
 /// The index version written.
 const VERSION: u32 = 2;
 /// The oldest version read.

@@ -4,6 +4,7 @@
 use super::archive::{tar_kind, Archive, ArchiveError};
 use super::convert::{runs_of, safe_path};
 use super::select::Selection;
+use super::tail::StreamHashes;
 use crate::index::{IndexEntry, Kind, Names};
 use crate::tar::{Reader, TarEntry, TarKind};
 use ferry_core::entry::RelPath;
@@ -155,7 +156,7 @@ fn not_a_file(path: &[u8], kind: TarKind) -> ArchiveError {
 pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), ArchiveError> {
     let want = wanted(path)?;
     if archive.index().is_none() {
-        return cat_stream(archive.scan(), path, out, |_| Ok(archive.scan()));
+        return cat_stream(archive.scan(), path, out, |_| Ok(archive.scan())).map(drop);
     }
     let (at, mut e) =
         last_named(archive, &want, u64::MAX)?.ok_or_else(|| refused(path, "no such member"))?;
@@ -254,51 +255,65 @@ fn write_runs(
 /// `cat` on a tar stream. tar lets a later member of the same name win, but a stream
 /// cannot be read twice, so the first member of that name is the one printed. For a
 /// hardlink, whose data came before it, `again` gives a fresh stream of the same archive
-/// (it is told the link's target), or says why there is none.
+/// (it is told the link's target), or says why there is none. The tar data of `input`
+/// is read to its end; the hash of what was printed from it is returned, for
+/// [`check_tail`](super::tail::check_tail) to compare with a ferry archive's index.
 pub fn cat_stream<R: Read, Again: Read>(
     input: R,
     path: &[u8],
     out: &mut dyn Write,
     again: impl FnOnce(&[u8]) -> Result<Again, ArchiveError>,
-) -> Result<(), ArchiveError> {
-    let Some(target) = print_first(input, path, out)? else {
-        return Ok(());
+) -> Result<StreamHashes, ArchiveError> {
+    let mut hashes = StreamHashes::default();
+    let Some(target) = print_first(input, path, out, &mut hashes)? else {
+        return Ok(hashes);
     };
     let about_target = |why: &dyn std::fmt::Display| {
         let shown = RelPath::from_bytes(target.clone());
         refused(path, format!("a hardlink to {shown}: {why}"))
     };
-    match print_first(again(&target)?, &target, out) {
-        Ok(None) => Ok(()),
+    // The target's data is in the other stream: nothing of it to check against this one.
+    let mut elsewhere = StreamHashes::default();
+    match print_first(again(&target)?, &target, out, &mut elsewhere) {
+        Ok(None) => Ok(hashes),
         Ok(Some(_)) => Err(about_target(&"not a regular file but a hardlink")),
         Err(ArchiveError::Member { why, .. }) => Err(about_target(&why)),
         Err(e) => Err(e),
     }
 }
 
-/// Prints the first member named `path` in a tar stream if it is a regular file;
-/// returns its target if it is a hardlink.
+/// Prints the first member named `path` in a tar stream if it is a regular file, noting
+/// the hash of what it printed in `hashes`; returns its target if it is a hardlink.
+/// Reads on to the end of the tar data either way.
 fn print_first(
     input: impl Read,
     path: &[u8],
     out: &mut dyn Write,
+    hashes: &mut StreamHashes,
 ) -> Result<Option<Vec<u8>>, ArchiveError> {
     let want = wanted(path)?;
     let mut reader = Reader::new(input);
+    let mut found = None;
     while let Some(t) = reader.next_entry()? {
-        if !safe_path(&t.path).is_ok_and(|p| p == want) {
+        if found.is_some() || !safe_path(&t.path).is_ok_and(|p| p == want) {
             continue;
         }
-        return match t.kind {
+        found = Some(match t.kind {
             TarKind::File => {
                 let runs = t.sparse.clone().unwrap_or_else(|| vec![(0, t.size)]);
                 let mut data = reader.data();
-                write_runs(&runs, t.size, out, |buf| data.read_exact(buf))?;
-                Ok(None)
+                let mut out = Hashing {
+                    out: &mut *out,
+                    hash: Xxh3::new(),
+                };
+                write_runs(&runs, t.size, &mut out, |buf| data.read_exact(buf))?;
+                hashes.push(t.header_offset, out.hash.digest128());
+                None
             }
-            TarKind::HardLink => Ok(Some(t.link_target.unwrap_or_default())),
-            kind => Err(not_a_file(path, kind)),
-        };
+            TarKind::HardLink => Some(t.link_target.unwrap_or_default()),
+            kind => return Err(not_a_file(path, kind)),
+        });
     }
-    Err(refused(path, "no such member"))
+    hashes.set_tar_end(reader.offset());
+    found.ok_or_else(|| refused(path, "no such member"))
 }

@@ -7,6 +7,7 @@ pub mod convert;
 pub mod list;
 pub mod order;
 pub mod select;
+pub mod tail;
 pub mod unpack;
 
 pub use archive::{Archive, ArchiveError};

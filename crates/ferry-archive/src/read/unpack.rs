@@ -17,6 +17,7 @@ use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
 use super::order::{Clash, OrderGuard};
 use super::select::{is_within, Selection};
+use super::tail::{ContentHasher, Hashing, StreamHashes};
 use crate::index::{IndexEntry, Kind, Names};
 use crate::owners::LocalIds;
 use crate::tar::Reader;
@@ -349,7 +350,7 @@ pub fn unpack_file(
     reporter: &dyn Reporter,
 ) -> Result<(), ArchiveError> {
     if archive.index().is_none() {
-        return unpack_stream(archive.scan(), dst, opts, select, stats, reporter);
+        return unpack_stream(archive.scan(), dst, opts, select, stats, reporter).map(drop);
     }
     let mover = Mover::new(opts.reflink, opts.sparse);
     let workers = workers_within_open_files(opts.threads, reporter);
@@ -880,7 +881,9 @@ fn place_member(
 
 /// Unpacks the members `select` asks for of a tar stream (any tar: ferry's, GNU tar's,
 /// bsdtar's) into `dst`. A hardlink whose target was not selected is an error: the
-/// target's data has gone by.
+/// target's data has gone by. Returns the content hashes of the file members unpacked,
+/// for [`check_tail`](super::tail::check_tail) to compare with a ferry archive's index,
+/// which follows in the stream; `input` is left just past the end-of-archive blocks.
 pub fn unpack_stream(
     input: impl Read,
     dst: &Path,
@@ -888,7 +891,7 @@ pub fn unpack_stream(
     select: &Selection,
     stats: &Stats,
     reporter: &dyn Reporter,
-) -> Result<(), ArchiveError> {
+) -> Result<StreamHashes, ArchiveError> {
     let mover = Mover::new(opts.reflink, opts.sparse);
     let by_name = ByName::for_unpack(opts);
     let mut reader = Reader::new(input);
@@ -901,6 +904,7 @@ pub fn unpack_stream(
     let mut acl_ids = LocalIds::default();
     // The names so far, where an interrupted unpack may have left files to resume.
     let mut named = (!ex.root.is_fresh()).then(OrderGuard::default);
+    let mut hashes = StreamHashes::default();
     let result = loop {
         let next = match first.take() {
             Some(entry) => Ok(entry),
@@ -950,12 +954,22 @@ pub fn unpack_stream(
             continue;
         }
         let runs = runs_of(t.sparse.as_deref(), t.size);
+        let mut hasher = ContentHasher::new(&runs);
         let mut body = reader.data();
-        let data = matches!(entry.kind, EntryKind::File { .. }).then_some(FileData::Stream {
-            reader: &mut body,
+        let mut hashing = Hashing {
+            inner: &mut body,
+            hasher: &mut hasher,
+        };
+        let is_file = matches!(entry.kind, EntryKind::File { .. });
+        let data = is_file.then_some(FileData::Stream {
+            reader: &mut hashing,
             runs: &runs,
         });
-        if let Err(err) = ex.put(&entry, data, again, &mut cache) {
+        let put = ex.put(&entry, data, again, &mut cache);
+        if let (true, Some(hash)) = (is_file && put.is_ok(), hasher.finish(t.size)) {
+            hashes.push(t.header_offset, hash);
+        }
+        if let Err(err) = put {
             if reader.has_failed() {
                 // Reading its data failed, and the stream cannot be read on: that ends
                 // the unpack, said once, naming the member.
@@ -977,7 +991,8 @@ pub fn unpack_stream(
     if result.is_ok() {
         select.report_unmatched("unpack", reporter);
     }
-    result
+    hashes.set_tar_end(reader.offset());
+    result.map(|()| hashes)
 }
 
 /// `entry` with the ACLs its member's pax records `pax` hold as text (GNU tar's and
