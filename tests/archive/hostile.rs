@@ -755,7 +755,8 @@ fn a_stream_whose_data_differs_from_the_index_hashes_is_an_error_naming_the_file
 
 /// An index that arrives damaged after a streamed archive cannot vouch for the data:
 /// that is an error (exit 2) saying what is wrong with it, after the members are
-/// unpacked.
+/// unpacked. A tail that claims to be an index but is longer than any index of that
+/// tar data could be is refused without being spooled whole.
 #[test]
 fn a_damaged_index_after_a_stream_is_an_error() {
     let s = scratch();
@@ -773,6 +774,15 @@ fn a_damaged_index_after_a_stream_is_an_error() {
     r.assert_status(2);
     assert!(r.stderr.contains("bad index"), "{r}");
     assert_eq!(std::fs::read(s.dst.join("f")).expect("read"), b"some data");
+
+    // What claims to be an index but goes on past any index's length is not read on.
+    bytes.truncate(index_at);
+    bytes.extend_from_slice(b"FERRYIDX");
+    bytes.resize(index_at + (4 << 20), 0);
+    std::fs::write(&archive, &bytes).expect("write");
+    let r = ferry_stdin(&[&"unpack", &"-", &s.tmp.path().join("long")], &archive);
+    r.assert_status(2);
+    assert!(r.stderr.contains("longer than the"), "{r}");
 }
 
 /// An ACL record (`SCHILY.acl.access`) that makes no valid ACL: the member is

@@ -253,8 +253,18 @@ pub fn check_tail(
     }
     let mut spool = tempfile::tempfile()?;
     spool.write_all(&head)?;
-    io::copy(rest, &mut BufWriter::new(&mut spool))?;
+    let most = longest_tail(tar_end);
+    io::copy(
+        &mut (&mut *rest).take(most),
+        &mut BufWriter::new(&mut spool),
+    )?;
     let len = spool.seek(SeekFrom::End(0))?;
+    if len >= most && rest.read(&mut [0u8; 1])? > 0 {
+        return Err(IndexError(format!(
+            "longer than the {tar_end} bytes of tar data it would describe: not read on"
+        ))
+        .into());
+    }
     let mut last = [0u8; FOOTER_LEN as usize];
     if len < FOOTER_LEN {
         return Err(IndexError("cut short: no footer".into()).into());
@@ -274,6 +284,15 @@ pub fn check_tail(
         return Err(IndexError("no footer after it".into()).into());
     };
     compare(&spool, footer, hashes, differs)
+}
+
+/// The most bytes an index and footer after `tar_end` bytes of tar data can take. Every
+/// variable part of an index entry (path, link target, xattrs, owner names) is in the
+/// member's tar headers too, and an entry's fixed part (under 100 bytes) is smaller than
+/// the member's 512-byte header, so an index is never longer than the tar data it
+/// describes. A longer tail is not spooled to disk, however long the input goes on.
+fn longest_tail(tar_end: u64) -> u64 {
+    tar_end.saturating_add(FOOTER_LEN + 512)
 }
 
 /// The `tar_end` a footer's bytes give, before any check (see `Footer`).
