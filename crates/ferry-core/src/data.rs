@@ -399,7 +399,7 @@ impl Mover {
             while done < len {
                 let want = (len - done).min(buf.len() as u64) as usize;
                 let chunk = &mut buf[..want];
-                src.read_exact(chunk)?;
+                src.read_exact(chunk).map_err(ended_early)?;
                 if let Some(h) = hasher.as_deref_mut() {
                     h.update(chunk);
                 }
@@ -426,6 +426,19 @@ impl Mover {
         }
         Ok(written_end)
     }
+}
+
+/// A source that ended before the length it was to give is told as such (a file that
+/// shrank while being copied, a stream cut short) rather than as std's "failed to fill
+/// whole buffer".
+fn ended_early(e: io::Error) -> io::Error {
+    if e.kind() != io::ErrorKind::UnexpectedEof {
+        return e;
+    }
+    io::Error::new(
+        e.kind(),
+        "the source ended before its size: it shrank while being read",
+    )
 }
 
 /// The segments of a file whose runs `(file offset, length)` are stored one after
@@ -735,6 +748,7 @@ mod tests {
     }
 
     #[test]
+    /// A source that ends early (a file that shrank) is an error that says so.
     fn short_source_is_an_error() {
         let src = file_with(b"abc");
         let dst = tempfile::tempfile().expect("tempfile");
@@ -745,9 +759,10 @@ mod tests {
             dst: 0,
             len: 10,
         }];
-        assert!(mover
+        let err = mover
             .transfer(src.as_fd(), dst.as_fd(), &segs, 10, false)
-            .is_err());
+            .expect_err("three bytes cannot give ten");
+        assert!(err.to_string().contains("shrank while being read"), "{err}");
     }
 
     #[test]
