@@ -177,6 +177,50 @@ pub fn beyond_path_max(root: &Path) -> std::path::PathBuf {
     deep.join("file")
 }
 
+/// Below `root`: a chain of `levels` directories named `dir`, one inside the other
+/// (2,000 of them make a path of 8,000 bytes, twice PATH_MAX), made through directory
+/// fds. Each holds a small file `f` besides the next directory, and a directory `side`
+/// with a file in it, made first: where inode numbers grow, a walk that takes the
+/// highest first goes down the chain and leaves every `side` waiting. The directory
+/// halfway down is read-only (0500) with the chain going on below it; the deepest holds
+/// a file with an xattr, a setuid file, a symlink and a read-only directory with a file
+/// in it. Times are stamped last; stamping recurses once per level, so call it on a
+/// thread with a stack to match (see the deep-tree tests).
+pub fn chain(root: &Path, levels: usize) {
+    let mut fd = fdwalk::open_dir(root);
+    let mut read_only = Vec::new();
+    for level in 0..levels {
+        rustix::fs::mkdirat(&fd, "side", Mode::from_raw_mode(0o755)).expect("mkdirat side");
+        let side = fdwalk::open_subdir(fd.as_fd(), OsStr::new("side")).expect("open side");
+        write_at(&side, "g", &pattern(level as u64 + 1, 10));
+        write_at(&fd, "f", &pattern(level as u64, 20 + level % 50));
+        rustix::fs::mkdirat(&fd, "dir", Mode::from_raw_mode(0o755)).expect("mkdirat");
+        let below = fdwalk::open_subdir(fd.as_fd(), OsStr::new("dir")).expect("open a level");
+        if level == levels / 2 {
+            read_only.push(below.try_clone().expect("dup"));
+        }
+        fd = below;
+    }
+    write_at(&fd, "xattr", b"at the bottom");
+    set_xattr(
+        &fdwalk::at(fd.as_fd(), OsStr::new("xattr")),
+        "user.deep",
+        b"2,000 levels down",
+    );
+    write_at(&fd, "setuid", b"odd mode");
+    rustix::fs::chmodat(&fd, "setuid", Mode::from_raw_mode(0o4710), AtFlags::empty())
+        .expect("chmod setuid");
+    rustix::fs::symlinkat("xattr", &fd, "link").expect("symlinkat");
+    rustix::fs::mkdirat(&fd, "ro", Mode::from_raw_mode(0o755)).expect("mkdirat ro");
+    let ro = fdwalk::open_subdir(fd.as_fd(), OsStr::new("ro")).expect("open ro");
+    write_at(&ro, "inside", b"in a read-only directory");
+    read_only.push(ro);
+    for dir in read_only {
+        rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o500)).expect("chmod 0500");
+    }
+    stamp_times(root);
+}
+
 /// The name of the directory at depth `level` in [`beyond_path_max`].
 fn deep_name(level: usize, len: usize) -> String {
     format!("{level:03}{}", "d".repeat(len - 3))

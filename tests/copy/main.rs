@@ -11,6 +11,7 @@
 mod common;
 
 mod cli;
+mod deep;
 mod kinds;
 mod names;
 mod reflink;

@@ -6,7 +6,7 @@ use crate::entry::{InodeKey, RelPath};
 use crate::error::{Counting, Error, OneEntry, Reporter, Result};
 use crate::local::{LocalTreeSink, Update};
 use crate::stats::Stats;
-use crate::walk::{walk, walk_one, WalkConfig};
+use crate::walk::{held_levels_within, walk, walk_one, WalkConfig};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -108,9 +108,11 @@ pub fn copy_tree(
     let root = sink.tree_root()?;
     let st = rustix::fs::fstat(root.fd())
         .map_err(|e| Error::dst(&RelPath::root(), "stat destination", io::Error::from(e)))?;
+    let threads = workers_within_open_files(opts.threads, reporter);
     let cfg = WalkConfig {
-        threads: workers_within_open_files(opts.threads, reporter),
+        threads,
         skip: vec![InodeKey::of(&st)],
+        held_levels: held_levels_for(threads),
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, &counting)
@@ -190,17 +192,25 @@ fn update(opts: &CopyOptions) -> Update {
     }
 }
 
-/// Each worker keeps its chain of directories open, a source and a destination
-/// descriptor for every level it is down, plus the file pair it copies: room for 20
-/// levels each.
+/// Each worker keeps its chain of directories open (the destination's for every level,
+/// the source's too where subdirectories wait), as deep as the limit allows (see
+/// [`held_levels_for`]), deeper ones only while it works in them, plus the file pair it
+/// copies: room for at least 20 levels each.
 const OPEN_FILES_PER_WORKER: u64 = 2 * 20 + 2;
 
 /// Descriptors set aside for the rest of the process (standard streams, the roots).
 const OPEN_FILES_RESERVED: u64 = 16;
 
 /// At most `asked` workers, as many as the limit on open files leaves room for (at
-/// least one; a tree deeper than it allows still fails, naming the path). Under
-/// `ulimit -n 64`, 16 workers failed on a tree 10 deep; so did 4.
+/// least one). Under `ulimit -n 64`, 16 workers failed on a tree 10 deep; so did 4.
 fn workers_within_open_files(asked: usize, reporter: &dyn Reporter) -> usize {
     crate::limits::workers_within(asked, OPEN_FILES_PER_WORKER, OPEN_FILES_RESERVED, reporter)
+}
+
+/// How many levels of directories each of `workers` workers keeps open: as many as its
+/// share of the limit on open files holds (hundreds under the usual hard limits), so
+/// only a tree deeper than the limit allows pays for letting go of them.
+fn held_levels_for(workers: usize) -> usize {
+    let each = crate::limits::open_files_each(workers, OPEN_FILES_RESERVED, usize::MAX);
+    held_levels_within(each as u64)
 }

@@ -25,6 +25,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+mod reopen;
+pub use reopen::DstMark;
+
 /// How an existing destination is brought up to date.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Update {

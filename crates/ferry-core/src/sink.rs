@@ -5,9 +5,14 @@
 //! descendants are done (so directory modes and times can be applied after the
 //! children). Methods are called from many threads at once; `Dir` is the sink's own
 //! handle for a directory it has made.
+//!
+//! Deep in a tree a walk lets go of a directory's handle while the directory waits for
+//! its subtree, and opens it again to finish it ([`DirHandle`]), so the descriptors a
+//! walk holds do not grow with the depth of the tree.
 
-use crate::entry::Entry;
+use crate::entry::{Entry, RelPath};
 use crate::error::Result;
+use std::ffi::CStr;
 use std::io::Read;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
@@ -65,10 +70,49 @@ impl FileData<'_> {
     }
 }
 
+/// A sink's handle for a directory, which a walk may let go of while the directory
+/// waits for its subtree to be done, and open again to finish it (deep in a tree, where
+/// holding every level open would run the process out of descriptors).
+pub trait DirHandle: Send + Sync + Sized {
+    /// What is kept of a handle let go of: enough to open the same directory again and
+    /// to tell that what is opened is that directory.
+    type Mark: Send + Sync;
+
+    /// Notes what the directory at `path` is, before its handle is let go of.
+    fn mark(&self, path: &RelPath) -> Result<Self::Mark>;
+
+    /// The directory `mark` (at `path`) opened again as the parent of `child`, which
+    /// is open. An error when the parent `child` has now is not that directory.
+    fn reopen_parent(child: &Self, mark: &Self::Mark, path: &RelPath) -> Result<Self>;
+
+    /// The directory `mark` (at `path`) opened again as the entry `name` of `parent`,
+    /// which is open, never through a symlink. An error when `name` is not that
+    /// directory.
+    fn reopen_child(parent: &Self, name: &CStr, mark: &Self::Mark, path: &RelPath) -> Result<Self>;
+}
+
+/// The handle of a sink that holds nothing open for a directory: there is nothing to
+/// let go of or to open again.
+impl DirHandle for () {
+    type Mark = ();
+
+    fn mark(&self, _: &RelPath) -> Result<()> {
+        Ok(())
+    }
+
+    fn reopen_parent(_: &(), _: &(), _: &RelPath) -> Result<()> {
+        Ok(())
+    }
+
+    fn reopen_child(_: &(), _: &CStr, _: &(), _: &RelPath) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Receives a tree, possibly from many threads at once.
 pub trait TreeSink: Sync {
     /// The sink's handle for a directory it has entered.
-    type Dir: Send + Sync;
+    type Dir: DirHandle;
 
     /// Whether file entries should come with their data opened. A sink that only counts
     /// says no, and the source then only stats.

@@ -4,26 +4,39 @@
 //! reads it, and pushes the entries of that directory into the sink together, in inode
 //! order (which follows the on-disk layout, so a cold cache reads sequentially). A
 //! directory with very many entries is cut into chunks that a bounded number of workers
-//! share. Subdirectories go on a shared stack, so the walk is depth first and the number
-//! of open directory descriptors stays bounded by depth times workers.
+//! share. Subdirectories go on a shared stack, so the walk is depth first.
+//!
+//! A directory's descriptors are held by the jobs that work in it (reading it, pushing
+//! its entries, opening its subdirectories) and closed after the last. The first
+//! [`WalkConfig::held_levels`] levels keep the sink's handle until the directory is
+//! finished after its subtree, and their subdirectories waiting on the stack keep both.
+//! Deeper directories keep nothing while no job works in them: they are opened again
+//! when a subdirectory job starts and to be finished, through `..` of a directory open
+//! below them (as `fts` climbs back), or down from the nearest one open above, and
+//! checked to be the same directories (see [`DirHandle`] for the sink's side). So the
+//! descriptors held do not grow with the depth of the tree, and a tree far deeper than
+//! the limit on open files allows is walked whole.
 //!
 //! Every name is opened relative to its parent's descriptor with `O_NOFOLLOW`, so paths
 //! deeper than `PATH_MAX` work and no symlink is ever followed out of the tree.
 
-use crate::entry::{Entry, EntryKind, InodeKey, Metadata, RelPath};
+use crate::entry::{Entry, EntryKind, InodeKey, RelPath};
 use crate::error::{Context, Error, Reporter, Result};
 use crate::meta;
 use crate::prefetch::Prefetch;
-use crate::sink::{FileData, TreeSink};
+use crate::sink::{DirHandle, FileData, TreeSink};
 use crate::xattr;
+use node::{Entered, Node, OpenDir, Opened};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RawDir};
 use rustix::io::Errno;
 use std::ffi::{CStr, CString};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+
+mod node;
 
 /// How the walk is spread over threads.
 #[derive(Clone, Debug)]
@@ -41,6 +54,31 @@ pub struct WalkConfig {
     /// Threads reading files ahead of the workers (see [`crate::prefetch`]); for a walk
     /// with one worker, which reads one file at a time.
     pub prefetch: usize,
+    /// Directories at most this many levels below the root keep the sink's handle open
+    /// until their subtree is done; deeper ones let go of their descriptors while no job
+    /// works in them, and open them again when needed (a few calls more a directory:
+    /// see [`held_levels_within`]).
+    pub held_levels: usize,
+}
+
+/// The default [`WalkConfig::held_levels`]: trees are rarely deeper, and a worker's
+/// descriptors stay within the 20 levels callers leave room for, with those it works
+/// with below them.
+pub const HELD_LEVELS: usize = 16;
+
+/// Descriptors a worker has open besides the directories it holds: the directory it
+/// works in and the one it worked in last (source and destination each), the
+/// subdirectory it is opening, and a file pair.
+const WORKING_DESCRIPTORS: u64 = 8;
+
+/// The [`WalkConfig::held_levels`] for workers that may each keep `each` descriptors
+/// open: two a level (a source and a destination directory). Letting go costs a few
+/// calls a directory (`strace -f -c ferry copy` of 1,539 directories 18 to 21 levels
+/// deep holding 10,000 files, letting go past 16: 14% more calls in all), so where the
+/// limit on open files leaves room, as it mostly does, directories are held as deep as
+/// it allows.
+pub fn held_levels_within(each: u64) -> usize {
+    (each.saturating_sub(WORKING_DESCRIPTORS) / 2) as usize
 }
 
 impl Default for WalkConfig {
@@ -51,18 +89,9 @@ impl Default for WalkConfig {
             max_ways: 4,
             skip: Vec::new(),
             prefetch: 0,
+            held_levels: HELD_LEVELS,
         }
     }
-}
-
-/// A directory being walked: alive until all its descendants are done.
-struct Node<D> {
-    entry: Entry,
-    src: Arc<OwnedFd>,
-    dst: D,
-    /// This directory's own work items plus unfinished subdirectories.
-    pending: AtomicUsize,
-    parent: Option<Arc<Node<D>>>,
 }
 
 /// One name read from a directory.
@@ -72,22 +101,28 @@ struct Name {
     name: CString,
 }
 
-enum Job<D> {
-    /// Enter the subdirectory `name` of `parent`.
-    Dir { parent: Arc<Node<D>>, name: CString },
-    /// Push these leaves of `node` into the sink.
+enum Job<D: DirHandle> {
+    /// Enter the subdirectory `name` of `parent`, which the job keeps open while it
+    /// waits (`pinned`) unless the parent lets go of its descriptors.
+    Dir {
+        parent: Arc<Node<D>>,
+        pinned: Option<Opened<D>>,
+        name: CString,
+    },
+    /// Push these leaves of `node`, open as `open`, into the sink.
     Leaves {
         node: Arc<Node<D>>,
+        open: Opened<D>,
         names: Vec<Name>,
     },
 }
 
-struct Queue<D> {
+struct Queue<D: DirHandle> {
     state: Mutex<(Vec<Job<D>>, usize)>, // (stack, busy workers)
     ready: Condvar,
 }
 
-impl<D> Queue<D> {
+impl<D: DirHandle> Queue<D> {
     fn push(&self, jobs: impl IntoIterator<Item = Job<D>>) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let before = st.0.len();
@@ -127,9 +162,9 @@ impl<D> Queue<D> {
 /// A worker's hold on a job: marks it done when dropped, also while unwinding from a
 /// panic, so the other workers finish instead of waiting for it forever and the panic
 /// reaches the caller.
-struct Busy<'q, D>(&'q Queue<D>);
+struct Busy<'q, D: DirHandle>(&'q Queue<D>);
 
-impl<D> Drop for Busy<'_, D> {
+impl<D: DirHandle> Drop for Busy<'_, D> {
     fn drop(&mut self) {
         self.0.done();
     }
@@ -164,15 +199,14 @@ pub fn walk<S: TreeSink>(
     .map_err(|e| Error::new(&RelPath::root(), "open source", e))?;
     let st = rfs::fstat(&fd).at(&root_path, "stat")?;
     let entry = dir_entry(&fd, &st, root_path)?;
-    let dst = sink.root(&entry)?;
+    let dst = Arc::new(sink.root(&entry)?);
     let walker = Walker::new(sink, cfg, reporter);
-    let node = Arc::new(Node {
-        entry,
+    // Open all along: every directory opened again can be reached down from here.
+    let open = Arc::new(OpenDir {
         src: Arc::new(fd),
         dst,
-        pending: AtomicUsize::new(1),
-        parent: None,
     });
+    let node = Arc::new(Node::root(entry, InodeKey::of(&st), &open));
     // This thread reads the root as one more worker; the others wait for what it queues.
     walker
         .queue
@@ -193,7 +227,7 @@ pub fn walk<S: TreeSink>(
         let _close = ClosePrefetch(walker.prefetch.as_ref());
         {
             let _busy = Busy(&walker.queue);
-            walker.read_dir(node);
+            walker.read_dir(&node, &open);
         }
         walker.work();
     });
@@ -238,18 +272,10 @@ pub fn walk_one<S: TreeSink>(
             std::io::Error::other("is a directory"),
         ));
     }
-    let node = Node {
-        // Never finished: its directory is not the sink's root, only where `src` is.
-        entry: Entry {
-            path: RelPath::root(),
-            kind: EntryKind::Dir,
-            meta: Metadata::default(),
-            links: None,
-        },
+    // Where `src` is, and where its copy goes: neither is finished.
+    let open = OpenDir {
         src: Arc::new(dir),
-        dst: root,
-        pending: AtomicUsize::new(1),
-        parent: None,
+        dst: Arc::new(root),
     };
     let one = Name {
         ino: st.st_ino,
@@ -261,7 +287,7 @@ pub fn walk_one<S: TreeSink>(
         prefetch: 0,
         ..cfg.clone()
     };
-    Walker::new(sink, &cfg, reporter).leaf_inner(&node, &one, &path)
+    Walker::new(sink, &cfg, reporter).leaf_inner(&open, &one, &path)
 }
 
 struct Walker<'a, S: TreeSink> {
@@ -301,14 +327,25 @@ impl<'a, S: TreeSink> Walker<'a, S> {
     }
 
     fn work(&self) {
+        // The directory of the worker's last job, kept open until the next: a deep
+        // directory above it that a job needs next opens through its `..`.
+        let mut last: Option<Entered<S::Dir>> = None;
         while let Some(job) = self.queue.pop() {
             let _busy = Busy(&self.queue);
-            match job {
-                Job::Dir { parent, name } => self.enter(parent, name),
-                Job::Leaves { node, names } => {
-                    self.leaves(&node, &names);
-                    self.complete(node);
+            let worked_in = match job {
+                Job::Dir {
+                    parent,
+                    pinned,
+                    name,
+                } => self.enter(parent, pinned, name, last.as_ref()),
+                Job::Leaves { node, open, names } => {
+                    self.leaves(&node, &open, &names);
+                    self.complete(node.clone(), Some(open.dst.clone()));
+                    Some((node, open))
                 }
+            };
+            if worked_in.is_some() {
+                last = worked_in;
             }
         }
     }
@@ -323,11 +360,27 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             .warn(&format!("{path}: not copied: it is where this job writes"));
     }
 
-    /// Opens and enters a subdirectory, then reads it.
-    fn enter(&self, parent: Arc<Node<S::Dir>>, name: CString) {
+    /// Opens and enters the subdirectory `name` of `parent` (open as `pinned`, or
+    /// opened again from `near`: see [`Node::reopen`]), then reads it. Returns the
+    /// subdirectory, open, if it was entered.
+    fn enter(
+        &self,
+        parent: Arc<Node<S::Dir>>,
+        pinned: Option<Opened<S::Dir>>,
+        name: CString,
+        near: Option<&Entered<S::Dir>>,
+    ) -> Option<Entered<S::Dir>> {
+        let open = match pinned.map_or_else(|| parent.reopen(near), Ok) {
+            Ok(open) => open,
+            Err(e) => {
+                self.report(&e);
+                self.complete(parent, None);
+                return None;
+            }
+        };
         let path = parent.entry.path.join(name.as_bytes());
         let opened = rfs::openat(
-            &parent.src,
+            &*open.src,
             name.as_c_str(),
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
@@ -340,38 +393,48 @@ impl<'a, S: TreeSink> Walker<'a, S> {
                 return Ok(None);
             }
             let entry = dir_entry(&fd, &st, path.clone())?;
-            let dst = self.sink.dir(&parent.dst, &entry)?;
-            Ok(Some(Node {
-                entry,
+            let dst = Arc::new(self.sink.dir(&open.dst, &entry)?);
+            let opened = Arc::new(OpenDir {
                 src: Arc::new(fd),
                 dst,
-                pending: AtomicUsize::new(1),
-                parent: Some(parent.clone()),
-            }))
+            });
+            let key = InodeKey::of(&st);
+            let node = Node::child(&parent, entry, key, &opened, self.cfg.held_levels);
+            Ok(Some((Arc::new(node), opened)))
         });
         match made {
-            Ok(Some(node)) => self.read_dir(Arc::new(node)),
-            Ok(None) => self.complete(parent),
+            Ok(Some((node, opened))) => {
+                // The parent's descriptors are not needed any more.
+                drop(open);
+                self.read_dir(&node, &opened);
+                Some((node, opened))
+            }
+            Ok(None) => {
+                self.complete(parent, Some(open.dst.clone()));
+                None
+            }
             Err(e) => {
                 self.report(&e);
-                self.complete(parent);
+                self.complete(parent, Some(open.dst.clone()));
+                None
             }
         }
     }
 
-    /// Reads a directory, queues its subdirectories and pushes its leaves into the sink.
-    fn read_dir(&self, node: Arc<Node<S::Dir>>) {
-        if let Err(e) = read_names(&node.src, &node.entry.path, |batch| {
-            self.spread(&node, batch)
+    /// Reads a directory (open as `open`), queues its subdirectories and pushes its
+    /// leaves into the sink.
+    fn read_dir(&self, node: &Arc<Node<S::Dir>>, open: &Opened<S::Dir>) {
+        if let Err(e) = read_names(&open.src, &node.entry.path, |batch| {
+            self.spread(node, open, batch)
         }) {
             self.report(&e);
         }
-        self.complete(node);
+        self.complete(node.clone(), Some(open.dst.clone()));
     }
 
     /// Hands out one batch of a directory's names: subdirectories and shared chunks of
     /// leaves go on the stack, the first chunk of leaves is pushed into the sink here.
-    fn spread(&self, node: &Arc<Node<S::Dir>>, names: Vec<Name>) {
+    fn spread(&self, node: &Arc<Node<S::Dir>>, open: &Opened<S::Dir>, names: Vec<Name>) {
         let (dirs, mut leaves): (Vec<Name>, Vec<Name>) = names
             .into_iter()
             .partition(|n| n.kind == FileType::Directory);
@@ -382,28 +445,33 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             let rest = leaves.split_off(chunk);
             shared.push(Job::Leaves {
                 node: node.clone(),
+                open: open.clone(),
                 names: std::mem::replace(&mut leaves, rest),
             });
         }
         node.pending
             .fetch_add(dirs.len() + shared.len(), Ordering::AcqRel);
+        // A deep directory is not held open for subdirectories waiting on the stack: on
+        // a long path there may be some waiting at every level.
+        let pinned = (!node.lets_go()).then_some(open);
         // Subdirectories first, then chunks, so idle workers take this directory's
         // chunks before wandering off into subdirectories (the stack is LIFO).
         self.queue.push(dirs.into_iter().map(|n| Job::Dir {
             parent: node.clone(),
+            pinned: pinned.cloned(),
             name: n.name,
         }));
         self.queue.push(shared);
-        self.leaves(node, &leaves);
+        self.leaves(node, open, &leaves);
     }
 
     /// Pushes a run of `node`'s non-directory entries into the sink, with its regular
     /// files read ahead when prefetching.
-    fn leaves(&self, node: &Node<S::Dir>, names: &[Name]) {
+    fn leaves(&self, node: &Node<S::Dir>, open: &Opened<S::Dir>, names: &[Name]) {
         let is_file = |n: &&Name| n.kind == FileType::RegularFile;
         let run = self.prefetch.as_ref().and_then(|p| {
             let files = names.iter().filter(is_file).map(|n| n.name.clone());
-            p.offer(node.src.clone(), files)
+            p.offer(open.src.clone(), files)
         });
         let mut files = 0;
         for n in names {
@@ -411,35 +479,53 @@ impl<'a, S: TreeSink> Walker<'a, S> {
                 run.at(files);
                 files += 1;
             }
-            self.leaf(node, n);
+            self.leaf(node, open, n);
         }
     }
 
-    /// One of `node`'s work items is done; finishes directories whose work is all done.
-    fn complete(&self, node: Arc<Node<S::Dir>>) {
-        let mut cur = Some(node);
-        while let Some(n) = cur {
-            if n.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
+    /// One of `node`'s work items is done (`own`: `node`'s handle, which the caller
+    /// holds); finishes directories whose work is all done, from `node` up.
+    fn complete(&self, node: Arc<Node<S::Dir>>, own: Option<Arc<S::Dir>>) {
+        let (mut cur, mut own) = (node, own);
+        // The handle of the directory finished last, below `cur`.
+        let mut below: Option<Arc<S::Dir>> = None;
+        loop {
+            if cur.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
                 return;
             }
-            if let Err(e) = self.sink.finish_dir(&n.dst, &n.entry) {
-                self.report(&e);
+            let dst = match own.take() {
+                Some(dst) => Ok(dst),
+                None => cur.dst_to_finish(below.as_deref()),
+            };
+            below = self.finish(&cur, dst);
+            match cur.parent.clone() {
+                Some(parent) => cur = parent,
+                None => return,
             }
-            cur = n.parent.clone();
         }
     }
 
-    /// Pushes one non-directory entry into the sink.
-    fn leaf(&self, node: &Node<S::Dir>, n: &Name) {
+    /// Finishes `node` in the sink through its handle `dst`, if that could be had.
+    /// Returns the handle, for the parent's turn.
+    fn finish(&self, node: &Node<S::Dir>, dst: Result<Arc<S::Dir>>) -> Option<Arc<S::Dir>> {
+        let dst = dst.inspect_err(|e| self.report(e)).ok()?;
+        if let Err(e) = self.sink.finish_dir(&dst, &node.entry) {
+            self.report(&e);
+        }
+        Some(dst)
+    }
+
+    /// Pushes one non-directory entry of `node` (open as `open`) into the sink.
+    fn leaf(&self, node: &Node<S::Dir>, open: &OpenDir<S::Dir>, n: &Name) {
         let path = node.entry.path.join(n.name.as_bytes());
-        if let Err(e) = self.leaf_inner(node, n, &path) {
+        if let Err(e) = self.leaf_inner(open, n, &path) {
             self.report(&e);
         }
     }
 
-    fn leaf_inner(&self, node: &Node<S::Dir>, n: &Name, path: &RelPath) -> Result<()> {
+    fn leaf_inner(&self, open: &OpenDir<S::Dir>, n: &Name, path: &RelPath) -> Result<()> {
         if n.kind == FileType::RegularFile && self.sink.wants_data() {
-            let fd = self.opener.open(&node.src, &n.name).at(path, "open")?;
+            let fd = self.opener.open(&*open.src, &n.name).at(path, "open")?;
             if let Some(p) = &self.prefetch {
                 p.watch(&fd);
             }
@@ -468,9 +554,9 @@ impl<'a, S: TreeSink> Walker<'a, S> {
                 fd,
                 maybe_sparse: (st.st_blocks as u64) * 512 < size,
             };
-            return self.sink.leaf(&node.dst, &entry, Some(data));
+            return self.sink.leaf(&open.dst, &entry, Some(data));
         }
-        let st = rfs::statat(&node.src, n.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
+        let st = rfs::statat(&*open.src, n.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
             .at(path, "stat")?;
         let mut meta = meta::from_stat(&st);
         let kind = match FileType::from_raw_mode(st.st_mode) {
@@ -478,7 +564,7 @@ impl<'a, S: TreeSink> Walker<'a, S> {
                 size: st.st_size as u64,
             },
             FileType::Symlink => EntryKind::Symlink {
-                target: rfs::readlinkat(&node.src, n.name.as_c_str(), Vec::new())
+                target: rfs::readlinkat(&*open.src, n.name.as_c_str(), Vec::new())
                     .at(path, "read link")?
                     .into_bytes(),
             },
@@ -506,11 +592,11 @@ impl<'a, S: TreeSink> Walker<'a, S> {
         };
         // Nodes that cannot be opened keep their xattrs too (read by name, unfollowed).
         if self.sink.wants_data() && !matches!(kind, EntryKind::File { .. }) {
-            meta.xattrs = xattr::read(&xattr::Node::named(node.src.as_fd(), &n.name))
+            meta.xattrs = xattr::read(&xattr::Node::named(open.src.as_fd(), &n.name))
                 .at(path, "read xattrs")?;
         }
         self.sink.leaf(
-            &node.dst,
+            &open.dst,
             &Entry {
                 path: path.clone(),
                 kind,

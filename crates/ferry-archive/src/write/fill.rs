@@ -35,8 +35,9 @@ pub const BLOCK_BYTES: usize = 256 << 10;
 pub const BLOCK_FILES: usize = 128;
 
 /// Descriptors kept for everything but the fillers' jobs: the archive, its index when
-/// it spills to a file, the walk's directories in progress (room for 20 levels), the
-/// prefetchers' files and directories, the standard streams.
+/// it spills to a file, the walk's directories in progress (room for 20 levels: see
+/// `ferry_core::walk::HELD_LEVELS`), the prefetchers' files and directories, the
+/// standard streams.
 pub const OTHER_DESCRIPTORS: u64 = 64;
 
 /// Jobs in flight with `fillers` fillers: one being done per filler, one queued per

@@ -20,9 +20,9 @@ use ferry_core::data::{
 };
 use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, OneEntry, Reporter, Result};
-use ferry_core::limits::workers_within;
+use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::sink::{FileData, TreeSink};
-use ferry_core::walk::{walk, walk_one, WalkConfig};
+use ferry_core::walk::{walk, walk_one, WalkConfig, HELD_LEVELS};
 use ferry_core::Stats;
 use std::collections::hash_map::Entry::{Occupied, Vacant};
 use std::collections::HashMap;
@@ -647,9 +647,11 @@ fn fillers() -> usize {
     fillers_within_open_files(ferry_core::copy::default_threads())
 }
 
-/// Descriptors each walker beyond the first keeps open: its chain of directories (room
-/// for 20 levels) and the file it is laying out. The first walker's are among the
-/// fillers' [`OTHER_DESCRIPTORS`].
+/// Descriptors each walker beyond the first keeps open: its chain of directories (those
+/// with subdirectories waiting, down to [`HELD_LEVELS`] or deeper where descriptors are
+/// spare, see [`held_levels`]; deeper ones only while it works in them: room for 20
+/// levels) and the file it is laying out. The first walker's are among the fillers'
+/// [`OTHER_DESCRIPTORS`].
 const OPEN_FILES_PER_WALKER: u64 = 20 + 1;
 
 /// At most `asked` walkers, as many as the limit on open files leaves room for beside
@@ -670,6 +672,18 @@ fn walkers_within_open_files(
         reporter,
     );
     (walkers, (walkers as u64 - 1) * OPEN_FILES_PER_WALKER)
+}
+
+/// How many levels of directories each of `walkers` walkers keeps open: those
+/// [`OTHER_DESCRIPTORS`] (and [`OPEN_FILES_PER_WALKER`]) leave room for, and one more
+/// for each descriptor its share of what the fillers' blocks of `files_per_block` files
+/// leave spare (a walker holds only source directories, one descriptor a level), so
+/// only a tree deeper than the limit on open files allows pays for letting go of them.
+fn held_levels(walkers: usize, fillers: usize, files_per_block: usize, walkers_hold: u64) -> usize {
+    let blocks = jobs_in_flight(fillers) * files_per_block as u64;
+    let reserved = OTHER_DESCRIPTORS + walkers_hold + blocks;
+    // The share is at least one, even of nothing.
+    HELD_LEVELS + open_files_each(walkers, reserved, usize::MAX) - 1
 }
 
 /// Read-ahead threads for the single walker. With the fillers reading data in
@@ -702,19 +716,20 @@ pub fn pack(
         .map(|f| Shared::new(f.as_fd(), &mover, opts.hash, stats, reporter));
     let filler_count = if shared.is_some() { fillers() } else { 0 };
     let (threads, walkers_hold) = walkers_within_open_files(opts.threads, filler_count, reporter);
-    let cfg = WalkConfig {
-        threads,
-        skip: skip.to_vec(),
-        // One walker opens one file at a time: a few threads open files ahead of it, so
-        // it finds their inodes in memory (the fillers read the data in parallel).
-        prefetch: if threads == 1 { PREFETCH } else { 0 },
-        ..WalkConfig::default()
-    };
     std::thread::scope(|scope| {
         let fillers = shared
             .as_ref()
             .map(|sh| Fillers::start(scope, sh, filler_count));
         let per_block = files_per_block(filler_count, walkers_hold);
+        let cfg = WalkConfig {
+            threads,
+            skip: skip.to_vec(),
+            // One walker opens one file at a time: a few threads open files ahead of it,
+            // so it finds their inodes in memory (the fillers read the data in parallel).
+            prefetch: if threads == 1 { PREFETCH } else { 0 },
+            held_levels: held_levels(threads, filler_count, per_block, walkers_hold),
+            ..WalkConfig::default()
+        };
         let index = IndexWriter::with_memory_limit(opts.index_memory);
         let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, reporter);
         let walked = if src.is_dir() {
