@@ -428,11 +428,11 @@ impl Mover {
     }
 }
 
-/// A source that ended before the length it was to give is told as such (a file that
-/// shrank while being copied, a stream cut short) rather than as std's "failed to fill
-/// whole buffer".
+/// A file that ended before the length it was to give (it shrank while being copied) is
+/// told as such rather than as std's "failed to fill whole buffer". A reader that says
+/// why it ended early itself (the tar reader names the archive offset) is left alone.
 fn ended_early(e: io::Error) -> io::Error {
-    if e.kind() != io::ErrorKind::UnexpectedEof {
+    if e.kind() != io::ErrorKind::UnexpectedEof || e.get_ref().is_some() {
         return e;
     }
     io::Error::new(
