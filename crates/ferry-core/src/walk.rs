@@ -61,6 +61,10 @@ pub struct WalkConfig {
     pub held_levels: usize,
 }
 
+/// While workers have nothing to do, a directory's leaves are shared in chunks of at
+/// least this many (else [`WalkConfig::chunk`]).
+const STARVED_CHUNK: usize = 8;
+
 /// The default [`WalkConfig::held_levels`]: trees are rarely deeper, and a worker's
 /// descriptors stay within the 20 levels callers leave room for, with those it works
 /// with below them.
@@ -132,6 +136,13 @@ impl<D: DirHandle> Queue<D> {
         for _ in 0..added {
             self.ready.notify_one();
         }
+    }
+
+    /// Whether, of `workers`, some have nothing to do: the stack is empty and not all
+    /// are busy.
+    fn has_idle(&self, workers: usize) -> bool {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.0.is_empty() && st.1 < workers
     }
 
     /// The next job, or None once the stack is empty and no worker can add to it.
@@ -439,7 +450,15 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             .into_iter()
             .partition(|n| n.kind == FileType::Directory);
         let ways = self.cfg.max_ways.max(1);
-        let chunk = self.cfg.chunk.max(leaves.len().div_ceil(ways)).max(1);
+        // Workers with nothing to do share even a small directory (a folder of a few
+        // dozen large files would otherwise be copied by one of them alone).
+        let starved = dirs.is_empty() && self.queue.has_idle(self.cfg.threads);
+        let least = if starved {
+            STARVED_CHUNK
+        } else {
+            self.cfg.chunk
+        };
+        let chunk = least.max(leaves.len().div_ceil(ways)).max(1);
         let mut shared = Vec::new();
         while leaves.len() > chunk {
             let rest = leaves.split_off(chunk);
@@ -700,6 +719,51 @@ mod tests {
         fn leaf(&self, _: &(), entry: &Entry, _: Option<FileData<'_>>) -> Result<()> {
             assert!(entry.path.file_name() != b"boom", "a sink bug");
             Ok(())
+        }
+    }
+
+    /// A sink that takes a millisecond a leaf and notes which threads pushed leaves.
+    #[derive(Default)]
+    struct SlowLeaves(Mutex<std::collections::HashSet<std::thread::ThreadId>>);
+
+    impl TreeSink for SlowLeaves {
+        type Dir = ();
+        fn root(&self, _: &Entry) -> Result<()> {
+            Ok(())
+        }
+        fn dir(&self, _: &(), _: &Entry) -> Result<()> {
+            Ok(())
+        }
+        fn leaf(&self, _: &(), _: &Entry, _: Option<FileData<'_>>) -> Result<()> {
+            std::thread::sleep(Duration::from_millis(1));
+            let me = std::thread::current().id();
+            self.0.lock().expect("lock").insert(me);
+            Ok(())
+        }
+    }
+
+    /// A directory of a few dozen files, with nothing else to walk, is shared among the
+    /// workers (a folder of large files is not copied by one alone); with one worker,
+    /// as pack walks, nothing changes.
+    #[test]
+    fn workers_with_nothing_to_do_share_a_small_directory() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        for f in 0..32 {
+            std::fs::write(tmp.path().join(format!("f{f}")), b"x").expect("write");
+        }
+        for (threads, sharing) in [(4, true), (1, false)] {
+            let sink = SlowLeaves::default();
+            let cfg = WalkConfig {
+                threads,
+                ..WalkConfig::default()
+            };
+            walk(tmp.path(), &sink, &cfg, &crate::count::Silent).expect("walk");
+            let pushed_by = sink.0.lock().expect("lock").len();
+            assert_eq!(
+                pushed_by > 1,
+                sharing,
+                "{threads} workers: {pushed_by} pushed leaves"
+            );
         }
     }
 
