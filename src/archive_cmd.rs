@@ -180,6 +180,7 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
         no_clones_through_a_stream(opts.reflink, &args.archive, "read")?;
     }
     let job = Job::new(args.output, &args.archive, &args.dst);
+    job.summary_on_interrupt()?;
     let counting = job.counting();
     let show = job.show_progress();
     let result = match input {

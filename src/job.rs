@@ -1,5 +1,6 @@
 //! What every job that writes shares: its counters, whether a progress bar is shown,
-//! the error reporter, and the summary and exit status at the end.
+//! the error reporter, and the summary and exit status at the end, or when it is told
+//! to stop.
 
 use crate::cli::OutputArgs;
 use crate::report::{StderrReporter, Summary};
@@ -8,12 +9,13 @@ use ferry_core::Stats;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// One running job.
 pub struct Job<'a> {
-    /// The job's counters.
-    pub stats: Stats,
+    /// The job's counters (shared with the handler of a signal to stop).
+    pub stats: Arc<Stats>,
     /// Prints one line per failure, naming paths on the source or destination side.
     pub reporter: StderrReporter<'a>,
     output: OutputArgs,
@@ -28,7 +30,7 @@ impl<'a> Job<'a> {
     /// A job from `src` to `dst` (as the user named them), printing as `output` says.
     pub fn new(output: OutputArgs, src: &'a Path, dst: &'a Path) -> Self {
         Job {
-            stats: Stats::default(),
+            stats: Arc::default(),
             reporter: StderrReporter { src, dst },
             output,
             terminal: std::io::stderr().is_terminal(),
@@ -53,6 +55,27 @@ impl<'a> Job<'a> {
             inner: &self.reporter,
             stats: &self.stats,
         }
+    }
+
+    /// Told to stop (SIGINT, SIGTERM, SIGHUP), the job says so, prints its summary as far
+    /// as it got (JSON with `"interrupted": true`) and exits with status 130. What it
+    /// wrote stays: a file's times are set last, so the same command run again finishes
+    /// the job, as after any other interruption. For jobs that have no cleanup of their
+    /// own to do (`pack` removes its unfinished archive instead: see `archive_out`).
+    pub fn summary_on_interrupt(&self) -> anyhow::Result<()> {
+        let (stats, start) = (self.stats.clone(), self.start);
+        let (output, terminal, stdout_taken) = (self.output, self.terminal, self.stdout_taken);
+        ctrlc::set_handler(move || {
+            let line = "ferry: interrupted; the same command run again finishes the job";
+            // Below a progress bar's last line, not over it.
+            let shown = terminal && !output.no_progress && !output.json;
+            crate::report::to_stderr(format_args!("{}{line}", if shown { "\n" } else { "" }));
+            let mut summary = Summary::new(&stats.snapshot(), start.elapsed().as_secs_f64());
+            summary.interrupted = true;
+            summary.print(output.json, terminal, stdout_taken);
+            std::process::exit(130);
+        })?;
+        Ok(())
     }
 
     /// Prints the summary; exit status 1 if any path failed.

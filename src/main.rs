@@ -98,6 +98,7 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         zero_scan: !args.no_zero_scan,
     };
     let job = Job::new(args.output, &args.src, &args.dst);
+    job.summary_on_interrupt()?;
     let copied = progress::with_progress(job.show_progress(), &args.src, &job.stats, || {
         copy_tree(&args.src, &args.dst, &opts, &job.stats, &job.reporter)
     });

@@ -72,6 +72,9 @@ pub struct Summary {
     pub kernel_copied: u64,
     /// Files moved through memory.
     pub buffered: u64,
+    /// The job was told to stop before it was done (only then in the JSON).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 impl Summary {
@@ -89,6 +92,7 @@ impl Summary {
             cloned: s.cloned,
             kernel_copied: s.kernel_copied,
             buffered: s.buffered,
+            interrupted: false,
         }
     }
 

@@ -129,3 +129,44 @@ fn killed_copies_resume_to_an_exact_copy() {
         "every kill came after ferry had finished (a full copy took {full:?})"
     );
 }
+
+/// Told to stop (SIGINT) part way, `ferry copy --json` says so, prints its summary as
+/// far as it got with `"interrupted": true`, and exits with status 130; the same command
+/// run again finishes the copy exactly.
+#[test]
+fn an_interrupted_copy_prints_its_summary_and_resumes() {
+    let mounted = fresh_fs();
+    let s = scratch_in(
+        &mounted
+            .as_ref()
+            .map_or_else(std::env::temp_dir, |m| m.path().to_path_buf()),
+    );
+    many_small_files(&s.src);
+    let child = copy_command(&s.src, &s.dst, &["--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ferry");
+    // The handler is set before the copy makes DST: once a file is there, it is on.
+    let started = Instant::now();
+    while std::fs::read_dir(s.dst.join("d000")).map_or(true, |mut d| d.next().is_none()) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the copy never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pid = i32::try_from(child.id()).expect("pid");
+    // SAFETY: sends a signal to our own child, which has not been reaped yet.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().expect("wait for ferry");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("ferry: interrupted"), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
+    assert_eq!(summary["interrupted"], true, "{summary}");
+    let files = summary["files"].as_u64().expect("files");
+    assert!(files < (DIRS * FILES_PER_DIR) as u64, "{summary}");
+    copy_ok(&s.src, &s.dst, &[]);
+    assert_same_tree(&s.src, &s.dst);
+}
