@@ -7,7 +7,7 @@ use crate::common::build::*;
 use crate::common::compare::{assert_same_tree, read_noatime};
 use crate::common::mount::{mount_image, Mounted};
 use crate::common::run::{copy_command, copy_ok};
-use crate::common::{scratch_in, trees};
+use crate::common::{scratch_in, trees, Scratch};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Stdio;
@@ -89,14 +89,20 @@ fn fresh_fs() -> Option<Mounted> {
         .ok()
 }
 
-#[test]
-fn killed_copies_resume_to_an_exact_copy() {
+/// A scratch tree on [`fresh_fs`], with the mount that must outlive it.
+fn scratch_on_fresh_fs() -> (Option<Mounted>, Scratch) {
     let mounted = fresh_fs();
-    let first = scratch_in(
+    let s = scratch_in(
         &mounted
             .as_ref()
             .map_or_else(std::env::temp_dir, |m| m.path().to_path_buf()),
     );
+    (mounted, s)
+}
+
+#[test]
+fn killed_copies_resume_to_an_exact_copy() {
+    let (_mounted, first) = scratch_on_fresh_fs();
     many_small_files(&first.src);
     let started = Instant::now();
     copy_ok(&first.src, &first.dst, &[]);
@@ -135,12 +141,7 @@ fn killed_copies_resume_to_an_exact_copy() {
 /// run again finishes the copy exactly.
 #[test]
 fn an_interrupted_copy_prints_its_summary_and_resumes() {
-    let mounted = fresh_fs();
-    let s = scratch_in(
-        &mounted
-            .as_ref()
-            .map_or_else(std::env::temp_dir, |m| m.path().to_path_buf()),
-    );
+    let (_mounted, s) = scratch_on_fresh_fs();
     many_small_files(&s.src);
     let child = copy_command(&s.src, &s.dst, &["--json"])
         .stdout(Stdio::piped())

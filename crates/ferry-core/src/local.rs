@@ -659,8 +659,9 @@ impl<'a> LocalTreeSink<'a> {
     }
 }
 
-/// Opens the directory `name` in `parent`, never through a symlink.
-fn open_dir(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
+/// Opens the directory `name` in `parent`, never through a symlink (as the walk opens
+/// source directories too).
+pub(crate) fn open_dir(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
     rfs::openat(
         parent,
         name,

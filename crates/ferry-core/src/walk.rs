@@ -22,6 +22,7 @@
 
 use crate::entry::{Entry, EntryKind, InodeKey, RelPath};
 use crate::error::{Context, Error, Reporter, Result};
+use crate::local::open_dir;
 use crate::meta;
 use crate::prefetch::Prefetch;
 use crate::sink::{DirHandle, FileData, TreeSink};
@@ -390,13 +391,7 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             }
         };
         let path = parent.entry.path.join(name.as_bytes());
-        let opened = rfs::openat(
-            &*open.src,
-            name.as_c_str(),
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .at(&path, "open directory");
+        let opened = open_dir(&open.src, name.as_c_str()).at(&path, "open directory");
         let made = opened.and_then(|fd| {
             let st = rfs::fstat(&fd).at(&path, "stat")?;
             if self.cfg.skip.contains(&InodeKey::of(&st)) {

@@ -14,9 +14,10 @@
 
 use crate::entry::{Entry, InodeKey};
 use crate::error::{Context, Error, Result};
+use crate::local::open_dir;
 use crate::sink::DirHandle;
-use rustix::fs::{self as rfs, Mode, OFlags};
-use std::ffi::{CStr, CString};
+use rustix::fs as rfs;
+use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, Weak};
@@ -55,16 +56,6 @@ enum Hold<D: DirHandle> {
     Kept(Arc<D>),
     /// Closed while no job works in the directory (a deep one): the mark opens it again.
     LetGo(D::Mark),
-}
-
-/// Opens the directory `name` in `dir` as the walk does, never through a symlink.
-fn open_dir_at(dir: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
-    rfs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
 }
 
 /// Starts from `start` and takes one `step` into each node of `way` in turn.
@@ -221,7 +212,7 @@ impl<D: DirHandle> Node<D> {
         if let Some(open) = self.opened() {
             return Ok(open);
         }
-        let src = self.checked_src(open_dir_at(&below.src, c".."))?;
+        let src = self.checked_src(open_dir(&below.src, c".."))?;
         let dst = self
             .dst_or_mark()
             .or_else(|mark| D::reopen_parent(&below.dst, mark, &self.entry.path).map(Arc::new))?;
@@ -233,7 +224,7 @@ impl<D: DirHandle> Node<D> {
         if let Some(open) = self.opened() {
             return Ok(open);
         }
-        let src = self.checked_src(open_dir_at(&above.src, &self.name()?))?;
+        let src = self.checked_src(open_dir(&above.src, &self.name()?))?;
         let dst = self.dst_down(&above.dst)?;
         Ok(self.remember(Arc::new(OpenDir { src, dst })))
     }
@@ -269,6 +260,7 @@ impl<D: DirHandle> Node<D> {
 mod tests {
     use super::*;
     use crate::entry::{EntryKind, Metadata, RelPath};
+    use rustix::fs::{Mode, OFlags};
     use std::path::Path;
 
     /// The directory at `path` (relative to the walk's root: `rel`), open, as a node
