@@ -11,23 +11,101 @@
 //! and mtime check can tell from this one's.
 
 use ferry_core::entry::{EntryKind, RelPath};
-use std::collections::HashSet;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The paths the members so far named or need as directories, each as a 64-bit hash
-/// with its lowest bit telling whether it is a directory (8 bytes a path, however long:
-/// an index of a million members costs some 16 MiB here). Two paths with one hash
-/// only make the guard see a clash where there is none: members are then placed in
-/// order, which is always right.
+/// with its lowest bit telling whether it is a directory, in a [`KeySet`]: about 9
+/// bytes a path, however long (an index of a million members costs some 9 MiB here).
+/// Two paths with one hash only make the guard see a clash where there is none:
+/// members are then placed in order, which is always right.
 #[derive(Default)]
 pub struct OrderGuard {
-    seen: HashSet<u64>,
+    seen: KeySet,
+}
+
+/// A set of 64-bit hashes, open addressing with linear probing in one array, filled to
+/// at most nine tenths: 8 bytes a slot, where a general hash table (a control byte a
+/// slot, at most seven eighths full, doubling as it grows) took 19 MiB for a million
+/// paths, 28 MiB at its peak. Keys are hashes already, so a key's slot is the key
+/// scaled to the table.
+#[derive(Default)]
+struct KeySet {
+    /// 0 marks an empty slot (the key 0 is kept as [`ZERO`]).
+    slots: Vec<u64>,
+    len: usize,
+}
+
+/// What the key 0 is kept as (a path whose hash is that is only ever confused with one
+/// whose hash is this, with no harm but order).
+const ZERO: u64 = 2;
+
+impl KeySet {
+    /// A set with room for `n` keys before it grows.
+    fn with_room_for(n: usize) -> Self {
+        KeySet {
+            slots: vec![0; Self::slots_for(n)],
+            len: 0,
+        }
+    }
+
+    /// Slots for `n` keys at nine tenths full.
+    fn slots_for(n: usize) -> usize {
+        n.saturating_mul(10) / 9 + 16
+    }
+
+    /// The slot where the search for `key` starts.
+    fn home(&self, key: u64) -> usize {
+        ((u128::from(key) * self.slots.len() as u128) >> 64) as usize
+    }
+
+    /// The slot holding `key`, or the empty one where it would go.
+    fn find(&self, key: u64) -> usize {
+        let mut i = self.home(key);
+        while self.slots[i] != 0 && self.slots[i] != key {
+            i = (i + 1) % self.slots.len();
+        }
+        i
+    }
+
+    fn contains(&self, key: u64) -> bool {
+        let key = if key == 0 { ZERO } else { key };
+        !self.slots.is_empty() && self.slots[self.find(key)] == key
+    }
+
+    /// Adds `key`; false if it was there already.
+    fn insert(&mut self, key: u64) -> bool {
+        let key = if key == 0 { ZERO } else { key };
+        if (self.len + 1) * 10 > self.slots.len() * 9 {
+            self.grow();
+        }
+        let i = self.find(key);
+        if self.slots[i] == key {
+            return false;
+        }
+        self.slots[i] = key;
+        self.len += 1;
+        true
+    }
+
+    /// Twice the room, every key moved to its place in the larger table.
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        *self = KeySet::with_room_for(self.len.max(16) * 2);
+        for key in old.into_iter().filter(|&k| k != 0) {
+            let i = self.find(key);
+            self.slots[i] = key;
+            self.len += 1;
+        }
+    }
 }
 
 /// `path`'s key: its hash, with the lowest bit set for a directory.
 fn key(path: &[u8], dir: bool) -> u64 {
     (xxh3_64(path) & !1) | u64::from(dir)
 }
+
+/// At most this much room is made ahead (64 Mi paths): an index may lie about its size.
+const MOST_ROOM: usize = 64 << 20;
 
 /// How a member's outcome depends on the members before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +121,15 @@ pub enum Clash {
 }
 
 impl OrderGuard {
+    /// A guard with room for the paths of `members` members (an index says how many)
+    /// made at once, rather than grown a step at a time.
+    pub fn with_room_for(members: u64) -> Self {
+        let room = usize::try_from(members).unwrap_or(0).min(MOST_ROOM);
+        OrderGuard {
+            seen: KeySet::with_room_for(room),
+        }
+    }
+
     /// Records the member at `path` of kind `kind`, and tells whether where it ends up
     /// may depend on the order it is placed in relative to the members recorded
     /// before it.
@@ -60,7 +147,7 @@ impl OrderGuard {
 
     /// Whether any member named `path` (or needed it as a directory).
     fn holds(&self, path: &[u8]) -> bool {
-        self.seen.contains(&key(path, false)) || self.seen.contains(&key(path, true))
+        self.seen.contains(key(path, false)) || self.seen.contains(key(path, true))
     }
 
     /// Records the directories above `path` as needed; true if one of them was named as
@@ -70,7 +157,7 @@ impl OrderGuard {
         let mut at = path;
         while let Some(cut) = at.iter().rposition(|&b| b == b'/') {
             at = &at[..cut];
-            if self.seen.contains(&key(at, false)) {
+            if self.seen.contains(key(at, false)) {
                 return true;
             }
             if !self.seen.insert(key(at, true)) {
@@ -91,6 +178,25 @@ mod tests {
 
     fn file() -> EntryKind {
         EntryKind::File { size: 0 }
+    }
+
+    /// Keys are found again after the set grew many times over, 0 among them; keys
+    /// never added are not found.
+    #[test]
+    fn a_key_set_keeps_every_key_through_growing() {
+        let mut set = KeySet::default();
+        let keys: Vec<u64> = (0..50_000u64).map(|i| xxh3_64(&i.to_le_bytes())).collect();
+        for &k in keys.iter().chain([0u64].iter()) {
+            assert!(set.insert(k), "new key {k}");
+        }
+        assert!(!set.insert(keys[123]), "a key added twice");
+        assert!(keys.iter().all(|&k| set.contains(k)) && set.contains(0));
+        let absent = (50_000..60_000u64).map(|i| xxh3_64(&i.to_le_bytes()));
+        assert!(absent.filter(|&k| set.contains(k)).count() == 0);
+        assert!(
+            set.slots.len() * 9 >= set.len * 10,
+            "at most nine tenths full"
+        );
     }
 
     #[test]

@@ -721,7 +721,7 @@ fn walk_index(
 ) -> Result<(), ArchiveError> {
     let mut group = Group::default();
     let mut last_parent = None;
-    let mut guard = OrderGuard::default();
+    let mut guard = OrderGuard::with_room_for(archive.index().map_or(0, |i| i.len()));
     // Used once `later.in_order` is set.
     let mut ordered = InOrder::new(place_here);
     for (i, item) in archive.entries_at().into_iter().flatten().enumerate() {
