@@ -175,12 +175,13 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
         verify: args.data.verify,
         numeric_owner: args.numeric_owner,
     };
+    let job = Job::new(args.output, &args.archive, &args.dst);
+    // Before the input is opened: a pipe may keep it waiting for its first bytes.
+    job.summary_on_interrupt()?;
     let input = open_input(&args.archive)?;
     if let Input::Stream(_) = input {
         no_clones_through_a_stream(opts.reflink, &args.archive, "read")?;
     }
-    let job = Job::new(args.output, &args.archive, &args.dst);
-    job.summary_on_interrupt()?;
     let counting = job.counting();
     let show = job.show_progress();
     let result = match input {
