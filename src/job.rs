@@ -66,10 +66,10 @@ impl<'a> Job<'a> {
         let (stats, start) = (self.stats.clone(), self.start);
         let (output, terminal, stdout_taken) = (self.output, self.terminal, self.stdout_taken);
         ctrlc::set_handler(move || {
-            let line = "ferry: interrupted; the same command run again finishes the job";
-            // Below a progress bar's last line, not over it.
-            let shown = terminal && !output.no_progress && !output.json;
-            crate::report::to_stderr(format_args!("{}{line}", if shown { "\n" } else { "" }));
+            crate::progress::clear_for_interrupt();
+            crate::report::to_stderr(format_args!(
+                "ferry: interrupted; the same command run again finishes the job"
+            ));
             let mut summary = Summary::new(&stats.snapshot(), start.elapsed().as_secs_f64());
             summary.interrupted = true;
             summary.print(output.json, terminal, stdout_taken);

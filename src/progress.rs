@@ -38,13 +38,29 @@ pub fn with_totals<T>(
     })
 }
 
+/// Set when the job is told to stop: the bar clears itself ...
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// ... and says so here (true while no bar is drawn).
+static NO_BAR: AtomicBool = AtomicBool::new(true);
+
+/// For a job told to stop: clears the progress bar, if one is drawn, so what is printed
+/// next stands alone. Waits at most a few of the bar's ticks.
+pub fn clear_for_interrupt() {
+    INTERRUPTED.store(true, Relaxed);
+    let asked = Instant::now();
+    while !NO_BAR.load(Relaxed) && asked.elapsed() < Duration::from_millis(500) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn draw(stats: &Stats, totals: &Totals, stop: &AtomicBool) {
     let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(10));
     let style = ProgressStyle::with_template("{bar:30.cyan/blue} {msg}")
         .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     let start = Instant::now();
-    while !stop.load(Relaxed) {
+    NO_BAR.store(false, Relaxed);
+    while !stop.load(Relaxed) && !INTERRUPTED.load(Relaxed) {
         let s = stats.snapshot();
         let done_files = s.files + s.others + s.skipped;
         let done_bytes = s.bytes + s.skipped_bytes;
@@ -78,6 +94,9 @@ fn draw(stats: &Stats, totals: &Totals, stop: &AtomicBool) {
         std::thread::sleep(Duration::from_millis(100));
     }
     bar.finish_and_clear();
+    // Written out by now: a job told to stop exits as soon as this is set.
+    drop(bar);
+    NO_BAR.store(true, Relaxed);
 }
 
 fn fmt_secs(s: f64) -> String {
