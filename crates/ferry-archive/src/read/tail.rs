@@ -254,10 +254,11 @@ pub fn check_tail(
     let mut spool = tempfile::tempfile()?;
     spool.write_all(&head)?;
     let most = longest_tail(tar_end);
-    io::copy(
-        &mut (&mut *rest).take(most),
-        &mut BufWriter::new(&mut spool),
-    )?;
+    let mut out = BufWriter::new(&mut spool);
+    io::copy(&mut (&mut *rest).take(most), &mut out)?;
+    // Flushed here, not on drop, which would let a full disk go unnoticed.
+    out.flush()?;
+    drop(out);
     let len = spool.seek(SeekFrom::End(0))?;
     if len >= most && rest.read(&mut [0u8; 1])? > 0 {
         return Err(IndexError(format!(
@@ -288,7 +289,7 @@ pub fn check_tail(
 
 /// The most bytes an index and footer after `tar_end` bytes of tar data can take. Every
 /// variable part of an index entry (path, link target, xattrs, owner names) is in the
-/// member's tar headers too, and an entry's fixed part (under 100 bytes) is smaller than
+/// member's tar headers too, and an entry's fixed part (about 140 bytes) is smaller than
 /// the member's 512-byte header, so an index is never longer than the tar data it
 /// describes. A longer tail is not spooled to disk, however long the input goes on.
 fn longest_tail(tar_end: u64) -> u64 {
