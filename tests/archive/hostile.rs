@@ -2,11 +2,11 @@
 //! truncated and random input. Each must end in a clear error naming the path or the
 //! offset, with nothing written outside the destination and no panic.
 
-use crate::common::run::{run, Run, FERRY};
+use crate::common::run::Run;
 use crate::common::{build, trees};
 use crate::common::{scratch, Scratch};
 use crate::edit::{rename_in_headers, replace_first, DEV_MINOR};
-use crate::{ferry, pack};
+use crate::{ferry, ferry_stdin, pack};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -689,16 +689,6 @@ fn damaged_after_packing(s: &Scratch) -> std::path::PathBuf {
     }
     std::fs::write(&archive, &bytes).expect("write");
     archive
-}
-
-/// `ferry ARGS` with `input` on standard input.
-fn ferry_stdin(args: &[&dyn AsRef<std::ffi::OsStr>], input: &Path) -> Run {
-    let mut cmd = Command::new(FERRY);
-    for a in args {
-        cmd.arg(a);
-    }
-    cmd.stdin(std::fs::File::open(input).expect("open input"));
-    run(cmd)
 }
 
 /// Read as a stream (a pipe, or compressed), a ferry archive's index arrives after

@@ -24,12 +24,25 @@ use std::process::Command;
 /// 03:04:05.123456789 UTC.
 const INDEX_V1_ARCHIVE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/index-v1.far");
 
-/// Runs `ferry ARGS..`.
-fn ferry(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Run {
+/// The command `ferry ARGS..`.
+fn ferry_command(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Command {
     let mut cmd = Command::new(FERRY);
     for a in args {
         cmd.arg(a);
     }
+    cmd
+}
+
+/// Runs `ferry ARGS..`.
+fn ferry(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Run {
+    run(ferry_command(args))
+}
+
+/// Runs `ferry ARGS..` with the file `input` on standard input (`unpack -`, `cat -`:
+/// an archive read as a stream).
+fn ferry_stdin(args: &[&dyn AsRef<std::ffi::OsStr>], input: &std::path::Path) -> Run {
+    let mut cmd = ferry_command(args);
+    cmd.stdin(std::fs::File::open(input).expect("open the input"));
     run(cmd)
 }
 

@@ -8,7 +8,6 @@ use crate::edit::{rename_in_headers, rename_in_index, NAME};
 use crate::{ferry, missing, pack, peer};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// The members of `archive` in archive order, as `ferry ls` prints them.
 fn member_order(archive: &Path) -> Vec<String> {
@@ -34,10 +33,7 @@ fn rename_member(bytes: &mut [u8], from: &str, to: &str) {
 
 /// `ferry unpack - DST` with `archive` on stdin: the stream reader, in archive order.
 fn unpack_streamed(archive: &Path, dst: &Path) -> crate::common::run::Run {
-    let mut cmd = Command::new(crate::common::run::FERRY);
-    cmd.args(["unpack", "-"]).arg(dst);
-    cmd.stdin(Stdio::from(std::fs::File::open(archive).expect("open")));
-    crate::common::run::run(cmd)
+    crate::ferry_stdin(&[&"unpack", &"-", &dst], archive)
 }
 
 /// A file given again after a hardlink to it, and a directory given twice: read through

@@ -3,13 +3,11 @@
 //! whose target was left out.
 
 use crate::common::compare::assert_same_tree;
-use crate::common::run::FERRY;
 use crate::common::{build, scratch, Scratch};
 use crate::edit::{rename_in_headers, rename_in_index, NAME};
 use crate::{ferry, pack};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Every path below `root`, relative to it, sorted (directories end in `/`).
 fn paths_below(root: &Path) -> Vec<String> {
@@ -57,10 +55,9 @@ fn linked_tree(s: &Scratch) -> PathBuf {
 
 /// `ferry unpack - DST MEMBERS..` with `archive` on standard input.
 fn unpack_piped(archive: &Path, dst: &Path, members: &[&str]) -> crate::common::run::Run {
-    let mut cmd = Command::new(FERRY);
-    cmd.arg("unpack").arg("-").arg(dst).args(members);
-    cmd.stdin(std::fs::File::open(archive).expect("open the archive"));
-    crate::common::run::run(cmd)
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"unpack", &"-", &dst];
+    args.extend(members.iter().map(|m| m as &dyn AsRef<std::ffi::OsStr>));
+    crate::ferry_stdin(&args, archive)
 }
 
 #[test]
