@@ -17,6 +17,7 @@
 //! the kernel without `--hash`). Anything after a plain tar's end is read and dropped,
 //! as before.
 
+use super::archive::At;
 use super::convert::safe_path;
 use crate::index::{Footer, Index, IndexError, Kind, FOOTER_LEN, FOOTER_MAGIC, INDEX_MAGIC};
 use ferry_core::data::hash_zeros;
@@ -36,7 +37,7 @@ pub struct ContentHasher<'a> {
     /// The run the next stored byte belongs to, and how much of it has been hashed.
     run: usize,
     in_run: u64,
-    /// Logical offset up to which the hash has been fed.
+    /// Logical offset where the last run done ended: the hash has been fed up to it.
     covered: u64,
     /// Stored bytes hashed, and how many there are.
     hashed: u64,
@@ -72,15 +73,14 @@ impl<'a> ContentHasher<'a> {
             };
             if self.in_run == 0 {
                 hash_zeros(&mut self.hasher, off.saturating_sub(self.covered));
-                self.covered = off;
             }
             let take = (len - self.in_run).min(bytes.len() as u64) as usize;
             self.hasher.update(&bytes[..take]);
             bytes = &bytes[take..];
             self.in_run += take as u64;
-            self.covered = off + self.in_run;
             self.hashed = self.hashed.saturating_add(take as u64);
             if self.in_run == len {
+                self.covered = off + len;
                 self.run += 1;
                 self.in_run = 0;
             }
@@ -317,9 +317,9 @@ fn compare(
     let start = footer.index_offset - footer.tar_end;
     let reader = BufReader::with_capacity(
         256 << 10,
-        SpoolReader {
+        At {
             file: spool,
-            at: start,
+            pos: start,
         },
     );
     for item in Index::new(footer).entries(reader) {
@@ -344,20 +344,6 @@ fn compare(
         }
     }
     Ok(outcome)
-}
-
-/// Reads a file from an offset on, without moving a shared file position.
-struct SpoolReader<'f> {
-    file: &'f File,
-    at: u64,
-}
-
-impl Read for SpoolReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.file.read_at(buf, self.at)?;
-        self.at += n as u64;
-        Ok(n)
-    }
 }
 
 #[cfg(test)]
