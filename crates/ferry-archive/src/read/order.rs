@@ -67,14 +67,23 @@ impl KeySet {
         i
     }
 
+    /// `key` as it is kept: 0 marks an empty slot.
+    fn kept(key: u64) -> u64 {
+        if key == 0 {
+            ZERO
+        } else {
+            key
+        }
+    }
+
     fn contains(&self, key: u64) -> bool {
-        let key = if key == 0 { ZERO } else { key };
+        let key = Self::kept(key);
         !self.slots.is_empty() && self.slots[self.find(key)] == key
     }
 
     /// Adds `key`; false if it was there already.
     fn insert(&mut self, key: u64) -> bool {
-        let key = if key == 0 { ZERO } else { key };
+        let key = Self::kept(key);
         if (self.len + 1) * 10 > self.slots.len() * 9 {
             self.grow();
         }
