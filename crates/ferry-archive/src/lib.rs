@@ -9,4 +9,5 @@ pub mod index;
 pub mod owners;
 pub mod read;
 pub mod tar;
+pub mod tree;
 pub mod write;

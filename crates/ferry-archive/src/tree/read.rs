@@ -1,0 +1,516 @@
+//! Reading a tree table in place: each node, dirent or name is read from the file
+//! when it is asked for (by `pread`, so a file changed or cut short underneath is an
+//! error, not a crash), and checked before it is returned.
+
+use super::{Trailer, DIRENT_LEN, FLAG_HASH, NODE_LEN, TRAILER_LEN};
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+/// A tree table that is damaged, or could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeError(pub String);
+
+impl TreeError {
+    /// An error saying `why`.
+    pub fn new(why: impl Into<String>) -> TreeError {
+        TreeError(why.into())
+    }
+}
+
+impl fmt::Display for TreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TreeError {}
+
+/// What a node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// Regular file.
+    File,
+    /// Directory.
+    Dir,
+    /// Symbolic link.
+    Symlink,
+    /// Named pipe.
+    Fifo,
+    /// Character device.
+    CharDevice,
+    /// Block device.
+    BlockDevice,
+}
+
+impl NodeKind {
+    /// The code a node or dirent stores.
+    pub fn code(self) -> u8 {
+        match self {
+            NodeKind::File => 0,
+            NodeKind::Dir => 1,
+            NodeKind::Symlink => 2,
+            NodeKind::Fifo => 4,
+            NodeKind::CharDevice => 5,
+            NodeKind::BlockDevice => 6,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<NodeKind> {
+        Some(match c {
+            0 => NodeKind::File,
+            1 => NodeKind::Dir,
+            2 => NodeKind::Symlink,
+            4 => NodeKind::Fifo,
+            5 => NodeKind::CharDevice,
+            6 => NodeKind::BlockDevice,
+            _ => return None,
+        })
+    }
+}
+
+/// One node of the tree (see the module's doc for the fields' meaning).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    /// Its number: 0 is the root.
+    pub id: u32,
+    /// What it is.
+    pub kind: NodeKind,
+    /// Permission bits including setuid, setgid, sticky.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Modification time (seconds, nanoseconds).
+    pub mtime: (i64, u32),
+    /// Access time (seconds, nanoseconds).
+    pub atime: (i64, u32),
+    /// Size: a file's logical size, a symlink's target length.
+    pub size: u64,
+    /// File: first byte of its stored data in the archive; directory: first dirent;
+    /// symlink: heap offset of its target; device: device number.
+    pub a: u64,
+    /// File: stored bytes; directory: number of dirents; symlink: target length.
+    pub b: u64,
+    /// The directory it was first found in (the root's parent is itself).
+    pub parent: u32,
+    /// How many names it has (a directory: 2 plus its subdirectories).
+    pub nlink: u32,
+    /// Where its name (as first found) is in the heap, and how long.
+    pub name: (u64, u16),
+    /// Where its extras are in the heap, and how long (0: none).
+    pub extras: (u64, u32),
+    /// xxh3-128 of its content, where it was recorded.
+    pub hash: Option<u128>,
+}
+
+impl Node {
+    /// Its stored data runs `(offset in the file, length)`, given its extras: a file
+    /// stored whole is one run (or none when empty or all hole).
+    pub fn runs(&self, extras: &Extras) -> Vec<(u64, u64)> {
+        if !extras.runs.is_empty() {
+            extras.runs.clone()
+        } else if self.b > 0 {
+            vec![(0, self.size)]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// A name in a directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dirent {
+    /// The name (one path component).
+    pub name: Vec<u8>,
+    /// What the node it names is.
+    pub kind: NodeKind,
+    /// The node.
+    pub node: u32,
+}
+
+/// What a node keeps in the heap besides its name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// A sparse file's data runs (offset, length), in order; empty for a file stored
+    /// whole.
+    pub runs: Vec<(u64, u64)>,
+    /// Extended attributes (name, value).
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// A tree table opened for reading (see the module's doc).
+pub struct Table {
+    file: File,
+    /// Where nodes, dirents and the heap start in `file`.
+    nodes_at: u64,
+    dirents_at: u64,
+    heap_at: u64,
+    trailer: Trailer,
+}
+
+/// Directories with at most this many entries are read whole for a lookup.
+const SMALL_DIR: u64 = 256;
+/// Largest block of names read at once when listing a directory.
+const NAME_BLOCK: u64 = 256 << 10;
+
+impl Table {
+    /// Opens the table that occupies `len` bytes of `file` from `base` (its trailer is
+    /// the last 64). With `verify`, the whole body is read once and its checksum
+    /// compared (reading, not keeping it: the memory used does not grow with the table).
+    pub fn open(file: File, base: u64, len: u64, verify: bool) -> Result<Table, TreeError> {
+        if len < TRAILER_LEN {
+            return Err(TreeError::new("tree table: shorter than its trailer"));
+        }
+        let mut raw = [0u8; TRAILER_LEN as usize];
+        let trailer_at = base + len - TRAILER_LEN;
+        file.read_exact_at(&mut raw, trailer_at)
+            .map_err(|e| io_error("read the tree table's trailer", e))?;
+        let trailer = Trailer::decode(&raw)?;
+        let body = trailer
+            .body_len()
+            .filter(|&b| b == len - TRAILER_LEN)
+            .ok_or_else(|| TreeError::new("tree table: its trailer does not fit its length"))?;
+        let nodes_at = base;
+        let dirents_at = nodes_at + trailer.nodes * NODE_LEN;
+        let heap_at = dirents_at + trailer.dirents * DIRENT_LEN;
+        if verify {
+            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            let mut buf = vec![0u8; (1 << 20).min(body as usize).max(1)];
+            let mut at = 0;
+            while at < body {
+                let n = buf.len().min((body - at) as usize);
+                file.read_exact_at(&mut buf[..n], base + at)
+                    .map_err(|e| io_error("read the tree table", e))?;
+                hasher.update(&buf[..n]);
+                at += n as u64;
+            }
+            if hasher.digest() != trailer.body_hash {
+                return Err(TreeError::new("tree table: checksum mismatch (damaged)"));
+            }
+        }
+        let table = Table {
+            file,
+            nodes_at,
+            dirents_at,
+            heap_at,
+            trailer,
+        };
+        let root = table.node(0)?;
+        if root.kind != NodeKind::Dir {
+            return Err(TreeError::new("tree table: the root is not a directory"));
+        }
+        Ok(table)
+    }
+
+    /// What the trailer says.
+    pub fn trailer(&self) -> &Trailer {
+        &self.trailer
+    }
+
+    /// The number of nodes.
+    pub fn len(&self) -> u64 {
+        self.trailer.nodes
+    }
+
+    /// Never true: a table has at least its root.
+    pub fn is_empty(&self) -> bool {
+        self.trailer.nodes == 0
+    }
+
+    /// Node `id`, checked.
+    pub fn node(&self, id: u32) -> Result<Node, TreeError> {
+        Ok(self.nodes(id, 1)?.remove(0))
+    }
+
+    /// `count` nodes from `first` on, checked, read at once.
+    pub fn nodes(&self, first: u32, count: u32) -> Result<Vec<Node>, TreeError> {
+        let end = u64::from(first) + u64::from(count);
+        if end > self.trailer.nodes || count == 0 {
+            return Err(TreeError::new(format!(
+                "tree table: node {first}..{end} past its {} nodes",
+                self.trailer.nodes
+            )));
+        }
+        let mut raw = vec![0u8; (u64::from(count) * NODE_LEN) as usize];
+        self.read(&mut raw, self.nodes_at + u64::from(first) * NODE_LEN, "nodes")?;
+        raw.chunks_exact(NODE_LEN as usize)
+            .zip(first..)
+            .map(|(r, id)| self.decode_node(id, r))
+            .collect()
+    }
+
+    fn decode_node(&self, id: u32, r: &[u8]) -> Result<Node, TreeError> {
+        let bad = |why: &str| TreeError::new(format!("tree table: node {id}: {why}"));
+        let (u16at, u32at, u64at) = (
+            |i: usize| u16::from_le_bytes([r[i], r[i + 1]]),
+            |i: usize| u32::from_le_bytes(r[i..i + 4].try_into().unwrap_or_default()),
+            |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().unwrap_or_default()),
+        );
+        let kind = NodeKind::from_code(r[0]).ok_or_else(|| bad("unknown kind"))?;
+        let n = Node {
+            id,
+            kind,
+            mode: u32at(4),
+            uid: u32at(8),
+            gid: u32at(12),
+            mtime: (u64at(16) as i64, u32at(24)),
+            atime: (u64at(32) as i64, u32at(28)),
+            size: u64at(40),
+            a: u64at(48),
+            b: u64at(56),
+            parent: u32at(64),
+            nlink: u32at(68),
+            name: (u64at(72), u16at(2)),
+            extras: (u64at(80), u32at(88)),
+            hash: (r[1] & FLAG_HASH != 0)
+                .then(|| u128::from_le_bytes(r[96..112].try_into().unwrap_or_default())),
+        };
+        if n.mode > 0o7777 || n.mtime.1 >= 1_000_000_000 || n.atime.1 >= 1_000_000_000 {
+            return Err(bad("mode or time out of range"));
+        }
+        if u64::from(n.parent) >= self.trailer.nodes {
+            return Err(bad("parent out of range"));
+        }
+        self.heap_range(n.name.0, u64::from(n.name.1))
+            .and(self.heap_range(n.extras.0, u64::from(n.extras.1)))
+            .map_err(|_| bad("name or extras outside the heap"))?;
+        let within = |end: Option<u64>, limit: u64| end.is_some_and(|e| e <= limit);
+        let fits = match kind {
+            NodeKind::File => {
+                within(n.a.checked_add(n.b), self.trailer.data_end)
+                    && (n.extras.1 > 0 || n.b == n.size || n.b == 0)
+            }
+            NodeKind::Dir => within(n.a.checked_add(n.b), self.trailer.dirents),
+            NodeKind::Symlink => {
+                within(n.a.checked_add(n.b), self.trailer.heap) && n.b > 0 && n.b <= 1 << 20
+            }
+            _ => true,
+        };
+        if !fits {
+            return Err(bad("data, entries or target out of range"));
+        }
+        Ok(n)
+    }
+
+    /// `len` bytes of heap from `off`, checked to lie inside it.
+    fn heap_range(&self, off: u64, len: u64) -> Result<u64, TreeError> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.trailer.heap => Ok(self.heap_at + off),
+            _ => Err(TreeError::new("tree table: a heap range lies outside the heap")),
+        }
+    }
+
+    /// Reads `len` heap bytes at `off`.
+    pub fn heap_bytes(&self, off: u64, len: u64) -> Result<Vec<u8>, TreeError> {
+        let at = self.heap_range(off, len)?;
+        let mut out = vec![0u8; len as usize];
+        self.read(&mut out, at, "heap")?;
+        Ok(out)
+    }
+
+    /// A symlink's target.
+    pub fn target(&self, n: &Node) -> Result<Vec<u8>, TreeError> {
+        self.heap_bytes(n.a, n.b)
+    }
+
+    /// A node's name as first found (empty for the root).
+    pub fn name(&self, n: &Node) -> Result<Vec<u8>, TreeError> {
+        self.heap_bytes(n.name.0, u64::from(n.name.1))
+    }
+
+    /// A node's sparse runs and xattrs, checked against the node (runs sorted, inside
+    /// its size, adding up to its stored bytes).
+    pub fn extras(&self, n: &Node) -> Result<Extras, TreeError> {
+        if n.extras.1 == 0 {
+            return Ok(Extras::default());
+        }
+        let raw = self.heap_bytes(n.extras.0, u64::from(n.extras.1))?;
+        let bad = || TreeError::new(format!("tree table: node {}: damaged extras", n.id));
+        let mut p = Parser { b: &raw };
+        let mut x = Extras::default();
+        let runs = p.u32().ok_or_else(bad)?;
+        let (mut end, mut total) = (0u64, 0u64);
+        for _ in 0..runs {
+            let (o, l) = (p.u64().ok_or_else(bad)?, p.u64().ok_or_else(bad)?);
+            let run_end = o.checked_add(l).ok_or_else(bad)?;
+            if o < end || run_end > n.size {
+                return Err(bad());
+            }
+            end = run_end;
+            total = total.checked_add(l).ok_or_else(bad)?;
+            x.runs.push((o, l));
+        }
+        if runs > 0 && total != n.b {
+            return Err(bad());
+        }
+        let xattrs = p.u32().ok_or_else(bad)?;
+        for _ in 0..xattrs {
+            let nl = p.u16().ok_or_else(bad)?;
+            let name = p.take(usize::from(nl)).ok_or_else(bad)?.to_vec();
+            let vl = p.u32().ok_or_else(bad)?;
+            let value = p.take(vl as usize).ok_or_else(bad)?.to_vec();
+            x.xattrs.push((name, value));
+        }
+        Ok(x)
+    }
+
+    /// Up to `max` entries of directory `dir`, from its entry number `from` on.
+    pub fn dirents(&self, dir: &Node, from: u64, max: usize) -> Result<Vec<Dirent>, TreeError> {
+        if dir.kind != NodeKind::Dir || from >= dir.b {
+            return Ok(Vec::new());
+        }
+        let count = (dir.b - from).min(max as u64);
+        let mut raw = vec![0u8; (count * DIRENT_LEN) as usize];
+        self.read(&mut raw, self.dirents_at + (dir.a + from) * DIRENT_LEN, "dirents")?;
+        let heads: Vec<(u64, u16, u8, u32)> = raw
+            .chunks_exact(DIRENT_LEN as usize)
+            .map(|r| {
+                (
+                    u64::from_le_bytes(r[..8].try_into().unwrap_or_default()),
+                    u16::from_le_bytes([r[8], r[9]]),
+                    r[10],
+                    u32::from_le_bytes(r[12..16].try_into().unwrap_or_default()),
+                )
+            })
+            .collect();
+        // The names of one directory usually lie together: read them at once.
+        let lo = heads.iter().map(|h| h.0).min().unwrap_or(0);
+        let hi = heads
+            .iter()
+            .map(|h| h.0.saturating_add(u64::from(h.1)))
+            .max()
+            .unwrap_or(0);
+        let block = if hi - lo <= NAME_BLOCK {
+            Some((lo, self.heap_bytes(lo, hi - lo)?))
+        } else {
+            None
+        };
+        heads
+            .into_iter()
+            .map(|(off, len, kind, node)| {
+                let name = match &block {
+                    Some((lo, b)) => b[(off - lo) as usize..(off - lo) as usize + usize::from(len)].to_vec(),
+                    None => self.heap_bytes(off, u64::from(len))?,
+                };
+                self.dirent(dir, name, kind, node)
+            })
+            .collect()
+    }
+
+    fn dirent(&self, dir: &Node, name: Vec<u8>, kind: u8, node: u32) -> Result<Dirent, TreeError> {
+        let kind = NodeKind::from_code(kind);
+        match kind {
+            Some(kind)
+                if u64::from(node) < self.trailer.nodes
+                    && node != 0
+                    && !name.is_empty()
+                    && name != b"."
+                    && name != b".."
+                    && !name.contains(&b'/')
+                    && !name.contains(&0) =>
+            {
+                Ok(Dirent { name, kind, node })
+            }
+            _ => Err(TreeError::new(format!(
+                "tree table: directory node {}: a damaged entry",
+                dir.id
+            ))),
+        }
+    }
+
+    /// The entry of directory `dir` named `name`, if there is one.
+    pub fn lookup(&self, dir: &Node, name: &[u8]) -> Result<Option<Dirent>, TreeError> {
+        if dir.kind != NodeKind::Dir || dir.b == 0 {
+            return Ok(None);
+        }
+        if dir.b <= SMALL_DIR {
+            let all = self.dirents(dir, 0, SMALL_DIR as usize)?;
+            return Ok(all
+                .binary_search_by(|d| d.name.as_slice().cmp(name))
+                .ok()
+                .and_then(|i| all.into_iter().nth(i)));
+        }
+        let (mut lo, mut hi) = (0u64, dir.b);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let Some(d) = self.dirents(dir, mid, 1)?.pop() else {
+                return Ok(None);
+            };
+            match d.name.as_slice().cmp(name) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(Some(d)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The path of node `id` as first found, for messages (`?` where it cannot be
+    /// told; never loops on a damaged table).
+    pub fn path_of(&self, id: u32) -> Vec<u8> {
+        let mut parts = Vec::new();
+        let mut at = id;
+        for _ in 0..4096 {
+            if at == 0 {
+                break;
+            }
+            match self.node(at).and_then(|n| Ok((self.name(&n)?, n.parent))) {
+                Ok((name, parent)) => {
+                    parts.push(name);
+                    at = parent;
+                }
+                Err(_) => {
+                    parts.push(b"?".to_vec());
+                    break;
+                }
+            }
+        }
+        parts.reverse();
+        parts.join(&b'/')
+    }
+
+    fn read(&self, buf: &mut [u8], at: u64, what: &str) -> Result<(), TreeError> {
+        self.file
+            .read_exact_at(buf, at)
+            .map_err(|e| io_error(&format!("read the tree table's {what}"), e))
+    }
+}
+
+fn io_error(what: &str, e: io::Error) -> TreeError {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        TreeError::new(format!("{what}: the file is shorter than the table says"))
+    } else {
+        TreeError::new(format!("{what}: {e}"))
+    }
+}
+
+/// Reads little-endian numbers and byte strings off the front of a slice.
+struct Parser<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Parser<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.b.len() {
+            return None;
+        }
+        let (head, rest) = self.b.split_at(n);
+        self.b = rest;
+        Some(head)
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+}

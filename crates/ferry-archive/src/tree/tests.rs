@@ -1,0 +1,189 @@
+//! The tree table built, written and read back: resolution as an extraction does it,
+//! and damaged tables refused.
+
+use super::*;
+use crate::index::{IndexEntry, Kind};
+use std::io::Write;
+
+fn member(path: &str, kind: Kind) -> IndexEntry {
+    IndexEntry {
+        path: path.as_bytes().to_vec(),
+        kind,
+        mode: if kind == Kind::Dir { 0o755 } else { 0o644 },
+        uid: 1,
+        gid: 2,
+        mtime: (1_600_000_000, 5),
+        atime: (1_600_000_001, 6),
+        size: 0,
+        header_offset: 0,
+        data_offset: 0,
+        stored: 0,
+        rdev: 0,
+        hash: None,
+        link: Vec::new(),
+        runs: Vec::new(),
+        xattrs: Vec::new(),
+        names: None,
+    }
+}
+
+fn file(path: &str, at: u64, size: u64) -> IndexEntry {
+    IndexEntry {
+        size,
+        stored: size,
+        data_offset: at,
+        hash: Some(0x1234),
+        ..member(path, Kind::File)
+    }
+}
+
+fn link(path: &str, kind: Kind, target: &str) -> IndexEntry {
+    IndexEntry {
+        link: target.as_bytes().to_vec(),
+        ..member(path, kind)
+    }
+}
+
+const DEFAULTS: DirDefaults = DirDefaults {
+    mode: 0o700,
+    uid: 9,
+    gid: 9,
+    mtime: (7, 0),
+};
+
+fn table_of(entries: &[IndexEntry]) -> (Table, Vec<Skipped>) {
+    let mut b = TreeBuilder::new(DEFAULTS);
+    let skipped = entries.iter().filter_map(|e| b.add(e).err()).collect();
+    let mut bytes = Vec::new();
+    let n = b.write(1 << 32, &mut bytes).expect("write");
+    assert_eq!(n, bytes.len() as u64);
+    (open_bytes(&bytes, true).expect("open"), skipped)
+}
+
+fn open_bytes(bytes: &[u8], verify: bool) -> Result<Table, TreeError> {
+    let mut f = tempfile::tempfile().expect("tempfile");
+    f.write_all(b"xyz").expect("write");
+    f.write_all(bytes).expect("write");
+    Table::open(f, 3, bytes.len() as u64, verify)
+}
+
+fn at(t: &Table, path: &str) -> Option<Node> {
+    let mut n = t.node(0).expect("root");
+    for c in path.split('/').filter(|c| !c.is_empty()) {
+        let d = t.lookup(&n, c.as_bytes()).expect("lookup")?;
+        n = t.node(d.node).expect("node");
+    }
+    Some(n)
+}
+
+#[test]
+fn a_tree_is_resolved_as_an_extraction_resolves_it() {
+    let entries = vec![
+        member("./", Kind::Dir),
+        member("d/", Kind::Dir),
+        file("d/a", 512, 10),
+        file("d/b", 1024, 20),
+        link("d/h", Kind::HardLink, "d/a"),
+        link("d/s", Kind::Symlink, "a"),
+        file("/abs/x", 2048, 1),
+        file("../evil", 0, 0),
+        file("d/s/through", 0, 0),
+        file("d/b", 4096, 30),
+        member("e/f/", Kind::Dir),
+    ];
+    let (t, skipped) = table_of(&entries);
+    let why: Vec<_> = skipped.iter().map(|s| s.to_string()).collect();
+    assert_eq!(why.len(), 2, "{why:?}");
+    assert!(why[0].contains("'..'"), "{why:?}");
+    assert!(why[1].contains("below d/s, which is a symlink"), "{why:?}");
+    let root = t.node(0).expect("root");
+    assert_eq!((root.mode, root.uid), (0o755, 1));
+    assert_eq!(root.nlink, 5, "root, ., d, abs, e");
+    let names: Vec<_> = t.dirents(&root, 0, 100).expect("list").into_iter().map(|d| d.name).collect();
+    assert_eq!(names, [b"abs".to_vec(), b"d".to_vec(), b"e".to_vec()]);
+    let a = at(&t, "d/a").expect("d/a");
+    let h = at(&t, "d/h").expect("d/h");
+    assert_eq!(a.id, h.id);
+    assert_eq!(a.nlink, 2);
+    assert_eq!((a.a, a.b, a.hash), (512, 10, Some(0x1234)));
+    assert_eq!(at(&t, "d/b").expect("d/b").a, 4096, "the last member wins");
+    let s = at(&t, "d/s").expect("d/s");
+    assert_eq!((s.kind, t.target(&s).expect("target")), (NodeKind::Symlink, b"a".to_vec()));
+    let implicit = at(&t, "e").expect("e");
+    assert_eq!((implicit.mode, implicit.uid, implicit.mtime), (0o700, 9, (7, 0)));
+    assert_eq!(t.path_of(at(&t, "e/f").expect("e/f").id), b"e/f");
+    assert!(at(&t, "d/zz").is_none());
+    // A directory's children are numbered together, in name order.
+    let d = at(&t, "d").expect("d");
+    let kids = t.dirents(&d, 0, 100).expect("list");
+    let ids: Vec<u32> = kids.iter().filter(|k| k.name != b"h").map(|k| k.node).collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+}
+
+#[test]
+fn a_large_directory_is_searched() {
+    let mut entries = vec![member("big/", Kind::Dir)];
+    for i in 0..3000 {
+        entries.push(file(&format!("big/f{i:05}"), 512 * i, 1));
+    }
+    let (t, skipped) = table_of(&entries);
+    assert!(skipped.is_empty());
+    let big = at(&t, "big").expect("big");
+    assert_eq!(big.b, 3000);
+    for i in [0u64, 1, 1499, 2999] {
+        assert_eq!(at(&t, &format!("big/f{i:05}")).expect("found").a, 512 * i);
+    }
+    assert!(at(&t, "big/f03000").is_none());
+    assert!(at(&t, "big/a").is_none());
+}
+
+#[test]
+fn every_damaged_byte_is_refused_or_harmless() {
+    let entries = vec![
+        member("d/", Kind::Dir),
+        file("d/a", 512, 10),
+        link("d/s", Kind::Symlink, "a"),
+        IndexEntry {
+            runs: vec![(0, 4096), (8192, 4096)],
+            stored: 8192,
+            size: 16384,
+            xattrs: vec![(b"user.x".to_vec(), b"v".to_vec())],
+            ..file("d/sparse", 4096, 8192)
+        },
+    ];
+    let mut b = TreeBuilder::new(DEFAULTS);
+    for e in &entries {
+        b.add(e).expect("add");
+    }
+    let mut bytes = Vec::new();
+    b.write(1 << 20, &mut bytes).expect("write");
+    assert!(open_bytes(&bytes, true).is_ok());
+    for i in 0..bytes.len() {
+        let mut bad = bytes.clone();
+        bad[i] ^= 0x41;
+        assert!(open_bytes(&bad, true).is_err(), "byte {i} flipped passed the checks");
+        // Without the body checksum every read must still be checked, never panic.
+        if let Ok(t) = open_bytes(&bad, false) {
+            walk(&t, 0, 0);
+        }
+    }
+    assert!(open_bytes(&bytes[..bytes.len() - 1], true).is_err());
+    assert!(open_bytes(&bytes[1..], true).is_err());
+}
+
+/// Reads everything reachable, ignoring errors (bounded depth).
+fn walk(t: &Table, id: u32, depth: usize) {
+    let Ok(n) = t.node(id) else { return };
+    let _ = t.extras(&n);
+    let _ = t.name(&n);
+    let _ = t.path_of(id);
+    if n.kind == NodeKind::Symlink {
+        let _ = t.target(&n);
+    }
+    if n.kind == NodeKind::Dir && depth < 8 {
+        for d in t.dirents(&n, 0, 64).unwrap_or_default() {
+            let _ = t.lookup(&n, &d.name);
+            walk(t, d.node, depth + 1);
+        }
+    }
+}
