@@ -35,6 +35,64 @@ pub enum Command {
     Cat(CatArgs),
     /// Copy a sample tree with ferry and with a one-file-at-a-time copy, side by side.
     Demo(DemoArgs),
+    /// Mount an archive read-only (FUSE): a ferry archive at once from its index, any
+    /// other tar after one scan of its headers (kept in the cache for the next time).
+    /// Returns once the mount answers; the mount runs on in the background.
+    Mount(MountArgs),
+    /// Unmount what `ferry mount` mounted (also when its process has died).
+    Umount(UmountArgs),
+    /// Build the index `ferry mount` needs for a tar that is not a ferry archive (or one
+    /// from before ferry kept it), without mounting; it is kept in the cache.
+    Index(IndexArgs),
+}
+
+/// Flags of `ferry mount`.
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// The archive to mount.
+    pub archive: PathBuf,
+    /// An existing directory to mount it on.
+    pub mountpoint: PathBuf,
+    /// Stay attached, logging to stderr; Ctrl-C unmounts.
+    #[arg(short = 'f', long)]
+    pub foreground: bool,
+    /// Let other users see the mount (needs `user_allow_other` in /etc/fuse.conf when
+    /// not root).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// FUSE threads answering requests.
+    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 4)]
+    pub jobs: usize,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    /// Where a background mount logs [default: mount.log in the cache directory].
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+}
+
+/// Where built indexes are kept.
+#[derive(Args, Debug, Clone)]
+pub struct CacheArgs {
+    /// Directory for indexes built for tars without one [default:
+    /// $XDG_CACHE_HOME/ferry, else ~/.cache/ferry].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Flags of `ferry umount`.
+#[derive(Args, Debug)]
+pub struct UmountArgs {
+    /// Where the archive is mounted.
+    pub mountpoint: PathBuf,
+}
+
+/// Flags of `ferry index`.
+#[derive(Args, Debug)]
+pub struct IndexArgs {
+    /// The archive to index.
+    pub archive: PathBuf,
+    #[command(flatten)]
+    pub cache: CacheArgs,
 }
 
 /// Flags of `ferry pack`.

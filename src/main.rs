@@ -9,6 +9,7 @@ mod cli;
 mod compression;
 mod demo;
 mod job;
+mod mount_cmd;
 mod progress;
 mod read_ahead;
 mod report;
@@ -37,6 +38,9 @@ fn main() -> ExitCode {
             archive_cmd::run_cat(args)
         }
         Command::Demo(args) => demo::run(args),
+        Command::Mount(args) => mount_cmd::run_mount(args),
+        Command::Umount(args) => mount_cmd::run_umount(args),
+        Command::Index(args) => mount_cmd::run_index(args),
     };
     match result {
         Ok(code) => code,

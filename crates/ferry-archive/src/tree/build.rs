@@ -172,16 +172,20 @@ impl TreeBuilder {
         let node = match e.kind {
             Kind::HardLink => {
                 let target = safe_path(&e.link).map_err(skip)?;
-                let node = self
-                    .resolve(target.as_bytes())
-                    .ok_or_else(|| skip(&format!("hardlink to {}: no such member before it", escaped(target.as_bytes()))))?;
+                let node = self.resolve(target.as_bytes()).ok_or_else(|| {
+                    skip(&format!(
+                        "hardlink to {}: no such member before it",
+                        escaped(target.as_bytes())
+                    ))
+                })?;
                 if self.nodes[node as usize].kind == NodeKind::Dir {
                     return Err(skip("hardlink to a directory"));
                 }
                 node
             }
             Kind::Dir => {
-                if let Some(existing) = self.find(dir, name).map(|d| self.dirents[d as usize].node) {
+                if let Some(existing) = self.find(dir, name).map(|d| self.dirents[d as usize].node)
+                {
                     if self.nodes[existing as usize].kind == NodeKind::Dir {
                         self.set_meta(existing, e);
                         return Ok(());

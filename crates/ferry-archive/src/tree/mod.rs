@@ -120,7 +120,8 @@ impl Trailer {
         if &b[..8] != TREE_MAGIC {
             return Err(TreeError::new("tree table trailer: no FERRYTRE magic"));
         }
-        let word = |i: usize| u64::from_le_bytes(b[16 + 8 * i..24 + 8 * i].try_into().unwrap_or_default());
+        let word =
+            |i: usize| u64::from_le_bytes(b[16 + 8 * i..24 + 8 * i].try_into().unwrap_or_default());
         if u64::from_le_bytes(b[56..].try_into().unwrap_or_default())
             != xxhash_rust::xxh3::xxh3_64(&b[..56])
         {

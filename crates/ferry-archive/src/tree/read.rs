@@ -235,7 +235,11 @@ impl Table {
             )));
         }
         let mut raw = vec![0u8; (u64::from(count) * NODE_LEN) as usize];
-        self.read(&mut raw, self.nodes_at + u64::from(first) * NODE_LEN, "nodes")?;
+        self.read(
+            &mut raw,
+            self.nodes_at + u64::from(first) * NODE_LEN,
+            "nodes",
+        )?;
         raw.chunks_exact(NODE_LEN as usize)
             .zip(first..)
             .map(|(r, id)| self.decode_node(id, r))
@@ -299,7 +303,9 @@ impl Table {
     fn heap_range(&self, off: u64, len: u64) -> Result<u64, TreeError> {
         match off.checked_add(len) {
             Some(end) if end <= self.trailer.heap => Ok(self.heap_at + off),
-            _ => Err(TreeError::new("tree table: a heap range lies outside the heap")),
+            _ => Err(TreeError::new(
+                "tree table: a heap range lies outside the heap",
+            )),
         }
     }
 
@@ -364,7 +370,11 @@ impl Table {
         }
         let count = (dir.b - from).min(max as u64);
         let mut raw = vec![0u8; (count * DIRENT_LEN) as usize];
-        self.read(&mut raw, self.dirents_at + (dir.a + from) * DIRENT_LEN, "dirents")?;
+        self.read(
+            &mut raw,
+            self.dirents_at + (dir.a + from) * DIRENT_LEN,
+            "dirents",
+        )?;
         let heads: Vec<(u64, u16, u8, u32)> = raw
             .chunks_exact(DIRENT_LEN as usize)
             .map(|r| {
@@ -392,7 +402,9 @@ impl Table {
             .into_iter()
             .map(|(off, len, kind, node)| {
                 let name = match &block {
-                    Some((lo, b)) => b[(off - lo) as usize..(off - lo) as usize + usize::from(len)].to_vec(),
+                    Some((lo, b)) => {
+                        b[(off - lo) as usize..(off - lo) as usize + usize::from(len)].to_vec()
+                    }
                     None => self.heap_bytes(off, u64::from(len))?,
                 };
                 self.dirent(dir, name, kind, node)

@@ -99,7 +99,12 @@ fn a_tree_is_resolved_as_an_extraction_resolves_it() {
     let root = t.node(0).expect("root");
     assert_eq!((root.mode, root.uid), (0o755, 1));
     assert_eq!(root.nlink, 5, "root, ., d, abs, e");
-    let names: Vec<_> = t.dirents(&root, 0, 100).expect("list").into_iter().map(|d| d.name).collect();
+    let names: Vec<_> = t
+        .dirents(&root, 0, 100)
+        .expect("list")
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
     assert_eq!(names, [b"abs".to_vec(), b"d".to_vec(), b"e".to_vec()]);
     let a = at(&t, "d/a").expect("d/a");
     let h = at(&t, "d/h").expect("d/h");
@@ -108,15 +113,25 @@ fn a_tree_is_resolved_as_an_extraction_resolves_it() {
     assert_eq!((a.a, a.b, a.hash), (512, 10, Some(0x1234)));
     assert_eq!(at(&t, "d/b").expect("d/b").a, 4096, "the last member wins");
     let s = at(&t, "d/s").expect("d/s");
-    assert_eq!((s.kind, t.target(&s).expect("target")), (NodeKind::Symlink, b"a".to_vec()));
+    assert_eq!(
+        (s.kind, t.target(&s).expect("target")),
+        (NodeKind::Symlink, b"a".to_vec())
+    );
     let implicit = at(&t, "e").expect("e");
-    assert_eq!((implicit.mode, implicit.uid, implicit.mtime), (0o700, 9, (7, 0)));
+    assert_eq!(
+        (implicit.mode, implicit.uid, implicit.mtime),
+        (0o700, 9, (7, 0))
+    );
     assert_eq!(t.path_of(at(&t, "e/f").expect("e/f").id), b"e/f");
     assert!(at(&t, "d/zz").is_none());
     // A directory's children are numbered together, in name order.
     let d = at(&t, "d").expect("d");
     let kids = t.dirents(&d, 0, 100).expect("list");
-    let ids: Vec<u32> = kids.iter().filter(|k| k.name != b"h").map(|k| k.node).collect();
+    let ids: Vec<u32> = kids
+        .iter()
+        .filter(|k| k.name != b"h")
+        .map(|k| k.node)
+        .collect();
     assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
 }
 
@@ -161,7 +176,10 @@ fn every_damaged_byte_is_refused_or_harmless() {
     for i in 0..bytes.len() {
         let mut bad = bytes.clone();
         bad[i] ^= 0x41;
-        assert!(open_bytes(&bad, true).is_err(), "byte {i} flipped passed the checks");
+        assert!(
+            open_bytes(&bad, true).is_err(),
+            "byte {i} flipped passed the checks"
+        );
         // Without the body checksum every read must still be checked, never panic.
         if let Ok(t) = open_bytes(&bad, false) {
             walk(&t, 0, 0);

@@ -1,0 +1,113 @@
+//! Where a mount reads members' stored bytes from: the archive file itself, or (for a
+//! compressed archive) its decompressed stream.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+/// Random access to the (uncompressed) tar data, from several threads at once.
+pub trait DataAt: Send + Sync {
+    /// Fills `buf` from `offset`; fewer bytes only at the end of the data.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+}
+
+/// An uncompressed archive: the tar data is the file.
+pub struct PlainFile(pub File);
+
+impl DataAt for PlainFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.0.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// Fills `buf` with the logical bytes of a member from `offset`: its stored runs read
+/// through `data` (the first stored byte at `stored_at`), zeros in its holes. `runs` are
+/// (logical offset, length), in order, stored one after another; `size` is the logical
+/// size. Returns how many bytes were filled (less than asked only at the end).
+pub fn read_member(
+    data: &dyn DataAt,
+    stored_at: u64,
+    runs: &[(u64, u64)],
+    size: u64,
+    offset: u64,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    let end = size.min(offset.saturating_add(buf.len() as u64));
+    if offset >= end {
+        return Ok(0);
+    }
+    let want = (end - offset) as usize;
+    let out = &mut buf[..want];
+    out.fill(0);
+    let mut stored = stored_at;
+    for &(run_at, len) in runs {
+        let run_end = run_at + len;
+        if run_end > offset && run_at < end {
+            let from = run_at.max(offset);
+            let to = run_end.min(end);
+            let dst = &mut out[(from - offset) as usize..(to - offset) as usize];
+            let got = data.read_at(dst, stored + (from - run_at))?;
+            if got < dst.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the archive ends inside the member's data",
+                ));
+            }
+        }
+        stored += len;
+        if run_at >= end {
+            break;
+        }
+    }
+    Ok(want)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Bytes(Vec<u8>);
+
+    impl DataAt for Bytes {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            let from = (offset as usize).min(self.0.len());
+            let n = buf.len().min(self.0.len() - from);
+            buf[..n].copy_from_slice(&self.0[from..from + n]);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn runs_and_holes_read_back_as_the_file() {
+        // Logical file of 20 bytes: "abcd" at 2, "xyz" at 10, hole to the end.
+        let data = Bytes(b"____abcdxyz".to_vec());
+        let runs = [(2, 4), (10, 3)];
+        let mut logical = [0u8; 20];
+        logical[2..6].copy_from_slice(b"abcd");
+        logical[10..13].copy_from_slice(b"xyz");
+        for off in 0..22u64 {
+            for len in 0..22usize {
+                let mut buf = vec![0xffu8; len];
+                let n = read_member(&data, 4, &runs, 20, off, &mut buf).expect("read");
+                let want = &logical[(off as usize).min(20)..(off as usize + len).min(20)];
+                assert_eq!(&buf[..n], want, "offset {off} length {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn data_cut_short_is_an_error() {
+        let data = Bytes(b"ab".to_vec());
+        let mut buf = [0u8; 4];
+        assert!(read_member(&data, 0, &[(0, 4)], 4, 0, &mut buf).is_err());
+    }
+}

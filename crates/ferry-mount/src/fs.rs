@@ -1,0 +1,547 @@
+//! The read-only FUSE filesystem over a tree table.
+//!
+//! Inode numbers are node numbers plus one (the root is node 0, FUSE's inode 1). Every
+//! answer comes from the table, read in place; nothing grows with the archive but a
+//! bitmap of two bits per node (content checked, content bad). Attributes and entries
+//! are given long timeouts and file data is kept in the page cache across opens: an
+//! archive does not change under its mount. If it does (its size, mtime or ctime
+//! differ from when it was mounted), that is logged once and every open and read is
+//! refused with EIO, since the table may no longer describe the bytes.
+//!
+//! A file whose table records a content hash is read whole and hashed the first time
+//! it is opened; a mismatch makes that file EIO for the life of the mount, with one log
+//! line naming it.
+
+use crate::cache::Stamp;
+use crate::data::{read_member, DataAt};
+use crate::source::Opened;
+use ferry_archive::read::tail::ContentHasher;
+use ferry_archive::tree::read::Extras;
+use ferry_archive::tree::{Node, NodeKind, Table, TreeError};
+use ferry_core::entry::escaped;
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+};
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// How a mount behaves.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long the kernel may keep attributes and names.
+    pub ttl: Duration,
+    /// Largest read-ahead asked of the kernel.
+    pub max_readahead: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            ttl: Duration::from_secs(24 * 3600),
+            max_readahead: 1 << 20,
+        }
+    }
+}
+
+/// The filesystem (see the module's doc).
+pub struct ArchiveFs {
+    path: PathBuf,
+    table: Table,
+    data: Arc<dyn DataAt>,
+    archive: File,
+    stamp: Stamp,
+    ctime: (i64, i64),
+    /// Two bits per node: checked against its hash, found bad.
+    checks: Vec<AtomicU64>,
+    changed: AtomicBool,
+    opts: Options,
+}
+
+const CHECKED: u64 = 1;
+const BAD: u64 = 2;
+
+impl ArchiveFs {
+    /// A filesystem serving `opened`.
+    pub fn new(opened: Opened, opts: Options) -> ArchiveFs {
+        let ctime = opened
+            .archive
+            .metadata()
+            .map(|m| (m.ctime(), m.ctime_nsec()))
+            .unwrap_or_default();
+        let words = (opened.table.len() as usize).div_ceil(32);
+        ArchiveFs {
+            path: opened.path,
+            table: opened.table,
+            data: opened.data,
+            archive: opened.archive,
+            stamp: opened.stamp,
+            ctime,
+            checks: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            changed: AtomicBool::new(false),
+            opts,
+        }
+    }
+
+    /// Writes one line to the log (standard error).
+    fn log(&self, msg: std::fmt::Arguments<'_>) {
+        let _ = writeln!(
+            io::stderr().lock(),
+            "ferry mount {}: {msg}",
+            self.path.display()
+        );
+    }
+
+    fn node(&self, ino: INodeNo) -> Result<Node, Errno> {
+        let id = ino
+            .0
+            .checked_sub(1)
+            .and_then(|id| u32::try_from(id).ok())
+            .ok_or(Errno::ENOENT)?;
+        if u64::from(id) >= self.table.len() {
+            return Err(Errno::ENOENT);
+        }
+        self.table.node(id).map_err(|e| self.damaged(&e))
+    }
+
+    fn damaged(&self, e: &TreeError) -> Errno {
+        self.log(format_args!("{e}"));
+        Errno::EIO
+    }
+
+    fn attr(&self, n: &Node) -> FileAttr {
+        let time = |(s, ns): (i64, u32)| {
+            if s >= 0 {
+                UNIX_EPOCH + Duration::new(s as u64, ns)
+            } else {
+                UNIX_EPOCH
+                    .checked_sub(Duration::new(s.unsigned_abs(), 0))
+                    .and_then(|t| t.checked_add(Duration::from_nanos(u64::from(ns))))
+                    .unwrap_or(UNIX_EPOCH)
+            }
+        };
+        let (kind, size, blocks) = match n.kind {
+            NodeKind::File => (FileType::RegularFile, n.size, n.b.div_ceil(512)),
+            NodeKind::Dir => (FileType::Directory, 4096, 8),
+            NodeKind::Symlink => (FileType::Symlink, n.size, 0),
+            NodeKind::Fifo => (FileType::NamedPipe, 0, 0),
+            NodeKind::CharDevice => (FileType::CharDevice, 0, 0),
+            NodeKind::BlockDevice => (FileType::BlockDevice, 0, 0),
+        };
+        let rdev = match n.kind {
+            NodeKind::CharDevice | NodeKind::BlockDevice => {
+                encode_dev(rustix::fs::major(n.a), rustix::fs::minor(n.a))
+            }
+            _ => 0,
+        };
+        let mtime = time(n.mtime);
+        FileAttr {
+            ino: INodeNo(u64::from(n.id) + 1),
+            size,
+            blocks,
+            atime: time(n.atime),
+            mtime,
+            ctime: mtime,
+            crtime: mtime,
+            kind,
+            perm: (n.mode & 0o7777) as u16,
+            nlink: n.nlink.max(1),
+            uid: n.uid,
+            gid: n.gid,
+            rdev,
+            flags: 0,
+            blksize: 4096,
+        }
+    }
+
+    /// Whether the archive is still what was mounted; logs once when it is not.
+    fn unchanged(&self) -> bool {
+        if self.changed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let same = self.archive.metadata().is_ok_and(|m| {
+            Stamp::of(&m) == self.stamp && (m.ctime(), m.ctime_nsec()) == self.ctime
+        });
+        if !same && !self.changed.swap(true, Ordering::Relaxed) {
+            self.log(format_args!(
+                "the archive changed after it was mounted: reads are refused (unmount and mount it again)"
+            ));
+        }
+        same
+    }
+
+    fn bits(&self, id: u32) -> (usize, u32) {
+        ((id / 32) as usize, (id % 32) * 2)
+    }
+
+    fn check_state(&self, id: u32) -> u64 {
+        let (w, s) = self.bits(id);
+        (self.checks[w].load(Ordering::Relaxed) >> s) & 3
+    }
+
+    fn set_state(&self, id: u32, state: u64) {
+        let (w, s) = self.bits(id);
+        self.checks[w].fetch_or(state << s, Ordering::Relaxed);
+    }
+
+    /// Reads file `n` whole and compares it with the hash its table records, once.
+    fn check_content(&self, n: &Node) -> Result<(), Errno> {
+        let Some(recorded) = n.hash else {
+            return Ok(());
+        };
+        match self.check_state(n.id) {
+            s if s & BAD != 0 => return Err(Errno::EIO),
+            s if s & CHECKED != 0 => return Ok(()),
+            _ => {}
+        }
+        let extras = self.table.extras(n).map_err(|e| self.damaged(&e))?;
+        let runs = n.runs(&extras);
+        let mut hasher = ContentHasher::new(&runs);
+        let mut buf = vec![0u8; (n.b.min(1 << 20)) as usize];
+        let mut at = 0u64;
+        let result = loop {
+            if at == n.b {
+                break Ok(());
+            }
+            let k = buf.len().min((n.b - at) as usize);
+            match self.data.read_at(&mut buf[..k], n.a + at) {
+                Ok(got) if got == k => {
+                    hasher.update(&buf[..k]);
+                    at += k as u64;
+                }
+                Ok(_) => break Err("the archive ends inside its data".to_string()),
+                Err(e) => break Err(e.to_string()),
+            }
+        };
+        let why = match result {
+            Ok(()) if hasher.finish(n.size) == Some(recorded) => {
+                self.set_state(n.id, CHECKED);
+                return Ok(());
+            }
+            Ok(()) => "content differs from the hash recorded when it was packed".to_string(),
+            Err(e) => e,
+        };
+        self.set_state(n.id, BAD);
+        self.log(format_args!(
+            "{}: {why}: reads give EIO",
+            escaped(&self.table.path_of(n.id))
+        ));
+        Err(Errno::EIO)
+    }
+
+    fn extras(&self, n: &Node) -> Result<Extras, Errno> {
+        self.table.extras(n).map_err(|e| self.damaged(&e))
+    }
+
+    /// Lists directory `ino` from entry `offset` on (0 and 1 are `.` and `..`, entry
+    /// `i` of the table is `i + 2`), calling `add` with each entry's node until it says
+    /// the reply is full.
+    fn list(
+        &self,
+        ino: INodeNo,
+        offset: u64,
+        mut add: impl FnMut(u64, &[u8], &Node) -> bool,
+    ) -> Result<(), Errno> {
+        let dir = self.node(ino)?;
+        if dir.kind != NodeKind::Dir {
+            return Err(Errno::ENOTDIR);
+        }
+        if offset == 0 && add(1, b".", &dir) {
+            return Ok(());
+        }
+        if offset <= 1 {
+            let parent = self.table.node(dir.parent).map_err(|e| self.damaged(&e))?;
+            if add(2, b"..", &parent) {
+                return Ok(());
+            }
+        }
+        let mut from = offset.saturating_sub(2);
+        const BATCH: usize = 256;
+        loop {
+            let ents = self
+                .table
+                .dirents(&dir, from, BATCH)
+                .map_err(|e| self.damaged(&e))?;
+            if ents.is_empty() {
+                return Ok(());
+            }
+            let nodes = self.nodes_of(&ents.iter().map(|d| d.node).collect::<Vec<_>>())?;
+            for (d, n) in ents.iter().zip(&nodes) {
+                from += 1;
+                if add(from + 2, &d.name, n) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The nodes `ids`, reading each run of consecutive numbers at once.
+    fn nodes_of(&self, ids: &[u32]) -> Result<Vec<Node>, Errno> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut i = 0;
+        while i < ids.len() {
+            let mut j = i + 1;
+            while j < ids.len() && ids[j] == ids[j - 1].wrapping_add(1) {
+                j += 1;
+            }
+            let run = self
+                .table
+                .nodes(ids[i], (j - i) as u32)
+                .map_err(|e| self.damaged(&e))?;
+            out.extend(run);
+            i = j;
+        }
+        Ok(out)
+    }
+}
+
+/// The kernel's encoding of a device number in `fuse_attr` (`new_encode_dev`).
+fn encode_dev(major: u32, minor: u32) -> u32 {
+    (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)
+}
+
+/// Answers an xattr request of `size` bytes with `value`.
+fn reply_sized(reply: ReplyXattr, size: u32, value: &[u8]) {
+    if size == 0 {
+        reply.size(value.len() as u32);
+    } else if (size as usize) < value.len() {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
+    }
+}
+
+thread_local! {
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Filesystem for ArchiveFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        for flag in [
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_CACHE_SYMLINKS,
+        ] {
+            // A kernel without one of these still works, only slower.
+            let _ = config.add_capabilities(flag);
+        }
+        let _ = config.set_max_readahead(self.opts.max_readahead);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let found = self.node(parent).and_then(|dir| {
+            let d = self
+                .table
+                .lookup(&dir, name.as_bytes())
+                .map_err(|e| self.damaged(&e))?
+                .ok_or(Errno::ENOENT)?;
+            self.table.node(d.node).map_err(|e| self.damaged(&e))
+        });
+        match found {
+            Ok(n) => reply.entry(&self.opts.ttl, &self.attr(&n), Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.node(ino) {
+            Ok(n) => reply.attr(&self.opts.ttl, &self.attr(&n)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.node(ino) {
+            Ok(n) if n.kind == NodeKind::Symlink => match self.table.target(&n) {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(self.damaged(&e)),
+            },
+            Ok(_) => reply.error(Errno::EINVAL),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.0 & libc_accmode() != rustix::fs::OFlags::RDONLY.bits() as i32 {
+            return reply.error(Errno::EROFS);
+        }
+        let opened = self.node(ino).and_then(|n| {
+            if !self.unchanged() {
+                return Err(Errno::EIO);
+            }
+            match n.kind {
+                NodeKind::File => self.check_content(&n),
+                NodeKind::Dir => Err(Errno::EISDIR),
+                _ => Ok(()),
+            }
+        });
+        match opened {
+            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyData,
+    ) {
+        let n = match self.node(ino) {
+            Ok(n) if n.kind == NodeKind::File => n,
+            Ok(_) => return reply.error(Errno::EISDIR),
+            Err(e) => return reply.error(e),
+        };
+        if !self.unchanged() || self.check_state(n.id) & BAD != 0 {
+            return reply.error(Errno::EIO);
+        }
+        let runs = if n.extras.1 == 0 {
+            if n.b > 0 {
+                vec![(0, n.size)]
+            } else {
+                Vec::new()
+            }
+        } else {
+            match self.table.extras(&n) {
+                Ok(x) => n.runs(&x),
+                Err(e) => return reply.error(self.damaged(&e)),
+            }
+        };
+        READ_BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            buf.resize(size as usize, 0);
+            match read_member(&*self.data, n.a, &runs, n.size, offset, &mut buf) {
+                Ok(got) => reply.data(&buf[..got]),
+                Err(e) => {
+                    self.log(format_args!(
+                        "{}: read at {offset}: {e}",
+                        escaped(&self.table.path_of(n.id))
+                    ));
+                    reply.error(Errno::EIO)
+                }
+            }
+        });
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.node(ino) {
+            Ok(n) if n.kind == NodeKind::Dir => reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
+            Ok(_) => reply.error(Errno::ENOTDIR),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let result = self.list(ino, offset, |next, name, n| {
+            let kind = self.attr(n).kind;
+            reply.add(
+                INodeNo(u64::from(n.id) + 1),
+                next,
+                kind,
+                OsStr::from_bytes(name),
+            )
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let ttl = self.opts.ttl;
+        let result = self.list(ino, offset, |next, name, n| {
+            let attr = self.attr(n);
+            reply.add(
+                attr.ino,
+                next,
+                OsStr::from_bytes(name),
+                &ttl,
+                &attr,
+                Generation(0),
+            )
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let blocks = self.stamp.size.div_ceil(4096);
+        reply.statfs(blocks, 0, 0, self.table.len(), 0, 4096, 255, 4096);
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.node(ino).and_then(|n| self.extras(&n)) {
+            Ok(x) => match x.xattrs.iter().find(|(k, _)| k.as_slice() == name.as_bytes()) {
+                Some((_, v)) => reply_sized(reply, size, v),
+                None => reply.error(Errno::ENODATA),
+            },
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.node(ino).and_then(|n| self.extras(&n)) {
+            Ok(x) => {
+                let mut names = Vec::new();
+                for (k, _) in &x.xattrs {
+                    names.extend_from_slice(k);
+                    names.push(0);
+                }
+                reply_sized(reply, size, &names)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn access(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mask: fuser::AccessFlags,
+        reply: fuser::ReplyEmpty,
+    ) {
+        // Permissions are checked by the kernel (default_permissions).
+        match self.node(ino) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+fn libc_accmode() -> i32 {
+    rustix::fs::OFlags::ACCMODE.bits() as i32
+}

@@ -1,0 +1,44 @@
+//! ferry-mount: any tar as a read-only filesystem.
+//!
+//! A mount serves an archive's *tree table* ([`ferry_archive::tree`]): the tree the
+//! archive extracts to, by directory and name, read in place a few records at a time.
+//! Where the table comes from ([`source`]):
+//!
+//! - a ferry archive carries it in its index, so it mounts without reading the tar data
+//!   and without loading the table: the time to mount does not grow with the archive;
+//! - any other tar (and a ferry archive from before the table) is scanned once,
+//!   headers only, and the table is kept in the user's cache ([`cache`]), reused while
+//!   the archive's size and modification time are unchanged.
+//!
+//! The filesystem ([`fs`]) answers lookups and listings from the table (readdirplus,
+//! long timeouts: the archive does not change under a mount), and reads by `pread` at
+//! each member's offset, several FUSE threads at a time; a member whose content does
+//! not match the hash its table records is an I/O error, never wrong bytes.
+//! [`session`] mounts, waits for the kernel's first request and unmounts.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let opened = ferry_mount::source::open(std::path::Path::new("tree.far"), None)?;
+//! let fs = ferry_mount::fs::ArchiveFs::new(opened, ferry_mount::fs::Options::default());
+//! ferry_mount::session::serve(fs, std::path::Path::new("/mnt/tree"), &Default::default(), || {})?;
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+pub mod cache;
+pub mod data;
+pub mod fs;
+pub mod session;
+pub mod source;
+
+/// Why an archive could not be mounted or indexed; the message names what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MountError(pub String);
+
+impl MountError {
+    /// An error saying `what` about `path`.
+    pub fn at(path: &std::path::Path, what: impl std::fmt::Display) -> MountError {
+        MountError(format!("{}: {what}", path.display()))
+    }
+}

@@ -1,0 +1,202 @@
+//! `ferry mount`, `ferry umount` and `ferry index`: flags in, the ferry-mount library
+//! does the work, one line out.
+//!
+//! A background mount is this same program run again with `--foreground`, its own
+//! process group, standard error going to the log and standard output a pipe back to
+//! the first: the child writes `ready` there once the kernel answers the mount (or the
+//! error that stopped it), so `ferry mount` returns only when the mount can be used.
+
+use crate::cli::{IndexArgs, MountArgs, UmountArgs};
+use crate::report::to_stderr;
+use anyhow::{anyhow, Context};
+use ferry_mount::fs::{ArchiveFs, Options};
+use ferry_mount::session::{self, MountOptions};
+use ferry_mount::source::{self, Opened, Origin};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+/// Set in the environment of the background child: its stdout is the pipe to report on.
+const NOTIFY_ENV: &str = "FERRY_MOUNT_NOTIFY";
+
+pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
+    let notify = std::env::var_os(NOTIFY_ENV).is_some();
+    if !args.mountpoint.is_dir() {
+        return fail(
+            notify,
+            anyhow!("{}: not a directory to mount on", args.mountpoint.display()),
+        );
+    }
+    // Built (or found in the cache) before anything else, so its errors come first and
+    // the background child finds the index ready.
+    let opened = match source::open(&args.archive, args.cache.cache_dir.as_deref()) {
+        Ok(o) => o,
+        Err(e) => return fail(notify, e.into()),
+    };
+    if !args.foreground {
+        report_skipped(&opened);
+        drop(opened);
+        return spawn_background(&args);
+    }
+    if !notify {
+        report_skipped(&opened);
+    }
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel();
+    ctrlc::set_handler(move || {
+        let _ = stop_tx.send(());
+    })
+    .context("set the interrupt handler")?;
+    let entries = opened.table.len();
+    let opts = MountOptions {
+        allow_other: args.allow_other,
+        threads: args.jobs,
+        fsname: args.archive.display().to_string(),
+    };
+    let fs = ArchiveFs::new(opened, Options::default());
+    let served = session::serve(
+        fs,
+        &args.mountpoint,
+        &opts,
+        || {
+            if notify {
+                tell_parent("ready");
+            } else {
+                to_stderr(format_args!(
+                    "ferry: {} mounted on {} ({entries} entries); Ctrl-C unmounts",
+                    args.archive.display(),
+                    args.mountpoint.display()
+                ));
+            }
+        },
+        stop_rx,
+    );
+    match served {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => fail(notify, e.into()),
+    }
+}
+
+/// In the background child, an error also goes back to the waiting parent.
+fn fail(notify: bool, e: anyhow::Error) -> anyhow::Result<ExitCode> {
+    if notify {
+        tell_parent(&format!("error: {e:#}"));
+    }
+    Err(e)
+}
+
+/// Writes one line to the parent, then lets go of the pipe (standard output becomes
+/// /dev/null), so the parent's read ends.
+fn tell_parent(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = rustix::stdio::dup2_stdout(&null);
+    }
+}
+
+fn report_skipped(opened: &Opened) {
+    for s in &opened.skipped {
+        to_stderr(format_args!(
+            "ferry: warning: {}: {s}: not shown",
+            opened.path.display()
+        ));
+    }
+    if let Origin::Unsaved(why) = &opened.origin {
+        to_stderr(format_args!(
+            "ferry: warning: the index was not kept in the cache: {why}"
+        ));
+    }
+}
+
+fn log_path(args: &MountArgs) -> anyhow::Result<PathBuf> {
+    if let Some(p) = &args.log {
+        return Ok(p.clone());
+    }
+    let dir = args
+        .cache
+        .cache_dir
+        .clone()
+        .or_else(ferry_mount::cache::dir)
+        .ok_or_else(|| anyhow!("no cache directory for the log: give --log FILE"))?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("{}: create", dir.display()))?;
+    Ok(dir.join("mount.log"))
+}
+
+/// Runs the mount in a child of its own and waits for it to say it is ready.
+fn spawn_background(args: &MountArgs) -> anyhow::Result<ExitCode> {
+    let log = log_path(args)?;
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("{}: open the log", log.display()))?;
+    let me = std::env::current_exe().context("find the ferry program")?;
+    let mut cmd = Command::new(me);
+    cmd.arg("mount")
+        .arg("--foreground")
+        .arg("--jobs")
+        .arg(args.jobs.to_string())
+        .arg(&args.archive)
+        .arg(&args.mountpoint)
+        .env(NOTIFY_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log_file)
+        .process_group(0);
+    if args.allow_other {
+        cmd.arg("--allow-other");
+    }
+    if let Some(dir) = &args.cache.cache_dir {
+        cmd.arg("--cache-dir").arg(dir);
+    }
+    let mut child = cmd.spawn().context("start the mount")?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        BufReader::new(out)
+            .read_line(&mut line)
+            .context("wait for the mount")?;
+    }
+    match line.trim_end() {
+        "ready" => Ok(ExitCode::SUCCESS),
+        l => {
+            let why = l.strip_prefix("error: ").unwrap_or(l);
+            let _ = child.wait();
+            if why.is_empty() {
+                Err(anyhow!(
+                    "the mount stopped before it was ready; see {}",
+                    log.display()
+                ))
+            } else {
+                Err(anyhow!("{why}"))
+            }
+        }
+    }
+}
+
+pub fn run_umount(args: UmountArgs) -> anyhow::Result<ExitCode> {
+    session::unmount(&args.mountpoint)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_index(args: IndexArgs) -> anyhow::Result<ExitCode> {
+    let (origin, skipped, nodes) = source::index(&args.archive, args.cache.cache_dir.as_deref())?;
+    for s in &skipped {
+        to_stderr(format_args!(
+            "ferry: warning: {}: {s}: left out",
+            args.archive.display()
+        ));
+    }
+    let said = match origin {
+        Origin::Cached(p) => format!("index up to date: {}", shown(&p)),
+        Origin::Built(p) => format!("index built: {}", shown(&p)),
+        Origin::Unsaved(why) => return Err(anyhow!("the index could not be kept: {why}")),
+    };
+    println!("{said} ({nodes} entries)");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn shown(p: &Path) -> String {
+    p.display().to_string()
+}
