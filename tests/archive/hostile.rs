@@ -2,7 +2,7 @@
 //! truncated and random input. Each must end in a clear error naming the path or the
 //! offset, with nothing written outside the destination and no panic.
 
-use crate::common::run::Run;
+use crate::common::run::{run_python, Run};
 use crate::common::{build, trees};
 use crate::common::{scratch, Scratch};
 use crate::edit::{rename_in_headers, replace_first, DEV_MINOR};
@@ -30,16 +30,6 @@ fn python_tar(path: &Path, members: &[(&str, &str, &str, &str)]) {
     }
     script.push_str("t.close()\n");
     run_python(&script, path);
-}
-
-/// Runs the Python `script` with `path` as its one argument; it must succeed.
-fn run_python(script: &str, path: &Path) {
-    let status = Command::new("python3")
-        .args(["-c", script])
-        .arg(path)
-        .status()
-        .expect("python3");
-    assert!(status.success(), "python3 failed on {}", path.display());
 }
 
 /// Writes `members` (as [`python_tar`] takes them) to `name` in the scratch area and

@@ -242,12 +242,10 @@ impl Comparer<'_> {
         loop {
             // A hole in both files reads as zeros in both: skip it (an 8 GiB file of
             // nothing compares in no time).
-            let data = next_data(&sf, offset).min(next_data(&df, offset));
-            if data > offset {
-                offset = data;
-                for f in [&mut sf, &mut df] {
-                    f.seek(SeekFrom::Start(offset)).expect("seek");
-                }
+            // Asking for the next data moves a file's position: set both again.
+            offset = offset.max(next_data(&sf, offset).min(next_data(&df, offset)));
+            for f in [&mut sf, &mut df] {
+                f.seek(SeekFrom::Start(offset)).expect("seek");
             }
             let sn = read_full(&mut sf, &mut sb);
             let dn = read_full(&mut df, &mut db);

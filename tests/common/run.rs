@@ -175,3 +175,13 @@ impl Summary {
         assert_eq!(got, expected, "JSON summary counts: {}", self.0);
     }
 }
+
+/// Runs the Python `script` with `path` as its one argument; it must succeed.
+pub fn run_python(script: &str, path: &Path) {
+    let status = Command::new("python3")
+        .args(["-c", script])
+        .arg(path)
+        .status()
+        .expect("python3");
+    assert!(status.success(), "python3 failed on {}", path.display());
+}

@@ -241,6 +241,14 @@ impl ArchiveFs {
         self.table.extras(n).map_err(|e| self.damaged(&e))
     }
 
+    /// A file's stored runs (logical offset, length).
+    fn runs(&self, n: &Node) -> Result<Vec<(u64, u64)>, Errno> {
+        if n.extras.1 == 0 {
+            return Ok(n.runs(&Extras::default()));
+        }
+        Ok(n.runs(&self.extras(n)?))
+    }
+
     /// Lists directory `ino` from entry `offset` on (0 and 1 are `.` and `..`, entry
     /// `i` of the table is `i + 2`), calling `add` with each entry's node until it says
     /// the reply is full.
@@ -301,6 +309,38 @@ impl ArchiveFs {
         }
         Ok(out)
     }
+}
+
+/// `lseek`'s `whence` values for data and holes.
+mod libc_seek {
+    pub const DATA: i32 = 3;
+    pub const HOLE: i32 = 4;
+}
+
+/// Where the first data at or after `at` starts, in a file of `size` whose data is
+/// `runs`; `None` past the last data (ENXIO).
+fn seek_data(runs: &[(u64, u64)], size: u64, at: u64) -> Option<u64> {
+    if at >= size {
+        return None;
+    }
+    runs.iter()
+        .find(|&&(o, l)| o + l > at && l > 0)
+        .map(|&(o, _)| o.max(at))
+}
+
+/// Where the first hole at or after `at` starts (the end of the file counts as one).
+fn seek_hole(runs: &[(u64, u64)], size: u64, at: u64) -> Option<u64> {
+    if at >= size {
+        return None;
+    }
+    let mut pos = at;
+    for &(o, l) in runs {
+        if o > pos {
+            break;
+        }
+        pos = pos.max(o + l);
+    }
+    Some(pos.min(size))
 }
 
 /// The kernel's encoding of a device number in `fuse_attr` (`new_encode_dev`).
@@ -410,17 +450,9 @@ impl Filesystem for ArchiveFs {
         if !self.unchanged() || self.check_state(n.id) & BAD != 0 {
             return reply.error(Errno::EIO);
         }
-        let runs = if n.extras.1 == 0 {
-            if n.b > 0 {
-                vec![(0, n.size)]
-            } else {
-                Vec::new()
-            }
-        } else {
-            match self.table.extras(&n) {
-                Ok(x) => n.runs(&x),
-                Err(e) => return reply.error(self.damaged(&e)),
-            }
+        let runs = match self.runs(&n) {
+            Ok(r) => r,
+            Err(e) => return reply.error(e),
         };
         READ_BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
@@ -436,6 +468,38 @@ impl Filesystem for ArchiveFs {
                 }
             }
         });
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        let n = match self.node(ino) {
+            Ok(n) if n.kind == NodeKind::File => n,
+            Ok(_) => return reply.error(Errno::EINVAL),
+            Err(e) => return reply.error(e),
+        };
+        let runs = match self.runs(&n) {
+            Ok(r) => r,
+            Err(e) => return reply.error(e),
+        };
+        let Ok(at) = u64::try_from(offset) else {
+            return reply.error(Errno::ENXIO);
+        };
+        let found = match whence {
+            libc_seek::DATA => seek_data(&runs, n.size, at),
+            libc_seek::HOLE => seek_hole(&runs, n.size, at),
+            _ => return reply.error(Errno::EINVAL),
+        };
+        match found {
+            Some(to) => reply.offset(to as i64),
+            None => reply.error(Errno::ENXIO),
+        }
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -505,7 +569,11 @@ impl Filesystem for ArchiveFs {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         match self.node(ino).and_then(|n| self.extras(&n)) {
-            Ok(x) => match x.xattrs.iter().find(|(k, _)| k.as_slice() == name.as_bytes()) {
+            Ok(x) => match x
+                .xattrs
+                .iter()
+                .find(|(k, _)| k.as_slice() == name.as_bytes())
+            {
                 Some((_, v)) => reply_sized(reply, size, v),
                 None => reply.error(Errno::ENODATA),
             },

@@ -18,9 +18,12 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let opened = ferry_mount::source::open(std::path::Path::new("tree.far"), None)?;
-//! let fs = ferry_mount::fs::ArchiveFs::new(opened, ferry_mount::fs::Options::default());
-//! ferry_mount::session::serve(fs, std::path::Path::new("/mnt/tree"), &Default::default(), || {})?;
+//! use ferry_mount::{fs, session, source};
+//! let opened = source::open(std::path::Path::new("tree.far"), None)?;
+//! let fs = fs::ArchiveFs::new(opened, fs::Options::default());
+//! let (_stop, stop_rx) = std::sync::mpsc::channel();
+//! // Serves until `_stop` sends or is dropped, or until unmounted from outside.
+//! session::serve(fs, "/mnt/tree".as_ref(), &Default::default(), || {}, stop_rx)?;
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
@@ -28,6 +31,7 @@
 pub mod cache;
 pub mod data;
 pub mod fs;
+pub mod fusermount;
 pub mod session;
 pub mod source;
 

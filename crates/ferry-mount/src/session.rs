@@ -3,6 +3,7 @@
 //! from outside (`ferry umount`, `fusermount3 -u`).
 
 use crate::fs::ArchiveFs;
+use crate::fusermount;
 use crate::MountError;
 use fuser::{Config, MountOption, Session, SessionACL};
 use std::path::Path;
@@ -35,6 +36,12 @@ impl Default for MountOptions {
 /// Mounts `fs` on `mountpoint`, calls `ready` once the kernel has answered the mount,
 /// and serves until `stop` receives (or its sender is dropped) or the filesystem is
 /// unmounted from outside; then unmounts if still mounted.
+///
+/// The mount is made by `fusermount3` (as libfuse makes it, so an ordinary user can
+/// mount) with `auto_unmount`: fusermount3 stays behind, holding one end of a socket,
+/// and unmounts the filesystem when this process ends however it ends, so a killed
+/// mount leaves no dead mountpoint behind. Where fusermount3 is missing, root mounts
+/// directly.
 pub fn serve(
     fs: ArchiveFs,
     mountpoint: &Path,
@@ -51,13 +58,29 @@ pub fn serve(
         MountOption::FSName(opts.fsname.clone()),
         MountOption::Subtype("ferry".to_string()),
     ];
-    if opts.allow_other {
-        config.acl = SessionACL::All;
-    }
+    config.acl = if opts.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
-    let session = Session::new(fs, mountpoint, &config)
-        .map_err(|e| MountError::at(mountpoint, format!("mount: {e}")))?;
+    let mount_error = |e: std::io::Error| MountError::at(mountpoint, format!("mount: {e}"));
+    let (session, helper) = match fusermount::mount(mountpoint, &fusermount::options(opts)) {
+        Ok((fd, helper)) => (
+            Session::from_fd(fs, fd, config.acl, config.clone()).map_err(mount_error)?,
+            Some(helper),
+        ),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound && rustix::process::geteuid().is_root() =>
+        {
+            (
+                Session::new(fs, mountpoint, &config).map_err(mount_error)?,
+                None,
+            )
+        }
+        Err(e) => return Err(mount_error(e)),
+    };
     ready();
     let background = session
         .spawn()
@@ -65,11 +88,20 @@ pub fn serve(
     loop {
         match stop.recv_timeout(Duration::from_millis(200)) {
             Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                if helper.is_some() {
+                    // The session loop ends once the kernel lets the mount go.
+                    unmount(mountpoint)?;
+                    drop(helper);
+                    return background
+                        .join()
+                        .map_err(|e| MountError::at(mountpoint, format!("serving: {e}")));
+                }
                 return background
                     .umount_and_join()
                     .map_err(|e| MountError::at(mountpoint, format!("unmount: {e}")));
             }
             Err(RecvTimeoutError::Timeout) if background.guard.is_finished() => {
+                drop(helper);
                 return background
                     .join()
                     .map_err(|e| MountError::at(mountpoint, format!("serving: {e}")));
@@ -83,6 +115,9 @@ pub fn serve(
 /// has died: `fusermount3 -u` (which an ordinary user may run), lazily (`-z`) if the
 /// mount is busy or dead; as root, `umount2` directly when fusermount3 is missing.
 pub fn unmount(mountpoint: &Path) -> Result<(), MountError> {
+    if !is_mounted(mountpoint) {
+        return Err(MountError::at(mountpoint, "not mounted"));
+    }
     let mut last = String::new();
     for args in [&["-u"][..], &["-u", "-z"][..]] {
         match Command::new("fusermount3")
@@ -109,4 +144,29 @@ pub fn unmount(mountpoint: &Path) -> Result<(), MountError> {
         }
     }
     Err(MountError::at(mountpoint, format!("unmount: {last}")))
+}
+
+/// Whether something is mounted at `path`: a dead FUSE mount (its process gone) cannot
+/// be entered and counts as mounted; else /proc/self/mountinfo says.
+pub fn is_mounted(path: &Path) -> bool {
+    let Ok(abs) = std::fs::canonicalize(path) else {
+        return path.parent().is_some_and(|p| p.exists());
+    };
+    let info = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let want = escape_mountinfo(abs.as_os_str().as_encoded_bytes());
+    info.split(|&b| b == b'\n')
+        .any(|l| l.split(|&b| b == b' ').nth(4) == Some(want.as_slice()))
+}
+
+/// A path as /proc/self/mountinfo writes it: space, tab, newline and backslash as
+/// octal escapes.
+fn escape_mountinfo(path: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &b in path {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            _ => out.push(b),
+        }
+    }
+    out
 }

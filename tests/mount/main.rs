@@ -1,0 +1,102 @@
+//! End-to-end tests of `ferry mount`, `umount` and `index`: real FUSE mounts (fuse3's
+//! fusermount3 and /dev/fuse), compared with the tree that was packed, field by field
+//! and byte by byte, by the tests' tree comparer.
+//!
+//! One test binary: `cargo test --release --test mount`. Without /dev/fuse or
+//! fusermount3 the tests say why they skip (a failure under FERRY_TEST_NO_SKIP=1, as
+//! in CI).
+
+#[path = "../common/mod.rs"]
+#[allow(unused_imports)]
+mod common;
+
+mod hostile;
+mod lifecycle;
+mod trees;
+
+use common::run::{run, Run, FERRY};
+use common::skip;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Whether FUSE mounts can be made here; if not, says why the test skips.
+fn fuse_here() -> bool {
+    if !Path::new("/dev/fuse").exists() {
+        skip("no /dev/fuse");
+        return false;
+    }
+    if Command::new("fusermount3").arg("-V").output().is_err() {
+        skip("no fusermount3 (Debian package fuse3)");
+        return false;
+    }
+    true
+}
+
+/// Runs `ferry ARGS..` with the cache in `cache`.
+fn ferry(cache: &Path, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Run {
+    let mut cmd = Command::new(FERRY);
+    cmd.env("XDG_CACHE_HOME", cache);
+    for a in args {
+        cmd.arg(a);
+    }
+    run(cmd)
+}
+
+/// A mounted archive, unmounted when dropped (also when the test fails).
+struct Mounted {
+    at: PathBuf,
+}
+
+impl Mounted {
+    /// Mounts `archive` on `at` (made if missing) with `ferry mount`, which must succeed.
+    fn new(cache: &Path, archive: &Path, at: &Path) -> Mounted {
+        std::fs::create_dir_all(at).expect("make the mountpoint");
+        let r = ferry(cache, &[&"mount", &archive, &at]);
+        r.assert_ok();
+        assert!(
+            is_mounted(at),
+            "ferry mount returned before the mount was there"
+        );
+        Mounted {
+            at: at.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if is_mounted(&self.at) {
+            let _ = Command::new(FERRY).arg("umount").arg(&self.at).output();
+        }
+    }
+}
+
+/// Whether a filesystem is mounted at `at`.
+fn is_mounted(at: &Path) -> bool {
+    ferry_mount::session::is_mounted(at)
+}
+
+/// Waits (up to 10 s) until `cond` holds.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs a command that must succeed.
+fn must(cmd: &mut Command) -> std::process::Output {
+    let shown = format!("{cmd:?}");
+    let out = cmd.output().unwrap_or_else(|e| panic!("{shown}: {e}"));
+    assert!(
+        out.status.success(),
+        "{shown}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

@@ -1,0 +1,94 @@
+//! Mounted trees are the trees that were packed: a ferry archive (from its index), GNU
+//! tar's archives (scanned), every kind of entry, odd names, sparse files, xattrs.
+
+use super::common::build::{sparse_file, stamp_times, write};
+use super::common::compare::{assert_same_tree_with, Options};
+use super::common::{scratch, trees};
+use super::{ferry, fuse_here, must, Mounted};
+use std::process::Command;
+
+#[test]
+fn a_ferry_archive_mounts_as_the_tree_it_was_packed_from() {
+    if !fuse_here() {
+        return;
+    }
+    let s = scratch();
+    trees::mixed(&s.src);
+    super::common::build::mkdirs(&s.src.join("odd"));
+    trees::odd_names(&s.src.join("odd"));
+    sparse_file(
+        &s.src.join("holes"),
+        3 << 20,
+        &[(1 << 20, b"data"), (2 << 20, b"more")],
+    );
+    stamp_times(&s.src);
+    let archive = s.tmp.path().join("t.far");
+    let cache = s.tmp.path().join("cache");
+    ferry(&cache, &[&"pack", &"--no-progress", &s.src, &archive]).assert_ok();
+    let m = Mounted::new(&cache, &archive, &s.tmp.path().join("mnt"));
+    assert_same_tree_with(&s.src, &m.at, &Options::default());
+    // Holes read back as zeros and do not count as blocks.
+    let st = std::fs::metadata(m.at.join("holes")).expect("stat");
+    use std::os::unix::fs::MetadataExt;
+    assert!(
+        st.blocks() * 512 < 1 << 20,
+        "{} blocks for 8 KiB of data",
+        st.blocks()
+    );
+}
+
+#[test]
+fn gnu_tars_mount_as_the_tree_they_hold() {
+    if !fuse_here() {
+        return;
+    }
+    let s = scratch();
+    trees::mixed(&s.src);
+    super::common::build::mkdirs(&s.src.join("odd"));
+    trees::odd_names(&s.src.join("odd"));
+    super::common::build::mkdirs(&s.src.join("long"));
+    write(
+        &s.src
+            .join("long")
+            .join("x".repeat(200))
+            .with_extension("txt"),
+        b"long name",
+    );
+    stamp_times(&s.src);
+    let cache = s.tmp.path().join("cache");
+    for (name, args) in [
+        (
+            "posix.tar",
+            &[
+                "--format=posix",
+                "--xattrs",
+                "--xattrs-include=*",
+                "--atime-preserve=system",
+            ][..],
+        ),
+        ("gnu.tar", &["--format=gnu", "--atime-preserve=system"][..]),
+    ] {
+        let archive = s.tmp.path().join(name);
+        must(
+            Command::new("tar")
+                .args(args)
+                .arg("-C")
+                .arg(&s.src)
+                .arg("-cf")
+                .arg(&archive)
+                .arg("."),
+        );
+        let m = Mounted::new(&cache, &archive, &s.tmp.path().join(format!("mnt-{name}")));
+        let gnu = name == "gnu.tar";
+        let opts = Options {
+            // GNU tar records hardlinks of files and symlinks only.
+            skip_special_links: true,
+            // The gnu format keeps whole seconds and no atime or xattrs.
+            mtime_seconds: gnu,
+            skip_atime: gnu,
+            skip_xattrs: gnu,
+            ..Options::default()
+        };
+        assert_same_tree_with(&s.src, &m.at, &opts);
+    }
+}
