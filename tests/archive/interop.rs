@@ -649,24 +649,46 @@ fn names_given_twice_end_as_their_last_member() {
     }
 }
 
-/// GNU tar and bsdtar (`--acls`) store ACLs as text in `SCHILY.acl.*` records; ferry
-/// sets them as the kernel's ACL attributes, so the tree comes out as it was packed:
-/// a file with named entries and a directory with a default ACL, for ids no user or
-/// group here has.
-#[test]
-fn acls_gnu_tar_and_bsdtar_store_as_text_are_set() {
+/// A tree with ACLs under `root`: a file with named entries and a directory with a
+/// default ACL, for ids no user or group here has, and (`named`) a file with entries
+/// for root, which has a name everywhere.
+fn acl_tree(root: &Path, named: bool) {
     // What `setfacl -m u:1234:rwx,g:55:r` makes of a 0644 file, and
     // `setfacl -d -m u:1234:rx` of a 0755 directory.
     const ACCESS: &str = "0200000001000600ffffffff02000700d204000004000400ffffffff\
                           080004003700000010000700ffffffff20000400ffffffff";
     const DEFAULT: &str = "0200000001000700ffffffff02000500d204000004000500ffffffff\
                            10000500ffffffff20000500ffffffff";
+    // `setfacl -m u:root:r,g:root:rw` of a 0600 file.
+    const ROOT: &str = "0200000001000600ffffffff020004000000000004000000ffffffff\
+                        080006000000000010000600ffffffff20000000ffffffff";
     let bytes = |hex: &str| -> Vec<u8> {
         (0..hex.len())
             .step_by(2)
             .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
             .collect()
     };
+    build::mkdirs(&root.join("d"));
+    build::write(&root.join("f"), b"with an ACL");
+    build::write(&root.join("d/inherits"), b"made before the default ACL");
+    build::set_xattr(&root.join("f"), "system.posix_acl_access", &bytes(ACCESS));
+    build::set_xattr(&root.join("d"), "system.posix_acl_default", &bytes(DEFAULT));
+    if named {
+        build::write(&root.join("root's"), b"root named in its ACL");
+        build::chmod(&root.join("root's"), 0o600);
+        build::set_xattr(
+            &root.join("root's"),
+            "system.posix_acl_access",
+            &bytes(ROOT),
+        );
+    }
+    build::stamp_times(root);
+}
+
+/// GNU tar and bsdtar (`--acls`) store ACLs as text in `SCHILY.acl.*` records; ferry
+/// sets them as the kernel's ACL attributes, so the tree comes out as it was packed.
+#[test]
+fn acls_gnu_tar_and_bsdtar_store_as_text_are_set() {
     // bsdtar writes a pax header only where one is needed, so nanoseconds only there.
     for (program, args, mtime_seconds) in [
         ("tar", &["--acls", "--format=posix"][..], false),
@@ -676,16 +698,7 @@ fn acls_gnu_tar_and_bsdtar_store_as_text_are_set() {
             continue;
         }
         let s = scratch();
-        build::mkdirs(&s.src.join("d"));
-        build::write(&s.src.join("f"), b"with an ACL");
-        build::write(&s.src.join("d/inherits"), b"made before the default ACL");
-        build::set_xattr(&s.src.join("f"), "system.posix_acl_access", &bytes(ACCESS));
-        build::set_xattr(
-            &s.src.join("d"),
-            "system.posix_acl_default",
-            &bytes(DEFAULT),
-        );
-        build::stamp_times(&s.src);
+        acl_tree(&s.src, false);
         let archive = s.tmp.path().join("acls.tar");
         peer_pack(program, args, &s.src, &archive);
         let r = ferry(&[&"unpack", &archive, &s.dst]);
@@ -697,4 +710,47 @@ fn acls_gnu_tar_and_bsdtar_store_as_text_are_set() {
         };
         assert_same_tree_with(&s.src, &s.dst, &opts);
     }
+}
+
+/// The ACLs in ferry's archives come out of GNU tar (`--acls`, alone or with every
+/// xattr) and bsdtar (`-p`) as they went in: ferry writes them as text
+/// (`SCHILY.acl.access`, `SCHILY.acl.default`), which both restore, beside the
+/// attribute records, which neither restores as an ACL (issue 21). ferry reads such an
+/// archive back the same, through its index and as a stream.
+#[test]
+fn acls_in_ferry_archives_come_out_of_gnu_tar_and_bsdtar() {
+    let s = scratch();
+    acl_tree(&s.src, true);
+    let archive = s.tmp.path().join("acls.far");
+    pack(&s.src, &archive, &[]);
+    let gnu_all = ["--acls", "--xattrs", "--xattrs-include=*", "-xpf"];
+    for (program, args) in [
+        ("tar", &["--acls", "-xpf"][..]),
+        ("tar", &gnu_all[..]),
+        ("bsdtar", &["-xpf"][..]),
+    ] {
+        if missing(program) {
+            continue;
+        }
+        let dst = s.tmp.path().join(format!("{program}{}", args.len()));
+        build::mkdirs(&dst);
+        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"-C", &dst];
+        all.extend(args.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
+        all.push(&archive);
+        peer(program, &all);
+        let opts = Options {
+            skip_root_meta: true,
+            ..no_atime()
+        };
+        assert_same_tree_with(&s.src, &dst, &opts);
+    }
+    let r = ferry(&[&"unpack", &archive, &s.dst]);
+    r.assert_ok();
+    assert!(r.stderr.is_empty(), "{r}");
+    assert_same_tree(&s.src, &s.dst);
+    let streamed = s.tmp.path().join("streamed");
+    let r = crate::ferry_stdin(&[&"unpack", &"-", &streamed], &archive);
+    r.assert_ok();
+    assert!(r.stderr.is_empty(), "{r}");
+    assert_same_tree(&s.src, &streamed);
 }

@@ -1,7 +1,9 @@
 //! Encoding tar headers: a ustar header, preceded by a pax extended header when the
 //! entry needs more than ustar can say (long names, nanosecond times, large numbers,
 //! xattrs, sparse maps) or when its data must be pushed to a 4 KiB boundary, and by GNU
-//! long-name headers for long names that are not UTF-8 (see `long_name`).
+//! long-name headers for long names that are not UTF-8 (see `long_name`). ACL attributes
+//! go in as text too (`SCHILY.acl.access`, `SCHILY.acl.default`), as GNU tar and bsdtar
+//! restore them.
 //!
 //! The push is a `comment` record of the right length: every tar reader ignores it
 //! silently (GNU tar warns about unknown keywords, not about `comment`). No pax header
@@ -10,6 +12,7 @@
 
 use crate::index::Names;
 use crate::owners::OwnerNames;
+use crate::read::acl::{self, acl_text};
 use ferry_core::entry::{Entry, EntryKind, Timestamp};
 use std::borrow::Cow;
 use std::io::{self, Write};
@@ -161,7 +164,7 @@ impl HeaderEncoder {
             user: stored(user),
             group: stored(group),
         };
-        encode_into(entry, shape, at, &owner, pax, bytes);
+        encode_into(entry, shape, at, (&owner, names), pax, bytes);
         (bytes, owner)
     }
 }
@@ -175,13 +178,13 @@ fn stored_name(name: &[u8]) -> Option<&[u8]> {
     (name.len() <= OWNER_FIELD_LEN || std::str::from_utf8(name).is_ok()).then_some(name)
 }
 
-/// [`HeaderEncoder::encode`], with `pax` (empty) to build the pax records in and
-/// `bytes` (empty) to encode into.
+/// [`HeaderEncoder::encode`], with the owner's names and the names of ids, `pax`
+/// (empty) to build the pax records in and `bytes` (empty) to encode into.
 fn encode_into(
     entry: &Entry,
     shape: Option<&DataShape<'_>>,
     at: u64,
-    owner: &Names,
+    (owner, names): (&Names, &mut OwnerNames),
     pax: &mut Vec<u8>,
     bytes: &mut Vec<u8>,
 ) {
@@ -268,6 +271,13 @@ fn encode_into(
     pax_record(pax, b"atime", time_value(meta.atime, &mut [0; 40]));
     for x in &meta.xattrs {
         pax_record(pax, &crate::tar::xattr::schily_key(&x.name), &x.value);
+    }
+    // ACLs as text too, as GNU tar and bsdtar write and restore them (`--acls`).
+    for x in &meta.xattrs {
+        let text = acl::record_of(&x.name).and_then(|key| Some((key, acl_text(&x.value, names)?)));
+        if let Some((key, text)) = text {
+            pax_record(pax, key, &text);
+        }
     }
     ustar[156] = typeflag;
     ustar[257..263].copy_from_slice(b"ustar\0");
