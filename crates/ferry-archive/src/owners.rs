@@ -19,16 +19,36 @@ impl OwnerNames {
     /// The names of user `uid` and group `gid` here, where they have one.
     pub fn of(&mut self, uid: u32, gid: u32) -> (Option<&[u8]>, Option<&[u8]>) {
         let OwnerNames { users, groups } = self;
-        let user = users.entry(uid).or_insert_with(|| {
-            let user = User::from_uid(Uid::from_raw(uid)).ok().flatten()?;
-            Some(user.name.into_bytes().into())
-        });
-        let group = groups.entry(gid).or_insert_with(|| {
-            let group = Group::from_gid(Gid::from_raw(gid)).ok().flatten()?;
-            Some(group.name.into_bytes().into())
-        });
-        (user.as_deref(), group.as_deref())
+        (user_name(users, uid), group_name(groups, gid))
     }
+
+    /// The name of user `uid` here, if it has one.
+    pub fn user(&mut self, uid: u32) -> Option<&[u8]> {
+        user_name(&mut self.users, uid)
+    }
+
+    /// The name of group `gid` here, if it has one.
+    pub fn group(&mut self, gid: u32) -> Option<&[u8]> {
+        group_name(&mut self.groups, gid)
+    }
+}
+
+/// The name of user `uid` in `users`, looked up the first time.
+fn user_name(users: &mut HashMap<u32, Option<Box<[u8]>>>, uid: u32) -> Option<&[u8]> {
+    let name = users.entry(uid).or_insert_with(|| {
+        let user = User::from_uid(Uid::from_raw(uid)).ok().flatten()?;
+        Some(user.name.into_bytes().into())
+    });
+    name.as_deref()
+}
+
+/// The name of group `gid` in `groups`, looked up the first time.
+fn group_name(groups: &mut HashMap<u32, Option<Box<[u8]>>>, gid: u32) -> Option<&[u8]> {
+    let name = groups.entry(gid).or_insert_with(|| {
+        let group = Group::from_gid(Gid::from_raw(gid)).ok().flatten()?;
+        Some(group.name.into_bytes().into())
+    });
+    name.as_deref()
 }
 
 /// The ids user and group names have here, looked up once each.

@@ -12,7 +12,8 @@
 //!         u32 xattr count + (bytes name, bytes value) per xattr,
 //!         bytes user name, bytes group name (empty: none; from version 2 on)
 //!         ("bytes" = u32 length + the bytes)
-//! zeros:  up to the footer, so the archive is a whole number of 512-byte blocks
+//! zeros:  up to the footer, so the archive is a whole number of 10,240-byte records
+//!         (GNU tar's; archives from before wrote whole 512-byte blocks, still read)
 //! footer: the last 64 bytes: "FERRYEND" u64 index offset, u64 index length,
 //!         u64 tar end (first byte after the end-of-archive blocks), u64 entry count,
 //!         u64 xxh3-64 of the index, u64 index version (version 1 wrote 0 here),
@@ -42,6 +43,10 @@ const VERSION: u32 = 2;
 const OLDEST_VERSION: u32 = 1;
 /// Size of the footer at the very end of an indexed archive.
 pub const FOOTER_LEN: u64 = 64;
+/// An archive file is a whole number of these: GNU tar's default record (20 blocks),
+/// which GNU tar and bsdtar pad their own archives to. GNU tar 1.34 `--delete`
+/// misplaces what it writes back after reading a last record cut short, losing members.
+pub const TAR_RECORD: u64 = 10240;
 /// What an index entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -227,14 +232,14 @@ fn encode_entry(out: &mut Vec<u8>, e: &IndexEntry, version: u32) {
 
 /// What follows an index of `index_len` bytes (`count` entries, hashing to
 /// `index_hash`, of version `version`) that starts at `at`: zeros up to the footer, so
-/// the archive is a whole number of 512-byte blocks, and the footer.
+/// the archive is a whole number of [`TAR_RECORD`]s, and the footer.
 fn tail(
     at: u64,
     tar_end: u64,
     (index_len, count, index_hash): (u64, u64, u64),
     version: u32,
 ) -> Vec<u8> {
-    let end = padded_end(at + index_len);
+    let end = padded_end(at + index_len, TAR_RECORD);
     let mut out = vec![0u8; (end - at - index_len - FOOTER_LEN) as usize];
     let mut footer = Vec::with_capacity(FOOTER_LEN as usize);
     footer.extend_from_slice(FOOTER_MAGIC);
@@ -250,9 +255,9 @@ fn tail(
 }
 
 /// Where an archive whose index ends at `index_end` ends: after the footer, rounded up to
-/// a whole 512-byte block.
-fn padded_end(index_end: u64) -> u64 {
-    index_end.saturating_add(FOOTER_LEN).div_ceil(512) * 512
+/// a whole number of `unit` bytes ([`TAR_RECORD`]; 512 before it).
+fn padded_end(index_end: u64, unit: u64) -> u64 {
+    index_end.saturating_add(FOOTER_LEN).div_ceil(unit) * unit
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -373,8 +378,10 @@ impl Footer {
             return Err(bad("footer places the index outside the archive"));
         }
         // The index follows the tar data, and only the zeros that round the archive up
-        // to whole blocks lie between it and the footer: no bytes go unaccounted for.
-        if f.index_offset != f.tar_end || file_len != padded_end(index_end) {
+        // to whole records (whole blocks, before) lie between it and the footer: no
+        // bytes go unaccounted for.
+        let padded = [TAR_RECORD, 512].map(|unit| padded_end(index_end, unit));
+        if f.index_offset != f.tar_end || !padded.contains(&file_len) {
             return Err(bad(
                 "footer leaves bytes between the tar data, index and footer",
             ));

@@ -1,8 +1,9 @@
 //! POSIX ACLs that GNU tar and bsdtar store as text (`--acls`) in the pax records
 //! `SCHILY.acl.access` and `SCHILY.acl.default`, made into the attributes
-//! `system.posix_acl_access` and `system.posix_acl_default` the kernel takes. (ferry's
-//! own archives carry those attributes as `SCHILY.xattr` records; where a member has
-//! both, the attribute record wins.)
+//! `system.posix_acl_access` and `system.posix_acl_default` the kernel takes, and the
+//! text pack writes for those attributes (see [`acl_text`]). ferry's own archives carry
+//! the attributes as `SCHILY.xattr` records too, which GNU tar and bsdtar do not restore
+//! as ACLs; where a member has both, the attribute record wins.
 //!
 //! The text is a list of entries, one a line (GNU tar) or separated by commas (bsdtar,
 //! star), each `TAG:QUALIFIER:PERMS`, with `:ID` after it from bsdtar and star: TAG is
@@ -11,7 +12,7 @@
 //! PERMS is made of `r`, `w`, `x` and `-`; `#` starts a comment. A name takes the id it
 //! has here, as owners do (see [`crate::owners`]), else the entry's ID.
 
-use crate::owners::LocalIds;
+use crate::owners::{LocalIds, OwnerNames};
 use ferry_core::entry::{escaped, Xattr};
 
 /// The pax keys that hold ACLs, each with the attribute it becomes.
@@ -22,7 +23,17 @@ const RECORDS: [(&[u8], &[u8]); 2] = [
 
 /// Whether pax record `key` holds an ACL.
 pub fn is_acl_key(key: &[u8]) -> bool {
-    RECORDS.iter().any(|(k, _)| *k == key)
+    attribute_of(key).is_some()
+}
+
+/// The attribute the ACL in pax record `key` stands for, if it holds one.
+pub fn attribute_of(key: &[u8]) -> Option<&'static [u8]> {
+    RECORDS.iter().find(|(k, _)| *k == key).map(|(_, a)| *a)
+}
+
+/// The pax record that holds attribute `name` as text, if it is an ACL.
+pub fn record_of(name: &[u8]) -> Option<&'static [u8]> {
+    RECORDS.iter().find(|(_, a)| *a == name).map(|(k, _)| *k)
 }
 
 // Entry tags of the kernel's ACL attribute format.
@@ -171,6 +182,57 @@ fn perm_bits(perms: &[u8]) -> Result<u16, String> {
     }
 }
 
+/// The text GNU tar writes for an ACL (see the module's doc), of the kernel's
+/// attribute `value`: one entry a line, in the kernel's order, with the name this
+/// machine has for a named entry's id and the id after it, as star and bsdtar write
+/// it (GNU tar drops that field, bsdtar and ferry take the id where the name is
+/// unknown); the number alone where there is no name. `None` for a value that is not
+/// an ACL.
+pub fn acl_text(value: &[u8], names: &mut OwnerNames) -> Option<Vec<u8>> {
+    let (version, entries) = value.split_first_chunk::<4>()?;
+    if u32::from_le_bytes(*version) != VERSION || entries.len() % 8 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(entries.len() * 3);
+    for e in entries.chunks_exact(8) {
+        let tag = u16::from_le_bytes([e[0], e[1]]);
+        let perm = u16::from_le_bytes([e[2], e[3]]);
+        let id = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
+        let (word, name) = match tag {
+            USER_OBJ | USER => ("user", (tag == USER).then(|| names.user(id))),
+            GROUP_OBJ | GROUP => ("group", (tag == GROUP).then(|| names.group(id))),
+            MASK => ("mask", None),
+            OTHER => ("other", None),
+            _ => return None,
+        };
+        // A name that would not read back as one (a number, or holding a separator
+        // or a space) is left for the id.
+        let readable = |n: &&[u8]| {
+            !n.iter().all(u8::is_ascii_digit)
+                && !n
+                    .iter()
+                    .any(|c| b":,#".contains(c) || c.is_ascii_whitespace())
+        };
+        let name = name.map(|n| n.filter(readable));
+        out.extend_from_slice(word.as_bytes());
+        out.push(b':');
+        match name {
+            Some(Some(n)) => out.extend_from_slice(n),
+            Some(None) => out.extend_from_slice(id.to_string().as_bytes()),
+            None => {}
+        }
+        out.push(b':');
+        for (bit, c) in [(4, b'r'), (2, b'w'), (1, b'x')] {
+            out.push(if perm & bit != 0 { c } else { b'-' });
+        }
+        if let Some(Some(_)) = name {
+            out.extend_from_slice(format!(":{id}").as_bytes());
+        }
+        out.push(b'\n');
+    }
+    Some(out)
+}
+
 /// The kernel's attribute value for `entries`.
 fn encode(entries: &[AclEntry]) -> Vec<u8> {
     let mut out = VERSION.to_le_bytes().to_vec();
@@ -230,6 +292,34 @@ mod tests {
         assert_eq!(got[0].name, b"system.posix_acl_default");
         // root is 0 here, whatever id the archive gave.
         assert_eq!(&got[0].value[12..20], &[2, 0, 5, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn the_text_pack_writes_reads_back_as_the_same_acl() {
+        let gnu = "user::rw-\nuser:1234:rwx\ngroup::r--\ngroup:55:r--\nmask::rwx\nother::r--\n";
+        let value = &xattrs(&[("SCHILY.acl.access", gnu)]).expect("valid")[0].value;
+        let text = acl_text(value, &mut OwnerNames::default()).expect("an ACL");
+        assert_eq!(String::from_utf8_lossy(&text), gnu);
+        // A name this machine has goes in with its id after it.
+        let named = "u::rw-\nu:root:r--\ng::---\ng:root:rw-\nm::rw-\no::---";
+        let value = &xattrs(&[("SCHILY.acl.default", named)]).expect("valid")[0].value;
+        let text = acl_text(value, &mut OwnerNames::default()).expect("an ACL");
+        let text = String::from_utf8(text).expect("text");
+        assert_eq!(
+            text,
+            "user::rw-\nuser:root:r--:0\ngroup::---\ngroup:root:rw-:0\nmask::rw-\nother::---\n"
+        );
+        let again = xattrs(&[("SCHILY.acl.default", &text)]).expect("valid");
+        assert_eq!(&again[0].value, value);
+        // Not an ACL: no text.
+        for bad in [
+            &b""[..],
+            b"\x02\0\0\0\x01",
+            b"\x01\0\0\0",
+            b"\x02\0\0\0\x40\0\0\0\0\0\0\0",
+        ] {
+            assert_eq!(acl_text(bad, &mut OwnerNames::default()), None);
+        }
     }
 
     #[test]

@@ -274,8 +274,11 @@ fn agree(t: &TarEntry, e: &IndexEntry) -> Result<(), &'static str> {
     if t.xattrs != e.xattrs {
         return Err("xattrs");
     }
-    // ACLs in text, which the index cannot hold (pack never writes them).
-    if t.pax.iter().any(|(key, _)| super::acl::is_acl_key(key)) {
+    // ACLs in text, which the index holds only as the attributes pack writes them
+    // beside (a reader sets the attribute where a member carries both).
+    let attribute_given = |a: &[u8]| t.xattrs.iter().any(|(name, _)| name == a);
+    let text_only = |key: &[u8]| super::acl::attribute_of(key).is_some_and(|a| !attribute_given(a));
+    if t.pax.iter().any(|(key, _)| text_only(key)) {
         return Err("ACLs");
     }
     if let Some(names) = &e.names {

@@ -19,7 +19,9 @@
 
 use super::archive::At;
 use super::convert::safe_path;
-use crate::index::{Footer, Index, IndexError, Kind, FOOTER_LEN, FOOTER_MAGIC, INDEX_MAGIC};
+use crate::index::{
+    Footer, Index, IndexError, Kind, FOOTER_LEN, FOOTER_MAGIC, INDEX_MAGIC, TAR_RECORD,
+};
 use ferry_core::data::hash_zeros;
 use ferry_core::entry::RelPath;
 use ferry_core::error::Reporter;
@@ -291,9 +293,10 @@ pub fn check_tail(
 /// variable part of an index entry (path, link target, xattrs, owner names) is in the
 /// member's tar headers too, and an entry's fixed part (about 140 bytes) is smaller than
 /// the member's 512-byte header, so an index is never longer than the tar data it
-/// describes. A longer tail is not spooled to disk, however long the input goes on.
+/// describes; the zeros before the footer round it up to a [`TAR_RECORD`] at most. A longer
+/// tail is not spooled to disk, however long the input goes on.
 fn longest_tail(tar_end: u64) -> u64 {
-    tar_end.saturating_add(FOOTER_LEN + 512)
+    tar_end.saturating_add(FOOTER_LEN + TAR_RECORD)
 }
 
 /// The `tar_end` a footer's bytes give, before any check (see `Footer`).

@@ -1,13 +1,18 @@
 //! Encoding tar headers: a ustar header, preceded by a pax extended header when the
 //! entry needs more than ustar can say (long names, nanosecond times, large numbers,
 //! xattrs, sparse maps) or when its data must be pushed to a 4 KiB boundary, and by GNU
-//! long-name headers for long names that are not UTF-8 (see `long_name`).
+//! long-name headers for long names that are not UTF-8 (see `long_name`). ACL attributes
+//! go in as text too (`SCHILY.acl.access`, `SCHILY.acl.default`), as GNU tar and bsdtar
+//! restore them.
 //!
 //! The push is a `comment` record of the right length: every tar reader ignores it
-//! silently (GNU tar warns about unknown keywords, not about `comment`).
+//! silently (GNU tar warns about unknown keywords, not about `comment`). No pax header
+//! is a whole number of blocks long (a `comment` makes it longer where it would be),
+//! which GNU tar's `--delete` mishandles (see `pad_to_align`).
 
 use crate::index::Names;
 use crate::owners::OwnerNames;
+use crate::read::acl::{self, acl_text};
 use ferry_core::entry::{Entry, EntryKind, Timestamp};
 use std::borrow::Cow;
 use std::io::{self, Write};
@@ -159,7 +164,7 @@ impl HeaderEncoder {
             user: stored(user),
             group: stored(group),
         };
-        encode_into(entry, shape, at, &owner, pax, bytes);
+        encode_into(entry, shape, at, (&owner, names), pax, bytes);
         (bytes, owner)
     }
 }
@@ -173,13 +178,13 @@ fn stored_name(name: &[u8]) -> Option<&[u8]> {
     (name.len() <= OWNER_FIELD_LEN || std::str::from_utf8(name).is_ok()).then_some(name)
 }
 
-/// [`HeaderEncoder::encode`], with `pax` (empty) to build the pax records in and
-/// `bytes` (empty) to encode into.
+/// [`HeaderEncoder::encode`], with the owner's names and the names of ids, `pax`
+/// (empty) to build the pax records in and `bytes` (empty) to encode into.
 fn encode_into(
     entry: &Entry,
     shape: Option<&DataShape<'_>>,
     at: u64,
-    owner: &Names,
+    (owner, names): (&Names, &mut OwnerNames),
     pax: &mut Vec<u8>,
     bytes: &mut Vec<u8>,
 ) {
@@ -267,6 +272,13 @@ fn encode_into(
     for x in &meta.xattrs {
         pax_record(pax, &crate::tar::xattr::schily_key(&x.name), &x.value);
     }
+    // ACLs as text too, as GNU tar and bsdtar write and restore them (`--acls`).
+    for x in &meta.xattrs {
+        let text = acl::record_of(&x.name).and_then(|key| Some((key, acl_text(&x.value, names)?)));
+        if let Some((key, text)) = text {
+            pax_record(pax, key, &text);
+        }
+    }
     ustar[156] = typeflag;
     ustar[257..263].copy_from_slice(b"ustar\0");
     ustar[263..265].copy_from_slice(b"00");
@@ -293,7 +305,11 @@ fn encode_into(
     let aligned = shape.is_some_and(|s| s.stored >= ALIGN);
     if aligned {
         pad_to_align(pax, at + bytes.len() as u64, map_blocks);
+    } else if !pax.is_empty() && pax.len() as u64 % BLOCK == 0 {
+        // See `pad_to_align`: no pax header may fill its blocks exactly.
+        pax_record(pax, b"comment", b"");
     }
+    debug_assert!(pax.len() as u64 % BLOCK != 0 || pax.is_empty());
     if !pax.is_empty() {
         let mut xhdr = ustar;
         xhdr[..100].fill(0);
@@ -366,18 +382,24 @@ fn sparse_stand_in(path: &[u8]) -> Vec<u8> {
 
 /// Adds a `comment` record so that, with the entry at `at`, its pax header block, its
 /// records, its ustar header and `after` more bytes, the data starts on [`ALIGN`].
+///
+/// The records end at least one byte short of their last block: GNU tar 1.34 `--delete`
+/// (and `-r`/`-u` after it) copies a pax header whose size is an exact multiple of 512
+/// with an extra zero block after it, which ends the archive there for every reader
+/// (and with `-b 1` it loops, growing the file until the disk is full).
 fn pad_to_align(pax: &mut Vec<u8>, at: u64, after: u64) {
     let fixed = at + BLOCK /* pax header */ + BLOCK /* ustar header */ + after;
-    // The records must fill `room` bytes once padded to a block: pick the smallest
-    // room that fits the records plus a minimal comment and lands the data on ALIGN.
-    let min = pax.len() as u64 + 12; // "11 comment=\n"
+    // The records must fill `room` bytes once padded to a block, short of its end:
+    // pick the smallest room that fits the records plus a minimal comment and a byte,
+    // and lands the data on ALIGN.
+    let min = pax.len() as u64 + 12 + 1; // "11 comment=\n" and the byte short
     let mut room = pad_block(min);
     while (fixed + room) % ALIGN != 0 {
         room += BLOCK;
     }
     // A comment of `fill` bytes makes a record of `fill + overhead` bytes, where the
-    // overhead includes the length's own digits; solve for an exact fit.
-    let want = room - pax.len() as u64;
+    // overhead includes the length's own digits; solve for a fit one byte short.
+    let want = room - 1 - pax.len() as u64;
     let comment = |fill: u64| pax_record_len(b"comment".len(), fill as usize) as u64;
     let mut fill = want.saturating_sub(12);
     loop {
@@ -440,22 +462,56 @@ mod tests {
         }
     }
 
+    /// The size of the pax header `bytes` start with.
+    fn pax_size(bytes: &[u8]) -> u64 {
+        assert_eq!(bytes[156], b'x');
+        let field = std::str::from_utf8(&bytes[124..135]).expect("octal");
+        u64::from_str_radix(field, 8).expect("octal")
+    }
+
     #[test]
     fn large_files_start_on_alignment_at_any_offset() {
         for at in (0..20 * 4096).step_by(512) {
             for size in [4096u64, 100_000] {
-                let mut enc = HeaderEncoder::default();
-                let (bytes, _) = enc.encode(
-                    &file("a/b", size),
-                    Some(&DataShape {
-                        stored: size,
-                        runs: None,
-                    }),
-                    at,
-                );
-                assert_eq!((at + bytes.len() as u64) % ALIGN, 0, "at {at}");
+                // Names of every length move the records' end through a whole block.
+                for name_len in 1..=100 {
+                    let mut enc = HeaderEncoder::default();
+                    let (bytes, _) = enc.encode(
+                        &file(&"n".repeat(name_len), size),
+                        Some(&DataShape {
+                            stored: size,
+                            runs: None,
+                        }),
+                        at,
+                    );
+                    assert_eq!((at + bytes.len() as u64) % ALIGN, 0, "at {at}");
+                    assert_ne!(pax_size(bytes) % BLOCK, 0, "at {at}, name {name_len}");
+                }
             }
         }
+    }
+
+    #[test]
+    fn no_pax_header_fills_its_blocks_exactly() {
+        // A small file (not padded) whose xattr brings its records to around 512
+        // bytes, once to exactly 512, where a comment is added.
+        let mut commented = 0;
+        for value_len in 420..=460 {
+            let mut entry = file("a", 100);
+            entry.meta.xattrs.push(ferry_core::entry::Xattr {
+                name: b"user.x".to_vec(),
+                value: vec![b'v'; value_len],
+            });
+            let shape = DataShape {
+                stored: 100,
+                runs: None,
+            };
+            let mut enc = HeaderEncoder::default();
+            let (bytes, _) = enc.encode(&entry, Some(&shape), 0);
+            assert_ne!(pax_size(bytes) % BLOCK, 0, "value of {value_len}");
+            commented += usize::from(String::from_utf8_lossy(bytes).contains(" comment="));
+        }
+        assert_eq!(commented, 1);
     }
 
     #[test]
