@@ -28,7 +28,7 @@ use std::sync::Arc;
 mod reach;
 mod reopen;
 use reach::dir_error;
-pub use reach::Reach;
+pub use reach::{InTheWay, Reach};
 pub use reopen::DstMark;
 
 /// How an existing destination is brought up to date.

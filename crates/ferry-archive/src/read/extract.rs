@@ -4,13 +4,14 @@
 //! failure to reach a member's directory as that member's own.
 
 use super::archive::ArchiveError;
+use super::order::Clash;
 use super::select::is_within;
 use super::unpack::UnpackOptions;
 use ferry_core::data::Mover;
 use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath};
 use ferry_core::error::{Error, Reporter};
 use ferry_core::limits::{open_files_each, workers_within};
-use ferry_core::local::{DstDir, LocalTreeSink, Reach, Update};
+use ferry_core::local::{DstDir, InTheWay, LocalTreeSink, Reach, Update};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::Stats;
 use std::io;
@@ -107,21 +108,45 @@ impl<'a> Extractor<'a> {
         })
     }
 
-    /// Makes a directory member (its metadata waits for [`Extractor::finish`]).
-    pub(super) fn make_dir(&self, entry: &Entry, cache: &mut DirCache) -> Result<(), Error> {
+    /// Makes a directory member (its metadata waits for [`Extractor::finish`]), as
+    /// `clash` allows (see [`Extractor::put`]).
+    pub(super) fn make_dir(
+        &self,
+        entry: &Entry,
+        clash: Clash,
+        cache: &mut DirCache,
+    ) -> Result<(), Error> {
+        if clash.below {
+            self.parent(entry, clash, cache)?;
+        }
         self.dir(&entry.path, Reach::Named, cache)
             .map(drop)
             .map_err(|e| as_member_error(entry, e))
     }
 
-    /// Places a member that is not a directory. `again`: an earlier member gave its
-    /// name, so a file there is replaced however up to date it looks (it may be that
-    /// member's, left by an interrupted unpack that this one resumes).
+    /// The directory `entry` goes into, made where missing. Below a path an earlier
+    /// member named as something other than a directory (`clash.below`), what stands
+    /// there stays, whoever made the directory holding it: no member is placed through
+    /// a symlink (or instead of a file) the archive made, as bsdtar refuses to. Nor
+    /// is one replaced in a directory this unpack made, where only members put things.
+    fn parent(&self, entry: &Entry, clash: Clash, cache: &mut DirCache) -> Result<DstDir, Error> {
+        let reach = match clash.below {
+            true => Reach::MakeKeeping,
+            false => Reach::Make,
+        };
+        self.dir(&entry.path.parent(), reach, cache)
+            .map_err(|e| as_member_error(entry, e))
+    }
+
+    /// Places a member that is not a directory, as `clash` says: where it gives the
+    /// name of an earlier member, a file there is replaced however up to date it looks
+    /// (it may be that member's, left by an interrupted unpack that this one resumes);
+    /// below something an earlier member made, see [`Extractor::parent`].
     pub(super) fn put(
         &self,
         entry: &Entry,
         data: Option<FileData<'_>>,
-        again: bool,
+        clash: Clash,
         cache: &mut DirCache,
     ) -> Result<(), Error> {
         if entry.path.is_root() {
@@ -131,10 +156,8 @@ impl<'a> Extractor<'a> {
                 io::Error::other("a member that is not a directory names the destination itself"),
             ));
         }
-        let parent = self
-            .dir(&entry.path.parent(), Reach::Make, cache)
-            .map_err(|e| as_member_error(entry, e))?;
-        match again {
+        let parent = self.parent(entry, clash, cache)?;
+        match clash.repeat {
             true => self.sink.leaf_again(&parent, entry, data),
             false => self.sink.leaf(&parent, entry, data),
         }
@@ -178,10 +201,19 @@ impl<'a> Extractor<'a> {
 
 /// A failure to reach a directory above `entry`, told as `entry`'s own: each member
 /// below a directory that could not be made (or opened, to finish it) gets its own
-/// line, naming it.
+/// line, naming it; one below a symlink (or other non-directory) that stays says so,
+/// naming it.
 fn as_member_error(entry: &Entry, e: Error) -> Error {
     if e.path == entry.path {
         return e;
+    }
+    if let Some(way) = e.os.get_ref().and_then(|os| os.downcast_ref::<InTheWay>()) {
+        let why = format!(
+            "not extracted through {}, {} that an earlier member made",
+            e.path,
+            way.what()
+        );
+        return Error::dst(&entry.path, "unpack", io::Error::other(why));
     }
     let why = format!("{}: {}: {}", e.path, e.op, e.os);
     Error::dst(

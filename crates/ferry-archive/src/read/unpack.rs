@@ -199,13 +199,13 @@ pub fn unpack_file(
             header_len(first)?;
             let (n, start, end) = span(&group.index[done..]);
             let bytes = archive.read_into(start, end - start, buf)?;
-            for (e, entry, again) in group.members(done).take(n) {
+            for (e, entry, clash) in group.members(done).take(n) {
                 let at = (e.header_offset - start) as usize;
                 let bytes = bytes.get(at..).unwrap_or_default();
                 let member = ToPlace {
                     index: e,
                     entry,
-                    again,
+                    clash,
                 };
                 place_member(archive, member, bytes, &ex, cache, by_name.as_ref())?;
             }
@@ -242,9 +242,11 @@ pub fn unpack_file(
         let (mut cache, mut buf) = (DirCache::new(), Vec::new());
         let mut place_here = |run: Run<'_>| match run {
             Run::Members(group) => place(group, &mut cache, &mut buf),
-            Run::Links(links) => place_links(archive, links, select, reporter, |group| {
-                place(group, &mut cache, &mut buf)
-            }),
+            Run::Links(links, clashes) => {
+                place_links(archive, (links, clashes), select, reporter, |group| {
+                    place(group, &mut cache, &mut buf)
+                })
+            }
         };
         let handout = Handout {
             groups,
@@ -296,14 +298,16 @@ pub fn unpack_file(
 }
 
 /// Places the hardlinks at index positions `links` a group at a time through `place`
-/// (one group in memory however many links there are). A link whose target the
+/// (one group in memory however many links there are), each as its clash in `clashes`
+/// says (none where that is shorter, as it is for links placed before members were
+/// placed in order, which clash with none). A link whose target the
 /// selection left out cannot link to it: the first such link of each target is made
 /// from the target's member instead (the last of that name before the link, as a whole
 /// extraction would have it; its data under the link's name), and the target's other
 /// links link to that one, so they still share an inode.
 fn place_links(
     archive: &Archive,
-    links: &[u64],
+    (links, clashes): (&[u64], &[Clash]),
     select: &Selection,
     reporter: &dyn Reporter,
     mut place: impl FnMut(&Group) -> Result<(), ArchiveError>,
@@ -326,23 +330,24 @@ fn place_links(
     };
     // The link made from each target's member, which its other links link to.
     let mut made = HashMap::<RelPath, RelPath>::new();
-    for chunk in links.chunks(GROUP) {
+    for (n, chunk) in links.chunks(GROUP).enumerate() {
         let mut group = Group::default();
-        for &pos in chunk {
+        for (i, &pos) in chunk.iter().enumerate() {
+            let clash = clashes.get(n * GROUP + i).copied().unwrap_or_default();
             let e = archive.entry_at(pos)?;
             // Converted once already; a member that failed then was reported.
             let Ok(mut entry) = from_index(&e) else {
                 continue;
             };
             let Some(target) = target_of(&entry) else {
-                group.push(e, entry);
+                group.push_clashing(e, entry, clash);
                 continue;
             };
             if let Some(first) = made.get(&target) {
                 entry.kind = EntryKind::HardLink {
                     target: first.clone(),
                 };
-                group.push(e, entry);
+                group.push_clashing(e, entry, clash);
                 continue;
             }
             let member = members.get(&target).map(|(_, t)| t);
@@ -353,7 +358,7 @@ fn place_links(
                 Some((t, Ok(copy))) => {
                     made.insert(target, entry.path.clone());
                     let path = entry.path;
-                    group.push(t.clone(), Entry { path, ..copy });
+                    group.push_clashing(t.clone(), Entry { path, ..copy }, clash);
                 }
                 _ => reporter.error(&Error::new(
                     &entry.path,
@@ -386,33 +391,33 @@ struct Later {
 }
 
 /// A run of members for one worker: their index entries, what each says to make
-/// (converted and checked once, by the walk), and whether each gives a name an
-/// earlier member gave (see [`Extractor::put`]).
+/// (converted and checked once, by the walk), and how each depends on earlier members
+/// (see [`Extractor::put`]).
 #[derive(Default)]
 struct Group {
     index: Vec<IndexEntry>,
     entries: Vec<Entry>,
-    again: Vec<bool>,
+    clashes: Vec<Clash>,
 }
 
 impl Group {
     fn push(&mut self, index: IndexEntry, entry: Entry) {
-        self.push_named(index, entry, false);
+        self.push_clashing(index, entry, Clash::default());
     }
 
-    fn push_named(&mut self, index: IndexEntry, entry: Entry, again: bool) {
+    fn push_clashing(&mut self, index: IndexEntry, entry: Entry, clash: Clash) {
         self.index.push(index);
         self.entries.push(entry);
-        self.again.push(again);
+        self.clashes.push(clash);
     }
 
-    /// The members from the `skip`th on: index entry, entry, and whether named again.
-    fn members(&self, skip: usize) -> impl Iterator<Item = (&IndexEntry, &Entry, bool)> {
-        let again = self.again.iter().copied();
+    /// The members from the `skip`th on: index entry, entry, and how it clashes.
+    fn members(&self, skip: usize) -> impl Iterator<Item = (&IndexEntry, &Entry, Clash)> {
+        let clashes = self.clashes.iter().copied();
         self.index
             .iter()
             .zip(&self.entries)
-            .zip(again)
+            .zip(clashes)
             .skip(skip)
             .map(|((i, e), a)| (i, e, a))
     }
@@ -479,10 +484,10 @@ impl Handout<'_> {
 }
 
 /// What the walking thread places itself once order matters: a run of members, or of
-/// hardlinks (by index position).
+/// hardlinks (by index position, with how each clashes: see [`place_links`]).
 enum Run<'r> {
     Members(&'r Group),
-    Links(&'r [u64]),
+    Links(&'r [u64], &'r [Clash]),
 }
 
 /// Members the walking thread places in archive order, gathered into runs of one kind
@@ -490,6 +495,7 @@ enum Run<'r> {
 struct InOrder<'p> {
     members: Group,
     links: Vec<u64>,
+    link_clashes: Vec<Clash>,
     place: &'p mut dyn FnMut(Run<'_>) -> Result<(), ArchiveError>,
 }
 
@@ -498,23 +504,30 @@ impl<'p> InOrder<'p> {
         InOrder {
             members: Group::default(),
             links: Vec::new(),
+            link_clashes: Vec::new(),
             place,
         }
     }
 
-    fn member(&mut self, index: IndexEntry, entry: Entry, again: bool) -> Result<(), ArchiveError> {
+    fn member(
+        &mut self,
+        index: IndexEntry,
+        entry: Entry,
+        clash: Clash,
+    ) -> Result<(), ArchiveError> {
         if !self.links.is_empty() || self.members.len() >= GROUP {
             self.flush()?;
         }
-        self.members.push_named(index, entry, again);
+        self.members.push_clashing(index, entry, clash);
         Ok(())
     }
 
-    fn link(&mut self, pos: u64) -> Result<(), ArchiveError> {
+    fn link(&mut self, pos: u64, clash: Clash) -> Result<(), ArchiveError> {
         if !self.members.is_empty() || self.links.len() >= GROUP {
             self.flush()?;
         }
         self.links.push(pos);
+        self.link_clashes.push(clash);
         Ok(())
     }
 
@@ -524,7 +537,8 @@ impl<'p> InOrder<'p> {
             (self.place)(Run::Members(&std::mem::take(&mut self.members)))?;
         }
         if !self.links.is_empty() {
-            (self.place)(Run::Links(&std::mem::take(&mut self.links)))?;
+            let clashes = std::mem::take(&mut self.link_clashes);
+            (self.place)(Run::Links(&std::mem::take(&mut self.links), &clashes))?;
         }
         Ok(())
     }
@@ -575,7 +589,7 @@ fn walk_index(
             continue;
         }
         let clash = guard.clashes(&entry.path, &entry.kind);
-        if !later.in_order && clash != Clash::None {
+        if !later.in_order && clash.any() {
             // The links gathered so far link to the members before this one.
             if !place_after_workers(&handout, &mut group, later, &mut ordered, stop)? {
                 return Ok(());
@@ -588,8 +602,8 @@ fn walk_index(
             later.dirs.push(pos);
         }
         match (later.in_order, is_link) {
-            (true, true) => ordered.link(pos)?,
-            (true, false) => ordered.member(e, entry, clash == Clash::Repeat)?,
+            (true, true) => ordered.link(pos, clash)?,
+            (true, false) => ordered.member(e, entry, clash)?,
             (false, true) => later.links.push(pos),
             (false, false) => {
                 let parent = entry.path.parent();
@@ -620,8 +634,12 @@ fn place_after_workers(
     if stop() {
         return Ok(false);
     }
-    ordered.links.append(&mut later.links);
+    // One of the two is empty: the links before members were placed in order, or
+    // those among them.
     ordered.flush()?;
+    if !later.links.is_empty() {
+        (ordered.place)(Run::Links(&std::mem::take(&mut later.links), &[]))?;
+    }
     Ok(true)
 }
 
@@ -653,12 +671,12 @@ const SPAN: u64 = 256 << 10;
 /// through): alignment padding.
 const BLOCK: u64 = 4096;
 
-/// A member the walk handed out: its index entry, what that converts to, and whether
-/// an earlier member gave its name.
+/// A member the walk handed out: its index entry, what that converts to, and how its
+/// outcome depends on earlier members.
 struct ToPlace<'m> {
     index: &'m IndexEntry,
     entry: &'m Entry,
-    again: bool,
+    clash: Clash,
 }
 
 /// Checks one member, whose bytes from its first header on start `bytes` (its headers,
@@ -674,12 +692,12 @@ fn place_member(
     let ToPlace {
         index: e,
         entry,
-        again,
+        clash,
     } = member;
     let (tar, small) = member_in(e, bytes, read_whole(e))?;
     if entry.kind == EntryKind::Dir {
         // Made now; its owner is set with the rest of its metadata, at the end.
-        if let Err(err) = ex.make_dir(entry, cache) {
+        if let Err(err) = ex.make_dir(entry, clash, cache) {
             ex.reporter.error(&err);
         }
         return Ok(());
@@ -702,7 +720,7 @@ fn place_member(
         }),
         _ => None,
     };
-    if let Err(err) = ex.put(entry, data, again, cache) {
+    if let Err(err) = ex.put(entry, data, clash, cache) {
         ex.reporter.error(&err);
     }
     Ok(())
@@ -731,7 +749,10 @@ pub fn unpack_stream(
     let mut dirs = Vec::new();
     let mut cache = DirCache::new();
     let mut acl_ids = LocalIds::default();
-    // The names so far, where an interrupted unpack may have left files to resume.
+    // The names so far, where an interrupted unpack may have left files to resume, or
+    // a member below one of them may meet a symlink an earlier member made there and
+    // no other member replaced. (In a destination this unpack made, nothing in the way
+    // is replaced unless a member names it: see `Extractor::put`.)
     let mut named = (!ex.root.is_fresh()).then(OrderGuard::default);
     let mut hashes = StreamHashes::default();
     let result = loop {
@@ -772,11 +793,11 @@ pub fn unpack_stream(
             Some(owned) => owned,
             None => entry,
         };
-        let again = named
+        let clash = named
             .as_mut()
-            .is_some_and(|n| n.clashes(&entry.path, &entry.kind) == Clash::Repeat);
+            .map_or(Clash::default(), |n| n.clashes(&entry.path, &entry.kind));
         if entry.kind == EntryKind::Dir {
-            if let Err(err) = ex.make_dir(&entry, &mut cache) {
+            if let Err(err) = ex.make_dir(&entry, clash, &mut cache) {
                 reporter.error(&err);
             }
             dirs.push(entry);
@@ -794,7 +815,7 @@ pub fn unpack_stream(
             reader: &mut hashing,
             runs: &runs,
         });
-        let put = ex.put(&entry, data, again, &mut cache);
+        let put = ex.put(&entry, data, clash, &mut cache);
         if let (true, Some(hash)) = (is_file && put.is_ok(), hasher.finish(t.size)) {
             hashes.push(t.header_offset, hash);
         }

@@ -4,7 +4,7 @@
 //! entry never redirects a later one.
 
 use super::{has_default_acl, open_dir, other, DstDir, LocalTreeSink};
-use crate::entry::RelPath;
+use crate::entry::{escaped, RelPath};
 use crate::error::{Context, Error, Result};
 use crate::stats::Stats;
 use rustix::fs::{self as rfs, Mode, OFlags, ResolveFlags};
@@ -29,6 +29,47 @@ pub(super) fn dir_error(path: &RelPath, e: Errno) -> Error {
     }
 }
 
+/// What stands where a directory is wanted, and stays there (see [`Reach::Make`] and
+/// [`Reach::MakeKeeping`]): the error (inside the [`io::Error`] of an [`Error`]) of
+/// reaching a directory through it, which a caller can tell apart, to say why.
+#[derive(Debug)]
+pub struct InTheWay {
+    /// Where it points, if it is a symlink.
+    pub symlink_to: Option<Vec<u8>>,
+}
+
+impl InTheWay {
+    /// What it is, for a message: "a symlink to TARGET", or "not a directory".
+    pub fn what(&self) -> String {
+        match &self.symlink_to {
+            Some(to) => format!("a symlink to {}", escaped(to)),
+            None => "not a directory".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for InTheWay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.symlink_to {
+            Some(to) => write!(f, "a symlink (to {}) is in the way", escaped(to)),
+            None => f.write_str("something that is not a directory is in the way"),
+        }?;
+        f.write_str(" in the destination")
+    }
+}
+
+impl std::error::Error for InTheWay {}
+
+/// The error for the non-directory at `name` in `parent` (at `path`) that stays where a
+/// directory is wanted.
+fn kept_in_the_way(parent: &DstDir, name: &CStr, path: &RelPath) -> Error {
+    let symlink_to = rfs::readlinkat(&*parent.fd, name, Vec::new())
+        .ok()
+        .map(CString::into_bytes);
+    let why = io::Error::new(io::ErrorKind::NotADirectory, InTheWay { symlink_to });
+    Error::dst(path, "create directory", why)
+}
+
 /// How [`LocalTreeSink::dir_at`] reaches a directory that may not be there yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reach {
@@ -39,9 +80,15 @@ pub enum Reach {
     /// is left as it is, which may be final already (searching needs no more).
     Search,
     /// Make it when missing, because something below it is wanted. A non-directory
-    /// in its way is replaced only if this job did not make it: one this job made came
-    /// from the source itself (say a symlink, then a member below it), and stays.
+    /// in its way is replaced where the directory holding it was there before the job
+    /// (it may be left from before); in one this job made, it came from the source
+    /// itself (say a symlink, then a member below it), and stays. Where the source may
+    /// have made it in a directory that was there before, see [`Reach::MakeKeeping`].
     Make,
+    /// As [`Reach::Make`], but a non-directory in its way always stays: the source
+    /// made one there (an archive's symlink, then a member below it), and nothing is
+    /// placed through it or instead of it, whoever made the directory holding it.
+    MakeKeeping,
     /// Make it because the source names it as a directory: that replaces any
     /// non-directory in its way, made by this job or not.
     Named,
@@ -186,7 +233,8 @@ impl LocalTreeSink<'_> {
         }
         match open_dir(&parent.fd, &name) {
             Ok(fd) => return self.found_dir(parent, fd, path, reach),
-            Err(Errno::NOENT) if matches!(reach, Reach::Make | Reach::Named) => {}
+            Err(Errno::NOENT)
+                if matches!(reach, Reach::Make | Reach::MakeKeeping | Reach::Named) => {}
             // Something else in the way (a file, a symlink, never followed) is
             // replaced, as rsync and GNU tar replace it: where this job did not make
             // it, or where the source names this directory after it (an archive may
@@ -195,6 +243,11 @@ impl LocalTreeSink<'_> {
                 if reach == Reach::Named || (reach == Reach::Make && !parent.fresh) =>
             {
                 self.clear_for_dir(parent, &name, path)?
+            }
+            Err(Errno::NOTDIR | Errno::LOOP)
+                if matches!(reach, Reach::Make | Reach::MakeKeeping) =>
+            {
+                return Err(kept_in_the_way(parent, &name, path))
             }
             Err(e) => return Err(dir_error(path, e)),
         }
