@@ -228,11 +228,12 @@ fn a_member_below_a_symlink_the_archive_made_is_refused_in_any_destination() {
             ("lnk", "symlink", "sub", ""),
             ("lnk/f", "file", "", "through the link"),
             ("lnk/h", "hardlink", "good", ""),
+            ("lnk/d", "dir", "", ""),
             ("far", "symlink", &elsewhere_abs, ""),
             ("far/f", "file", "", "through the link"),
         ],
     );
-    let mut archives = vec![(python, vec!["lnk/f", "lnk/h", "far/f"])];
+    let mut archives = vec![(python, vec!["lnk/f", "lnk/h", "lnk/d", "far/f"])];
     if !crate::missing("tar") {
         // GNU tar: `sub/` and `lnk -> sub`, then `lnk/f` appended from a tree where
         // `lnk` is a directory.
@@ -555,7 +556,7 @@ fn a_stream_broken_inside_a_member_is_one_error_naming_it() {
             let errors = r.errors();
             assert_eq!(errors.len(), 1, "{r}");
             assert!(
-                errors[0].starts_with(&format!("ferry: {shown}: big: archive offset "))
+                errors[0].starts_with(&format!("ferry: {shown}: member big: archive offset "))
                     && errors[0].contains(at),
                 "{r}"
             );
@@ -835,7 +836,8 @@ fn a_stream_whose_data_differs_from_the_index_hashes_is_an_error_naming_the_file
             let r = ferry_stdin(&[&"cat", &"-", &name], input);
             assert_eq!(r.status, 2, "{r}");
             assert!(
-                r.stderr.contains(&format!("-: {name}: content differs")),
+                r.stderr
+                    .contains(&format!("-: member {name}: content differs")),
                 "{r}"
             );
         }

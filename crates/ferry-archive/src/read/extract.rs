@@ -14,8 +14,10 @@ use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::local::{DstDir, InTheWay, LocalTreeSink, Reach, Update};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::Stats;
+use std::collections::HashSet;
 use std::io;
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 
 /// Places entries given by path under the destination; shared by the workers of a
 /// parallel unpack, each with its own cache of the directory it is filling.
@@ -25,6 +27,9 @@ pub(super) struct Extractor<'a> {
     pub(super) reporter: &'a dyn Reporter,
     /// At most this many open directories in a worker's cache.
     cached_dirs: usize,
+    /// Directory members that could not be made, each reported then: finishing them
+    /// is no second error (onto a read-only filesystem, every directory was one).
+    unmade: Mutex<HashSet<RelPath>>,
 }
 
 /// Open directories a worker used last, each an ancestor of the next, with their paths:
@@ -87,6 +92,7 @@ impl<'a> Extractor<'a> {
             root,
             reporter,
             cached_dirs,
+            unmade: Mutex::default(),
         })
     }
 
@@ -116,12 +122,23 @@ impl<'a> Extractor<'a> {
         clash: Clash,
         cache: &mut DirCache,
     ) -> Result<(), Error> {
-        if clash.below {
-            self.parent(entry, clash, cache)?;
+        let made = match clash.below {
+            true => self.parent(entry, clash, cache).map(drop),
+            false => Ok(()),
+        };
+        let made = made.and_then(|()| {
+            self.dir(&entry.path, Reach::Named, cache)
+                .map(drop)
+                .map_err(|e| as_member_error(entry, e))
+        });
+        let mut unmade = self.unmade.lock().unwrap_or_else(PoisonError::into_inner);
+        match &made {
+            Err(_) => drop(unmade.insert(entry.path.clone())),
+            // Named again, and made this time.
+            Ok(()) if !unmade.is_empty() => drop(unmade.remove(&entry.path)),
+            Ok(()) => {}
         }
-        self.dir(&entry.path, Reach::Named, cache)
-            .map(drop)
-            .map_err(|e| as_member_error(entry, e))
+        made
     }
 
     /// The directory `entry` goes into, made where missing. Below a path an earlier
@@ -167,7 +184,8 @@ impl<'a> Extractor<'a> {
     /// after all below it (so setting one never disturbs another). `root_named`: one
     /// of them is the destination itself; if none is, it is settled as copy does.
     /// `stopped`: the unpack ended early, so some directories were never made; their
-    /// absence is no further error.
+    /// absence is no further error. Nor is a directory whose making failed (reported
+    /// then): each member gets one error at most.
     pub(super) fn finish(
         &self,
         dirs: impl IntoIterator<Item = Entry>,
@@ -180,7 +198,9 @@ impl<'a> Extractor<'a> {
             }
         }
         let mut cache = DirCache::new();
-        for e in dirs {
+        let unmade =
+            std::mem::take(&mut *self.unmade.lock().unwrap_or_else(PoisonError::into_inner));
+        for e in dirs.into_iter().filter(|e| !unmade.contains(&e.path)) {
             let dir = self.dir(&e.path, Reach::Open, &mut cache);
             // A later member of that name, not a directory, has taken its place: the
             // last one wins, as in tar.
