@@ -175,7 +175,7 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
         verify: args.data.verify,
         numeric_owner: args.numeric_owner,
     };
-    let job = Job::new(args.output, &args.archive, &args.dst);
+    let job = Job::new(args.output, &args.archive, &args.dst).reading_archive();
     // Before the input is opened: a pipe may keep it waiting for its first bytes.
     job.summary_on_interrupt()?;
     let input = open_input(&args.archive)?;
@@ -304,10 +304,7 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
         return Ok(status);
     }
     // Names are members of the archive: its path is the root they are shown under.
-    let reporter = StderrReporter {
-        src: &args.archive,
-        dst: &args.archive,
-    };
+    let reporter = StderrReporter::for_archive(&args.archive);
     let missing = select.report_unmatched("ls", &reporter);
     Ok(if missing { ExitCode::from(1) } else { status })
 }
@@ -324,10 +321,7 @@ pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
         })
         .and_then(|hashes| {
             let mut differed = false;
-            let warn = StderrReporter {
-                src: &args.archive,
-                dst: &args.archive,
-            };
+            let warn = StderrReporter::for_archive(&args.archive);
             check_tail(&mut r, hashes, &warn, &mut |_| differed = true).map_err(tail_error)?;
             match differed {
                 true => Err(ArchiveError::Member {

@@ -220,6 +220,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let reporter = StderrReporter {
             src: &from,
             dst: &to,
+            src_is_archive: false,
         };
         let fast = timed(|| Ok(copy_tree(&from, &to, &opts, &stats, &reporter)?))?;
         t_base += base;

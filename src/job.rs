@@ -31,12 +31,22 @@ impl<'a> Job<'a> {
     pub fn new(output: OutputArgs, src: &'a Path, dst: &'a Path) -> Self {
         Job {
             stats: Arc::default(),
-            reporter: StderrReporter { src, dst },
+            reporter: StderrReporter {
+                src,
+                dst,
+                src_is_archive: false,
+            },
             output,
             terminal: std::io::stderr().is_terminal(),
             start: Instant::now(),
             stdout_taken: false,
         }
+    }
+
+    /// The source is an archive: errors name its members apart from it.
+    pub fn reading_archive(mut self) -> Self {
+        self.reporter.src_is_archive = true;
+        self
     }
 
     /// Standard output carries the job's data: the JSON summary goes to standard error.

@@ -9,26 +9,41 @@ use std::io::Write;
 use std::path::Path;
 
 /// Prints errors and warnings on stderr, one line each, naming every path in full: the
-/// root of its side joined with its path in the tree.
+/// root of its side joined with its path in the tree, or for a member of an archive,
+/// the archive and the member apart (`t.tar: member d/f: ...`).
 pub struct StderrReporter<'a> {
-    /// The source tree's root as the user named it.
+    /// The source tree's root (or the archive) as the user named it.
     pub src: &'a Path,
     /// The destination tree's root as the user named it.
     pub dst: &'a Path,
+    /// The source is an archive, whose paths are its members: `t.tar/d/f` would read
+    /// as a path on disk.
+    pub src_is_archive: bool,
 }
 
-impl StderrReporter<'_> {
+impl<'a> StderrReporter<'a> {
+    /// A reporter for the members of `archive` (`ls`, `cat`: there is no destination).
+    pub fn for_archive(archive: &'a Path) -> Self {
+        StderrReporter {
+            src: archive,
+            dst: archive,
+            src_is_archive: true,
+        }
+    }
+
     /// The one-line message for `err`.
     pub fn line(&self, err: &Error) -> String {
-        let root = match err.side {
-            Side::Source => self.src,
-            Side::Destination => self.dst,
+        let (root, in_archive) = match err.side {
+            Side::Source => (self.src, self.src_is_archive),
+            Side::Destination => (self.dst, false),
         };
-        let mut full = RelPath::from_bytes(root.as_os_str().as_encoded_bytes().to_vec());
-        if !err.path.is_root() {
-            full = full.join(err.path.as_bytes());
+        let root = RelPath::from_bytes(root.as_os_str().as_encoded_bytes().to_vec());
+        let (op, os) = (err.op, &err.os);
+        match (err.path.is_root(), in_archive) {
+            (true, _) => format!("{root}: {op}: {os}"),
+            (false, true) => format!("{root}: member {}: {op}: {os}", err.path),
+            (false, false) => format!("{}: {op}: {os}", root.join(err.path.as_bytes())),
         }
-        format!("{full}: {}: {}", err.op, err.os)
     }
 }
 

@@ -300,7 +300,7 @@ fn cat_follows_hardlinks_and_names_the_member_it_refuses() {
             assert!(r.stdout.is_empty(), "{r}");
             assert_eq!(
                 r.stderr.trim_end(),
-                format!("ferry: {}: {why}", archive.display()),
+                format!("ferry: {}: member {why}", archive.display()),
                 "{r}"
             );
         }

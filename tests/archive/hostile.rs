@@ -98,9 +98,9 @@ fn members_cannot_escape_the_destination() {
     for named in [
         "../escape",
         "escape2",
-        "abs-link/through: reach its directory: abs-link: ",
-        "rel-link/through: reach its directory: rel-link: ",
-        "deep/link/sub/through: reach its directory: deep/link: ",
+        "abs-link/through: unpack: not extracted through abs-link, a symlink to ",
+        "rel-link/through: unpack: not extracted through rel-link, a symlink to ../outside ",
+        "deep/link/sub/through: unpack: not extracted through deep/link, a symlink to ",
         "hard-out",
     ] {
         assert!(errors.contains(named), "no error names {named}:\n{errors}");
@@ -153,7 +153,8 @@ fn members_cannot_escape_the_destination() {
 /// this unpack made (where nothing is looked up before creating); a directory member
 /// after files in it keeps them, and one after a file (or symlink) of its name replaces
 /// it. (A member below a symlink that no directory member replaced is refused:
-/// `members_cannot_escape_the_destination`.)
+/// `members_cannot_escape_the_destination`,
+/// `a_member_below_a_symlink_the_archive_made_is_refused_in_any_destination`.)
 #[test]
 fn a_path_given_twice_ends_as_the_last_member() {
     let s = scratch();
@@ -191,6 +192,108 @@ fn a_path_given_twice_ends_as_the_last_member() {
         .expect("stat")
         .is_dir());
     assert!(!s.dst.join("in").exists(), "written through the symlink");
+}
+
+/// Issue #21, item 3: a member below a symlink an earlier member made (to a directory
+/// inside the destination, or to one elsewhere) is refused, naming the member and the
+/// symlink, as bsdtar refuses it ("Cannot extract through symlink"); GNU tar writes
+/// through the first. Into a fresh destination, one that was there already, and again
+/// over what the first run left (where the symlink is up to date), from the file and
+/// from a stream; from Python's tarfile and from GNU tar with `tar -r`. The symlinks
+/// stay, nothing lands where they point, and the members beside them are unpacked.
+/// (Into an existing destination the members used to replace the symlink with a
+/// directory and exit 0.)
+#[test]
+fn a_member_below_a_symlink_the_archive_made_is_refused_in_any_destination() {
+    let s = scratch();
+    let elsewhere = s.tmp.path().join("elsewhere");
+    build::mkdirs(&elsewhere);
+    let elsewhere_abs = elsewhere.to_string_lossy().into_owned();
+    let python = s.tmp.path().join("python.tar");
+    python_tar(
+        &python,
+        &[
+            ("sub", "dir", "", ""),
+            ("good", "file", "", "fine"),
+            ("lnk", "symlink", "sub", ""),
+            ("lnk/f", "file", "", "through the link"),
+            ("lnk/h", "hardlink", "good", ""),
+            ("lnk/d", "dir", "", ""),
+            ("far", "symlink", &elsewhere_abs, ""),
+            ("far/f", "file", "", "through the link"),
+        ],
+    );
+    let mut archives = vec![(python, vec!["lnk/f", "lnk/h", "lnk/d", "far/f"])];
+    if !crate::missing("tar") {
+        // GNU tar: `sub/` and `lnk -> sub`, then `lnk/f` appended from a tree where
+        // `lnk` is a directory.
+        let made = s.tmp.path().join("by-gnu-tar");
+        build::mkdirs(&made.join("sub"));
+        build::symlink("sub", &made.join("lnk"));
+        let gnu = s.tmp.path().join("gnu.tar");
+        let tar = |args: &[&str]| {
+            let ok = Command::new("tar")
+                .current_dir(&made)
+                .args(args)
+                .status()
+                .is_ok_and(|st| st.success());
+            assert!(ok, "tar {args:?}");
+        };
+        tar(&["-cf", &gnu.to_string_lossy(), "sub", "lnk"]);
+        std::fs::remove_file(made.join("lnk")).expect("rm lnk");
+        build::mkdirs(&made.join("lnk"));
+        build::write(&made.join("lnk/f"), b"through the link");
+        tar(&["-rf", &gnu.to_string_lossy(), "lnk/f"]);
+        archives.push((gnu, vec!["lnk/f"]));
+    }
+    for (archive, below) in &archives {
+        let name = archive.file_stem().expect("stem").to_string_lossy();
+        for (how, existing) in [("fresh", false), ("existing", true)] {
+            for streamed in [false, true] {
+                let dst = s.tmp.path().join(format!("{name}-{how}-{streamed}"));
+                if existing {
+                    build::mkdirs(&dst);
+                }
+                for round in ["first", "again"] {
+                    let r = match streamed {
+                        false => ferry(&[&"unpack", archive, &dst]),
+                        true => ferry_stdin(&[&"unpack", &"-", &dst], archive),
+                    };
+                    let shown = format!("{} into {how} {} ({round})", name, dst.display());
+                    r.assert_status(1);
+                    let errors = r.errors();
+                    assert_eq!(errors.len(), below.len(), "{shown}: {r}");
+                    for member in below {
+                        let (link, to) = match member.starts_with("far") {
+                            true => ("far", elsewhere_abs.as_str()),
+                            false => ("lnk", "sub"),
+                        };
+                        let line = format!(
+                            "ferry: {}/{member}: unpack: not extracted through {link}, a \
+                             symlink to {to} that an earlier member made",
+                            dst.display()
+                        );
+                        assert!(errors.contains(&line.as_str()), "{shown}: {line}\n{r}");
+                    }
+                    let is_link = |p: &str| {
+                        std::fs::symlink_metadata(dst.join(p)).is_ok_and(|m| m.is_symlink())
+                    };
+                    assert!(is_link("lnk"), "{shown}: lnk replaced");
+                    assert_eq!(listing(&dst.join("sub")), Vec::<String>::new(), "{shown}");
+                    if below.contains(&"far/f") {
+                        assert!(is_link("far"), "{shown}: far replaced");
+                        let good = std::fs::read(dst.join("good")).expect("good");
+                        assert_eq!(good, b"fine", "{shown}");
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(
+        listing(&elsewhere),
+        Vec::<String>::new(),
+        "written elsewhere"
+    );
 }
 
 /// A hardlink whose target is missing (named later, or never) fails with an error that
@@ -443,7 +546,7 @@ fn a_stream_broken_inside_a_member_is_one_error_naming_it() {
             let errors = r.errors();
             assert_eq!(errors.len(), 1, "{r}");
             assert!(
-                errors[0].starts_with(&format!("ferry: {shown}: big: archive offset "))
+                errors[0].starts_with(&format!("ferry: {shown}: member big: archive offset "))
                     && errors[0].contains(at),
                 "{r}"
             );
@@ -723,7 +826,8 @@ fn a_stream_whose_data_differs_from_the_index_hashes_is_an_error_naming_the_file
             let r = ferry_stdin(&[&"cat", &"-", &name], input);
             assert_eq!(r.status, 2, "{r}");
             assert!(
-                r.stderr.contains(&format!("-: {name}: content differs")),
+                r.stderr
+                    .contains(&format!("-: member {name}: content differs")),
                 "{r}"
             );
         }

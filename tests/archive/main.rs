@@ -7,6 +7,7 @@ mod common;
 
 mod commands;
 mod edit;
+mod errors;
 mod hostile;
 mod interop;
 mod order;

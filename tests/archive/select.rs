@@ -69,7 +69,7 @@ fn named_members_unpack_with_what_lies_below_them() {
     assert_eq!(
         r.errors(),
         vec![format!(
-            "ferry: {}/nope: unpack: no such member in the archive",
+            "ferry: {}: member nope: unpack: no such member in the archive",
             archive.display()
         )],
         "{r}"
@@ -119,8 +119,8 @@ fn named_members_unpack_from_a_stream() {
     assert_eq!(
         r.errors(),
         vec![
-            format!("ferry: -/d/one: {why}"),
-            format!("ferry: -/d/sub/two: {why}")
+            format!("ferry: -: member d/one: {why}"),
+            format!("ferry: -: member d/sub/two: {why}")
         ],
         "{r}"
     );
@@ -139,7 +139,7 @@ fn ls_lists_the_named_members_and_names_the_missing() {
     assert_eq!(
         r.stderr.trim_end(),
         format!(
-            "ferry: {}/e/nope: ls: no such member in the archive",
+            "ferry: {}: member e/nope: ls: no such member in the archive",
             archive.display()
         )
     );
@@ -181,8 +181,8 @@ fn a_named_link_to_a_target_no_member_is_called_is_an_error() {
     assert_eq!(
         r.errors(),
         vec![
-            format!("ferry: {a}/d/one: {why}"),
-            format!("ferry: {a}/d/sub/two: {why}")
+            format!("ferry: {a}: member d/one: {why}"),
+            format!("ferry: {a}: member d/sub/two: {why}")
         ],
         "{r}"
     );

@@ -25,6 +25,16 @@ impl Mounted {
     pub fn path(&self) -> &Path {
         self.mnt.path()
     }
+
+    /// Makes the filesystem read-only from now on (`mount -o remount,ro`). `Err` says
+    /// why it cannot be done here.
+    pub fn remount_read_only(&self) -> Result<(), String> {
+        try_run(
+            Command::new("mount")
+                .args(["-o", "remount,ro"])
+                .arg(self.mnt.path()),
+        )
+    }
 }
 
 impl Drop for Mounted {

@@ -29,7 +29,7 @@ pub enum ArchiveError {
     Index(#[from] crate::index::IndexError),
     /// A member asked for by path is missing or cannot be used as asked, or its data
     /// could not be read from a stream.
-    #[error("{path}: {why}")]
+    #[error("member {path}: {why}")]
     Member {
         /// The path asked for, escaped for display.
         path: String,

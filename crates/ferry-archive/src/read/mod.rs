@@ -4,6 +4,7 @@
 pub mod acl;
 pub mod archive;
 pub mod convert;
+mod extract;
 pub mod list;
 pub mod order;
 pub mod select;

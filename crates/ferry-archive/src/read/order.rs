@@ -21,6 +21,10 @@ use xxhash_rust::xxh3::xxh3_64;
 #[derive(Default)]
 pub struct OrderGuard {
     seen: KeySet,
+    /// Some member named as something other than a directory a path already needed as
+    /// one: from then on every directory above a member is looked at, not only those
+    /// up to the first one recorded before.
+    relabelled: bool,
 }
 
 /// A set of 64-bit hashes, open addressing with linear probing in one array, filled to
@@ -116,17 +120,24 @@ fn key(path: &[u8], dir: bool) -> u64 {
 /// At most this much room is made ahead (64 Mi paths): an index may lie about its size.
 const MOST_ROOM: usize = 64 << 20;
 
-/// How a member's outcome depends on the members before it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Clash {
-    /// Not at all: it may be placed in any order with them.
-    None,
+/// How a member's outcome depends on the members before it; the default: not at all,
+/// so it may be placed in any order with them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Clash {
     /// Its path is one an earlier member named, or one of the directories above an
     /// earlier member.
-    Repeat,
+    pub repeat: bool,
     /// A directory above it is a path an earlier member named as something other than
-    /// a directory.
-    Below,
+    /// a directory (a later directory member of that name may have replaced it since:
+    /// what is there tells).
+    pub below: bool,
+}
+
+impl Clash {
+    /// Whether its outcome depends on an earlier member's at all.
+    pub fn any(self) -> bool {
+        self.repeat || self.below
+    }
 }
 
 impl OrderGuard {
@@ -136,21 +147,25 @@ impl OrderGuard {
         let room = usize::try_from(members).unwrap_or(0).min(MOST_ROOM);
         OrderGuard {
             seen: KeySet::with_room_for(room),
+            relabelled: false,
         }
     }
 
     /// Records the member at `path` of kind `kind`, and tells whether where it ends up
     /// may depend on the order it is placed in relative to the members recorded
-    /// before it.
+    /// before it, and whether it lies below a path one of them named as something
+    /// other than a directory.
     pub fn clashes(&mut self, path: &RelPath, kind: &EntryKind) -> Clash {
         let bytes = path.as_bytes();
-        if self.holds(bytes) {
-            return Clash::Repeat;
+        let dir = *kind == EntryKind::Dir;
+        let repeat = self.holds(bytes);
+        if repeat && !dir && self.seen.contains(key(bytes, true)) {
+            self.relabelled = true;
         }
-        self.seen.insert(key(bytes, *kind == EntryKind::Dir));
-        match self.above_clashes(bytes) {
-            true => Clash::Below,
-            false => Clash::None,
+        self.seen.insert(key(bytes, dir));
+        Clash {
+            repeat,
+            below: self.above_clashes(bytes),
         }
     }
 
@@ -161,19 +176,18 @@ impl OrderGuard {
 
     /// Records the directories above `path` as needed; true if one of them was named as
     /// something else. Stops at the first one already recorded as a directory: those
-    /// above it were recorded with it.
+    /// above it were recorded with it (unless a path was relabelled since).
     fn above_clashes(&mut self, path: &[u8]) -> bool {
         let mut at = path;
+        let mut below = false;
         while let Some(cut) = at.iter().rposition(|&b| b == b'/') {
             at = &at[..cut];
-            if self.seen.contains(key(at, false)) {
-                return true;
-            }
-            if !self.seen.insert(key(at, true)) {
-                return false;
+            below |= self.seen.contains(key(at, false));
+            if !self.seen.insert(key(at, true)) && !self.relabelled {
+                break;
             }
         }
-        false
+        below
     }
 }
 
@@ -184,6 +198,15 @@ mod tests {
     fn path(p: &str) -> RelPath {
         RelPath::from_bytes(p.as_bytes().to_vec())
     }
+
+    const REPEAT: Clash = Clash {
+        repeat: true,
+        below: false,
+    };
+    const BELOW: Clash = Clash {
+        repeat: false,
+        below: true,
+    };
 
     fn file() -> EntryKind {
         EntryKind::File { size: 0 }
@@ -220,18 +243,18 @@ mod tests {
             ("a/h", file()),
             ("c", file()),
         ] {
-            assert_eq!(g.clashes(&path(p), &k), Clash::None, "{p}");
+            assert_eq!(g.clashes(&path(p), &k), Clash::default(), "{p}");
         }
     }
 
     #[test]
     fn a_name_given_again_clashes() {
         let mut g = OrderGuard::default();
-        assert_eq!(g.clashes(&path("h"), &file()), Clash::None);
-        assert_eq!(g.clashes(&path("h"), &file()), Clash::Repeat);
+        assert_eq!(g.clashes(&path("h"), &file()), Clash::default());
+        assert_eq!(g.clashes(&path("h"), &file()), REPEAT);
         let mut g = OrderGuard::default();
-        assert_eq!(g.clashes(&path("d"), &EntryKind::Dir), Clash::None);
-        assert_eq!(g.clashes(&path("d"), &EntryKind::Dir), Clash::Repeat);
+        assert_eq!(g.clashes(&path("d"), &EntryKind::Dir), Clash::default());
+        assert_eq!(g.clashes(&path("d"), &EntryKind::Dir), REPEAT);
     }
 
     #[test]
@@ -240,17 +263,43 @@ mod tests {
         let link = EntryKind::Symlink {
             target: b"x".to_vec(),
         };
-        assert_eq!(g.clashes(&path("l"), &link), Clash::None);
-        assert_eq!(g.clashes(&path("l/deep/pwn"), &file()), Clash::Below);
+        assert_eq!(g.clashes(&path("l"), &link), Clash::default());
+        assert_eq!(g.clashes(&path("l/deep/pwn"), &file()), BELOW);
+    }
+
+    /// Below a path named again as something other than a directory, even one needed
+    /// as a directory before, deep or given again itself: the unpack then looks at
+    /// what stands there (issue #21, item 3).
+    #[test]
+    fn a_member_below_a_path_named_again_as_a_symlink_is_below_it() {
+        let link = EntryKind::Symlink {
+            target: b"x".to_vec(),
+        };
+        let mut g = OrderGuard::default();
+        assert_eq!(g.clashes(&path("a"), &EntryKind::Dir), Clash::default());
+        assert_eq!(g.clashes(&path("a"), &link), REPEAT);
+        assert_eq!(g.clashes(&path("a/x"), &file()), BELOW);
+        let mut g = OrderGuard::default();
+        assert_eq!(g.clashes(&path("a/b/f"), &file()), Clash::default());
+        assert_eq!(g.clashes(&path("a"), &link), REPEAT);
+        assert_eq!(g.clashes(&path("a/b/g"), &file()), BELOW);
+        let mut g = OrderGuard::default();
+        assert_eq!(g.clashes(&path("l"), &link), Clash::default());
+        assert_eq!(g.clashes(&path("l/f"), &file()), BELOW);
+        let both = Clash {
+            repeat: true,
+            below: true,
+        };
+        assert_eq!(g.clashes(&path("l/f"), &file()), both);
     }
 
     #[test]
     fn a_member_naming_a_directory_an_earlier_one_needed_clashes() {
         let mut g = OrderGuard::default();
-        assert_eq!(g.clashes(&path("a/b/f"), &file()), Clash::None);
-        assert_eq!(g.clashes(&path("a"), &file()), Clash::Repeat);
+        assert_eq!(g.clashes(&path("a/b/f"), &file()), Clash::default());
+        assert_eq!(g.clashes(&path("a"), &file()), REPEAT);
         let mut g = OrderGuard::default();
-        assert_eq!(g.clashes(&path("a/b/f"), &file()), Clash::None);
-        assert_eq!(g.clashes(&path("a/b"), &EntryKind::Dir), Clash::Repeat);
+        assert_eq!(g.clashes(&path("a/b/f"), &file()), Clash::default());
+        assert_eq!(g.clashes(&path("a/b"), &EntryKind::Dir), REPEAT);
     }
 }

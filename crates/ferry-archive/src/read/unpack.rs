@@ -15,18 +15,17 @@
 use super::acl;
 use super::archive::{header_len, member_in, Archive, ArchiveError};
 use super::convert::{from_index, from_tar, runs_of};
+use super::extract::{workers_within_open_files, DirCache, Extractor};
 use super::order::{Clash, OrderGuard};
-use super::select::{is_within, Selection};
+use super::select::Selection;
 use super::tail::{ContentHasher, Hashing, StreamHashes};
 use crate::index::{IndexEntry, Kind, Names};
 use crate::owners::LocalIds;
 use crate::tar::Reader;
 use ferry_core::data::{Mover, Reflink, Sparse};
-use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath};
+use ferry_core::entry::{Entry, EntryKind, RelPath};
 use ferry_core::error::{Error, Reporter};
-use ferry_core::limits::{open_files_each, workers_within};
-use ferry_core::local::{DstDir, LocalTreeSink, Reach, Update};
-use ferry_core::sink::{FileData, TreeSink};
+use ferry_core::sink::FileData;
 use ferry_core::Stats;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
@@ -94,176 +93,6 @@ impl ByName {
             .and_then(|n| self.owned(n.user.as_deref(), n.group.as_deref(), &entry))
             .unwrap_or(entry)
     }
-}
-
-/// Places entries given by path under the destination; shared by the workers of a
-/// parallel unpack, each with its own cache of the directory it is filling.
-struct Extractor<'a> {
-    sink: LocalTreeSink<'a>,
-    root: DstDir,
-    reporter: &'a dyn Reporter,
-    /// At most this many open directories in a worker's cache.
-    cached_dirs: usize,
-}
-
-/// Open directories a worker used last, each an ancestor of the next, with their paths:
-/// the next member most likely lies in the same directory or near it, so finding its
-/// directory opens only the components below the deepest one it shares.
-type DirCache = Vec<(RelPath, DstDir)>;
-
-/// At most this many open directories in a worker's cache (the shallowest go first),
-/// so a very deep path does not run out of descriptors; fewer when the limit on open
-/// files is low (kernel tree, 16 workers: `ulimit -n 128` failed with 32 each).
-const CACHED_DIRS: usize = 32;
-
-/// Descriptors each worker holds besides its directory cache: the file being written,
-/// a directory being opened, one just dropped from the cache and still in use.
-const WORKER_DESCRIPTORS: u64 = 3;
-
-/// Descriptors kept for the rest: the archive, the destination, the standard streams.
-const OTHER_DESCRIPTORS: u64 = 16;
-
-/// At most `asked` workers, as many as the limit on open files leaves room for with
-/// one cached directory each. Under `ulimit -n 64` with 32 descriptors inherited,
-/// 16 workers failed with "Too many open files".
-fn workers_within_open_files(asked: usize, reporter: &dyn Reporter) -> usize {
-    workers_within(asked, WORKER_DESCRIPTORS + 1, OTHER_DESCRIPTORS, reporter)
-}
-
-impl<'a> Extractor<'a> {
-    /// An extractor for `workers` workers (each with a directory cache).
-    fn new(
-        dst: &Path,
-        mover: &'a Mover,
-        opts: &UnpackOptions,
-        workers: usize,
-        stats: &'a Stats,
-        reporter: &'a dyn Reporter,
-    ) -> Result<Self, ArchiveError> {
-        let workers_own = WORKER_DESCRIPTORS * workers as u64;
-        let cached_dirs = open_files_each(workers, OTHER_DESCRIPTORS + workers_own, CACHED_DIRS);
-        let sink = LocalTreeSink::new(
-            dst,
-            mover,
-            Update {
-                checksum: opts.checksum,
-                verify: opts.verify,
-            },
-            stats,
-            reporter,
-        );
-        let root_entry = Entry {
-            path: RelPath::root(),
-            kind: EntryKind::Dir,
-            meta: Metadata::default(),
-            links: None,
-        };
-        let root = sink.root(&root_entry).map_err(|e| {
-            ArchiveError::Destination(format!("{}: {}: {}", dst.display(), e.op, e.os))
-        })?;
-        Ok(Extractor {
-            sink,
-            root,
-            reporter,
-            cached_dirs,
-        })
-    }
-
-    /// The directory at `path`, reached as `reach` says, found from the
-    /// worker's cache.
-    fn dir(&self, path: &RelPath, reach: Reach, cache: &mut DirCache) -> Result<DstDir, Error> {
-        while cache.last().is_some_and(|(p, _)| !is_within(path, p)) {
-            cache.pop();
-        }
-        let (at, from) = match cache.last() {
-            Some((p, d)) => (p.clone(), d.clone()),
-            None => (RelPath::root(), self.root.clone()),
-        };
-        self.sink.dir_below(&from, &at, path, reach, |p, d| {
-            if cache.len() >= self.cached_dirs {
-                cache.remove(0);
-            }
-            cache.push((p.clone(), d.clone()));
-        })
-    }
-
-    /// Makes a directory member (its metadata waits for [`Extractor::finish`]).
-    fn make_dir(&self, entry: &Entry, cache: &mut DirCache) -> Result<(), Error> {
-        self.dir(&entry.path, Reach::Named, cache)
-            .map(drop)
-            .map_err(|e| as_member_error(entry, e))
-    }
-
-    /// Places a member that is not a directory. `again`: an earlier member gave its
-    /// name, so a file there is replaced however up to date it looks (it may be that
-    /// member's, left by an interrupted unpack that this one resumes).
-    fn put(
-        &self,
-        entry: &Entry,
-        data: Option<FileData<'_>>,
-        again: bool,
-        cache: &mut DirCache,
-    ) -> Result<(), Error> {
-        if entry.path.is_root() {
-            return Err(Error::new(
-                &entry.path,
-                "unpack",
-                io::Error::other("a member that is not a directory names the destination itself"),
-            ));
-        }
-        let parent = self
-            .dir(&entry.path.parent(), Reach::Make, cache)
-            .map_err(|e| as_member_error(entry, e))?;
-        match again {
-            true => self.sink.leaf_again(&parent, entry, data),
-            false => self.sink.leaf(&parent, entry, data),
-        }
-    }
-
-    /// Applies directory metadata, in the order of `dirs`, which puts every directory
-    /// after all below it (so setting one never disturbs another). `root_named`: one
-    /// of them is the destination itself; if none is, it is settled as copy does.
-    /// `stopped`: the unpack ended early, so some directories were never made; their
-    /// absence is no further error.
-    fn finish(&self, dirs: impl IntoIterator<Item = Entry>, root_named: bool, stopped: bool) {
-        if !root_named {
-            if let Err(err) = self.sink.settle_unnamed_root() {
-                self.reporter.error(&err);
-            }
-        }
-        let mut cache = DirCache::new();
-        for e in dirs {
-            let dir = self.dir(&e.path, Reach::Open, &mut cache);
-            // A later member of that name, not a directory, has taken its place: the
-            // last one wins, as in tar.
-            let replaced =
-                |err: &Error| err.path == e.path && err.os.kind() == io::ErrorKind::NotADirectory;
-            if dir.as_ref().is_err_and(replaced) {
-                continue;
-            }
-            let dir = dir.map_err(|err| as_member_error(&e, err));
-            match dir.and_then(|d| self.sink.finish_dir(&d, &e)) {
-                Err(err) if stopped && err.os.kind() == io::ErrorKind::NotFound => {}
-                Err(err) => self.reporter.error(&err),
-                Ok(()) => {}
-            }
-        }
-    }
-}
-
-/// A failure to reach a directory above `entry`, told as `entry`'s own: each member
-/// below a directory that could not be made (or opened, to finish it) gets its own
-/// line, naming it.
-fn as_member_error(entry: &Entry, e: Error) -> Error {
-    if e.path == entry.path {
-        return e;
-    }
-    let why = format!("{}: {}: {}", e.path, e.op, e.os);
-    Error::dst(
-        &entry.path,
-        "reach its directory",
-        io::Error::new(e.os.kind(), why),
-    )
 }
 
 fn refused(raw: &[u8], why: &'static str) -> Error {
@@ -370,13 +199,13 @@ pub fn unpack_file(
             header_len(first)?;
             let (n, start, end) = span(&group.index[done..]);
             let bytes = archive.read_into(start, end - start, buf)?;
-            for (e, entry, again) in group.members(done).take(n) {
+            for (e, entry, clash) in group.members(done).take(n) {
                 let at = (e.header_offset - start) as usize;
                 let bytes = bytes.get(at..).unwrap_or_default();
                 let member = ToPlace {
                     index: e,
                     entry,
-                    again,
+                    clash,
                 };
                 place_member(archive, member, bytes, &ex, cache, by_name.as_ref())?;
             }
@@ -413,9 +242,11 @@ pub fn unpack_file(
         let (mut cache, mut buf) = (DirCache::new(), Vec::new());
         let mut place_here = |run: Run<'_>| match run {
             Run::Members(group) => place(group, &mut cache, &mut buf),
-            Run::Links(links) => place_links(archive, links, select, reporter, |group| {
-                place(group, &mut cache, &mut buf)
-            }),
+            Run::Links(links, clashes) => {
+                place_links(archive, (links, clashes), select, reporter, |group| {
+                    place(group, &mut cache, &mut buf)
+                })
+            }
         };
         let handout = Handout {
             groups,
@@ -467,14 +298,16 @@ pub fn unpack_file(
 }
 
 /// Places the hardlinks at index positions `links` a group at a time through `place`
-/// (one group in memory however many links there are). A link whose target the
+/// (one group in memory however many links there are), each as its clash in `clashes`
+/// says (none where that is shorter, as it is for links placed before members were
+/// placed in order, which clash with none). A link whose target the
 /// selection left out cannot link to it: the first such link of each target is made
 /// from the target's member instead (the last of that name before the link, as a whole
 /// extraction would have it; its data under the link's name), and the target's other
 /// links link to that one, so they still share an inode.
 fn place_links(
     archive: &Archive,
-    links: &[u64],
+    (links, clashes): (&[u64], &[Clash]),
     select: &Selection,
     reporter: &dyn Reporter,
     mut place: impl FnMut(&Group) -> Result<(), ArchiveError>,
@@ -497,23 +330,24 @@ fn place_links(
     };
     // The link made from each target's member, which its other links link to.
     let mut made = HashMap::<RelPath, RelPath>::new();
-    for chunk in links.chunks(GROUP) {
+    for (n, chunk) in links.chunks(GROUP).enumerate() {
         let mut group = Group::default();
-        for &pos in chunk {
+        for (i, &pos) in chunk.iter().enumerate() {
+            let clash = clashes.get(n * GROUP + i).copied().unwrap_or_default();
             let e = archive.entry_at(pos)?;
             // Converted once already; a member that failed then was reported.
             let Ok(mut entry) = from_index(&e) else {
                 continue;
             };
             let Some(target) = target_of(&entry) else {
-                group.push(e, entry);
+                group.push_clashing(e, entry, clash);
                 continue;
             };
             if let Some(first) = made.get(&target) {
                 entry.kind = EntryKind::HardLink {
                     target: first.clone(),
                 };
-                group.push(e, entry);
+                group.push_clashing(e, entry, clash);
                 continue;
             }
             let member = members.get(&target).map(|(_, t)| t);
@@ -524,7 +358,7 @@ fn place_links(
                 Some((t, Ok(copy))) => {
                     made.insert(target, entry.path.clone());
                     let path = entry.path;
-                    group.push(t.clone(), Entry { path, ..copy });
+                    group.push_clashing(t.clone(), Entry { path, ..copy }, clash);
                 }
                 _ => reporter.error(&Error::new(
                     &entry.path,
@@ -557,33 +391,33 @@ struct Later {
 }
 
 /// A run of members for one worker: their index entries, what each says to make
-/// (converted and checked once, by the walk), and whether each gives a name an
-/// earlier member gave (see [`Extractor::put`]).
+/// (converted and checked once, by the walk), and how each depends on earlier members
+/// (see [`Extractor::put`]).
 #[derive(Default)]
 struct Group {
     index: Vec<IndexEntry>,
     entries: Vec<Entry>,
-    again: Vec<bool>,
+    clashes: Vec<Clash>,
 }
 
 impl Group {
     fn push(&mut self, index: IndexEntry, entry: Entry) {
-        self.push_named(index, entry, false);
+        self.push_clashing(index, entry, Clash::default());
     }
 
-    fn push_named(&mut self, index: IndexEntry, entry: Entry, again: bool) {
+    fn push_clashing(&mut self, index: IndexEntry, entry: Entry, clash: Clash) {
         self.index.push(index);
         self.entries.push(entry);
-        self.again.push(again);
+        self.clashes.push(clash);
     }
 
-    /// The members from the `skip`th on: index entry, entry, and whether named again.
-    fn members(&self, skip: usize) -> impl Iterator<Item = (&IndexEntry, &Entry, bool)> {
-        let again = self.again.iter().copied();
+    /// The members from the `skip`th on: index entry, entry, and how it clashes.
+    fn members(&self, skip: usize) -> impl Iterator<Item = (&IndexEntry, &Entry, Clash)> {
+        let clashes = self.clashes.iter().copied();
         self.index
             .iter()
             .zip(&self.entries)
-            .zip(again)
+            .zip(clashes)
             .skip(skip)
             .map(|((i, e), a)| (i, e, a))
     }
@@ -650,10 +484,10 @@ impl Handout<'_> {
 }
 
 /// What the walking thread places itself once order matters: a run of members, or of
-/// hardlinks (by index position).
+/// hardlinks (by index position, with how each clashes: see [`place_links`]).
 enum Run<'r> {
     Members(&'r Group),
-    Links(&'r [u64]),
+    Links(&'r [u64], &'r [Clash]),
 }
 
 /// Members the walking thread places in archive order, gathered into runs of one kind
@@ -661,6 +495,7 @@ enum Run<'r> {
 struct InOrder<'p> {
     members: Group,
     links: Vec<u64>,
+    link_clashes: Vec<Clash>,
     place: &'p mut dyn FnMut(Run<'_>) -> Result<(), ArchiveError>,
 }
 
@@ -669,23 +504,30 @@ impl<'p> InOrder<'p> {
         InOrder {
             members: Group::default(),
             links: Vec::new(),
+            link_clashes: Vec::new(),
             place,
         }
     }
 
-    fn member(&mut self, index: IndexEntry, entry: Entry, again: bool) -> Result<(), ArchiveError> {
+    fn member(
+        &mut self,
+        index: IndexEntry,
+        entry: Entry,
+        clash: Clash,
+    ) -> Result<(), ArchiveError> {
         if !self.links.is_empty() || self.members.len() >= GROUP {
             self.flush()?;
         }
-        self.members.push_named(index, entry, again);
+        self.members.push_clashing(index, entry, clash);
         Ok(())
     }
 
-    fn link(&mut self, pos: u64) -> Result<(), ArchiveError> {
+    fn link(&mut self, pos: u64, clash: Clash) -> Result<(), ArchiveError> {
         if !self.members.is_empty() || self.links.len() >= GROUP {
             self.flush()?;
         }
         self.links.push(pos);
+        self.link_clashes.push(clash);
         Ok(())
     }
 
@@ -695,7 +537,8 @@ impl<'p> InOrder<'p> {
             (self.place)(Run::Members(&std::mem::take(&mut self.members)))?;
         }
         if !self.links.is_empty() {
-            (self.place)(Run::Links(&std::mem::take(&mut self.links)))?;
+            let clashes = std::mem::take(&mut self.link_clashes);
+            (self.place)(Run::Links(&std::mem::take(&mut self.links), &clashes))?;
         }
         Ok(())
     }
@@ -746,7 +589,7 @@ fn walk_index(
             continue;
         }
         let clash = guard.clashes(&entry.path, &entry.kind);
-        if !later.in_order && clash != Clash::None {
+        if !later.in_order && clash.any() {
             // The links gathered so far link to the members before this one.
             if !place_after_workers(&handout, &mut group, later, &mut ordered, stop)? {
                 return Ok(());
@@ -759,8 +602,8 @@ fn walk_index(
             later.dirs.push(pos);
         }
         match (later.in_order, is_link) {
-            (true, true) => ordered.link(pos)?,
-            (true, false) => ordered.member(e, entry, clash == Clash::Repeat)?,
+            (true, true) => ordered.link(pos, clash)?,
+            (true, false) => ordered.member(e, entry, clash)?,
             (false, true) => later.links.push(pos),
             (false, false) => {
                 let parent = entry.path.parent();
@@ -791,8 +634,12 @@ fn place_after_workers(
     if stop() {
         return Ok(false);
     }
-    ordered.links.append(&mut later.links);
+    // One of the two is empty: the links before members were placed in order, or
+    // those among them.
     ordered.flush()?;
+    if !later.links.is_empty() {
+        (ordered.place)(Run::Links(&std::mem::take(&mut later.links), &[]))?;
+    }
     Ok(true)
 }
 
@@ -824,12 +671,12 @@ const SPAN: u64 = 256 << 10;
 /// through): alignment padding.
 const BLOCK: u64 = 4096;
 
-/// A member the walk handed out: its index entry, what that converts to, and whether
-/// an earlier member gave its name.
+/// A member the walk handed out: its index entry, what that converts to, and how its
+/// outcome depends on earlier members.
 struct ToPlace<'m> {
     index: &'m IndexEntry,
     entry: &'m Entry,
-    again: bool,
+    clash: Clash,
 }
 
 /// Checks one member, whose bytes from its first header on start `bytes` (its headers,
@@ -845,12 +692,12 @@ fn place_member(
     let ToPlace {
         index: e,
         entry,
-        again,
+        clash,
     } = member;
     let (tar, small) = member_in(e, bytes, read_whole(e))?;
     if entry.kind == EntryKind::Dir {
         // Made now; its owner is set with the rest of its metadata, at the end.
-        if let Err(err) = ex.make_dir(entry, cache) {
+        if let Err(err) = ex.make_dir(entry, clash, cache) {
             ex.reporter.error(&err);
         }
         return Ok(());
@@ -873,7 +720,7 @@ fn place_member(
         }),
         _ => None,
     };
-    if let Err(err) = ex.put(entry, data, again, cache) {
+    if let Err(err) = ex.put(entry, data, clash, cache) {
         ex.reporter.error(&err);
     }
     Ok(())
@@ -902,7 +749,10 @@ pub fn unpack_stream(
     let mut dirs = Vec::new();
     let mut cache = DirCache::new();
     let mut acl_ids = LocalIds::default();
-    // The names so far, where an interrupted unpack may have left files to resume.
+    // The names so far, where an interrupted unpack may have left files to resume, or
+    // a member below one of them may meet a symlink an earlier member made there and
+    // no other member replaced. (In a destination this unpack made, nothing in the way
+    // is replaced unless a member names it: see `Extractor::put`.)
     let mut named = (!ex.root.is_fresh()).then(OrderGuard::default);
     let mut hashes = StreamHashes::default();
     let result = loop {
@@ -943,11 +793,11 @@ pub fn unpack_stream(
             Some(owned) => owned,
             None => entry,
         };
-        let again = named
+        let clash = named
             .as_mut()
-            .is_some_and(|n| n.clashes(&entry.path, &entry.kind) == Clash::Repeat);
+            .map_or(Clash::default(), |n| n.clashes(&entry.path, &entry.kind));
         if entry.kind == EntryKind::Dir {
-            if let Err(err) = ex.make_dir(&entry, &mut cache) {
+            if let Err(err) = ex.make_dir(&entry, clash, &mut cache) {
                 reporter.error(&err);
             }
             dirs.push(entry);
@@ -965,7 +815,7 @@ pub fn unpack_stream(
             reader: &mut hashing,
             runs: &runs,
         });
-        let put = ex.put(&entry, data, again, &mut cache);
+        let put = ex.put(&entry, data, clash, &mut cache);
         if let (true, Some(hash)) = (is_file && put.is_ok(), hasher.finish(t.size)) {
             hashes.push(t.header_offset, hash);
         }
