@@ -246,6 +246,14 @@ pub fn walk<S: TreeSink>(
     Ok(())
 }
 
+/// Whether the source `src` is walked as a tree: it is a directory, and not a symlink
+/// to one unless named with a trailing slash (`link/`), as `cp -a` and `rsync -a` take
+/// it (the kernel follows a symlink named so even when asked not to). Anything else,
+/// a symlink to a directory included, is one entry (see [`walk_one`]).
+pub fn is_tree(src: &Path) -> bool {
+    std::fs::symlink_metadata(src).is_ok_and(|m| m.is_dir())
+}
+
 /// Pushes the one entry at `src`, which is not a directory (a file, a symlink, which
 /// is not followed, a fifo or a device), into `sink` as the entry `name` (by default
 /// its own name) directly below `root`, the sink's root directory, which the caller
