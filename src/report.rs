@@ -75,6 +75,10 @@ pub struct Summary {
     /// The job was told to stop before it was done (only then in the JSON).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// Why the job could not start or go on (exit status 2; only then in the JSON): the
+    /// line printed on stderr, without its `ferry: `.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Summary {
@@ -93,6 +97,7 @@ impl Summary {
             kernel_copied: s.kernel_copied,
             buffered: s.buffered,
             interrupted: false,
+            error: None,
         }
     }
 

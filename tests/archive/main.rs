@@ -9,6 +9,7 @@ mod commands;
 mod edit;
 mod hostile;
 mod interop;
+mod json;
 mod order;
 mod reflink;
 mod select;
