@@ -40,58 +40,46 @@ fn every_failure_prints_one_json_summary_with_its_error() {
         .status()
         .is_ok_and(|st| st.success());
     let (nosuch, out) = (tmp.join("nosuch.tar"), tmp.join("out"));
-    let mut cases: Vec<(&str, Vec<&OsStr>)> = vec![
+    let missing_dir = tmp.join("no-such-dir/p.tar");
+    let os = OsStr::new;
+    let mut cases: Vec<(&str, [&OsStr; 3])> = vec![
         (
             "unpack of a missing archive",
-            vec![OsStr::new("unpack"), nosuch.as_os_str()],
+            [os("unpack"), nosuch.as_os_str(), out.as_os_str()],
         ),
         (
             "unpack of a directory",
-            vec![OsStr::new("unpack"), s.src.as_os_str()],
+            [os("unpack"), s.src.as_os_str(), out.as_os_str()],
         ),
         (
             "unpack of an empty file",
-            vec![OsStr::new("unpack"), empty.as_os_str()],
+            [os("unpack"), empty.as_os_str(), out.as_os_str()],
         ),
         (
             "copy of a missing source",
-            vec![OsStr::new("copy"), nosuch.as_os_str()],
+            [os("copy"), nosuch.as_os_str(), out.as_os_str()],
         ),
         (
             "pack of a missing source",
-            vec![OsStr::new("pack"), nosuch.as_os_str()],
+            [os("pack"), nosuch.as_os_str(), out.as_os_str()],
+        ),
+        (
+            "pack into a missing directory",
+            [os("pack"), s.src.as_os_str(), missing_dir.as_os_str()],
         ),
     ];
-    let missing_dir = tmp.join("no-such-dir/p.tar");
-    let pack_nowhere = vec![
-        OsStr::new("pack"),
-        s.src.as_os_str(),
-        missing_dir.as_os_str(),
-    ];
-    let unpack_lz4 = vec![OsStr::new("unpack"), lz4.as_os_str()];
     if lz4_made {
-        cases.push(("unpack of lz4 input", unpack_lz4));
+        cases.push((
+            "unpack of lz4 input",
+            [os("unpack"), lz4.as_os_str(), out.as_os_str()],
+        ));
     } else {
         skip("lz4 is not installed: its input is not tried");
     }
-    for (what, mut args) in cases {
-        args.push(out.as_os_str());
-        args.push(OsStr::new("--json"));
-        let r = ferry(&args.iter().map(|a| a as _).collect::<Vec<_>>());
+    for (what, [command, from, to]) in cases {
+        let r = ferry(&[&command, &from, &to, &"--json"]);
         one_fatal_summary(what, Some(r.status), &r.stdout, &r.stderr);
     }
-    let r = ferry(&[
-        &pack_nowhere[0],
-        &pack_nowhere[1],
-        &pack_nowhere[2],
-        &"--json",
-    ]);
-    one_fatal_summary(
-        "pack into a missing directory",
-        Some(r.status),
-        &r.stdout,
-        &r.stderr,
-    );
     // `pack SRC -`: standard output is the archive, the summary goes to standard error.
     let out = ferry_command(&[&"pack", &nosuch, &"-", &"--json"])
         .stdout(std::process::Stdio::piped())
