@@ -493,9 +493,9 @@ pub fn hash_bytes(bytes: &[u8], runs: &[(u64, u64)], size: u64) -> Option<u128> 
 }
 
 /// Reads a descriptor from a position with `pread`, leaving its file offset alone.
-struct PositionedReader<'a> {
-    fd: BorrowedFd<'a>,
-    pos: u64,
+pub(crate) struct PositionedReader<'a> {
+    pub(crate) fd: BorrowedFd<'a>,
+    pub(crate) pos: u64,
 }
 
 impl Read for PositionedReader<'_> {

@@ -25,6 +25,7 @@ use crate::error::{Context, Error, Reporter, Result};
 use crate::local::open_dir;
 use crate::meta;
 use crate::prefetch::Prefetch;
+use crate::pseudo;
 use crate::sink::{DirHandle, FileData, TreeSink};
 use crate::xattr;
 use node::{Entered, Node, OpenDir, Opened};
@@ -565,17 +566,22 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             }
             let mut meta = meta::from_stat(&st);
             meta.xattrs = meta::read_xattrs(&fd).at(path, "read xattrs")?;
-            let size = st.st_size as u64;
+            // A pseudo-file (`/proc`, `/sys`) is what it gives read to its end.
+            let (fd, size, maybe_sparse) = match pseudo::snapshot(&fd, &st).at(path, "read")? {
+                Some((snapshot, len)) => (snapshot, len, false),
+                None => (
+                    fd,
+                    st.st_size as u64,
+                    (st.st_blocks as u64) * 512 < st.st_size as u64,
+                ),
+            };
             let entry = Entry {
                 path: path.clone(),
                 kind: EntryKind::File { size },
                 meta,
                 links: link_info(&st),
             };
-            let data = FileData::File {
-                fd,
-                maybe_sparse: (st.st_blocks as u64) * 512 < size,
-            };
+            let data = FileData::File { fd, maybe_sparse };
             return self.sink.leaf(&open.dst, &entry, Some(data));
         }
         let st = rfs::statat(&*open.src, n.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
