@@ -114,6 +114,7 @@ pub fn copy_tree(
         threads,
         skip: vec![InodeKey::of(&st)],
         held_levels: held_levels_for(threads),
+        unreadable_dirs: true,
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, &counting)

@@ -61,6 +61,10 @@ pub struct WalkConfig {
     /// works in them, and open them again when needed (a few calls more a directory:
     /// see [`held_levels_within`]).
     pub held_levels: usize,
+    /// A directory that cannot be opened for want of permission is still pushed into
+    /// the sink, empty, with its metadata (its error reported all the same), as `cp -a`
+    /// makes it; else it is left out, as GNU tar leaves it out of an archive.
+    pub unreadable_dirs: bool,
 }
 
 /// While workers have nothing to do, a directory's leaves are shared in chunks of at
@@ -96,6 +100,7 @@ impl Default for WalkConfig {
             skip: Vec::new(),
             prefetch: 0,
             held_levels: HELD_LEVELS,
+            unreadable_dirs: false,
         }
     }
 }
@@ -400,7 +405,13 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             }
         };
         let path = parent.entry.path.join(name.as_bytes());
-        let opened = open_dir(&open.src, name.as_c_str()).at(&path, "open directory");
+        let opened = open_dir(&open.src, name.as_c_str());
+        if matches!(opened, Err(Errno::ACCESS)) && self.cfg.unreadable_dirs {
+            self.unreadable_dir(&open, &name, &path);
+            self.complete(parent, Some(open.dst.clone()));
+            return None;
+        }
+        let opened = opened.at(&path, "open directory");
         let made = opened.and_then(|fd| {
             let st = rfs::fstat(&fd).at(&path, "stat")?;
             if self.cfg.skip.contains(&InodeKey::of(&st)) {
@@ -433,6 +444,30 @@ impl<'a, S: TreeSink> Walker<'a, S> {
                 self.complete(parent, Some(open.dst.clone()));
                 None
             }
+        }
+    }
+
+    /// Reports the directory `name` of `open`, which may not be opened, and pushes it
+    /// into the sink all the same, empty, with its metadata (see
+    /// [`WalkConfig::unreadable_dirs`]).
+    fn unreadable_dir(&self, open: &Opened<S::Dir>, name: &CStr, path: &RelPath) {
+        self.report(&Error::new(path, "open directory", Errno::ACCESS));
+        let made = (|| {
+            let st = rfs::statat(&*open.src, name, AtFlags::SYMLINK_NOFOLLOW).at(path, "stat")?;
+            let mut meta = meta::from_stat(&st);
+            meta.xattrs =
+                xattr::read(&xattr::Node::named(open.src.as_fd(), name)).at(path, "read xattrs")?;
+            let entry = Entry {
+                path: path.clone(),
+                kind: EntryKind::Dir,
+                meta,
+                links: None,
+            };
+            let dst = self.sink.dir(&open.dst, &entry)?;
+            self.sink.finish_dir(&dst, &entry)
+        })();
+        if let Err(e) = made {
+            self.report(&e);
         }
     }
 
