@@ -58,7 +58,8 @@ pub struct Summary {
     pub others: u64,
     /// Bytes of file data moved.
     pub bytes: u64,
-    /// Entries already up to date.
+    /// Entries already up to date: files, symlinks, fifos and devices (a directory
+    /// already there is not counted).
     pub skipped: u64,
     /// Bytes of those.
     pub skipped_bytes: u64,
@@ -112,18 +113,26 @@ impl Summary {
                 }
             }
         } else if to_terminal {
-            let rate = self.files as f64 / self.seconds.max(1e-9);
-            to_stderr(format_args!(
-                "ferry: {} files, {} dirs, {} in {:.2}s ({:.0} files/s), {} up to date, {} errors",
-                self.files,
-                self.dirs,
-                human_bytes(self.bytes),
-                self.seconds,
-                rate,
-                self.skipped,
-                self.errors
-            ));
+            to_stderr(format_args!("ferry: {}", self.line()));
         }
+    }
+
+    /// The summary for a person: every count the JSON has but the data paths' (the
+    /// rate counts files and other entries, not directories).
+    pub fn line(&self) -> String {
+        let rate = (self.files + self.others) as f64 / self.seconds.max(1e-9);
+        format!(
+            "{} files, {} dirs, {} others (symlinks, fifos, devices), {} in {:.2}s \
+             ({:.0} entries/s), {} up to date, {} errors",
+            self.files,
+            self.dirs,
+            self.others,
+            human_bytes(self.bytes),
+            self.seconds,
+            rate,
+            self.skipped,
+            self.errors
+        )
     }
 }
 

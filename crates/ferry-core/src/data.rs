@@ -38,7 +38,8 @@ pub enum Sparse {
     /// memory as holes.
     #[default]
     Auto,
-    /// Like auto, and pass all uncloned data through memory so every zero block is found.
+    /// The same as auto, which already passes all uncloned data through memory where a
+    /// zero block may be (what `cp --sparse=always` does); for `cp`'s users.
     Always,
     /// Write every byte; no holes in the destination.
     Never,
