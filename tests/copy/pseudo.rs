@@ -22,6 +22,21 @@ fn steady(text: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// Runs a peer program, which must succeed; returns what it printed.
+fn peer(program: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 #[test]
 fn a_proc_file_copies_and_packs_as_what_it_gives() {
     let cpuinfo = Path::new("/proc/cpuinfo");
@@ -42,18 +57,11 @@ fn a_proc_file_copies_and_packs_as_what_it_gives() {
         c
     });
     packed.assert_ok();
-    let out = Command::new("tar")
-        .arg("-xOf")
-        .arg(&archive)
-        .arg("cpuinfo")
-        .output()
-        .expect("run tar");
-    assert!(
-        out.status.success(),
-        "tar: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = peer(
+        "tar",
+        &["-xOf".as_ref(), archive.as_os_str(), "cpuinfo".as_ref()],
     );
-    assert_eq!(steady(&out.stdout), steady(&want));
+    assert_eq!(steady(&out), steady(&want));
 }
 
 #[test]
@@ -68,23 +76,11 @@ fn a_sys_directory_copies_as_cp_copies_it() {
     let s = scratch();
     let r = copy_ok(sys, &s.dst, &["--json"]);
     let theirs = s.tmp.path().join("cp");
-    let cp = Command::new("cp")
-        .arg("-a")
-        .arg(sys)
-        .arg(&theirs)
-        .status()
-        .expect("run cp");
-    assert!(cp.success(), "cp -a {SYS_DIR} failed");
-    let diff = Command::new("diff")
-        .arg("-r")
-        .arg(&s.dst)
-        .arg(&theirs)
-        .output()
-        .expect("run diff");
-    assert!(
-        diff.status.success(),
-        "ferry's copy differs from cp -a's: {}\n{r}",
-        String::from_utf8_lossy(&diff.stdout)
+    peer("cp", &["-a".as_ref(), sys.as_os_str(), theirs.as_os_str()]);
+    // diff -r fails, saying how, where the trees differ.
+    peer(
+        "diff",
+        &["-r".as_ref(), s.dst.as_os_str(), theirs.as_os_str()],
     );
     let enabled = std::fs::read(s.dst.join("enabled")).expect("read the copy of enabled");
     assert_eq!(
