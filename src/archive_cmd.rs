@@ -30,6 +30,15 @@ fn is_dash(p: &Path) -> bool {
 
 /// `ferry pack`.
 pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
+    let mut job = Job::new(args.output, &args.src, &args.archive);
+    if is_dash(&args.archive) {
+        job.summary_on_stderr();
+    }
+    Ok(job.or_fatal(pack_job(&args, &job)))
+}
+
+/// `ferry pack` as `job`: an error returned means it could not run at all.
+fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     let opts = PackOptions {
         threads: args.jobs,
         reflink: args.reflink.into(),
@@ -65,10 +74,6 @@ pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
     };
     if let Output::Stream(_) = out {
         no_clones_through_a_stream(opts.reflink, &args.archive, "written")?;
-    }
-    let mut job = Job::new(args.output, &args.src, &args.archive);
-    if to_stdout {
-        job.summary_on_stderr();
     }
     let counting = job.counting();
     let packed = progress::with_progress(job.show_progress(), &args.src, &job.stats, || {
@@ -166,6 +171,12 @@ fn selection(members: &[std::path::PathBuf]) -> anyhow::Result<Selection> {
 
 /// `ferry unpack`.
 pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
+    let job = Job::new(args.output, &args.archive, &args.dst).reading_archive();
+    Ok(job.or_fatal(unpack_job(&args, &job)))
+}
+
+/// `ferry unpack` as `job`: an error returned means it could not run at all.
+fn unpack_job(args: &UnpackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     let select = selection(&args.members)?;
     let opts = UnpackOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
@@ -175,7 +186,6 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
         verify: args.data.verify,
         numeric_owner: args.numeric_owner,
     };
-    let job = Job::new(args.output, &args.archive, &args.dst).reading_archive();
     // Before the input is opened: a pipe may keep it waiting for its first bytes.
     job.summary_on_interrupt()?;
     let input = open_input(&args.archive)?;

@@ -228,7 +228,8 @@ pub struct DemoArgs {
 pub enum ReflinkArg {
     /// Clone where possible, copy otherwise.
     Auto,
-    /// Clone or fail.
+    /// Clone or fail (`pack`: every file of 64 KiB or more; smaller ones are written
+    /// beside their headers, never cloned).
     Always,
     /// Never clone: every block is copied (not by `copy_file_range` either, which may
     /// clone)
@@ -240,7 +241,8 @@ pub enum ReflinkArg {
 pub enum SparseArg {
     /// Keep holes, and make all-zero blocks holes.
     Auto,
-    /// Read all uncloned data through memory so every zero block becomes a hole.
+    /// As `auto`, which already makes every all-zero block of uncloned data a hole in
+    /// any file (what `cp --sparse=always` does).
     Always,
     /// Leave no holes: every byte written, holes a clone or an archive brings allocated.
     Never,

@@ -90,7 +90,14 @@ impl<'a> Job<'a> {
 
     /// Prints the summary; exit status 1 if any path failed.
     pub fn finish(&self) -> ExitCode {
-        let summary = Summary::new(&self.stats.snapshot(), self.start.elapsed().as_secs_f64());
+        self.summarize(None)
+    }
+
+    /// Prints the summary, with `error` that ended the job, if one did; exit status 1 if
+    /// any path failed.
+    fn summarize(&self, error: Option<String>) -> ExitCode {
+        let mut summary = Summary::new(&self.stats.snapshot(), self.start.elapsed().as_secs_f64());
+        summary.error = error;
         summary.print(self.output.json, self.terminal, self.stdout_taken);
         if summary.errors > 0 {
             ExitCode::from(1)
@@ -99,12 +106,20 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// Reports why the job could not go on, prints the summary (counting that error, so
-    /// a script reading only the summary sees it); exit status 2.
+    /// The exit status of `run`, the job's work: an error it returned (the job could
+    /// not start, or not go on) is reported as [`Self::fatal`] reports it, so that with
+    /// `--json` every way out prints its one summary.
+    pub fn or_fatal(&self, run: anyhow::Result<ExitCode>) -> ExitCode {
+        run.unwrap_or_else(|e| self.fatal(&format!("{e:#}")))
+    }
+
+    /// Reports why the job could not go on, prints the summary (counting that error and
+    /// giving its line as `error`, so a script reading only the summary sees it); exit
+    /// status 2.
     pub fn fatal(&self, line: &str) -> ExitCode {
         crate::report::to_stderr(format_args!("ferry: {line}"));
         Stats::bump(&self.stats.errors);
-        let _ = self.finish();
+        let _ = self.summarize(Some(line.to_owned()));
         ExitCode::from(2)
     }
 }

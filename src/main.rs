@@ -102,9 +102,14 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         zero_scan: !args.no_zero_scan,
     };
     let job = Job::new(args.output, &args.src, &args.dst);
+    Ok(job.or_fatal(copy_job(&args, &opts, &job)))
+}
+
+/// `ferry copy` as `job`: an error returned means it could not run at all.
+fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
     let copied = progress::with_progress(job.show_progress(), &args.src, &job.stats, || {
-        copy_tree(&args.src, &args.dst, &opts, &job.stats, &job.reporter)
+        copy_tree(&args.src, &args.dst, opts, &job.stats, &job.reporter)
     });
     Ok(match copied {
         Ok(()) => job.finish(),

@@ -1,5 +1,7 @@
-//! The live progress bar on a terminal: files, bytes, files/s, MB/s and ETA. The total
-//! is counted by a second walk running alongside the job, so the job never waits.
+//! The live progress bar on a terminal: entries (files, symlinks and other
+//! non-directories), bytes, entries/s, MiB/s (binary units, as the byte counts) and
+//! ETA. The total is counted by a second walk running alongside the job, so the job
+//! never waits.
 
 use ferry_core::count::{count_tree, Totals};
 use ferry_core::Stats;
@@ -79,12 +81,12 @@ fn draw(stats: &Stats, totals: &Totals, stop: &AtomicBool) {
             "counting…".to_string()
         };
         bar.set_message(format!(
-            "{done_files}/{total_files}{} files  {}/{}  {:.0} files/s  {:.1} MB/s  {eta}{}",
+            "{done_files}/{total_files}{} entries  {}/{}  {:.0} entries/s  {}/s  {eta}{}",
             if counted { "" } else { "+" },
             human_bytes(done_bytes),
             human_bytes(total_bytes),
             done_files as f64 / secs,
-            done_bytes as f64 / secs / 1e6,
+            human_bytes((done_bytes as f64 / secs) as u64),
             if s.errors > 0 {
                 format!("  {} errors", s.errors)
             } else {

@@ -73,7 +73,8 @@ pub struct Summary {
     pub others: u64,
     /// Bytes of file data moved.
     pub bytes: u64,
-    /// Entries already up to date.
+    /// Entries already up to date: files, symlinks, fifos and devices (a directory
+    /// already there is not counted).
     pub skipped: u64,
     /// Bytes of those.
     pub skipped_bytes: u64,
@@ -90,6 +91,10 @@ pub struct Summary {
     /// The job was told to stop before it was done (only then in the JSON).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// Why the job could not start or go on (exit status 2; only then in the JSON): the
+    /// line printed on stderr, without its `ferry: `.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Summary {
@@ -108,6 +113,7 @@ impl Summary {
             kernel_copied: s.kernel_copied,
             buffered: s.buffered,
             interrupted: false,
+            error: None,
         }
     }
 
@@ -122,18 +128,26 @@ impl Summary {
                 }
             }
         } else if to_terminal {
-            let rate = self.files as f64 / self.seconds.max(1e-9);
-            to_stderr(format_args!(
-                "ferry: {} files, {} dirs, {} in {:.2}s ({:.0} files/s), {} up to date, {} errors",
-                self.files,
-                self.dirs,
-                human_bytes(self.bytes),
-                self.seconds,
-                rate,
-                self.skipped,
-                self.errors
-            ));
+            to_stderr(format_args!("ferry: {}", self.line()));
         }
+    }
+
+    /// The summary for a person: every count the JSON has but the data paths' (the
+    /// rate counts files and other entries, not directories).
+    pub fn line(&self) -> String {
+        let rate = (self.files + self.others) as f64 / self.seconds.max(1e-9);
+        format!(
+            "{} files, {} dirs, {} others (symlinks, fifos, devices), {} in {:.2}s \
+             ({:.0} entries/s), {} up to date, {} errors",
+            self.files,
+            self.dirs,
+            self.others,
+            human_bytes(self.bytes),
+            self.seconds,
+            rate,
+            self.skipped,
+            self.errors
+        )
     }
 }
 

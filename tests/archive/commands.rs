@@ -769,6 +769,30 @@ fn a_single_file_or_link_packs_as_its_one_member() {
     );
 }
 
+/// Issue 21: a symlink to a directory given as SRC is packed as the link (its one
+/// member), as `tar -cf A LINK` packs it; named with a trailing slash it is followed,
+/// and the tree it points to is packed, as `tar -cf A LINK/` does.
+#[test]
+fn a_symlink_to_a_directory_packs_as_a_link_unless_named_with_a_slash() {
+    let s = scratch();
+    build::mkdirs(&s.src.join("dd"));
+    build::write(&s.src.join("dd/f"), b"inside the directory");
+    build::symlink("dd", &s.src.join("ldd"));
+    let link = s.src.join("ldd");
+    let archive = s.tmp.path().join("link.far");
+    pack(&link, &archive, &[]);
+    assert_eq!(members(&archive), ["ldd"]);
+    let r = ferry(&[&"ls", &"-l", &archive]);
+    assert!(
+        r.stdout.starts_with('l') && r.stdout.contains("ldd -> dd"),
+        "{r}"
+    );
+    let slash = std::path::PathBuf::from(format!("{}/", link.display()));
+    let followed = s.tmp.path().join("followed.far");
+    pack(&slash, &followed, &[]);
+    assert_eq!(members(&followed), ["./", "f"]);
+}
+
 #[test]
 fn directory_metadata_comes_after_everything_below_it() {
     // A directory no one but root may enter, holding directories with times of their

@@ -10,6 +10,7 @@ mod edit;
 mod errors;
 mod hostile;
 mod interop;
+mod json;
 mod order;
 mod reflink;
 mod select;

@@ -43,7 +43,10 @@ fn refuses_to_copy_a_directory_into_itself() {
     refused(&s.src, &s.src);
     refused(&s.src, &s.src.join("a"));
     refused(&s.src, &alias.join("through_a_symlink"));
-    refused(&alias, &s.src.join("a/x"));
+    // A symlink to SRC named with a trailing slash is followed (without one it is
+    // copied as the link, as `cp -a` copies it: see single.rs).
+    let followed = std::path::PathBuf::from(format!("{}/", alias.display()));
+    refused(&followed, &s.src.join("a/x"));
     assert_same_tree(&reference, &s.src);
 }
 
@@ -104,4 +107,62 @@ fn copies_within_a_low_limit_on_open_files() {
         r.stderr
     );
     assert_same_tree(&s.src, &s.dst);
+}
+
+/// Runs `ferry copy SRC DST` on a terminal (a pseudo-terminal `script` makes), checks
+/// the progress bar's units, and returns the last line it printed, the summary for a
+/// person. `None` (after saying why) where `script` is missing.
+fn last_line_on_a_terminal(src: &Path, dst: &Path) -> Option<String> {
+    let command = format!("{FERRY} copy '{}' '{}'", src.display(), dst.display());
+    let out = match Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            crate::common::skip(&format!("script (bsdutils) cannot run: {e}"));
+            return None;
+        }
+    };
+    assert!(out.status.success(), "{command}: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "\n");
+    // The bar's rates are in the binary units of its byte counts (it showed MB/s).
+    assert!(!text.contains("MB/s"), "decimal units in the bar: {text}");
+    // After the escape sequences that clear the bar.
+    let line = text
+        .lines()
+        .rev()
+        .find_map(|l| l.find("ferry: ").map(|at| &l[at..]));
+    Some(
+        line.unwrap_or_else(|| panic!("no summary line: {text}"))
+            .to_owned(),
+    )
+}
+
+/// Issue 21: the summary line on a terminal counts symlinks and the other entries
+/// beside files and directories, and `skipped` (`up to date`) counts every kind of
+/// entry already there, not files only, as the README says.
+#[test]
+fn the_summary_on_a_terminal_counts_every_kind_and_up_to_date_every_entry() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    let expected = trees::count(&s.src);
+    assert!(expected.others > 0, "the mixed tree has no symlink");
+    let Some(line) = last_line_on_a_terminal(&s.src, &s.dst) else {
+        return;
+    };
+    let counts = format!(
+        "ferry: {} files, {} dirs, {} others (symlinks, fifos, devices), ",
+        expected.files, expected.dirs, expected.others
+    );
+    assert!(
+        line.starts_with(&counts),
+        "{line:?} does not start {counts:?}"
+    );
+    let again = copy_ok(&s.src, &s.dst, &["--json"]);
+    again.json().assert_counts(&[
+        ("files", 0),
+        ("others", 0),
+        ("skipped", expected.files + expected.others),
+    ]);
 }

@@ -14,6 +14,7 @@ mod cli;
 mod deep;
 mod kinds;
 mod names;
+mod pseudo;
 mod reflink;
 mod resume;
 mod selftest;

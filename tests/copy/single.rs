@@ -143,3 +143,34 @@ fn an_unreadable_file_is_one_error_naming_it_and_nothing_is_left() {
     r.json().assert_counts(&[("errors", 1), ("files", 0)]);
     assert!(std::fs::symlink_metadata(&dst).is_err(), "{r}");
 }
+
+/// Issue 21: a symlink to a directory given as SRC is copied as the link, as `cp -a`
+/// and `rsync -a` copy it; named with a trailing slash (`link/`) it is followed, and
+/// the directory it points to is copied as a tree (as both peers do too).
+#[test]
+fn a_symlink_to_a_directory_is_copied_as_a_link_unless_named_with_a_slash() {
+    let s = scratch();
+    mkdirs(&s.src.join("dd/sub"));
+    write(&s.src.join("dd/sub/f"), b"inside the directory");
+    symlink("dd", &s.src.join("ldd"));
+    let link = s.src.join("ldd");
+    let (ours, theirs) = (s.tmp.path().join("ours"), s.tmp.path().join("cp"));
+    let r = copy_ok(&link, &ours, &["--json"]);
+    r.json()
+        .assert_counts(&[("files", 0), ("dirs", 0), ("others", 1)]);
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&link)
+        .arg(&theirs)
+        .status()
+        .expect("run cp");
+    assert!(cp.success(), "cp -a failed");
+    for made in [&ours, &theirs] {
+        let target = std::fs::read_link(made).unwrap_or_else(|e| panic!("{made:?}: {e}"));
+        assert_eq!(target, Path::new("dd"), "{made:?} is not the link: {r}");
+    }
+    let followed = s.tmp.path().join("followed");
+    let slash = Path::new(&format!("{}/", link.display())).to_path_buf();
+    copy_ok(&slash, &followed, &[]);
+    assert_same_tree_with(&s.src.join("dd"), &followed, &entries_only());
+}

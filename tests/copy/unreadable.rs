@@ -71,16 +71,48 @@ fn an_unreadable_file_is_reported_and_the_rest_copied() {
     expect_one_error(&s, &dst, "a/b/secret", "Permission denied");
 }
 
+/// Issue 21: the directory that cannot be read is made all the same, empty, with its
+/// mode (000) and times, as `cp -a` makes it (ferry used to leave it out); its error is
+/// the one line.
 #[test]
-fn an_unreadable_directory_is_reported_and_the_rest_copied() {
+fn an_unreadable_directory_is_reported_made_empty_and_the_rest_copied() {
     let (s, dst) = scratch_for_nobody();
     unprivileged_tree(&s, |src| {
         mkdirs(&src.join("a/closed/inner"));
         write(&src.join("a/closed/inner/f"), b"out of reach");
     });
-    chmod(&s.src.join("a/closed"), 0o000);
-    expect_one_error(&s, &dst, "a/closed", "Permission denied");
-    chmod(&s.src.join("a/closed"), 0o755); // so that the temp dir can be removed
+    let closed = s.src.join("a/closed");
+    let times = std::fs::metadata(&closed).expect("stat a/closed");
+    chmod(&closed, 0o000);
+    restore_times(&closed, &times);
+    let Some(r) = copy_unprivileged(&s.src, &dst) else {
+        chmod(&closed, 0o755);
+        return;
+    };
+    r.assert_status(1);
+    assert_eq!(
+        r.errors(),
+        [format!(
+            "ferry: {}: open directory: Permission denied (os error 13)",
+            closed.display()
+        )],
+        "{r}"
+    );
+    r.json().assert_counts(&[("errors", 1)]);
+    let made = dst.join("a/closed");
+    let st =
+        std::fs::symlink_metadata(&made).unwrap_or_else(|e| panic!("a/closed not made: {e}\n{r}"));
+    use std::os::unix::fs::MetadataExt;
+    assert!(st.is_dir(), "{r}");
+    assert_eq!(st.mode() & 0o7777, 0o000, "a/closed's mode: {r}");
+    assert_eq!(
+        (st.mtime(), st.mtime_nsec()),
+        (times.mtime(), times.mtime_nsec())
+    );
+    chmod(&made, 0o755);
+    assert_eq!(std::fs::read_dir(&made).expect("list").count(), 0, "{r}");
+    chmod(&closed, 0o755); // so that the temp dir can be removed
+    assert_same_tree_with(&s.src, &dst, &Options::skipping(&["a/closed"]));
 }
 
 #[test]

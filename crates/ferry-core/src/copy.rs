@@ -6,7 +6,7 @@ use crate::entry::{InodeKey, RelPath};
 use crate::error::{Counting, Error, OneEntry, Reporter, Result};
 use crate::local::{LocalTreeSink, Update};
 use crate::stats::Stats;
-use crate::walk::{held_levels_within, walk, walk_one, WalkConfig};
+use crate::walk::{held_levels_within, is_tree, walk, walk_one, WalkConfig};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -71,7 +71,8 @@ fn resolve_partly(dst: &Path) -> io::Result<PathBuf> {
 }
 
 /// Copies the tree `src` into `dst` (created if missing) like `cp -a src/. dst`; a
-/// `src` that is not a directory is copied on its own (see [`copy_one`]). Per-path
+/// `src` that is not a directory, or is a symlink to one named without a trailing
+/// slash, is copied on its own (see [`copy_one`], [`is_tree`]). Per-path
 /// failures go to `reporter` and are counted in `stats.errors`; the returned error
 /// means the copy could not start.
 pub fn copy_tree(
@@ -81,12 +82,12 @@ pub fn copy_tree(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<()> {
-    let src_real = src
-        .canonicalize()
-        .map_err(|e| Error::new(&RelPath::root(), "open source", e))?;
-    if !src_real.is_dir() {
+    let not_there = |e| Error::new(&RelPath::root(), "open source", e);
+    std::fs::symlink_metadata(src).map_err(not_there)?;
+    if !is_tree(src) {
         return copy_one(src, dst, opts, stats, reporter);
     }
+    let src_real = src.canonicalize().map_err(not_there)?;
     let dst_real =
         resolve_partly(dst).map_err(|e| Error::dst(&RelPath::root(), "resolve destination", e))?;
     if dst_real.starts_with(&src_real) {
@@ -113,6 +114,7 @@ pub fn copy_tree(
         threads,
         skip: vec![InodeKey::of(&st)],
         held_levels: held_levels_for(threads),
+        unreadable_dirs: true,
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, &counting)

@@ -4,7 +4,7 @@
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Reporter, Result};
 use crate::sink::{FileData, TreeSink};
-use crate::walk::{walk, WalkConfig};
+use crate::walk::{is_tree, walk, WalkConfig};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
@@ -51,7 +51,7 @@ impl Reporter for Silent {
 /// Counts the tree at `root` into `totals` on one thread (a `root` that is not a
 /// directory is one entry); errors are the job's to report.
 pub fn count_tree(root: &Path, totals: &Totals) {
-    if root.is_dir() {
+    if is_tree(root) {
         let cfg = WalkConfig {
             threads: 1,
             ..WalkConfig::default()

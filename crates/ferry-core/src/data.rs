@@ -38,7 +38,8 @@ pub enum Sparse {
     /// memory as holes.
     #[default]
     Auto,
-    /// Like auto, and pass all uncloned data through memory so every zero block is found.
+    /// The same as auto, which already passes all uncloned data through memory where a
+    /// zero block may be (what `cp --sparse=always` does); for `cp`'s users.
     Always,
     /// Write every byte; no holes in the destination.
     Never,
@@ -493,9 +494,9 @@ pub fn hash_bytes(bytes: &[u8], runs: &[(u64, u64)], size: u64) -> Option<u128> 
 }
 
 /// Reads a descriptor from a position with `pread`, leaving its file offset alone.
-struct PositionedReader<'a> {
-    fd: BorrowedFd<'a>,
-    pos: u64,
+pub(crate) struct PositionedReader<'a> {
+    pub(crate) fd: BorrowedFd<'a>,
+    pub(crate) pos: u64,
 }
 
 impl Read for PositionedReader<'_> {

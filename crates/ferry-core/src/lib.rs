@@ -35,6 +35,7 @@ pub mod links;
 pub mod local;
 pub mod meta;
 pub mod prefetch;
+pub mod pseudo;
 pub mod sink;
 pub mod stats;
 pub mod walk;

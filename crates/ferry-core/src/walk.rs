@@ -25,6 +25,7 @@ use crate::error::{Context, Error, Reporter, Result};
 use crate::local::open_dir;
 use crate::meta;
 use crate::prefetch::Prefetch;
+use crate::pseudo;
 use crate::sink::{DirHandle, FileData, TreeSink};
 use crate::xattr;
 use node::{Entered, Node, OpenDir, Opened};
@@ -60,6 +61,10 @@ pub struct WalkConfig {
     /// works in them, and open them again when needed (a few calls more a directory:
     /// see [`held_levels_within`]).
     pub held_levels: usize,
+    /// A directory that cannot be opened for want of permission is still pushed into
+    /// the sink, empty, with its metadata (its error reported all the same), as `cp -a`
+    /// makes it; else it is left out, as GNU tar leaves it out of an archive.
+    pub unreadable_dirs: bool,
 }
 
 /// While workers have nothing to do, a directory's leaves are shared in chunks of at
@@ -95,6 +100,7 @@ impl Default for WalkConfig {
             skip: Vec::new(),
             prefetch: 0,
             held_levels: HELD_LEVELS,
+            unreadable_dirs: false,
         }
     }
 }
@@ -246,6 +252,14 @@ pub fn walk<S: TreeSink>(
     Ok(())
 }
 
+/// Whether the source `src` is walked as a tree: it is a directory, and not a symlink
+/// to one unless named with a trailing slash (`link/`), as `cp -a` and `rsync -a` take
+/// it (the kernel follows a symlink named so even when asked not to). Anything else,
+/// a symlink to a directory included, is one entry (see [`walk_one`]).
+pub fn is_tree(src: &Path) -> bool {
+    std::fs::symlink_metadata(src).is_ok_and(|m| m.is_dir())
+}
+
 /// Pushes the one entry at `src`, which is not a directory (a file, a symlink, which
 /// is not followed, a fifo or a device), into `sink` as the entry `name` (by default
 /// its own name) directly below `root`, the sink's root directory, which the caller
@@ -391,7 +405,13 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             }
         };
         let path = parent.entry.path.join(name.as_bytes());
-        let opened = open_dir(&open.src, name.as_c_str()).at(&path, "open directory");
+        let opened = open_dir(&open.src, name.as_c_str());
+        if matches!(opened, Err(Errno::ACCESS)) && self.cfg.unreadable_dirs {
+            self.unreadable_dir(&open, &name, &path);
+            self.complete(parent, Some(open.dst.clone()));
+            return None;
+        }
+        let opened = opened.at(&path, "open directory");
         let made = opened.and_then(|fd| {
             let st = rfs::fstat(&fd).at(&path, "stat")?;
             if self.cfg.skip.contains(&InodeKey::of(&st)) {
@@ -424,6 +444,30 @@ impl<'a, S: TreeSink> Walker<'a, S> {
                 self.complete(parent, Some(open.dst.clone()));
                 None
             }
+        }
+    }
+
+    /// Reports the directory `name` of `open`, which may not be opened, and pushes it
+    /// into the sink all the same, empty, with its metadata (see
+    /// [`WalkConfig::unreadable_dirs`]).
+    fn unreadable_dir(&self, open: &Opened<S::Dir>, name: &CStr, path: &RelPath) {
+        self.report(&Error::new(path, "open directory", Errno::ACCESS));
+        let made = (|| {
+            let st = rfs::statat(&*open.src, name, AtFlags::SYMLINK_NOFOLLOW).at(path, "stat")?;
+            let mut meta = meta::from_stat(&st);
+            meta.xattrs =
+                xattr::read(&xattr::Node::named(open.src.as_fd(), name)).at(path, "read xattrs")?;
+            let entry = Entry {
+                path: path.clone(),
+                kind: EntryKind::Dir,
+                meta,
+                links: None,
+            };
+            let dst = self.sink.dir(&open.dst, &entry)?;
+            self.sink.finish_dir(&dst, &entry)
+        })();
+        if let Err(e) = made {
+            self.report(&e);
         }
     }
 
@@ -557,17 +601,22 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             }
             let mut meta = meta::from_stat(&st);
             meta.xattrs = meta::read_xattrs(&fd).at(path, "read xattrs")?;
-            let size = st.st_size as u64;
+            // A pseudo-file (`/proc`, `/sys`) is what it gives read to its end.
+            let (fd, size, maybe_sparse) = match pseudo::snapshot(&fd, &st).at(path, "read")? {
+                Some((snapshot, len)) => (snapshot, len, false),
+                None => (
+                    fd,
+                    st.st_size as u64,
+                    (st.st_blocks as u64) * 512 < st.st_size as u64,
+                ),
+            };
             let entry = Entry {
                 path: path.clone(),
                 kind: EntryKind::File { size },
                 meta,
                 links: link_info(&st),
             };
-            let data = FileData::File {
-                fd,
-                maybe_sparse: (st.st_blocks as u64) * 512 < size,
-            };
+            let data = FileData::File { fd, maybe_sparse };
             return self.sink.leaf(&open.dst, &entry, Some(data));
         }
         let st = rfs::statat(&*open.src, n.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)

@@ -22,7 +22,7 @@ use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, OneEntry, Reporter, Result};
 use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::sink::{FileData, TreeSink};
-use ferry_core::walk::{walk, walk_one, WalkConfig, HELD_LEVELS};
+use ferry_core::walk::{is_tree, walk, walk_one, WalkConfig, HELD_LEVELS};
 use ferry_core::Stats;
 use std::collections::hash_map::Entry::{Occupied, Vacant};
 use std::collections::HashMap;
@@ -732,7 +732,7 @@ pub fn pack(
         };
         let index = IndexWriter::with_memory_limit(opts.index_memory);
         let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, reporter);
-        let walked = if src.is_dir() {
+        let walked = if is_tree(src) {
             walk(src, &sink, &cfg, reporter)
         } else {
             pack_one(src, &sink, &cfg, reporter)
