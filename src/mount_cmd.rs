@@ -189,6 +189,7 @@ pub fn run_index(args: IndexArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let said = match origin {
+        Origin::Embedded => "a ferry archive carries its own index: nothing to build".to_string(),
         Origin::Cached(p) => format!("index up to date: {}", shown(&p)),
         Origin::Built(p) => format!("index built: {}", shown(&p)),
         Origin::Unsaved(why) => return Err(anyhow!("the index could not be kept: {why}")),

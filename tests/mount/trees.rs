@@ -27,6 +27,15 @@ fn a_ferry_archive_mounts_as_the_tree_it_was_packed_from() {
     ferry(&cache, &[&"pack", &"--no-progress", &s.src, &archive]).assert_ok();
     let m = Mounted::new(&cache, &archive, &s.tmp.path().join("mnt"));
     assert_same_tree_with(&s.src, &m.at, &Options::default());
+    // Served from the archive's own index: nothing was built into the cache.
+    let kept: Vec<_> = std::fs::read_dir(cache.join("ferry"))
+        .expect("the cache holds the log")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(kept, ["mount.log"]);
+    let said = ferry(&cache, &[&"index", &archive]);
+    said.assert_ok();
+    assert!(said.stdout.contains("carries its own index"), "{}", said.stdout);
     // Holes read back as zeros and do not count as blocks.
     let st = std::fs::metadata(m.at.join("holes")).expect("stat");
     use std::os::unix::fs::MetadataExt;

@@ -8,6 +8,7 @@
 use crate::cache::{self, Stamp};
 use crate::data::{DataAt, PlainFile};
 use crate::MountError;
+use ferry_archive::read::archive::embedded_tree;
 use ferry_archive::read::Archive;
 use ferry_archive::tar::Reader;
 use ferry_archive::tree::{entry_of_tar, DirDefaults, Skipped, Table, TreeBuilder};
@@ -20,6 +21,8 @@ use std::sync::Arc;
 /// Where a mounted table came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Origin {
+    /// From the archive's own index (a ferry archive).
+    Embedded,
     /// From the cache file at this path, built by an earlier mount or `ferry index`.
     Cached(PathBuf),
     /// Built now, and kept in the cache file at this path.
@@ -45,7 +48,18 @@ pub struct Opened {
     pub origin: Origin,
     /// Members left out of the tree, and why (only when it was built now).
     pub skipped: Vec<Skipped>,
+    /// The check of the index still to be made, once mounted (see [`VERIFY_AT_ONCE`]).
+    pub check_later: Option<LaterCheck>,
 }
+
+/// A check to be run on a thread of its own; its error says what is damaged.
+pub type LaterCheck = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
+/// An archive's index of at most this many bytes is checked whole before the mount
+/// answers (a few milliseconds: the kernel tree's is about 25 MB); a larger one is
+/// mounted at once and checked by a thread meanwhile, so the time to mount does not
+/// grow with the archive.
+pub const VERIFY_AT_ONCE: u64 = 64 << 20;
 
 /// How many skipped members are kept to be reported, beyond their count.
 const SKIPPED_KEPT: usize = 1000;
@@ -62,6 +76,31 @@ pub fn open(path: &Path, cache_dir: Option<&Path>) -> Result<Opened, MountError>
     }
     let stamp = Stamp::of(&meta);
     let data: Arc<dyn DataAt> = Arc::new(PlainFile(clone(&archive, path)?));
+    let embedded = embedded_tree(&archive, stamp.size).map_err(|e| MountError::at(path, e))?;
+    if let Some(tree) = embedded {
+        // The whole index (entries and table) is checked before the mount answers
+        // when it is small; else by a thread once mounted.
+        let verified = tree.index_len() <= VERIFY_AT_ONCE;
+        if verified {
+            tree.check_index(&archive)
+                .map_err(|e| MountError::at(path, e))?;
+        }
+        let table = Table::open(clone(&archive, path)?, tree.at, tree.len, false)
+            .map_err(|e| MountError::at(path, e))?;
+        let check = clone(&archive, path)?;
+        return Ok(Opened {
+            path: path.to_path_buf(),
+            archive,
+            stamp,
+            table,
+            data,
+            origin: Origin::Embedded,
+            skipped: Vec::new(),
+            check_later: (!verified).then(|| {
+                Box::new(move || tree.check_index(&check).map_err(|e| e.to_string())) as LaterCheck
+            }),
+        });
+    }
     let cache_path = cache_file(path, cache_dir)?;
     if let Some(c) = cache_path.as_ref().and_then(|p| cache::load(p, stamp)) {
         let table = Table::open(c.file, c.table.0, c.table.1, true)
@@ -75,6 +114,7 @@ pub fn open(path: &Path, cache_dir: Option<&Path>) -> Result<Opened, MountError>
             data,
             origin: Origin::Cached(cache_path.unwrap_or_default()),
             skipped: Vec::new(),
+            check_later: None,
         });
     }
     let (builder, skipped, data_end) = build(&archive, &meta, path)?;
@@ -97,6 +137,7 @@ pub fn open(path: &Path, cache_dir: Option<&Path>) -> Result<Opened, MountError>
         data,
         origin,
         skipped,
+        check_later: None,
     })
 }
 

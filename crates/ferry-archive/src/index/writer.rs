@@ -8,9 +8,13 @@
 //! is written into the file. At the end the index is streamed out of the file and
 //! memory, hashed on the way.
 
-use super::{encode_entry, encode_hash, tail, IndexEntry, COUNT_AT, HASH_AT, VERSION};
+use super::read::decode_written;
+use super::{
+    encode_entry, encode_hash, tail, write_tree, IndexEntry, COUNT_AT, HASH_AT, TREE_SINCE, VERSION,
+};
+use crate::read::archive::At;
 use std::fs::File;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use xxhash_rust::xxh3::Xxh3;
 
@@ -132,10 +136,36 @@ impl IndexWriter {
             }
         }
         emit(&self.held)?;
-        let len = self.spilled + self.held.len() as u64;
+        let entries_len = self.spilled + self.held.len() as u64;
+        let mut len = entries_len;
+        if VERSION >= TREE_SINCE {
+            let spilled: Box<dyn io::Read + '_> = match &self.spill {
+                Some(file) => Box::new(
+                    io::BufReader::with_capacity(CHUNK, At { file, pos: 0 }).take(self.spilled),
+                ),
+                None => Box::new(io::empty()),
+            };
+            let written = io::BufReader::with_capacity(CHUNK, spilled.chain(&self.held[..]));
+            let entries = decode_written(written, entries_len, self.count, VERSION);
+            len += write_tree(entries, at, &mut Emit(&mut emit))?;
+        }
         let after = tail(at, at, (len, self.count, hasher.digest()), VERSION);
         out(&after)?;
         Ok(len + after.len() as u64)
+    }
+}
+
+/// A [`Write`](io::Write) that hands each write to a closure.
+struct Emit<'a, F>(&'a mut F);
+
+impl<F: FnMut(&[u8]) -> io::Result<()>> io::Write for Emit<'_, F> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (self.0)(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
