@@ -13,6 +13,7 @@ command -v setpriv >/dev/null || need_pkgs+=(util-linux)
 command -v zstd >/dev/null || need_pkgs+=(zstd)
 command -v xz >/dev/null || need_pkgs+=(xz-utils)
 command -v bzip2 >/dev/null || need_pkgs+=(bzip2)
+command -v pigz >/dev/null || need_pkgs+=(pigz)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need_pkgs[*]}"
