@@ -130,13 +130,16 @@ impl std::fmt::Display for Codec {
 
 /// Which compression a file's first bytes name (`None`: not compressed, or unknown).
 ///
-/// gzip is `1f 8b 08`, zstd `28 b5 2f fd`, xz `fd 37 7a 58 5a 00`, bzip2 `BZh` and a
+/// gzip is `1f 8b 08`, zstd `28 b5 2f fd` or a skippable frame `5? 2a 4d 18` (`pzstd`
+/// output starts with one), xz `fd 37 7a 58 5a 00`, bzip2 `BZh` and a
 /// block size digit `1`-`9`. Give it at least the first 6 bytes; fewer can only match the
 /// shorter magics.
 pub fn detect(head: &[u8]) -> Option<Codec> {
     if head.starts_with(&[0x1f, 0x8b, 0x08]) {
         Some(Codec::Gzip)
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
+        || (head.len() >= 4 && head[0] & 0xf0 == 0x50 && head[1..4] == [0x2a, 0x4d, 0x18])
+    {
         Some(Codec::Zstd)
     } else if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
         Some(Codec::Xz)
@@ -204,6 +207,9 @@ mod tests {
         assert_eq!(detect(&[0x1f, 0x8b, 0x08, 0]), Some(Codec::Gzip));
         assert_eq!(detect(&[0x28, 0xb5, 0x2f, 0xfd]), Some(Codec::Zstd));
         assert_eq!(detect(b"\xfd7zXZ\x00\x00"), Some(Codec::Xz));
+        assert_eq!(detect(&[0x50, 0x2a, 0x4d, 0x18]), Some(Codec::Zstd));
+        assert_eq!(detect(&[0x5f, 0x2a, 0x4d, 0x18]), Some(Codec::Zstd));
+        assert_eq!(detect(&[0x60, 0x2a, 0x4d, 0x18]), None);
         assert_eq!(detect(b"BZh9"), Some(Codec::Bzip2));
         assert_eq!(detect(b"BZh0"), None);
         assert_eq!(detect(b"BZh"), None);
