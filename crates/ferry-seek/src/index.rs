@@ -463,6 +463,56 @@ mod tests {
     }
 
     #[test]
+    fn advice_says_what_to_recompress_with() {
+        let start = |out| Point {
+            out,
+            inp: out / 4,
+            kind: Kind::Start,
+        };
+        let mut i = SeekIndex {
+            codec: Codec::Zstd,
+            span: 4 << 20,
+            compressed_len: 1 << 30,
+            decompressed_len: 3 << 30,
+            points: vec![start(0)],
+        };
+        assert!(!i.is_random_access());
+        assert!(i
+            .advice()
+            .is_some_and(|a| a.contains("single zstd frame") && a.contains("pzstd")));
+        i.points = (0..100).map(|k| start(k << 25)).collect();
+        assert!(i.is_random_access() && i.advice().is_none());
+        i.points.truncate(2);
+        assert!(i
+            .advice()
+            .is_some_and(|a| a.contains("frames of up to 3040 MiB")));
+        i.decompressed_len = 10 << 20;
+        i.points.truncate(1);
+        assert!(
+            i.is_random_access(),
+            "a small single frame is cheap to read anywhere"
+        );
+        i.codec = Codec::Bzip2;
+        assert!(!i.is_random_access() && i.advice().is_some());
+        i.codec = Codec::Gzip;
+        i.decompressed_len = 3 << 30;
+        assert!(i.is_random_access() && i.advice().is_none());
+        let xz = |out| Point {
+            out,
+            inp: 12 + out / 4,
+            kind: Kind::XzBlock {
+                stream: 0,
+                blocks_end: 1 << 29,
+            },
+        };
+        i.codec = Codec::Xz;
+        i.points = vec![xz(0)];
+        assert!(i
+            .advice()
+            .is_some_and(|a| a.contains("single xz block") && a.contains("xz -T0")));
+    }
+
+    #[test]
     fn a_huge_point_count_does_not_allocate() {
         let mut b = sample().to_bytes();
         b.truncate(b.len() - 8);

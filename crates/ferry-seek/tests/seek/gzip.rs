@@ -116,22 +116,5 @@ fn four_threads_read_the_right_bytes() {
     };
     let ix = index(&gz, Codec::Gzip, 256 << 10, &f.data);
     let c = ferry_seek::Compressed::new(std::fs::File::open(&gz).expect("open"), ix);
-    std::thread::scope(|s| {
-        for t in 0..4u64 {
-            let (c, data) = (&c, &f.data);
-            s.spawn(move || {
-                let mut rng = fastrand::Rng::with_seed(t);
-                let mut buf = vec![0u8; 256 << 10];
-                // Each thread reads a "member" sequentially, then jumps elsewhere.
-                for _ in 0..12 {
-                    let mut off = rng.u64(0..data.len() as u64);
-                    for _ in 0..8 {
-                        let n = c.read_at(&mut buf, off).expect("read_at");
-                        assert!(buf[..n] == data[off as usize..off as usize + n]);
-                        off += n as u64;
-                    }
-                }
-            });
-        }
-    });
+    crate::check_threads(&c, &f.data);
 }

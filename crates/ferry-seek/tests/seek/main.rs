@@ -169,3 +169,33 @@ pub fn check_reads(path: &Path, index: SeekIndex, data: &[u8], n: usize, seed: u
     }
     c
 }
+
+/// Four threads each read a run of pieces in order from random places, as the kernel
+/// reads several files at once; every piece equals the data.
+pub fn check_threads(c: &Compressed, data: &[u8]) {
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            s.spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(t);
+                let mut buf = vec![0u8; 256 << 10];
+                for _ in 0..12 {
+                    let mut off = rng.u64(0..data.len() as u64);
+                    for _ in 0..8 {
+                        let n = c.read_at(&mut buf, off).expect("read_at");
+                        assert!(buf[..n] == data[off as usize..off as usize + n], "at {off}");
+                        off += n as u64;
+                    }
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn the_public_types_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Compressed>();
+    send_sync::<SeekIndex>();
+    send::<Indexing>();
+}

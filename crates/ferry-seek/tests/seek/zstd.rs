@@ -25,7 +25,7 @@ fn pzstd_frames_are_seek_points() {
         "{}",
         c2.decompressed_bytes()
     );
-    drop(c);
+    crate::check_threads(&c, &f.data);
 }
 
 #[test]
