@@ -480,7 +480,7 @@ mod tests {
         assert!(i
             .advice()
             .is_some_and(|a| a.contains("single zstd frame") && a.contains("pzstd")));
-        i.points = (0..100).map(|k| start(k << 25)).collect();
+        i.points = (0..96).map(|k| start(k << 25)).collect();
         assert!(i.is_random_access() && i.advice().is_none());
         i.points.truncate(2);
         assert!(i
