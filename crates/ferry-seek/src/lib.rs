@@ -69,9 +69,13 @@ pub use access::{Compressed, POOL};
 pub use index::{SeekIndex, RANDOM_ACCESS_GAP};
 pub use indexing::Indexing;
 
-/// A good default distance between seek points: 4 MiB of output. A 1.4 GB tar then has
-/// about 330 points; with gzip each keeps a deflated 32 KiB window, so its index takes
-/// about 1-4 MB, and a random read decompresses at most about 4 MiB before its data.
+/// A good default distance between seek points: 4 MiB of output. Measured here on the
+/// first 1.4 GB of a tar of /usr/lib and /usr/share (`examples/measure.rs`): pigz -6 gives
+/// 350 points and a 4.7 MB index (each point's 32 KiB window deflates to about 13 KiB of
+/// that mostly binary data), built in 5.7 s; a random 128 KiB read then decompresses 2 MiB
+/// on average (at most about 4 MiB) and takes about 6 ms. pzstd -3 gives 175 points
+/// (pzstd's ~8 MiB frames), xz -1 -T2 234 points, both indexes under 8 KB. Pass 8 MiB to
+/// halve a gzip index at twice the cost per read.
 pub const DEFAULT_SPAN: u64 = 4 << 20;
 
 /// The smallest span [`Indexing::new`] accepts (64 KiB): closer points would make the
