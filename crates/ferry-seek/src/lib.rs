@@ -106,7 +106,8 @@ impl Codec {
         }
     }
 
-    fn to_byte(self) -> u8 {
+    /// The byte that stands for the codec in a seek index (1 gzip, 2 zstd, 3 xz, 4 bzip2).
+    pub fn to_byte(self) -> u8 {
         match self {
             Codec::Gzip => 1,
             Codec::Zstd => 2,
