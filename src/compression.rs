@@ -7,23 +7,9 @@
 use crate::read_ahead::read_ahead;
 use std::io::{self, BufReader, Read};
 
-/// A compression ferry reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Compression {
-    Gzip,
-    Zstd,
-    Xz,
-    Bzip2,
-}
-
-/// The first bytes that name each compression ferry reads (gzip's with its one method,
-/// deflate; bzip2's with a block size and the start of a block or of the end).
-const READ: [(&[u8], Compression); 4] = [
-    (&[0x1f, 0x8b, 0x08], Compression::Gzip),
-    (&[0x28, 0xb5, 0x2f, 0xfd], Compression::Zstd),
-    (&[0xfd, b'7', b'z', b'X', b'Z', 0x00], Compression::Xz),
-    (b"BZh", Compression::Bzip2),
-];
+/// A compression ferry reads: what ferry-seek recognises (gzip, zstd with a frame or
+/// a skippable frame first, as `pzstd` writes, xz, bzip2).
+use ferry_seek::Codec as Compression;
 
 /// The first bytes of compressions ferry does not read: their name, and the command
 /// that decompresses them to standard output.
@@ -52,10 +38,7 @@ fn of(head: &[u8]) -> io::Result<Option<Compression>> {
             ),
         ));
     }
-    Ok(READ
-        .iter()
-        .find(|(m, c)| head.starts_with(m) && (*c != Compression::Bzip2 || is_bzip2(head)))
-        .map(|&(_, c)| c))
+    Ok(ferry_seek::detect(head).filter(|&c| c != Compression::Bzip2 || is_bzip2(head)))
 }
 
 /// Whether `head`, which starts `BZh`, goes on as bzip2 does: a block size digit, then
@@ -153,6 +136,11 @@ mod tests {
         assert_eq!(of(&[0x1f, 0x8b, 8, 0]).unwrap(), Some(Compression::Gzip));
         assert_eq!(of(b"BZh91AY&SY").unwrap(), Some(Compression::Bzip2));
         assert_eq!(of(b"\xfd7zXZ\0").unwrap(), Some(Compression::Xz));
+        // pzstd starts with a skippable frame.
+        assert_eq!(
+            of(b"\x50\x2a\x4d\x18\x04\0\0\0").unwrap(),
+            Some(Compression::Zstd)
+        );
         // Cut short, or only alike: not taken for compressed data.
         assert_eq!(of(b"\xfd7zX").unwrap(), None);
         assert_eq!(of(b"BZh9 and more").unwrap(), None);

@@ -35,12 +35,12 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return fail(notify, e.into()),
     };
     if !args.foreground {
-        report_skipped(&opened);
+        report(&opened, false);
         drop(opened);
         return spawn_background(&args);
     }
     if !notify {
-        report_skipped(&opened);
+        report(&opened, false);
     }
     let (stop_tx, stop_rx) = std::sync::mpsc::channel();
     ctrlc::set_handler(move || {
@@ -96,14 +96,22 @@ fn tell_parent(line: &str) {
     }
 }
 
-fn report_skipped(opened: &Opened) {
+/// Warns of members left out, of slow compressed reads and (unless `index_only`, which
+/// fails on it) of an index that could not be kept.
+fn report(opened: &Opened, index_only: bool) {
     for s in &opened.skipped {
         to_stderr(format_args!(
             "ferry: warning: {}: {s}: not shown",
             opened.path.display()
         ));
     }
-    if let Origin::Unsaved(why) = &opened.origin {
+    if let Some(advice) = &opened.advice {
+        to_stderr(format_args!(
+            "ferry: warning: {}: {advice}",
+            opened.path.display()
+        ));
+    }
+    if let (Origin::Unsaved(why), false) = (&opened.origin, index_only) {
         to_stderr(format_args!(
             "ferry: warning: the index was not kept in the cache: {why}"
         ));
@@ -181,14 +189,11 @@ pub fn run_umount(args: UmountArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_index(args: IndexArgs) -> anyhow::Result<ExitCode> {
-    let (origin, skipped, nodes) = source::index(&args.archive, args.cache.cache_dir.as_deref())?;
-    for s in &skipped {
-        to_stderr(format_args!(
-            "ferry: warning: {}: {s}: left out",
-            args.archive.display()
-        ));
-    }
+    let opened = source::open(&args.archive, args.cache.cache_dir.as_deref())?;
+    report(&opened, true);
+    let (origin, nodes) = (opened.origin, opened.table.len());
     let said = match origin {
+        Origin::Embedded => "a ferry archive carries its own index: nothing to build".to_string(),
         Origin::Cached(p) => format!("index up to date: {}", shown(&p)),
         Origin::Built(p) => format!("index built: {}", shown(&p)),
         Origin::Unsaved(why) => return Err(anyhow!("the index could not be kept: {why}")),

@@ -350,10 +350,12 @@ fn packs_to_a_pipe_and_unpacks_from_one() {
     assert_same_tree(&s.src, &s.dst);
 }
 
-/// The compressors ferry reads, each with its file name suffix.
-const COMPRESSORS: [(&str, &str); 4] = [
+/// The compressors ferry reads, each with its file name suffix (pzstd's output starts
+/// with a skippable frame, not zstd's magic).
+const COMPRESSORS: [(&str, &str); 5] = [
     ("gzip", "gz"),
     ("zstd", "zst"),
+    ("pzstd", "pzst"),
     ("xz", "xz"),
     ("bzip2", "bz2"),
 ];

@@ -18,26 +18,36 @@ fn a_damaged_or_truncated_archive_is_refused_naming_it() {
     let len = std::fs::metadata(&archive).expect("stat").len();
     let mnt = s.tmp.path().join("mnt");
     std::fs::create_dir(&mnt).expect("mkdir");
-    // A byte in the middle of the index changed (the footer says where it is).
-    let bad = s.tmp.path().join("bad.far");
-    std::fs::copy(&archive, &bad).expect("copy");
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&bad)
-        .expect("open");
+    // A byte of the index's entries, or of its tree table, changed (the footer says
+    // where the index is).
     let mut footer = [0u8; 64];
-    f.read_exact_at(&mut footer, len - 64).expect("footer");
+    std::fs::File::open(&archive)
+        .and_then(|f| f.read_exact_at(&mut footer, len - 64))
+        .expect("footer");
     let word = |i: usize| u64::from_le_bytes(footer[8 * i..8 * i + 8].try_into().expect("8"));
     let (index_at, index_len) = (word(1), word(2));
-    let mut byte = [0u8];
-    f.read_exact_at(&mut byte, index_at + index_len / 2)
-        .expect("read");
-    f.write_all_at(&[byte[0] ^ 0x55], index_at + index_len / 2)
-        .expect("damage");
-    let r = ferry(&cache, &[&"mount", &bad, &mnt]);
-    r.assert_status(2);
-    assert!(r.stderr.contains("bad.far"), "{}", r.stderr);
+    for (name, at) in [
+        ("entries.far", index_at + 40),
+        ("table.far", index_at + index_len - 100),
+    ] {
+        let bad = s.tmp.path().join(name);
+        std::fs::copy(&archive, &bad).expect("copy");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&bad)
+            .expect("open");
+        let mut byte = [0u8];
+        f.read_exact_at(&mut byte, at).expect("read");
+        f.write_all_at(&[byte[0] ^ 0x55], at).expect("damage");
+        let r = ferry(&cache, &[&"mount", &bad, &mnt]);
+        r.assert_status(2);
+        assert!(
+            r.stderr.contains(name) && r.stderr.contains("checksum"),
+            "{}",
+            r.stderr
+        );
+    }
     // Cut short inside a member's data.
     let short = s.tmp.path().join("short.tar");
     std::fs::copy(&archive, &short).expect("copy");

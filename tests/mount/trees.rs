@@ -27,6 +27,19 @@ fn a_ferry_archive_mounts_as_the_tree_it_was_packed_from() {
     ferry(&cache, &[&"pack", &"--no-progress", &s.src, &archive]).assert_ok();
     let m = Mounted::new(&cache, &archive, &s.tmp.path().join("mnt"));
     assert_same_tree_with(&s.src, &m.at, &Options::default());
+    // Served from the archive's own index: nothing was built into the cache.
+    let kept: Vec<_> = std::fs::read_dir(cache.join("ferry"))
+        .expect("the cache holds the log")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(kept, ["mount.log"]);
+    let said = ferry(&cache, &[&"index", &archive]);
+    said.assert_ok();
+    assert!(
+        said.stdout.contains("carries its own index"),
+        "{}",
+        said.stdout
+    );
     // Holes read back as zeros and do not count as blocks.
     let st = std::fs::metadata(m.at.join("holes")).expect("stat");
     use std::os::unix::fs::MetadataExt;
@@ -87,6 +100,59 @@ fn gnu_tars_mount_as_the_tree_they_hold() {
             mtime_seconds: gnu,
             skip_atime: gnu,
             skip_xattrs: gnu,
+            ..Options::default()
+        };
+        assert_same_tree_with(&s.src, &m.at, &opts);
+    }
+}
+
+#[test]
+fn compressed_tars_mount_and_say_when_reads_are_sequential() {
+    if !fuse_here() {
+        return;
+    }
+    let s = scratch();
+    trees::mixed(&s.src);
+    sparse_file(&s.src.join("holes"), 3 << 20, &[(1 << 20, b"data")]);
+    stamp_times(&s.src);
+    let cache = s.tmp.path().join("cache");
+    let tar = s.tmp.path().join("t.tar");
+    must(
+        Command::new("tar")
+            .args([
+                "--format=posix",
+                "--xattrs",
+                "--xattrs-include=*",
+                "--atime-preserve=system",
+            ])
+            .arg("-C")
+            .arg(&s.src)
+            .arg("-cf")
+            .arg(&tar)
+            .arg("."),
+    );
+    // (compressor, its arguments, whether reads can start anywhere)
+    for (tool, args, random) in [
+        ("gzip", &["-c"][..], true),
+        ("pigz", &["-c"][..], true),
+        ("zstd", &["-c", "-q"][..], true),
+        ("xz", &["-c", "-T2"][..], true),
+        ("bzip2", &["-c"][..], false),
+    ] {
+        let archive = s.tmp.path().join(format!("t.tar.{tool}"));
+        let out = must(Command::new(tool).args(args).arg(&tar));
+        std::fs::write(&archive, out.stdout).expect("write");
+        let indexed = ferry(&cache, &[&"index", &archive]);
+        indexed.assert_ok();
+        assert_eq!(
+            indexed.stderr.contains("reads are sequential"),
+            !random,
+            "{tool}: {}",
+            indexed.stderr
+        );
+        let m = Mounted::new(&cache, &archive, &s.tmp.path().join(format!("mnt-{tool}")));
+        let opts = Options {
+            skip_special_links: true,
             ..Options::default()
         };
         assert_same_tree_with(&s.src, &m.at, &opts);

@@ -8,6 +8,7 @@
 pub mod index;
 pub mod owners;
 pub mod read;
+pub mod spill;
 pub mod tar;
 pub mod tree;
 pub mod write;

@@ -1,5 +1,6 @@
 //! Where a mount reads members' stored bytes from: the archive file itself, or (for a
-//! compressed archive) its decompressed stream.
+//! compressed archive) its decompressed stream, and how a member's logical bytes are
+//! put together from its stored runs.
 
 use std::fs::File;
 use std::io;
@@ -23,6 +24,21 @@ impl DataAt for PlainFile {
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// A compressed archive: the tar data is its decompressed stream, reached through
+/// seek points (see the ferry-seek crate).
+impl DataAt for ferry_seek::Compressed {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match ferry_seek::Compressed::read_at(self, &mut buf[done..], offset + done as u64)? {
+                0 => break,
+                n => done += n,
             }
         }
         Ok(done)

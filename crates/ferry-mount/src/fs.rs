@@ -63,6 +63,8 @@ pub struct ArchiveFs {
     /// Two bits per node: checked against its hash, found bad.
     checks: Vec<AtomicU64>,
     changed: AtomicBool,
+    /// Set when the table failed its checksum after mounting: everything is EIO.
+    damaged: Arc<AtomicBool>,
     opts: Options,
 }
 
@@ -72,6 +74,7 @@ const BAD: u64 = 2;
 impl ArchiveFs {
     /// A filesystem serving `opened`.
     pub fn new(opened: Opened, opts: Options) -> ArchiveFs {
+        let check_later = opened.check_later;
         let ctime = opened
             .archive
             .metadata()
@@ -87,8 +90,33 @@ impl ArchiveFs {
             ctime,
             checks: (0..words).map(|_| AtomicU64::new(0)).collect(),
             changed: AtomicBool::new(false),
+            damaged: Arc::new(AtomicBool::new(false)),
             opts,
         }
+        .check_later(check_later)
+    }
+
+    /// Runs the check of the archive's index left for after mounting, on a thread of
+    /// its own; if it fails, every request fails from then on.
+    fn check_later(self, check: Option<crate::source::LaterCheck>) -> ArchiveFs {
+        let Some(check) = check else {
+            return self;
+        };
+        let damaged = Arc::clone(&self.damaged);
+        let path = self.path.clone();
+        let _ = std::thread::Builder::new()
+            .name("ferry-verify".into())
+            .spawn(move || {
+                if let Err(e) = check() {
+                    damaged.store(true, Ordering::Relaxed);
+                    let _ = writeln!(
+                        io::stderr().lock(),
+                        "ferry mount {}: {e}: every request fails from now on",
+                        path.display()
+                    );
+                }
+            });
+        self
     }
 
     /// Writes one line to the log (standard error).
@@ -101,6 +129,9 @@ impl ArchiveFs {
     }
 
     fn node(&self, ino: INodeNo) -> Result<Node, Errno> {
+        if self.damaged.load(Ordering::Relaxed) {
+            return Err(Errno::EIO);
+        }
         let id = ino
             .0
             .checked_sub(1)

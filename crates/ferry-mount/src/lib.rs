@@ -32,6 +32,7 @@ pub mod cache;
 pub mod data;
 pub mod fs;
 pub mod fusermount;
+pub mod scan;
 pub mod session;
 pub mod source;
 

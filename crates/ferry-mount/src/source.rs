@@ -1,25 +1,27 @@
 //! From an archive's path to what a mount serves: its tree table and its data.
 //!
-//! A table comes from the cache ([`crate::cache`]) when one was built from this version
-//! of the archive; else it is built now, from a ferry archive's index when it has one
-//! (checked whole as `unpack` checks it), or by scanning the tar's headers (skipping its
-//! data with seeks), and kept in the cache for the next mount.
+//! A ferry archive carries its table in its index, and is served from it at once. For
+//! any other tar (or a ferry archive from before the table, or one compressed whole)
+//! the table comes from the cache ([`crate::cache`]) when one was built from this
+//! version of the archive; else it is built now ([`crate::scan`]) and kept in the cache
+//! for the next mount.
 
 use crate::cache::{self, Stamp};
 use crate::data::{DataAt, PlainFile};
+use crate::scan::{build, Built};
 use crate::MountError;
-use ferry_archive::read::Archive;
-use ferry_archive::tar::Reader;
-use ferry_archive::tree::{entry_of_tar, DirDefaults, Skipped, Table, TreeBuilder};
-use std::fs::{File, Metadata};
-use std::io::{BufReader, Seek};
-use std::os::unix::fs::MetadataExt;
+use ferry_archive::read::archive::{embedded_tree, EmbeddedTree};
+use ferry_archive::tree::{Skipped, Table, TreeBuilder};
+use ferry_seek::{Compressed, SeekIndex};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Where a mounted table came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Origin {
+    /// From the archive's own index (a ferry archive).
+    Embedded,
     /// From the cache file at this path, built by an earlier mount or `ferry index`.
     Cached(PathBuf),
     /// Built now, and kept in the cache file at this path.
@@ -45,13 +47,24 @@ pub struct Opened {
     pub origin: Origin,
     /// Members left out of the tree, and why (only when it was built now).
     pub skipped: Vec<Skipped>,
+    /// For a compressed archive that can only be read from its start (one zstd frame,
+    /// one xz block, bzip2): that reads are slow, and what to make instead.
+    pub advice: Option<String>,
+    /// The check of the index still to be made, once mounted (see [`VERIFY_AT_ONCE`]).
+    pub check_later: Option<LaterCheck>,
 }
 
-/// How many skipped members are kept to be reported, beyond their count.
-const SKIPPED_KEPT: usize = 1000;
+/// A check to be run on a thread of its own; its error says what is damaged.
+pub type LaterCheck = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
-/// Opens the archive at `path` for mounting, with its table from the cache in
-/// `cache_dir` (default: [`cache::dir`]) or built now and kept there.
+/// An archive's index of at most this many bytes is checked whole before the mount
+/// answers (a few milliseconds: the kernel tree's is about 25 MB); a larger one is
+/// mounted at once and checked by a thread meanwhile, so the time to mount does not
+/// grow with the archive.
+pub const VERIFY_AT_ONCE: u64 = 64 << 20;
+
+/// Opens the archive at `path` for mounting, with its table from its own index, from
+/// the cache in `cache_dir` (default: [`cache::dir`]), or built now and kept there.
 pub fn open(path: &Path, cache_dir: Option<&Path>) -> Result<Opened, MountError> {
     let archive = File::open(path).map_err(|e| MountError::at(path, format!("open: {e}")))?;
     let meta = archive
@@ -61,56 +74,109 @@ pub fn open(path: &Path, cache_dir: Option<&Path>) -> Result<Opened, MountError>
         return Err(MountError::at(path, "not a regular file"));
     }
     let stamp = Stamp::of(&meta);
-    let data: Arc<dyn DataAt> = Arc::new(PlainFile(clone(&archive, path)?));
-    let cache_path = cache_file(path, cache_dir)?;
-    if let Some(c) = cache_path.as_ref().and_then(|p| cache::load(p, stamp)) {
-        let table = Table::open(c.file, c.table.0, c.table.1, true)
-            .map_err(|e| MountError::at(cache_path.as_deref().unwrap_or(path), e))?;
-        check_fits(&table, stamp.size, path)?;
-        return Ok(Opened {
-            path: path.to_path_buf(),
-            archive,
-            stamp,
-            table,
-            data,
-            origin: Origin::Cached(cache_path.unwrap_or_default()),
-            skipped: Vec::new(),
-        });
-    }
-    let (builder, skipped, data_end) = build(&archive, &meta, path)?;
-    let (file, origin) = save(builder, data_end, stamp, cache_path)?;
-    let len = file
-        .metadata()
-        .map_err(|e| MountError(format!("the index file: {e}")))?
-        .len();
-    let base = if matches!(origin, Origin::Unsaved(_)) {
-        0
-    } else {
-        cache::HEADER_LEN
+    let served = match embedded_tree(&archive, stamp.size).map_err(|e| MountError::at(path, e))? {
+        Some(tree) => serve_embedded(&archive, path, tree)?,
+        None => serve_built(&archive, &meta, path, cache_dir)?,
     };
-    let table = Table::open(file, base, len - base, true).map_err(|e| MountError::at(path, e))?;
     Ok(Opened {
         path: path.to_path_buf(),
         archive,
         stamp,
-        table,
-        data,
-        origin,
-        skipped,
+        table: served.table,
+        data: served.data,
+        origin: served.origin,
+        skipped: served.skipped,
+        advice: served.advice,
+        check_later: served.check_later,
     })
 }
 
-/// Builds the table of the archive at `path` and keeps it in the cache (what `ferry
-/// index` does); returns where it went and the members left out.
-pub fn index(
-    path: &Path,
-    cache_dir: Option<&Path>,
-) -> Result<(Origin, Vec<Skipped>, u64), MountError> {
-    let opened = open(path, cache_dir)?;
-    Ok((opened.origin, opened.skipped, opened.table.len()))
+/// What an [`Opened`] serves, however the table was found.
+struct Served {
+    table: Table,
+    data: Arc<dyn DataAt>,
+    origin: Origin,
+    skipped: Vec<Skipped>,
+    advice: Option<String>,
+    check_later: Option<LaterCheck>,
 }
 
-fn clone(f: &File, path: &Path) -> Result<File, MountError> {
+/// Serves a ferry archive's own table: the whole index is checked before the mount
+/// answers when it is small, else by a thread once mounted.
+fn serve_embedded(archive: &File, path: &Path, tree: EmbeddedTree) -> Result<Served, MountError> {
+    let mut check_later: Option<LaterCheck> = None;
+    if tree.index_len() <= VERIFY_AT_ONCE {
+        tree.check_index(archive)
+            .map_err(|e| MountError::at(path, e))?;
+    } else {
+        let file = clone(archive, path)?;
+        check_later = Some(Box::new(move || {
+            tree.check_index(&file).map_err(|e| e.to_string())
+        }));
+    }
+    Ok(Served {
+        table: Table::open(clone(archive, path)?, tree.at, tree.len, false)
+            .map_err(|e| MountError::at(path, e))?,
+        data: Arc::new(PlainFile(clone(archive, path)?)),
+        origin: Origin::Embedded,
+        skipped: Vec::new(),
+        advice: None,
+        check_later,
+    })
+}
+
+/// Serves the table kept in the cache for this version of the archive, or builds it
+/// now and keeps it there.
+fn serve_built(
+    archive: &File,
+    meta: &std::fs::Metadata,
+    path: &Path,
+    cache_dir: Option<&Path>,
+) -> Result<Served, MountError> {
+    let stamp = Stamp::of(meta);
+    let cache_path = cache_file(path, cache_dir)?;
+    if let Some(c) = cache_path.as_ref().and_then(|p| cache::load(p, stamp)) {
+        let shown = cache_path.clone().unwrap_or_default();
+        let (data, advice) = data_of(archive, path, c.codec, &c.seek)?;
+        return Ok(Served {
+            table: Table::open(c.file, c.table.0, c.table.1, true)
+                .map_err(|e| MountError::at(&shown, e))?,
+            data,
+            origin: Origin::Cached(shown),
+            skipped: Vec::new(),
+            advice,
+            check_later: None,
+        });
+    }
+    let Built {
+        builder,
+        skipped,
+        data_end,
+        codec,
+        seek,
+    } = build(archive, meta, path)?;
+    let (data, advice) = data_of(archive, path, codec, &seek)?;
+    let (file, origin) = save(builder, data_end, stamp, (codec, &seek), cache_path)?;
+    let len = file
+        .metadata()
+        .map_err(|e| MountError(format!("the index file: {e}")))?
+        .len();
+    let at = match origin {
+        Origin::Unsaved(_) => 0,
+        _ => cache::HEADER_LEN + seek.len() as u64,
+    };
+    Ok(Served {
+        table: Table::open(file, at, len - at, true).map_err(|e| MountError::at(path, e))?,
+        data,
+        origin,
+        skipped,
+        advice,
+        check_later: None,
+    })
+}
+
+/// A second handle of the archive file.
+pub(crate) fn clone(f: &File, path: &Path) -> Result<File, MountError> {
     f.try_clone()
         .map_err(|e| MountError::at(path, format!("open: {e}")))
 }
@@ -124,88 +190,30 @@ fn cache_file(path: &Path, cache_dir: Option<&Path>) -> Result<Option<PathBuf>, 
         .map_err(|e| MountError::at(path, format!("resolve its path: {e}")))
 }
 
-/// No file's data may reach past the end of the tar data the archive has.
-fn check_fits(table: &Table, len: u64, path: &Path) -> Result<(), MountError> {
-    if table.trailer().data_end > len {
-        return Err(MountError::at(
-            path,
-            "the archive is shorter than its index says (truncated?)",
-        ));
-    }
-    Ok(())
-}
-
-/// The defaults for directories the archive needs but never names: the archive file's
-/// owner and time, mode 0755.
-fn defaults(meta: &Metadata) -> DirDefaults {
-    DirDefaults {
-        mode: 0o755,
-        uid: meta.uid(),
-        gid: meta.gid(),
-        mtime: (meta.mtime(), meta.mtime_nsec() as u32),
-    }
-}
-
-/// Builds the tree of the archive `file`: from its index if it is a ferry archive,
-/// else by scanning its headers. Returns the builder, the members left out, and the end
-/// of the tar data.
-fn build(
-    file: &File,
-    meta: &Metadata,
+/// How the tar data of `archive` is read: the file itself (`codec` 0), or its
+/// decompressed stream through the seek points `seek`; with advice for a compressed
+/// archive that can only be read from its start.
+fn data_of(
+    archive: &File,
     path: &Path,
-) -> Result<(TreeBuilder, Vec<Skipped>, u64), MountError> {
-    let mut head = [0u8; 6];
-    let n = std::os::unix::fs::FileExt::read_at(file, &mut head, 0).unwrap_or(0);
-    if n >= 2 && head[0] == 0x1f && head[1] == 0x8b
-        || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
-        || head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0])
-        || head.starts_with(b"BZh")
-    {
+    codec: u8,
+    seek: &[u8],
+) -> Result<(Arc<dyn DataAt>, Option<String>), MountError> {
+    if codec == 0 {
+        return Ok((Arc::new(PlainFile(clone(archive, path)?)), None));
+    }
+    let index = SeekIndex::from_bytes(seek).map_err(|e| MountError::at(path, e))?;
+    if index.codec().to_byte() != codec {
         return Err(MountError::at(
             path,
-            "compressed archives cannot be mounted yet: decompress it first",
+            "the cached index is for another compression",
         ));
     }
-    let mut builder = TreeBuilder::new(defaults(meta));
-    let mut skipped = Vec::new();
-    let note = |s: Skipped, skipped: &mut Vec<Skipped>| {
-        if skipped.len() < SKIPPED_KEPT {
-            skipped.push(s);
-        }
-    };
-    let bad = |e: &dyn std::fmt::Display| MountError::at(path, e);
-    let archive = Archive::from_file(clone(file, path)?).map_err(|e| bad(&e))?;
-    if let (Some(index), Some(entries)) = (archive.index(), archive.entries()) {
-        for e in entries {
-            let e = e.map_err(|e| bad(&e))?;
-            if let Err(s) = builder.add(&e) {
-                note(s, &mut skipped);
-            }
-        }
-        return Ok((builder, skipped, index.tar_end()));
-    }
-    let len = meta.len();
-    let mut scan = clone(file, path)?;
-    scan.rewind()
-        .map_err(|e| MountError::at(path, format!("read: {e}")))?;
-    let mut tar = Reader::with_skip(BufReader::with_capacity(256 << 10, scan), |r, n| {
-        r.seek_relative(n as i64)
-    });
-    while let Some(t) = tar.next_entry().map_err(|e| bad(&e))? {
-        if t.data_offset.saturating_add(t.stored) > len {
-            return Err(MountError::at(
-                path,
-                format!(
-                    "truncated: the data of member {} passes the end of the file",
-                    ferry_core::entry::escaped(&t.path)
-                ),
-            ));
-        }
-        if let Err(s) = builder.add(&entry_of_tar(&t)) {
-            note(s, &mut skipped);
-        }
-    }
-    Ok((builder, skipped, tar.offset().min(len)))
+    let advice = index.advice();
+    Ok((
+        Arc::new(Compressed::new(clone(archive, path)?, index)),
+        advice,
+    ))
 }
 
 /// Writes the table to the cache file, or where that cannot be, to a temporary file.
@@ -213,12 +221,13 @@ fn save(
     builder: TreeBuilder,
     data_end: u64,
     stamp: Stamp,
+    (codec, seek): (u8, &[u8]),
     cache_path: Option<PathBuf>,
 ) -> Result<(File, Origin), MountError> {
     let why = match &cache_path {
         Some(p) => {
             let mut b = Some(builder);
-            match cache::store(p, 0, stamp, &[], |out| {
+            match cache::store(p, codec, stamp, seek, |out| {
                 b.take().map_or(Ok(0), |b| b.write(data_end, out))
             }) {
                 Ok(()) => {

@@ -38,7 +38,9 @@ use xxhash_rust::xxh3::xxh3_64;
 pub(crate) const INDEX_MAGIC: &[u8; 8] = b"FERRYIDX";
 pub(crate) const FOOTER_MAGIC: &[u8; 8] = b"FERRYEND";
 /// The index version written.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
+/// The first version whose index ends with the tree table ([`crate::tree`]).
+pub const TREE_SINCE: u32 = 3;
 /// The oldest version read.
 const OLDEST_VERSION: u32 = 1;
 /// Size of the footer at the very end of an indexed archive.
@@ -303,6 +305,41 @@ impl Index {
     }
 }
 
+/// Writes the tree table of an index's `entries` (in archive order) to `out`, for an
+/// archive whose tar data ends at `tar_end`; returns its length. Directories the
+/// entries need but do not name (the root, for an archive of one file) take the first
+/// entry's owner and time.
+pub(crate) fn write_tree(
+    entries: impl Iterator<Item = Result<IndexEntry, IndexError>>,
+    tar_end: u64,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<u64> {
+    let mut builder = None;
+    for e in entries {
+        let e = e.map_err(|e| std::io::Error::other(e.0))?;
+        let b = builder.get_or_insert_with(|| {
+            crate::tree::TreeBuilder::new(crate::tree::DirDefaults {
+                mode: 0o755,
+                uid: e.uid,
+                gid: e.gid,
+                mtime: e.mtime,
+            })
+        });
+        // What pack writes always resolves; a member it could not place is simply
+        // not in the tree (the mount then builds nothing better from it either).
+        let _ = b.add(&e);
+    }
+    let b = builder.unwrap_or_else(|| {
+        crate::tree::TreeBuilder::new(crate::tree::DirDefaults {
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            mtime: (0, 0),
+        })
+    });
+    b.write(tar_end, out)
+}
+
 /// Encodes `entries`, with the index's header, padding and footer, as an index at
 /// `tar_end` (for tests that build archives by hand).
 #[cfg(test)]
@@ -316,6 +353,9 @@ pub(crate) fn encode_index_version(entries: &[IndexEntry], tar_end: u64, version
     let mut out = header(entries.len() as u64, version);
     for e in entries {
         encode_entry(&mut out, e, version);
+    }
+    if version >= TREE_SINCE {
+        write_tree(entries.iter().cloned().map(Ok), tar_end, &mut out).expect("write to memory");
     }
     let (len, count) = (out.len() as u64, entries.len() as u64);
     let hash = xxh3_64(&out);
@@ -340,6 +380,11 @@ pub struct Footer {
 }
 
 impl Footer {
+    /// Whether `hash` is the index checksum this footer records.
+    pub fn hash_matches(&self, hash: u64) -> bool {
+        hash == self.index_hash
+    }
+
     /// Reads the footer from the last [`FOOTER_LEN`] bytes of an archive of `file_len`
     /// bytes. `Ok(None)`: there is no ferry footer (a plain tar).
     pub fn parse(bytes: &[u8], file_len: u64) -> Result<Option<Footer>, IndexError> {
@@ -501,16 +546,16 @@ mod tests {
     fn an_index_whose_version_is_unknown_or_not_the_footers_is_refused() {
         let mut bytes = sample();
         let n = bytes.len();
-        bytes[n - 16..n - 8].copy_from_slice(&3u64.to_le_bytes());
+        bytes[n - 16..n - 8].copy_from_slice(&4u64.to_le_bytes());
         let mend = |b: &mut Vec<u8>| {
             let n = b.len();
             let hash = xxh3_64(&b[n - 64..n - 8]);
             b[n - 8..].copy_from_slice(&hash.to_le_bytes());
         };
         mend(&mut bytes);
-        let err = read_all(&bytes, 10240).expect_err("version 3");
-        assert!(err.0.contains("unknown index version 3"), "{err}");
-        // The footer says 1, the index's header 2.
+        let err = read_all(&bytes, 10240).expect_err("version 4");
+        assert!(err.0.contains("unknown index version 4"), "{err}");
+        // The footer says 1, the index's header 3.
         bytes[n - 16..n - 8].fill(0);
         mend(&mut bytes);
         let err = read_all(&bytes, 10240).expect_err("versions differ");

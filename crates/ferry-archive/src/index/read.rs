@@ -8,6 +8,7 @@
 //! bytes, checked the same way, so an index changed meanwhile is still an error.
 
 use super::{bad, Footer, IndexEntry, IndexError, Kind, Names, INDEX_MAGIC};
+use crate::tree::{Trailer, TRAILER_LEN};
 use crate::write::header::pad_block;
 use std::io::Read;
 use xxhash_rust::xxh3::Xxh3;
@@ -254,6 +255,9 @@ impl<R: Read> Entries<R> {
     }
 
     fn end(&mut self) -> Result<(), IndexError> {
+        if self.footer.version >= super::TREE_SINCE {
+            self.tree()?;
+        }
         if self.d.left() != 0 {
             return Err(bad("trailing bytes after the last entry"));
         }
@@ -263,6 +267,30 @@ impl<R: Read> Entries<R> {
         let hash = self.d.hash.as_ref().map(Xxh3::digest);
         if hash != Some(self.footer.index_hash) {
             return Err(bad("index checksum mismatch"));
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Entries<R> {
+    /// Reads the tree table that ends the index (hashing it with the rest) and checks
+    /// its trailer: it must fill exactly what is left, and bound data by the tar end.
+    fn tree(&mut self) -> Result<(), IndexError> {
+        let left = self.d.left();
+        let body = left
+            .checked_sub(TRAILER_LEN)
+            .ok_or_else(|| bad("no tree table after the entries"))?;
+        let mut buf = vec![0u8; body.min(1 << 16) as usize];
+        let mut done = 0;
+        while done < body {
+            let n = buf.len().min((body - done) as usize);
+            self.d.fill(&mut buf[..n])?;
+            done += n as u64;
+        }
+        let trailer =
+            Trailer::decode(&self.d.array::<{ TRAILER_LEN as usize }>()?).map_err(|e| bad(e.0))?;
+        if trailer.body_len() != Some(body) || trailer.data_end != self.footer.tar_end {
+            return Err(bad("the tree table does not fit the index"));
         }
         Ok(())
     }
@@ -336,4 +364,36 @@ pub(super) fn check_entry(e: &IndexEntry, tar_end: u64) -> Result<(), IndexError
         return Err(bad("sparse runs do not add up to the stored size"));
     }
     Ok(())
+}
+
+/// Decodes `count` entries from `r`, which reads an index of `version` from its start
+/// (header included) and holds `len` bytes: the index pack has just written, read back
+/// to build its tree table. Unchecked beyond what decoding checks.
+pub(super) fn decode_written<R: Read>(
+    r: R,
+    len: u64,
+    count: u64,
+    version: u32,
+) -> impl Iterator<Item = Result<IndexEntry, IndexError>> {
+    let mut d = Decoder {
+        r,
+        pos: 0,
+        len,
+        hash: None,
+        version,
+    };
+    let header = d.array::<20>().map(drop);
+    let mut failed = header.err();
+    let mut n = 0;
+    std::iter::from_fn(move || {
+        if let Some(e) = failed.take() {
+            n = count;
+            return Some(Err(e));
+        }
+        if n == count {
+            return None;
+        }
+        n += 1;
+        Some(d.entry())
+    })
 }

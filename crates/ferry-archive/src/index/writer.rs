@@ -6,12 +6,15 @@
 //! an anonymous temporary file. Hashes arrive soon after their entry (the blocks in
 //! flight hold a few thousand members), so nearly all are patched in memory; a late one
 //! is written into the file. At the end the index is streamed out of the file and
-//! memory, hashed on the way.
+//! memory ([`crate::spill`]), hashed on the way, then read back once more to build the
+//! tree table that ends it.
 
-use super::{encode_entry, encode_hash, tail, IndexEntry, COUNT_AT, HASH_AT, VERSION};
-use std::fs::File;
+use super::read::decode_written;
+use super::{
+    encode_entry, encode_hash, tail, write_tree, IndexEntry, COUNT_AT, HASH_AT, TREE_SINCE, VERSION,
+};
+use crate::spill::Spill;
 use std::io;
-use std::os::unix::fs::FileExt;
 use xxhash_rust::xxh3::Xxh3;
 
 /// Where an entry's content hash goes: the offset of its has-hash byte in the index.
@@ -20,21 +23,12 @@ pub struct HashSlot(pub(crate) u64);
 
 /// An index being built (see the module's doc).
 pub struct IndexWriter {
-    /// The newest part of the index: its bytes from `spilled` on.
-    held: Vec<u8>,
-    /// How many of the index's first bytes are in `spill`.
-    spilled: u64,
-    spill: Option<File>,
+    bytes: Spill,
     count: u64,
-    /// Once `held` is this long, all but its last eighth moves to `spill`.
-    limit: usize,
 }
 
 /// How much of the index a pack holds in memory by default.
 pub const INDEX_MEMORY: usize = 4 << 20;
-
-/// How much is read back from the spill file at a time at the end.
-const CHUNK: usize = 1 << 20;
 
 impl Default for IndexWriter {
     fn default() -> Self {
@@ -45,66 +39,29 @@ impl Default for IndexWriter {
 impl IndexWriter {
     /// An empty index that holds at most about `limit` bytes in memory.
     pub fn with_memory_limit(limit: usize) -> Self {
-        let mut held = Vec::new();
-        held.extend_from_slice(&super::header(0, VERSION)); // the count is set by `finish`
-        IndexWriter {
-            held,
-            spilled: 0,
-            spill: None,
-            count: 0,
-            limit: limit.max(1),
-        }
+        let mut bytes = Spill::new(limit, "the index");
+        // The count is set by `finish`; nothing is spilled yet, so this cannot fail.
+        let _ = bytes.push(&super::header(0, VERSION));
+        IndexWriter { bytes, count: 0 }
     }
 
     /// Appends an entry; returns where its hash goes. Fails only when the index could
     /// not be moved to its temporary file.
     pub fn push(&mut self, e: &IndexEntry) -> io::Result<HashSlot> {
-        let start = self.spilled + self.held.len() as u64;
-        encode_entry(&mut self.held, e, VERSION);
+        let start = self.bytes.len();
+        self.bytes.push_with(|out| encode_entry(out, e, VERSION))?;
         self.count += 1;
-        if self.held.len() >= self.limit {
-            self.spill_oldest()?;
-        }
         Ok(HashSlot(start + HASH_AT as u64))
-    }
-
-    /// Moves all but the newest eighth of what is held to the spill file.
-    fn spill_oldest(&mut self) -> io::Result<()> {
-        let n = self.held.len() - self.limit / 8;
-        let file = match &mut self.spill {
-            Some(file) => file,
-            empty => empty.insert(tempfile::tempfile().map_err(|e| spill_error("make", e))?),
-        };
-        file.write_all_at(&self.held[..n], self.spilled)
-            .map_err(|e| spill_error("write", e))?;
-        self.held.drain(..n);
-        self.spilled += n as u64;
-        Ok(())
     }
 
     /// How many bytes of index there are so far.
     pub fn bytes_so_far(&self) -> u64 {
-        self.spilled + self.held.len() as u64
+        self.bytes.len()
     }
 
     /// Sets the content hash at `slot`.
     pub fn set_hash(&mut self, slot: HashSlot, hash: u128) -> io::Result<()> {
-        self.patch(slot.0, &encode_hash(Some(hash)))
-    }
-
-    /// Overwrites the index's bytes from `at` on with `bytes`, in the file or in memory.
-    fn patch(&mut self, at: u64, bytes: &[u8]) -> io::Result<()> {
-        let in_file = self.spilled.saturating_sub(at).min(bytes.len() as u64) as usize;
-        if let (Some(file), true) = (&self.spill, in_file > 0) {
-            file.write_all_at(&bytes[..in_file], at)
-                .map_err(|e| spill_error("write", e))?;
-        }
-        let rest = &bytes[in_file..];
-        if !rest.is_empty() {
-            let from = (at + in_file as u64 - self.spilled) as usize;
-            self.held[from..from + rest.len()].copy_from_slice(rest);
-        }
-        Ok(())
+        self.bytes.patch(slot.0, &encode_hash(Some(hash)))
     }
 
     /// Passes the index, the zeros after it and the footer to `out`, in order, for an
@@ -114,36 +71,37 @@ impl IndexWriter {
         at: u64,
         mut out: impl FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<u64> {
-        self.patch(COUNT_AT as u64, &self.count.to_le_bytes())?;
+        self.bytes.patch(COUNT_AT as u64, &self.count.to_le_bytes())?;
         let mut hasher = Xxh3::new();
         let mut emit = |bytes: &[u8]| {
             hasher.update(bytes);
             out(bytes)
         };
-        if let Some(file) = &self.spill {
-            let mut buf = vec![0u8; CHUNK.min(self.spilled as usize)];
-            let mut pos = 0;
-            while pos < self.spilled {
-                let n = buf.len().min((self.spilled - pos) as usize);
-                file.read_exact_at(&mut buf[..n], pos)
-                    .map_err(|e| spill_error("read", e))?;
-                emit(&buf[..n])?;
-                pos += n as u64;
-            }
+        self.bytes.copy_to(&mut emit)?;
+        let entries_len = self.bytes.len();
+        let mut len = entries_len;
+        if VERSION >= TREE_SINCE {
+            let entries = decode_written(self.bytes.reader(), entries_len, self.count, VERSION);
+            len += write_tree(entries, at, &mut Emit(&mut emit))?;
         }
-        emit(&self.held)?;
-        let len = self.spilled + self.held.len() as u64;
         let after = tail(at, at, (len, self.count, hasher.digest()), VERSION);
         out(&after)?;
         Ok(len + after.len() as u64)
     }
 }
 
-fn spill_error(what: &str, e: io::Error) -> io::Error {
-    io::Error::new(
-        e.kind(),
-        format!("{what} the index's temporary file (in the temp dir, TMPDIR): {e}"),
-    )
+/// A [`Write`](io::Write) that hands each write to a closure.
+struct Emit<'a, F>(&'a mut F);
+
+impl<F: FnMut(&[u8]) -> io::Result<()>> io::Write for Emit<'_, F> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (self.0)(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -171,7 +129,7 @@ mod tests {
         if let Some((slot, hash)) = pending {
             w.set_hash(slot, hash).expect("hash");
         }
-        let spilled = w.spill.is_some();
+        let spilled = w.bytes.has_spilled();
         let mut out = Vec::new();
         let n = w
             .finish(10240, |b| {

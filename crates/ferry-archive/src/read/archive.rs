@@ -358,6 +358,87 @@ fn read_index(file: &File, len: u64) -> Result<Indexed, ArchiveError> {
     Ok(Indexed::Yes(index))
 }
 
+/// Where the tree table of a ferry archive lies (its first byte and its length, trailer
+/// included), found from the footer and the table's trailer alone: the index is not
+/// read, so this costs the same for any archive. `None` for a tar without a ferry
+/// footer, an index from before the table (version 2 and older), or an archive that
+/// `tar -r` appended to since its index was made. Only the footer's and the trailer's
+/// own checksums are checked here; [`crate::tree::Table::open`] checks the table.
+pub fn embedded_tree(file: &File, len: u64) -> Result<Option<EmbeddedTree>, ArchiveError> {
+    if len < FOOTER_LEN + 1024 {
+        return Ok(None);
+    }
+    let mut footer = [0u8; FOOTER_LEN as usize];
+    file.read_exact_at(&mut footer, len - FOOTER_LEN)?;
+    let Some(f) = Footer::parse(&footer, len)? else {
+        return Ok(None);
+    };
+    let mut end = [0u8; 1024];
+    file.read_exact_at(&mut end, f.tar_end - 1024)?;
+    if f.version < crate::index::TREE_SINCE || end.iter().any(|&b| b != 0) {
+        return Ok(None);
+    }
+    let index_end = f.index_offset + f.index_len;
+    let mut raw = [0u8; crate::tree::TRAILER_LEN as usize];
+    let trailer_at = index_end
+        .checked_sub(crate::tree::TRAILER_LEN)
+        .filter(|&at| at >= f.index_offset)
+        .ok_or_else(|| crate::index::IndexError("no tree table at the index's end".into()))?;
+    file.read_exact_at(&mut raw, trailer_at)?;
+    let t = crate::tree::Trailer::decode(&raw).map_err(|e| crate::index::IndexError(e.0))?;
+    let table_len = t
+        .body_len()
+        .and_then(|b| b.checked_add(crate::tree::TRAILER_LEN))
+        .filter(|&l| l <= f.index_len && t.data_end == f.tar_end)
+        .ok_or_else(|| crate::index::IndexError("the tree table does not fit the index".into()))?;
+    Ok(Some(EmbeddedTree {
+        at: index_end - table_len,
+        len: table_len,
+        footer: f,
+    }))
+}
+
+/// Where a ferry archive's tree table lies, and the footer of the index that holds it.
+#[derive(Clone, Copy, Debug)]
+pub struct EmbeddedTree {
+    /// The table's first byte in the archive.
+    pub at: u64,
+    /// Its length, trailer included.
+    pub len: u64,
+    footer: Footer,
+}
+
+impl EmbeddedTree {
+    /// Bytes of the whole index (entries and table).
+    pub fn index_len(&self) -> u64 {
+        self.footer.index_len
+    }
+
+    /// Reads the whole index (entries and table) once and compares it with the
+    /// footer's checksum, keeping none of it.
+    pub fn check_index(&self, file: &File) -> Result<(), ArchiveError> {
+        let mut r =
+            reader_at(file, self.footer.index_offset, INDEX_WINDOW).take(self.footer.index_len);
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let mut buf = vec![0u8; INDEX_WINDOW];
+        let mut seen = 0u64;
+        loop {
+            let n = r.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            seen += n as u64;
+        }
+        if seen != self.footer.index_len || !self.footer.hash_matches(hasher.digest()) {
+            return Err(
+                crate::index::IndexError("index checksum mismatch (damaged)".into()).into(),
+            );
+        }
+        Ok(())
+    }
+}
+
 /// Bytes of an archive without an index read at a time when scanning it.
 const SCAN_WINDOW: usize = 1 << 20;
 

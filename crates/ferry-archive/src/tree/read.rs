@@ -144,6 +144,9 @@ pub struct Extras {
 /// A tree table opened for reading (see the module's doc).
 pub struct Table {
     file: File,
+    /// Where the table starts in `file`, and its bytes before the trailer.
+    base: u64,
+    body: u64,
     /// Where nodes, dirents and the heap start in `file`.
     nodes_at: u64,
     dirents_at: u64,
@@ -176,33 +179,46 @@ impl Table {
         let nodes_at = base;
         let dirents_at = nodes_at + trailer.nodes * NODE_LEN;
         let heap_at = dirents_at + trailer.dirents * DIRENT_LEN;
-        if verify {
-            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-            let mut buf = vec![0u8; (1 << 20).min(body as usize).max(1)];
-            let mut at = 0;
-            while at < body {
-                let n = buf.len().min((body - at) as usize);
-                file.read_exact_at(&mut buf[..n], base + at)
-                    .map_err(|e| io_error("read the tree table", e))?;
-                hasher.update(&buf[..n]);
-                at += n as u64;
-            }
-            if hasher.digest() != trailer.body_hash {
-                return Err(TreeError::new("tree table: checksum mismatch (damaged)"));
-            }
-        }
         let table = Table {
             file,
+            base,
+            body,
             nodes_at,
             dirents_at,
             heap_at,
             trailer,
         };
+        if verify {
+            table.verify()?;
+        }
         let root = table.node(0)?;
         if root.kind != NodeKind::Dir {
             return Err(TreeError::new("tree table: the root is not a directory"));
         }
         Ok(table)
+    }
+
+    /// Reads the whole body once and compares its checksum with the trailer's (the
+    /// memory used does not grow with the table).
+    pub fn verify(&self) -> Result<(), TreeError> {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let mut buf = vec![0u8; (1 << 20).min(self.body as usize).max(1)];
+        let mut at = 0;
+        while at < self.body {
+            let n = buf.len().min((self.body - at) as usize);
+            self.read(&mut buf[..n], self.base + at, "body")?;
+            hasher.update(&buf[..n]);
+            at += n as u64;
+        }
+        if hasher.digest() != self.trailer.body_hash {
+            return Err(TreeError::new("tree table: checksum mismatch (damaged)"));
+        }
+        Ok(())
+    }
+
+    /// Bytes of the table, trailer included.
+    pub fn byte_len(&self) -> u64 {
+        self.body + TRAILER_LEN
     }
 
     /// What the trailer says.
