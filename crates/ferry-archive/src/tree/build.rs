@@ -437,7 +437,8 @@ impl TreeBuilder {
             let first = plan.first_name[node];
             if let Some(d) = self.dirents.get(first as usize) {
                 rec[2..4].copy_from_slice(&u16::from(d.name_len).to_le_bytes());
-                rec[72..80].copy_from_slice(&u64::from(d.name_at).to_le_bytes());
+                let at = plan.name_at[first as usize];
+                rec[72..80].copy_from_slice(&u64::from(at).to_le_bytes());
             }
             rec[64..68].copy_from_slice(&self.parents[node].to_le_bytes());
             rec[68..72].copy_from_slice(&plan.nlink[node].to_le_bytes());
@@ -461,16 +462,20 @@ impl TreeBuilder {
         }
         drop(records);
         // Dirents, grouped by directory and sorted by name; then the heap.
-        for &d in &plan.sorted {
-            let d = self.dirents[d as usize];
+        for &i in &plan.sorted {
+            let d = self.dirents[i as usize];
             let mut r = [0u8; DIRENT_LEN as usize];
-            r[..8].copy_from_slice(&u64::from(d.name_at).to_le_bytes());
+            r[..8].copy_from_slice(&u64::from(plan.name_at[i as usize]).to_le_bytes());
             r[8..10].copy_from_slice(&u16::from(d.name_len).to_le_bytes());
             r[10] = self.kinds[d.node as usize];
             r[12..16].copy_from_slice(&d.node.to_le_bytes());
             w.write_all(&r)?;
         }
-        w.write_all(&self.names)?;
+        // Each directory's names together, in listing order: a listing reads them at
+        // once.
+        for &i in &plan.sorted {
+            w.write_all(self.name_of(&self.dirents[i as usize]))?;
+        }
         self.blobs.copy_to(|b| w.write_all(b))?;
         let trailer = Trailer {
             nodes: self.kinds.len() as u64,
@@ -496,11 +501,18 @@ impl TreeBuilder {
                 .then_with(|| self.name_of(dx).cmp(self.name_of(dy)))
         });
         let nodes = self.kinds.len();
+        let mut name_at = vec![0u32; self.dirents.len()];
+        let mut at = 0u32;
+        for &d in &sorted {
+            name_at[d as usize] = at;
+            at += u32::from(self.dirents[d as usize].name_len);
+        }
         let mut p = Plan {
             spans: vec![(0, 0); nodes],
             first_name: vec![NONE; nodes],
             nlink: vec![0; nodes],
             sorted,
+            name_at,
         };
         for (i, &d) in p.sorted.iter().enumerate() {
             let span = &mut p.spans[self.dirents[d as usize].dir as usize];
@@ -588,6 +600,9 @@ struct Plan {
     nlink: Vec<u32>,
     /// The dirents, by directory and name.
     sorted: Vec<u32>,
+    /// Per dirent: where its name goes in the heap (names are written in `sorted`
+    /// order; all of them fit in `names`, which is at most 4 GiB).
+    name_at: Vec<u32>,
 }
 
 fn encode_extras(runs: &[(u64, u64)], xattrs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
