@@ -50,6 +50,23 @@ fn the_index_of_a_plain_tar_is_kept_and_rebuilt_when_the_tar_changes() {
     );
     let rebuilt = ferry(&cache, &[&"index", &archive]);
     assert!(rebuilt.stdout.contains("index built"), "{}", rebuilt.stdout);
+    // A cache file damaged in its table (past its 64-byte header) is built again.
+    let kept = std::fs::read_dir(cache.join("ferry"))
+        .expect("cache")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == "ftree"))
+        .expect("the index file");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&kept)
+        .expect("open");
+    f.write_all_at(b"\xff\xff", 100).expect("damage");
+    let repaired = ferry(&cache, &[&"index", &archive]);
+    assert!(
+        repaired.stdout.contains("index built"),
+        "{}",
+        repaired.stdout
+    );
     if !fuse_here() {
         return;
     }
