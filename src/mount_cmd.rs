@@ -17,6 +17,10 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
+/// How long `ferry mount` waits for its background child to say the mount is ready
+/// (the index is already built by then: this is only the mount itself).
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Set in the environment of the background child: its stdout is the pipe to report on.
 const NOTIFY_ENV: &str = "FERRY_MOUNT_NOTIFY";
 
@@ -160,12 +164,25 @@ fn spawn_background(args: &MountArgs) -> anyhow::Result<ExitCode> {
         cmd.arg("--cache-dir").arg(dir);
     }
     let mut child = cmd.spawn().context("start the mount")?;
-    let mut line = String::new();
+    let (tx, rx) = std::sync::mpsc::channel();
     if let Some(out) = child.stdout.take() {
-        BufReader::new(out)
-            .read_line(&mut line)
-            .context("wait for the mount")?;
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(out).read_line(&mut line);
+            let _ = tx.send(line);
+        });
     }
+    let Ok(line) = rx.recv_timeout(READY_WITHIN) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = session::unmount(&args.mountpoint);
+        return Err(anyhow!(
+            "{}: the mount did not answer within {} s; see {}",
+            args.mountpoint.display(),
+            READY_WITHIN.as_secs(),
+            log.display()
+        ));
+    };
     match line.trim_end() {
         "ready" => Ok(ExitCode::SUCCESS),
         l => {

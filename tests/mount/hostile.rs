@@ -5,7 +5,7 @@
 use super::common::build::write;
 use super::common::run::run_python;
 use super::common::scratch;
-use super::{ferry, fuse_here, Mounted};
+use super::{ferry, fuse_here, pack, Mounted};
 use std::os::unix::fs::FileExt;
 
 #[test]
@@ -14,7 +14,7 @@ fn a_damaged_or_truncated_archive_is_refused_naming_it() {
     write(&s.src.join("f"), &vec![1u8; 50_000]);
     let archive = s.tmp.path().join("t.far");
     let cache = s.tmp.path().join("cache");
-    ferry(&cache, &[&"pack", &"--no-progress", &s.src, &archive]).assert_ok();
+    pack(&cache, &s.src, &archive);
     let len = std::fs::metadata(&archive).expect("stat").len();
     let mnt = s.tmp.path().join("mnt");
     std::fs::create_dir(&mnt).expect("mkdir");

@@ -5,7 +5,7 @@
 use super::common::build::write;
 use super::common::nobody::{give_to_nobody, NOBODY};
 use super::common::{is_root, scratch, skip};
-use super::{ferry, fuse_here, is_mounted, must, wait_for, Mounted};
+use super::{ferry, fuse_here, gnu_tar, is_mounted, must, packed_one_file, wait_for, Mounted};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
@@ -16,14 +16,7 @@ fn the_index_of_a_plain_tar_is_kept_and_rebuilt_when_the_tar_changes() {
     write(&s.src.join("a"), b"first");
     let archive = s.tmp.path().join("t.tar");
     let cache = s.tmp.path().join("cache");
-    must(
-        Command::new("tar")
-            .arg("-C")
-            .arg(&s.src)
-            .arg("-cf")
-            .arg(&archive)
-            .arg("."),
-    );
+    gnu_tar(&s.src, &archive, &[]);
     let built = ferry(&cache, &[&"index", &archive]);
     built.assert_ok();
     assert!(built.stdout.contains("index built"), "{}", built.stdout);
@@ -40,16 +33,26 @@ fn the_index_of_a_plain_tar_is_kept_and_rebuilt_when_the_tar_changes() {
     // Another tar of another size and time at the same path: built anew.
     write(&s.src.join("b"), b"second file");
     std::thread::sleep(std::time::Duration::from_millis(20));
-    must(
-        Command::new("tar")
-            .arg("-C")
-            .arg(&s.src)
-            .arg("-cf")
-            .arg(&archive)
-            .arg("."),
-    );
+    gnu_tar(&s.src, &archive, &[]);
     let rebuilt = ferry(&cache, &[&"index", &archive]);
     assert!(rebuilt.stdout.contains("index built"), "{}", rebuilt.stdout);
+    // A cache file damaged in its table (past its 64-byte header) is built again.
+    let kept = std::fs::read_dir(cache.join("ferry"))
+        .expect("cache")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == "ftree"))
+        .expect("the index file");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&kept)
+        .expect("open");
+    f.write_all_at(b"\xff\xff", 100).expect("damage");
+    let repaired = ferry(&cache, &[&"index", &archive]);
+    assert!(
+        repaired.stdout.contains("index built"),
+        "{}",
+        repaired.stdout
+    );
     if !fuse_here() {
         return;
     }
@@ -113,14 +116,7 @@ fn an_archive_changed_under_its_mount_is_refused_not_misread() {
     write(&s.src.join("f"), b"original");
     let archive = s.tmp.path().join("t.tar");
     let cache = s.tmp.path().join("cache");
-    must(
-        Command::new("tar")
-            .arg("-C")
-            .arg(&s.src)
-            .arg("-cf")
-            .arg(&archive)
-            .arg("."),
-    );
+    gnu_tar(&s.src, &archive, &[]);
     let m = Mounted::new(&cache, &archive, &s.tmp.path().join("mnt"));
     let f = std::fs::OpenOptions::new()
         .append(true)
@@ -142,14 +138,9 @@ fn an_archive_changed_under_its_mount_is_refused_not_misread() {
 
 #[test]
 fn ctrl_c_on_a_foreground_mount_unmounts_it() {
-    if !fuse_here() {
+    let Some((s, archive, cache)) = packed_one_file() else {
         return;
-    }
-    let s = scratch();
-    write(&s.src.join("f"), b"x");
-    let archive = s.tmp.path().join("t.far");
-    let cache = s.tmp.path().join("cache");
-    ferry(&cache, &[&"pack", &"--no-progress", &s.src, &archive]).assert_ok();
+    };
     let mnt = s.tmp.path().join("mnt");
     std::fs::create_dir(&mnt).expect("mkdir");
     let mut child = Command::new(super::FERRY)
@@ -175,14 +166,9 @@ fn ctrl_c_on_a_foreground_mount_unmounts_it() {
 
 #[test]
 fn a_mount_whose_process_was_killed_is_cleared_by_ferry_umount() {
-    if !fuse_here() {
+    let Some((s, archive, cache)) = packed_one_file() else {
         return;
-    }
-    let s = scratch();
-    write(&s.src.join("f"), b"x");
-    let archive = s.tmp.path().join("t.far");
-    let cache = s.tmp.path().join("cache");
-    ferry(&cache, &[&"pack", &"--no-progress", &s.src, &archive]).assert_ok();
+    };
     let mnt = s.tmp.path().join("mnt");
     // Killed alone, the mount is taken down by the fusermount3 left watching it.
     let m = Mounted::new(&cache, &archive, &mnt);

@@ -89,6 +89,46 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Makes `archive` of the tree `src` with GNU tar and `args`.
+fn gnu_tar(src: &Path, archive: &Path, args: &[&str]) {
+    must(
+        Command::new("tar")
+            .args(args)
+            .arg("-C")
+            .arg(src)
+            .arg("-cf")
+            .arg(archive)
+            .arg("."),
+    );
+}
+
+/// Packs `src` into `archive` with ferry, the cache in `cache`.
+fn pack(cache: &Path, src: &Path, archive: &Path) {
+    ferry(cache, &[&"pack", &"--no-progress", &src, &archive]).assert_ok();
+}
+
+/// Where FUSE mounts can be made: a scratch tree holding `f` ("x") packed by ferry
+/// into `t.far`, with the archive's path and the cache to use.
+fn packed_one_file() -> Option<(common::Scratch, PathBuf, PathBuf)> {
+    if !fuse_here() {
+        return None;
+    }
+    let s = common::scratch();
+    common::build::write(&s.src.join("f"), b"x");
+    let archive = s.tmp.path().join("t.far");
+    let cache = s.tmp.path().join("cache");
+    pack(&cache, &s.src, &archive);
+    Some((s, archive, cache))
+}
+
+/// The tests' tree with every kind of entry ([`common::trees::mixed`]) and odd names
+/// below `odd/`.
+fn every_kind_and_odd_names(root: &Path) {
+    common::trees::mixed(root);
+    common::build::mkdirs(&root.join("odd"));
+    common::trees::odd_names(&root.join("odd"));
+}
+
 /// Runs a command that must succeed.
 fn must(cmd: &mut Command) -> std::process::Output {
     let shown = format!("{cmd:?}");

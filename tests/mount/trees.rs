@@ -4,7 +4,7 @@
 use super::common::build::{sparse_file, stamp_times, write};
 use super::common::compare::{assert_same_tree_with, Options};
 use super::common::{scratch, trees};
-use super::{ferry, fuse_here, must, Mounted};
+use super::{every_kind_and_odd_names, ferry, fuse_here, gnu_tar, must, pack, Mounted};
 use std::process::Command;
 
 #[test]
@@ -13,9 +13,7 @@ fn a_ferry_archive_mounts_as_the_tree_it_was_packed_from() {
         return;
     }
     let s = scratch();
-    trees::mixed(&s.src);
-    super::common::build::mkdirs(&s.src.join("odd"));
-    trees::odd_names(&s.src.join("odd"));
+    every_kind_and_odd_names(&s.src);
     sparse_file(
         &s.src.join("holes"),
         3 << 20,
@@ -24,7 +22,7 @@ fn a_ferry_archive_mounts_as_the_tree_it_was_packed_from() {
     stamp_times(&s.src);
     let archive = s.tmp.path().join("t.far");
     let cache = s.tmp.path().join("cache");
-    ferry(&cache, &[&"pack", &"--no-progress", &s.src, &archive]).assert_ok();
+    pack(&cache, &s.src, &archive);
     let m = Mounted::new(&cache, &archive, &s.tmp.path().join("mnt"));
     assert_same_tree_with(&s.src, &m.at, &Options::default());
     // Served from the archive's own index: nothing was built into the cache.
@@ -56,9 +54,7 @@ fn gnu_tars_mount_as_the_tree_they_hold() {
         return;
     }
     let s = scratch();
-    trees::mixed(&s.src);
-    super::common::build::mkdirs(&s.src.join("odd"));
-    trees::odd_names(&s.src.join("odd"));
+    every_kind_and_odd_names(&s.src);
     super::common::build::mkdirs(&s.src.join("long"));
     write(
         &s.src
@@ -82,15 +78,7 @@ fn gnu_tars_mount_as_the_tree_they_hold() {
         ("gnu.tar", &["--format=gnu", "--atime-preserve=system"][..]),
     ] {
         let archive = s.tmp.path().join(name);
-        must(
-            Command::new("tar")
-                .args(args)
-                .arg("-C")
-                .arg(&s.src)
-                .arg("-cf")
-                .arg(&archive)
-                .arg("."),
-        );
+        gnu_tar(&s.src, &archive, args);
         let m = Mounted::new(&cache, &archive, &s.tmp.path().join(format!("mnt-{name}")));
         let gnu = name == "gnu.tar";
         let opts = Options {
@@ -117,19 +105,15 @@ fn compressed_tars_mount_and_say_when_reads_are_sequential() {
     stamp_times(&s.src);
     let cache = s.tmp.path().join("cache");
     let tar = s.tmp.path().join("t.tar");
-    must(
-        Command::new("tar")
-            .args([
-                "--format=posix",
-                "--xattrs",
-                "--xattrs-include=*",
-                "--atime-preserve=system",
-            ])
-            .arg("-C")
-            .arg(&s.src)
-            .arg("-cf")
-            .arg(&tar)
-            .arg("."),
+    gnu_tar(
+        &s.src,
+        &tar,
+        &[
+            "--format=posix",
+            "--xattrs",
+            "--xattrs-include=*",
+            "--atime-preserve=system",
+        ],
     );
     // (compressor, its arguments, whether reads can start anywhere)
     for (tool, args, random) in [

@@ -9,7 +9,7 @@
 //! refused with EIO, since the table may no longer describe the bytes.
 //!
 //! A file whose table records a content hash is read whole and hashed the first time
-//! it is opened; a mismatch makes that file EIO for the life of the mount, with one log
+//! it is read; a mismatch makes that file EIO for the life of the mount, with one log
 //! line naming it.
 
 use crate::cache::Stamp;
@@ -20,7 +20,7 @@ use ferry_archive::tree::read::Extras;
 use ferry_archive::tree::{Node, NodeKind, Table, TreeError};
 use ferry_core::entry::escaped;
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo, InitFlags,
     KernelConfig, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEntry,
     ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
@@ -303,7 +303,8 @@ impl ArchiveFs {
             }
         }
         let mut from = offset.saturating_sub(2);
-        const BATCH: usize = 256;
+        // About what one reply holds (a page of entries with attributes).
+        const BATCH: usize = 32;
         loop {
             let ents = self
                 .table
@@ -396,11 +397,14 @@ thread_local! {
 
 impl Filesystem for ArchiveFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // Listings always come with attributes (they cost a read of the node the
+        // dirent names anyway), so `ls -l`, `find` and `tar -c` need no lookups.
         for flag in [
             InitFlags::FUSE_DO_READDIRPLUS,
-            InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_CACHE_SYMLINKS,
+            InitFlags::FUSE_NO_OPEN_SUPPORT,
+            InitFlags::FUSE_NO_OPENDIR_SUPPORT,
         ] {
             // A kernel without one of these still works, only slower.
             let _ = config.add_capabilities(flag);
@@ -442,24 +446,12 @@ impl Filesystem for ArchiveFs {
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if flags.0 & libc_accmode() != rustix::fs::OFlags::RDONLY.bits() as i32 {
-            return reply.error(Errno::EROFS);
-        }
-        let opened = self.node(ino).and_then(|n| {
-            if !self.unchanged() {
-                return Err(Errno::EIO);
-            }
-            match n.kind {
-                NodeKind::File => self.check_content(&n),
-                NodeKind::Dir => Err(Errno::EISDIR),
-                _ => Ok(()),
-            }
-        });
-        match opened {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
-            Err(e) => reply.error(e),
-        }
+    /// Opening is left to the kernel: answered ENOSYS once, it stops asking (and sends
+    /// no release either), keeps file data cached across opens and caches listings;
+    /// a mount is read-only, so the kernel refuses writes itself. What an open would
+    /// check (the archive unchanged, the content's hash) is checked by `read`.
+    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.error(Errno::ENOSYS);
     }
 
     fn read(
@@ -478,8 +470,11 @@ impl Filesystem for ArchiveFs {
             Ok(_) => return reply.error(Errno::EISDIR),
             Err(e) => return reply.error(e),
         };
-        if !self.unchanged() || self.check_state(n.id) & BAD != 0 {
+        if !self.unchanged() {
             return reply.error(Errno::EIO);
+        }
+        if let Err(e) = self.check_content(&n) {
+            return reply.error(e);
         }
         let runs = match self.runs(&n) {
             Ok(r) => r,
@@ -533,15 +528,9 @@ impl Filesystem for ArchiveFs {
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.node(ino) {
-            Ok(n) if n.kind == NodeKind::Dir => reply.opened(
-                FileHandle(0),
-                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
-            ),
-            Ok(_) => reply.error(Errno::ENOTDIR),
-            Err(e) => reply.error(e),
-        }
+    /// As `open`: the kernel opens directories itself and caches their listings.
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.error(Errno::ENOSYS);
     }
 
     fn readdir(
@@ -639,8 +628,4 @@ impl Filesystem for ArchiveFs {
             Err(e) => reply.error(e),
         }
     }
-}
-
-fn libc_accmode() -> i32 {
-    rustix::fs::OFlags::ACCMODE.bits() as i32
 }

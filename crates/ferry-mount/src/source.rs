@@ -137,16 +137,18 @@ fn serve_built(
     let cache_path = cache_file(path, cache_dir)?;
     if let Some(c) = cache_path.as_ref().and_then(|p| cache::load(p, stamp)) {
         let shown = cache_path.clone().unwrap_or_default();
-        let (data, advice) = data_of(archive, path, c.codec, &c.seek)?;
-        return Ok(Served {
-            table: Table::open(c.file, c.table.0, c.table.1, true)
-                .map_err(|e| MountError::at(&shown, e))?,
-            data,
-            origin: Origin::Cached(shown),
-            skipped: Vec::new(),
-            advice,
-            check_later: None,
-        });
+        // A cache file damaged since it was written is built again, like a stale one.
+        let table = Table::open(c.file, c.table.0, c.table.1, true);
+        if let (Ok(table), Ok((data, advice))) = (table, data_of(archive, path, c.codec, &c.seek)) {
+            return Ok(Served {
+                table,
+                data,
+                origin: Origin::Cached(shown),
+                skipped: Vec::new(),
+                advice,
+                check_later: None,
+            });
+        }
     }
     let Built {
         builder,

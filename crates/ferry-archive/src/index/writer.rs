@@ -71,7 +71,8 @@ impl IndexWriter {
         at: u64,
         mut out: impl FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<u64> {
-        self.bytes.patch(COUNT_AT as u64, &self.count.to_le_bytes())?;
+        self.bytes
+            .patch(COUNT_AT as u64, &self.count.to_le_bytes())?;
         let mut hasher = Xxh3::new();
         let mut emit = |bytes: &[u8]| {
             hasher.update(bytes);

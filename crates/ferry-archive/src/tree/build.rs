@@ -13,17 +13,16 @@
 //! - a hardlink names the node of its target, which must already be there and not be a
 //!   directory.
 //!
-//! The builder keeps every node in memory (about 100 bytes each plus names), then
-//! writes the table out in one pass.
+//! See [`TreeBuilder`] for what it keeps in memory.
 
 use super::{read::NodeKind, Trailer, DIRENT_LEN, FLAG_HASH, MAX_NODES, NODE_LEN};
 use crate::index::{IndexEntry, Kind};
 use crate::read::convert::safe_path;
+use crate::spill::Spill;
 use crate::tar::{TarEntry, TarKind};
 use ferry_core::entry::escaped;
-use std::collections::HashMap;
 use std::fmt;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use xxhash_rust::xxh3::Xxh3;
 
 /// A member the table leaves out, and why.
@@ -41,35 +40,14 @@ impl fmt::Display for Skipped {
     }
 }
 
-/// A node as the builder keeps it.
-#[derive(Clone)]
-struct BNode {
-    kind: NodeKind,
-    mode: u32,
-    uid: u32,
-    gid: u32,
-    mtime: (i64, u32),
-    atime: (i64, u32),
-    size: u64,
-    /// File: data offset; device: device number.
-    a: u64,
-    /// File: stored bytes.
-    b: u64,
-    hash: Option<u128>,
-    /// Where its symlink target and then its extras are in `blobs`.
-    blob: u64,
-    target_len: u32,
-    extras_len: u32,
-}
-
 /// A name in a directory, as the builder keeps it.
+#[derive(Clone, Copy)]
 struct BDirent {
     dir: u32,
-    name_at: u64,
-    name_len: u16,
     node: u32,
-    /// The next dirent whose (directory, name) hashes the same, or `NONE`.
-    next: u32,
+    /// Where the name is in `names`, and its length (at most 255).
+    name_at: u32,
+    name_len: u8,
 }
 
 const NONE: u32 = u32::MAX;
@@ -88,35 +66,65 @@ pub struct DirDefaults {
     pub mtime: (i64, u32),
 }
 
+/// How much of the node records and of the targets and extras a builder holds in
+/// memory before moving the rest to temporary files.
+const SPILL_AT: usize = 4 << 20;
+
 /// Builds a tree table (see the module's doc).
+///
+/// Nodes are numbered as they are made, in archive order. What a node's record holds
+/// that the archive gives (kind, metadata, data, target, extras) goes out at once, to a
+/// [`Spill`] that keeps only its newest part in memory; what is only known at the end
+/// (its parent, link count, name, a directory's entries) is filled in by
+/// [`TreeBuilder::write`]. So the memory kept per member is its name and about 30 bytes
+/// (its dirent, its slot in the name table, its kind and parent), and a few words more
+/// per node while the table is written.
 pub struct TreeBuilder {
-    nodes: Vec<BNode>,
+    /// Per node: its kind's code.
+    kinds: Vec<u8>,
+    /// Per node: the directory it was made in.
+    parents: Vec<u32>,
+    /// Node records, [`NODE_LEN`] bytes each, in node order.
+    records: Spill,
+    /// Symlink targets and extras, which the records point to (from its start).
+    blobs: Spill,
     dirents: Vec<BDirent>,
-    /// Hash of (directory, name) -> first dirent with that hash.
-    by_name: HashMap<u64, u32>,
     names: Vec<u8>,
-    blobs: Vec<u8>,
+    /// Open-addressing table of dirent numbers (`NONE`: empty), by (directory, name).
+    slots: Vec<u32>,
     defaults: DirDefaults,
+    /// The first error moving records to their temporary files: reported by `write`.
+    failed: Option<io::Error>,
 }
 
 impl TreeBuilder {
     /// An empty tree: a root directory with `defaults`.
     pub fn new(defaults: DirDefaults) -> TreeBuilder {
+        Self::with_memory(defaults, SPILL_AT)
+    }
+
+    /// [`TreeBuilder::new`] holding at most about `limit` bytes of records (and as many
+    /// of targets and extras) in memory.
+    pub fn with_memory(defaults: DirDefaults, limit: usize) -> TreeBuilder {
         let mut b = TreeBuilder {
-            nodes: Vec::new(),
+            kinds: Vec::new(),
+            parents: Vec::new(),
+            records: Spill::new(limit, "the tree table"),
+            blobs: Spill::new(limit, "the tree table"),
             dirents: Vec::new(),
-            by_name: HashMap::new(),
             names: Vec::new(),
-            blobs: Vec::new(),
+            slots: vec![NONE; 64],
             defaults,
+            failed: None,
         };
-        b.nodes.push(b.implicit_dir());
+        b.implicit_dir(0);
         b
     }
 
-    fn implicit_dir(&self) -> BNode {
+    /// Makes a directory with the defaults in `parent`; returns its node.
+    fn implicit_dir(&mut self, parent: u32) -> u32 {
         let d = self.defaults;
-        BNode {
+        let meta = Meta {
             kind: NodeKind::Dir,
             mode: d.mode,
             uid: d.uid,
@@ -127,20 +135,22 @@ impl TreeBuilder {
             a: 0,
             b: 0,
             hash: None,
-            blob: 0,
-            target_len: 0,
-            extras_len: 0,
-        }
+        };
+        self.push_node(parent, &meta, &[], &[])
     }
 
     /// How many nodes the tree has so far (the root and nodes later replaced included).
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.kinds.len()
     }
 
     /// Never true: there is always the root.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.kinds.is_empty()
+    }
+
+    fn kind(&self, node: u32) -> NodeKind {
+        NodeKind::from_code(self.kinds[node as usize]).unwrap_or(NodeKind::File)
     }
 
     /// Adds the member `e` (the next in archive order); `Err` says why it is left out.
@@ -165,7 +175,8 @@ impl TreeBuilder {
         if comps.iter().any(|c| c.len() > 255) {
             return Err(skip("a name longer than 255 bytes"));
         }
-        if self.nodes.len() as u64 >= MAX_NODES {
+        let room = (self.names.len() + path.as_bytes().len()) as u64;
+        if self.len() as u64 + comps.len() as u64 >= MAX_NODES || room >= u64::from(NONE) {
             return Err(skip("too many members for one tree"));
         }
         let dir = self.make_dirs(parents).map_err(|why| skip(&why))?;
@@ -178,22 +189,20 @@ impl TreeBuilder {
                         escaped(target.as_bytes())
                     ))
                 })?;
-                if self.nodes[node as usize].kind == NodeKind::Dir {
+                if self.kind(node) == NodeKind::Dir {
                     return Err(skip("hardlink to a directory"));
                 }
                 node
             }
             Kind::Dir => {
-                if let Some(existing) = self.find(dir, name).map(|d| self.dirents[d as usize].node)
-                {
-                    if self.nodes[existing as usize].kind == NodeKind::Dir {
-                        self.set_meta(existing, e);
-                        return Ok(());
-                    }
+                let existing = self.find(dir, name).map(|d| self.dirents[d as usize].node);
+                if let Some(n) = existing.filter(|&n| self.kind(n) == NodeKind::Dir) {
+                    self.set_meta(n, e);
+                    return Ok(());
                 }
-                self.push_node(e).map_err(skip)?
+                self.member_node(dir, e).map_err(skip)?
             }
-            _ => self.push_node(e).map_err(skip)?,
+            _ => self.member_node(dir, e).map_err(skip)?,
         };
         self.set_entry(dir, name, node);
         Ok(())
@@ -205,9 +214,9 @@ impl TreeBuilder {
         let mut dir = 0u32;
         for (i, &comp) in parents.iter().enumerate() {
             dir = match self.find(dir, comp).map(|d| self.dirents[d as usize].node) {
-                Some(n) if self.nodes[n as usize].kind == NodeKind::Dir => n,
+                Some(n) if self.kind(n) == NodeKind::Dir => n,
                 Some(n) => {
-                    let what = match self.nodes[n as usize].kind {
+                    let what = match self.kind(n) {
                         NodeKind::Symlink => "a symlink",
                         NodeKind::File => "a file",
                         _ => "something that is not a directory",
@@ -218,8 +227,7 @@ impl TreeBuilder {
                     ));
                 }
                 None => {
-                    let node = self.nodes.len() as u32;
-                    self.nodes.push(self.implicit_dir());
+                    let node = self.implicit_dir(dir);
                     self.set_entry(dir, comp, node);
                     node
                 }
@@ -232,7 +240,7 @@ impl TreeBuilder {
     fn resolve(&self, path: &[u8]) -> Option<u32> {
         let mut node = 0u32;
         for comp in path.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
-            if self.nodes[node as usize].kind != NodeKind::Dir {
+            if self.kind(node) != NodeKind::Dir {
                 return None;
             }
             node = self.dirents[self.find(node, comp)? as usize].node;
@@ -248,18 +256,28 @@ impl TreeBuilder {
     }
 
     fn name_of(&self, d: &BDirent) -> &[u8] {
-        &self.names[d.name_at as usize..d.name_at as usize + usize::from(d.name_len)]
+        let at = d.name_at as usize;
+        &self.names[at..at + usize::from(d.name_len)]
+    }
+
+    /// The first slot for `key`, then each next one (linear probing).
+    fn probe(&self, key: u64) -> impl Iterator<Item = usize> {
+        let mask = self.slots.len() - 1;
+        let start = key as usize & mask;
+        (0..self.slots.len()).map(move |i| (start + i) & mask)
     }
 
     /// The dirent named `name` in `dir`.
     fn find(&self, dir: u32, name: &[u8]) -> Option<u32> {
-        let mut at = *self.by_name.get(&Self::key(dir, name))?;
-        while at != NONE {
+        for slot in self.probe(Self::key(dir, name)) {
+            let at = self.slots[slot];
+            if at == NONE {
+                return None;
+            }
             let d = &self.dirents[at as usize];
             if d.dir == dir && self.name_of(d) == name {
                 return Some(at);
             }
-            at = d.next;
         }
         None
     }
@@ -270,37 +288,51 @@ impl TreeBuilder {
             self.dirents[d as usize].node = node;
             return;
         }
-        let key = Self::key(dir, name);
         let at = self.dirents.len() as u32;
-        let next = self.by_name.insert(key, at).unwrap_or(NONE);
-        let name_at = self.names.len() as u64;
+        let name_at = self.names.len() as u32;
         self.names.extend_from_slice(name);
         self.dirents.push(BDirent {
             dir,
-            name_at,
-            name_len: name.len() as u16,
             node,
-            next,
+            name_at,
+            name_len: name.len() as u8,
         });
+        if self.dirents.len() * 2 > self.slots.len() {
+            self.grow();
+        } else {
+            self.insert(at);
+        }
     }
 
+    /// Puts dirent `at` in its slot.
+    fn insert(&mut self, at: u32) {
+        let d = self.dirents[at as usize];
+        let key = Self::key(d.dir, self.name_of(&d));
+        if let Some(slot) = self.probe(key).find(|&s| self.slots[s] == NONE) {
+            self.slots[slot] = at;
+        }
+    }
+
+    /// Doubles the table and puts every dirent back.
+    fn grow(&mut self) {
+        self.slots = vec![NONE; self.slots.len() * 2];
+        for at in 0..self.dirents.len() as u32 {
+            self.insert(at);
+        }
+    }
+
+    /// Rewrites the record of directory `node` with member `e`'s metadata.
     fn set_meta(&mut self, node: u32, e: &IndexEntry) {
-        let n = &mut self.nodes[node as usize];
-        n.mode = e.mode;
-        n.uid = e.uid;
-        n.gid = e.gid;
-        n.mtime = e.mtime;
-        n.atime = e.atime;
-        let blob = self.blobs.len() as u64;
-        let extras = encode_extras(&[], &e.xattrs);
-        n.blob = blob;
-        n.target_len = 0;
-        n.extras_len = extras.len() as u32;
-        self.blobs.extend_from_slice(&extras);
+        let meta = Meta::of(e, NodeKind::Dir);
+        let record = self.record(&meta, &[], &e.xattrs);
+        let at = u64::from(node) * NODE_LEN;
+        if let Err(err) = self.records.patch(at, &record) {
+            self.failed.get_or_insert(err);
+        }
     }
 
-    /// A new node for member `e`.
-    fn push_node(&mut self, e: &IndexEntry) -> Result<u32, &'static str> {
+    /// A new node in `dir` for member `e`.
+    fn member_node(&mut self, dir: u32, e: &IndexEntry) -> Result<u32, &'static str> {
         let kind = match e.kind {
             Kind::File => NodeKind::File,
             Kind::Dir => NodeKind::Dir,
@@ -317,16 +349,234 @@ impl TreeBuilder {
             _ => &[],
         };
         let extras = encode_extras(&e.runs, &e.xattrs);
-        let blob = self.blobs.len() as u64;
-        self.blobs.extend_from_slice(target);
-        self.blobs.extend_from_slice(&extras);
+        Ok(self.push_node(dir, &Meta::of(e, kind), target, &extras))
+    }
+
+    /// Appends a node's record (and its target and extras) made in `dir`.
+    fn push_node(&mut self, dir: u32, meta: &Meta, target: &[u8], extras: &[u8]) -> u32 {
+        let node = self.kinds.len() as u32;
+        self.kinds.push(meta.kind.code());
+        self.parents.push(dir);
+        let record = self.record_with(meta, target, extras);
+        if let Err(err) = self.records.push(&record) {
+            self.failed.get_or_insert(err);
+        }
+        node
+    }
+
+    /// A record for `meta` whose extras (runs, `xattrs`) are appended to the blobs.
+    fn record(
+        &mut self,
+        meta: &Meta,
+        runs: &[(u64, u64)],
+        xattrs: &[(Vec<u8>, Vec<u8>)],
+    ) -> [u8; NODE_LEN as usize] {
+        let extras = encode_extras(runs, xattrs);
+        self.record_with(meta, &[], &extras)
+    }
+
+    /// A record for `meta` with `target` and `extras` appended to the blobs (the fields
+    /// known only at the end left zero).
+    fn record_with(
+        &mut self,
+        meta: &Meta,
+        target: &[u8],
+        extras: &[u8],
+    ) -> [u8; NODE_LEN as usize] {
+        let at = self.blobs.len();
+        for part in [target, extras] {
+            if let Err(err) = self.blobs.push(part) {
+                self.failed.get_or_insert(err);
+            }
+        }
+        let (a, b) = match meta.kind {
+            NodeKind::Symlink => (at, target.len() as u64),
+            _ => (meta.a, meta.b),
+        };
+        let mut rec = [0u8; NODE_LEN as usize];
+        rec[0] = meta.kind.code();
+        rec[1] = if meta.hash.is_some() { FLAG_HASH } else { 0 };
+        rec[4..8].copy_from_slice(&meta.mode.to_le_bytes());
+        rec[8..12].copy_from_slice(&meta.uid.to_le_bytes());
+        rec[12..16].copy_from_slice(&meta.gid.to_le_bytes());
+        rec[16..24].copy_from_slice(&meta.mtime.0.to_le_bytes());
+        rec[24..28].copy_from_slice(&meta.mtime.1.to_le_bytes());
+        rec[28..32].copy_from_slice(&meta.atime.1.to_le_bytes());
+        rec[32..40].copy_from_slice(&meta.atime.0.to_le_bytes());
+        rec[40..48].copy_from_slice(&meta.size.to_le_bytes());
+        rec[48..56].copy_from_slice(&a.to_le_bytes());
+        rec[56..64].copy_from_slice(&b.to_le_bytes());
+        if !extras.is_empty() {
+            rec[80..88].copy_from_slice(&(at + target.len() as u64).to_le_bytes());
+            rec[88..92].copy_from_slice(&(extras.len() as u32).to_le_bytes());
+        }
+        rec[96..112].copy_from_slice(&meta.hash.unwrap_or(0).to_le_bytes());
+        rec
+    }
+
+    /// Writes the table (body and trailer) to `out`; `data_end` bounds every file's
+    /// stored data (the end of the tar data). Returns the bytes written.
+    pub fn write(mut self, data_end: u64, out: &mut dyn Write) -> io::Result<u64> {
+        if let Some(err) = self.failed.take() {
+            return Err(err);
+        }
+        self.slots = Vec::new();
+        let plan = self.plan();
+        let names_len = self.names.len() as u64;
+        let mut w = HashingWriter {
+            out,
+            hash: Xxh3::new(),
+            written: 0,
+        };
+        // Nodes: the records as made, with what is known now filled in.
+        let mut records = self.records.reader();
+        let mut rec = [0u8; NODE_LEN as usize];
+        for node in 0..self.kinds.len() {
+            records.read_exact(&mut rec)?;
+            let kind = self.kind(node as u32);
+            let first = plan.first_name[node];
+            if let Some(d) = self.dirents.get(first as usize) {
+                rec[2..4].copy_from_slice(&u16::from(d.name_len).to_le_bytes());
+                let at = plan.name_at[first as usize];
+                rec[72..80].copy_from_slice(&u64::from(at).to_le_bytes());
+            }
+            rec[64..68].copy_from_slice(&self.parents[node].to_le_bytes());
+            rec[68..72].copy_from_slice(&plan.nlink[node].to_le_bytes());
+            let shift = |rec: &mut [u8; NODE_LEN as usize], at: usize| {
+                let v = u64::from_le_bytes(rec[at..at + 8].try_into().unwrap_or_default());
+                rec[at..at + 8].copy_from_slice(&(v + names_len).to_le_bytes());
+            };
+            match kind {
+                NodeKind::Dir => {
+                    let (start, count) = plan.spans[node];
+                    rec[48..56].copy_from_slice(&u64::from(start).to_le_bytes());
+                    rec[56..64].copy_from_slice(&u64::from(count).to_le_bytes());
+                }
+                NodeKind::Symlink => shift(&mut rec, 48),
+                _ => {}
+            }
+            if rec[88..92] != [0; 4] {
+                shift(&mut rec, 80);
+            }
+            w.write_all(&rec)?;
+        }
+        drop(records);
+        // Dirents, grouped by directory and sorted by name; then the heap.
+        for &i in &plan.sorted {
+            let d = self.dirents[i as usize];
+            let mut r = [0u8; DIRENT_LEN as usize];
+            r[..8].copy_from_slice(&u64::from(plan.name_at[i as usize]).to_le_bytes());
+            r[8..10].copy_from_slice(&u16::from(d.name_len).to_le_bytes());
+            r[10] = self.kinds[d.node as usize];
+            r[12..16].copy_from_slice(&d.node.to_le_bytes());
+            w.write_all(&r)?;
+        }
+        // Each directory's names together, in listing order: a listing reads them at
+        // once.
+        for &i in &plan.sorted {
+            w.write_all(self.name_of(&self.dirents[i as usize]))?;
+        }
+        self.blobs.copy_to(|b| w.write_all(b))?;
+        let trailer = Trailer {
+            nodes: self.kinds.len() as u64,
+            dirents: plan.sorted.len() as u64,
+            heap: names_len + self.blobs.len(),
+            data_end,
+            body_hash: w.hash.digest(),
+        };
+        let written = w.written;
+        w.out.write_all(&trailer.encode())?;
+        Ok(written + super::TRAILER_LEN)
+    }
+
+    /// Sorts the dirents by directory and name, and walks the tree from the root to
+    /// find each node's parent, name and link count (what is no longer reachable, left
+    /// by a member given again, is written but never found).
+    fn plan(&mut self) -> Plan {
+        let mut sorted: Vec<u32> = (0..self.dirents.len() as u32).collect();
+        sorted.sort_unstable_by(|&x, &y| {
+            let (dx, dy) = (&self.dirents[x as usize], &self.dirents[y as usize]);
+            dx.dir
+                .cmp(&dy.dir)
+                .then_with(|| self.name_of(dx).cmp(self.name_of(dy)))
+        });
+        let nodes = self.kinds.len();
+        let mut name_at = vec![0u32; self.dirents.len()];
+        let mut at = 0u32;
+        for &d in &sorted {
+            name_at[d as usize] = at;
+            at += u32::from(self.dirents[d as usize].name_len);
+        }
+        let mut p = Plan {
+            spans: vec![(0, 0); nodes],
+            first_name: vec![NONE; nodes],
+            nlink: vec![0; nodes],
+            sorted,
+            name_at,
+        };
+        for (i, &d) in p.sorted.iter().enumerate() {
+            let span = &mut p.spans[self.dirents[d as usize].dir as usize];
+            if span.1 == 0 {
+                span.0 = i as u32;
+            }
+            span.1 += 1;
+        }
+        let mut queue = vec![0u32];
+        p.nlink[0] = 2;
+        self.parents[0] = 0;
+        while let Some(dir) = queue.pop() {
+            let (start, count) = p.spans[dir as usize];
+            for &d in &p.sorted[start as usize..(start + count) as usize] {
+                let de = self.dirents[d as usize];
+                let child = de.node as usize;
+                let is_dir = self.kind(de.node) == NodeKind::Dir;
+                if p.first_name[child] == NONE {
+                    p.first_name[child] = d;
+                    self.parents[child] = dir;
+                    if is_dir {
+                        p.nlink[child] = 2;
+                        queue.push(de.node);
+                    }
+                } else if is_dir {
+                    // A directory has one name: a second would make a cycle.
+                    continue;
+                }
+                if is_dir {
+                    p.nlink[dir as usize] += 1;
+                } else {
+                    p.nlink[child] += 1;
+                }
+            }
+        }
+        p
+    }
+}
+
+/// What is known of a node when it is made.
+struct Meta {
+    kind: NodeKind,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    mtime: (i64, u32),
+    atime: (i64, u32),
+    size: u64,
+    /// File: data offset; device: device number.
+    a: u64,
+    /// File: stored bytes.
+    b: u64,
+    hash: Option<u128>,
+}
+
+impl Meta {
+    fn of(e: &IndexEntry, kind: NodeKind) -> Meta {
         let (size, a, b) = match kind {
             NodeKind::File => (e.size, e.data_offset, e.stored),
-            NodeKind::Symlink => (target.len() as u64, 0, target.len() as u64),
+            NodeKind::Symlink => (e.link.len() as u64, 0, 0),
             NodeKind::CharDevice | NodeKind::BlockDevice => (0, e.rdev, 0),
             _ => (0, 0, 0),
         };
-        self.nodes.push(BNode {
+        Meta {
             kind,
             mode: e.mode,
             uid: e.uid,
@@ -337,179 +587,22 @@ impl TreeBuilder {
             a,
             b,
             hash: e.hash.filter(|_| kind == NodeKind::File),
-            blob,
-            target_len: target.len() as u32,
-            extras_len: extras.len() as u32,
-        });
-        Ok(self.nodes.len() as u32 - 1)
-    }
-
-    /// Writes the table (body and trailer) to `out`; `data_end` bounds every file's
-    /// stored data (the end of the tar data). Returns the bytes written.
-    pub fn write(self, data_end: u64, out: &mut dyn Write) -> io::Result<u64> {
-        let plan = self.plan();
-        let mut hashing = HashingWriter {
-            out,
-            hash: Xxh3::new(),
-            written: 0,
-        };
-        let w = &mut hashing;
-        // Nodes.
-        let blobs_base = plan.names_len;
-        let mut blob_at = blobs_base;
-        let mut rec = [0u8; NODE_LEN as usize];
-        for (new, &old) in plan.order.iter().enumerate() {
-            let n = &self.nodes[old as usize];
-            let (a, b) = match n.kind {
-                NodeKind::Dir => plan.dir_spans[new],
-                NodeKind::Symlink => (blob_at, n.b),
-                _ => (n.a, n.b),
-            };
-            let extras = (blob_at + u64::from(n.target_len), n.extras_len);
-            blob_at += u64::from(n.target_len) + u64::from(n.extras_len);
-            let (name_at, name_len) = plan.first_name[new];
-            rec.fill(0);
-            rec[0] = n.kind.code();
-            rec[1] = if n.hash.is_some() { FLAG_HASH } else { 0 };
-            rec[2..4].copy_from_slice(&name_len.to_le_bytes());
-            rec[4..8].copy_from_slice(&n.mode.to_le_bytes());
-            rec[8..12].copy_from_slice(&n.uid.to_le_bytes());
-            rec[12..16].copy_from_slice(&n.gid.to_le_bytes());
-            rec[16..24].copy_from_slice(&n.mtime.0.to_le_bytes());
-            rec[24..28].copy_from_slice(&n.mtime.1.to_le_bytes());
-            rec[28..32].copy_from_slice(&n.atime.1.to_le_bytes());
-            rec[32..40].copy_from_slice(&n.atime.0.to_le_bytes());
-            rec[40..48].copy_from_slice(&n.size.to_le_bytes());
-            rec[48..56].copy_from_slice(&a.to_le_bytes());
-            rec[56..64].copy_from_slice(&b.to_le_bytes());
-            rec[64..68].copy_from_slice(&plan.parent[new].to_le_bytes());
-            rec[68..72].copy_from_slice(&plan.nlink[new].to_le_bytes());
-            rec[72..80].copy_from_slice(&name_at.to_le_bytes());
-            rec[80..88].copy_from_slice(&extras.0.to_le_bytes());
-            rec[88..92].copy_from_slice(&extras.1.to_le_bytes());
-            rec[96..112].copy_from_slice(&n.hash.unwrap_or(0).to_le_bytes());
-            w.write_all(&rec)?;
         }
-        // Dirents, then their names in the same order.
-        let mut name_at = 0u64;
-        for &d in &plan.emitted {
-            let d = &self.dirents[d as usize];
-            let node = plan.new_id[d.node as usize];
-            let mut r = [0u8; DIRENT_LEN as usize];
-            r[..8].copy_from_slice(&name_at.to_le_bytes());
-            r[8..10].copy_from_slice(&d.name_len.to_le_bytes());
-            r[10] = self.nodes[d.node as usize].kind.code();
-            r[12..16].copy_from_slice(&node.to_le_bytes());
-            w.write_all(&r)?;
-            name_at += u64::from(d.name_len);
-        }
-        for &d in &plan.emitted {
-            w.write_all(self.name_of(&self.dirents[d as usize]))?;
-        }
-        for &old in &plan.order {
-            let n = &self.nodes[old as usize];
-            let len = (n.target_len + n.extras_len) as usize;
-            w.write_all(&self.blobs[n.blob as usize..n.blob as usize + len])?;
-        }
-        let trailer = Trailer {
-            nodes: plan.order.len() as u64,
-            dirents: plan.emitted.len() as u64,
-            heap: blob_at,
-            data_end,
-            body_hash: w.hash.digest(),
-        };
-        let written = w.written;
-        out_trailer(hashing.out, &trailer)?;
-        Ok(written + super::TRAILER_LEN)
-    }
-
-    /// Numbers the nodes reachable from the root breadth first, each directory's
-    /// entries in name order, and works out where everything goes.
-    fn plan(&self) -> Plan {
-        // Dirents grouped by directory, each group sorted by name.
-        let mut sorted: Vec<u32> = (0..self.dirents.len() as u32).collect();
-        sorted.sort_unstable_by(|&x, &y| {
-            let (dx, dy) = (&self.dirents[x as usize], &self.dirents[y as usize]);
-            dx.dir
-                .cmp(&dy.dir)
-                .then_with(|| self.name_of(dx).cmp(self.name_of(dy)))
-        });
-        let mut first_child = vec![NONE; self.nodes.len()];
-        for (i, &d) in sorted.iter().enumerate().rev() {
-            first_child[self.dirents[d as usize].dir as usize] = i as u32;
-        }
-        let mut p = Plan {
-            order: vec![0],
-            new_id: vec![NONE; self.nodes.len()],
-            parent: vec![0],
-            nlink: vec![2],
-            first_name: vec![(0, 0)],
-            dir_spans: Vec::new(),
-            emitted: Vec::new(),
-            names_len: 0,
-        };
-        p.new_id[0] = 0;
-        let mut next = 0usize;
-        while next < p.order.len() {
-            let new_dir = next as u32;
-            let old_dir = p.order[next];
-            next += 1;
-            if self.nodes[old_dir as usize].kind != NodeKind::Dir {
-                p.dir_spans.push((0, 0));
-                continue;
-            }
-            let start = p.emitted.len() as u64;
-            let mut at = first_child[old_dir as usize] as usize;
-            while let Some(&d) = sorted.get(at) {
-                let de = &self.dirents[d as usize];
-                if de.dir != old_dir {
-                    break;
-                }
-                at += 1;
-                let child = de.node as usize;
-                let is_dir = self.nodes[child].kind == NodeKind::Dir;
-                if p.new_id[child] == NONE {
-                    p.new_id[child] = p.order.len() as u32;
-                    p.order.push(child as u32);
-                    p.parent.push(new_dir);
-                    p.nlink.push(if is_dir { 2 } else { 0 });
-                    p.first_name.push((p.names_len, de.name_len));
-                } else if is_dir {
-                    // A directory is never reached twice; a damaged builder state
-                    // must not make a cycle.
-                    continue;
-                }
-                let new_child = p.new_id[child] as usize;
-                if is_dir {
-                    p.nlink[new_dir as usize] += 1;
-                } else {
-                    p.nlink[new_child] += 1;
-                }
-                p.emitted.push(d);
-                p.names_len += u64::from(de.name_len);
-            }
-            p.dir_spans.push((start, p.emitted.len() as u64 - start));
-        }
-        p
     }
 }
 
-/// Where the table's pieces go (see [`TreeBuilder::plan`]); indexed by new node number.
+/// Where the pieces known only at the end go; per node, or per dirent for `sorted`.
 struct Plan {
-    /// Builder node of each new node.
-    order: Vec<u32>,
-    /// New number of each builder node (`NONE`: not reachable).
-    new_id: Vec<u32>,
-    parent: Vec<u32>,
+    /// A directory's first dirent (in `sorted`) and how many.
+    spans: Vec<(u32, u32)>,
+    /// The dirent a node was first reached by (`NONE`: never).
+    first_name: Vec<u32>,
     nlink: Vec<u32>,
-    /// Where the name a node was first reached by is in the heap, and its length.
-    first_name: Vec<(u64, u16)>,
-    /// A directory's first dirent and count (others: zeros).
-    dir_spans: Vec<(u64, u64)>,
-    /// The dirents written, in order.
-    emitted: Vec<u32>,
-    /// Bytes of names at the heap's start.
-    names_len: u64,
+    /// The dirents, by directory and name.
+    sorted: Vec<u32>,
+    /// Per dirent: where its name goes in the heap (names are written in `sorted`
+    /// order; all of them fit in `names`, which is at most 4 GiB).
+    name_at: Vec<u32>,
 }
 
 fn encode_extras(runs: &[(u64, u64)], xattrs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
@@ -534,10 +627,6 @@ fn encode_extras(runs: &[(u64, u64)], xattrs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> 
         out.extend_from_slice(v);
     }
     out
-}
-
-fn out_trailer(out: &mut dyn Write, t: &Trailer) -> io::Result<()> {
-    out.write_all(&t.encode())
 }
 
 /// Passes writes on, hashing and counting them.

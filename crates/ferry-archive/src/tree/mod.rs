@@ -12,9 +12,9 @@
 //! Layout (all integers little-endian):
 //!
 //! ```text
-//! nodes    node count x 112 bytes; node 0 is the root. Numbered breadth first, each
-//!          directory's children consecutive and in name order, so a directory's
-//!          listing is one run of nodes.
+//! nodes    node count x 112 bytes; node 0 is the root. Numbered in the order the
+//!          archive makes them (a directory it needs but does not name, just before
+//!          the member that needs it), so a directory's members are mostly a run.
 //! dirents  dirent count x 16 bytes: each directory's entries together, sorted by
 //!          name (bytewise), so a lookup is a binary search.
 //! heap     names, symlink targets and each node's extras (sparse runs, xattrs).

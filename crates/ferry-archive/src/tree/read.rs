@@ -57,7 +57,7 @@ impl NodeKind {
         }
     }
 
-    fn from_code(c: u8) -> Option<NodeKind> {
+    pub(crate) fn from_code(c: u8) -> Option<NodeKind> {
         Some(match c {
             0 => NodeKind::File,
             1 => NodeKind::Dir,

@@ -124,15 +124,13 @@ fn a_tree_is_resolved_as_an_extraction_resolves_it() {
     );
     assert_eq!(t.path_of(at(&t, "e/f").expect("e/f").id), b"e/f");
     assert!(at(&t, "d/zz").is_none());
-    // A directory's children are numbered together, in name order.
+    // Nodes are numbered as the archive makes them: d's first members in a row.
     let d = at(&t, "d").expect("d");
     let kids = t.dirents(&d, 0, 100).expect("list");
-    let ids: Vec<u32> = kids
-        .iter()
-        .filter(|k| k.name != b"h")
-        .map(|k| k.node)
-        .collect();
-    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+    let ids: Vec<u32> = kids.iter().map(|k| k.node).collect();
+    assert_eq!(ids, [a.id, t.node(ids[1]).expect("b").id, a.id, s.id]);
+    assert_eq!((a.id, s.id), (d.id + 1, d.id + 3));
+    assert_eq!(t.node(d.id).expect("d").parent, 0);
 }
 
 #[test]
@@ -204,4 +202,50 @@ fn walk(t: &Table, id: u32, depth: usize) {
             walk(t, d.node, depth + 1);
         }
     }
+}
+
+#[test]
+fn a_builder_that_spills_to_files_writes_the_same_table() {
+    let mut entries = vec![member("./", Kind::Dir), member("big/", Kind::Dir)];
+    for i in 0..2000 {
+        entries.push(IndexEntry {
+            xattrs: vec![(b"user.i".to_vec(), i.to_string().into_bytes())],
+            ..file(&format!("big/f{i:05}"), 512 * i, 1)
+        });
+    }
+    entries.push(link("big/s", Kind::Symlink, "f00001"));
+    // Directories given again once their records have moved to the file.
+    entries.push(IndexEntry {
+        mode: 0o700,
+        ..member("big/", Kind::Dir)
+    });
+    entries.push(IndexEntry {
+        mode: 0o750,
+        ..member("./", Kind::Dir)
+    });
+    let written = |limit: usize| {
+        let mut b = TreeBuilder::with_memory(DEFAULTS, limit);
+        for e in &entries {
+            b.add(e).expect("add");
+        }
+        let mut out = Vec::new();
+        b.write(1 << 32, &mut out).expect("write");
+        out
+    };
+    let held = written(1 << 30);
+    for limit in [1, 100, 4096] {
+        assert!(
+            written(limit) == held,
+            "spilling at {limit} bytes changed the table"
+        );
+    }
+    let t = open_bytes(&held, true).expect("open");
+    assert_eq!(t.node(0).expect("root").mode, 0o750);
+    assert_eq!(at(&t, "big").expect("big").mode, 0o700);
+    let f = at(&t, "big/f01999").expect("f01999");
+    assert_eq!(t.extras(&f).expect("extras").xattrs[0].1, b"1999");
+    assert_eq!(
+        t.target(&at(&t, "big/s").expect("s")).expect("target"),
+        b"f00001"
+    );
 }
