@@ -661,7 +661,13 @@ def perf_diagnosis(tool, ws, args):
                     counts[mm.group(1)] = counts.get(mm.group(1), 0) + 1
             res["fuse_requests"] = dict(sorted(counts.items(), key=lambda kv: -kv[1]))
             res["fuse_requests_total"] = sum(counts.values())
-            lens = [int(x) for x in re.findall(r"FUSE_READ\) len (\d+)", s)]
+            tot = res["fuse_requests_total"]
+            if tot and res["seconds"]:
+                # the wall time per request, and how busy the 2 sides kept the CPUs
+                res["us_per_request"] = res["seconds"] / tot * 1e6
+                busy = (res.get("server_cpu_s") or 0) + res.get("reader_user_s", 0) + res.get("reader_sys_s", 0)
+                res["cpu_busy_s"] = busy
+                res["cpus_busy"] = busy / res["seconds"]
             os.unlink(data)
         # (2) where the server's CPU goes
         with Mount(tool, ws, mnt, os.path.join(mnt, ws["probe"]), args, args.mount_limit) as mo:
@@ -921,7 +927,9 @@ def print_perf(results):
                 continue
             print(f"\n== perf: {tool} {op} (warm, fresh mount): {F(r.get('seconds'), '.3f')} s wall, server CPU "
                   f"{F(r.get('server_cpu_s'), '.2f')} s, reader {F(r.get('reader_user_s'), '.2f')} user + "
-                  f"{F(r.get('reader_sys_s'), '.2f')} sys, {r.get('fuse_requests_total', 0):,} FUSE requests ==")
+                  f"{F(r.get('reader_sys_s'), '.2f')} sys ({F(r.get('cpus_busy'), '.2f')} CPUs busy of "
+                  f"{os.cpu_count()}), {r.get('fuse_requests_total', 0):,} FUSE requests "
+                  f"({F(r.get('us_per_request'), '.1f')} us each) ==")
             print("   requests: " + ", ".join(f"{k.removeprefix('FUSE_')} {v:,}"
                                               for k, v in (r.get("fuse_requests") or {}).items()))
             for line in r.get("top_symbols", [])[:15]:
