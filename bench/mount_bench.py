@@ -638,6 +638,7 @@ def perf_diagnosis(tool, ws, args):
             pr = subprocess.Popen(["perf", "record", "-q", "-a", "-e", "fuse:fuse_request_send", "-o", data],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
             time.sleep(1.0)
+            conn = os.minor(os.stat(mnt).st_dev)
             cpu0 = proc_cpu(mo.pid)
             t0 = os.times()
             r = run_shell(f"/usr/bin/time -f '%U %S' sh -c '{cmd}'", mnt, args.read_limit)
@@ -654,13 +655,21 @@ def perf_diagnosis(tool, ws, args):
                     pass
             res["server_threads"] = mo.result.get("threads")
             s = B.sh("perf", "script", "-i", data, "-F", "trace", capture=True, check=False).stdout
+            # The tracepoint is system-wide: count only this mount's connection (the minor
+            # number of its st_dev), not other FUSE mounts on the machine.
+            res["fuse_connection"] = conn
             counts = {}
+            others = 0
             for line in s.splitlines():
+                if f"connection {conn} " not in line:
+                    others += 1
+                    continue
                 mm = re.search(r"\((FUSE_\w+)\)", line)
                 if mm:
                     counts[mm.group(1)] = counts.get(mm.group(1), 0) + 1
             res["fuse_requests"] = dict(sorted(counts.items(), key=lambda kv: -kv[1]))
             res["fuse_requests_total"] = sum(counts.values())
+            res["fuse_requests_other_mounts"] = others
             tot = res["fuse_requests_total"]
             if tot and res["seconds"]:
                 # the wall time per request, and how busy the 2 sides kept the CPUs
