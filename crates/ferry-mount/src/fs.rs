@@ -12,6 +12,8 @@
 //! it is read; a mismatch makes that file EIO for the life of the mount, with one log
 //! line naming it.
 
+mod ahead;
+
 use crate::cache::Stamp;
 use crate::data::{read_member, DataAt};
 use crate::source::Opened;
@@ -21,8 +23,8 @@ use ferry_archive::tree::{Node, NodeKind, Table, TreeError};
 use ferry_core::entry::escaped;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo, InitFlags,
-    KernelConfig, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    KernelConfig, Notifier, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
 use std::ffi::OsStr;
 use std::fs::File;
@@ -31,7 +33,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// How a mount behaves.
@@ -55,12 +57,15 @@ impl Default for Options {
 /// The filesystem (see the module's doc).
 pub struct ArchiveFs {
     path: PathBuf,
+    /// Where data is sent into the kernel's cache ahead of reads (set once mounted).
+    notifier: Arc<OnceLock<Notifier>>,
     table: Table,
     data: Arc<dyn DataAt>,
     archive: File,
     stamp: Stamp,
     ctime: (i64, i64),
-    /// Two bits per node: checked against its hash, found bad.
+    /// Four bits per node: checked against its hash, found bad, (a directory) its
+    /// files' data sent ahead.
     checks: Vec<AtomicU64>,
     changed: AtomicBool,
     /// Set when the table failed its checksum after mounting: everything is EIO.
@@ -70,6 +75,7 @@ pub struct ArchiveFs {
 
 const CHECKED: u64 = 1;
 const BAD: u64 = 2;
+const SENT_AHEAD: u64 = 4;
 
 impl ArchiveFs {
     /// A filesystem serving `opened`.
@@ -80,9 +86,10 @@ impl ArchiveFs {
             .metadata()
             .map(|m| (m.ctime(), m.ctime_nsec()))
             .unwrap_or_default();
-        let words = (opened.table.len() as usize).div_ceil(32);
+        let words = (opened.table.len() as usize).div_ceil(16);
         ArchiveFs {
             path: opened.path,
+            notifier: Arc::new(OnceLock::new()),
             table: opened.table,
             data: opened.data,
             archive: opened.archive,
@@ -117,6 +124,12 @@ impl ArchiveFs {
                 }
             });
         self
+    }
+
+    /// Where the session's notifier goes once the filesystem is mounted (to send files'
+    /// data ahead of their reads, see [`ahead`]).
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Notifier>> {
+        Arc::clone(&self.notifier)
     }
 
     /// Writes one line to the log (standard error).
@@ -210,27 +223,26 @@ impl ArchiveFs {
     }
 
     fn bits(&self, id: u32) -> (usize, u32) {
-        ((id / 32) as usize, (id % 32) * 2)
+        ((id / 16) as usize, (id % 16) * 4)
     }
 
     fn check_state(&self, id: u32) -> u64 {
         let (w, s) = self.bits(id);
-        (self.checks[w].load(Ordering::Relaxed) >> s) & 3
+        (self.checks[w].load(Ordering::Relaxed) >> s) & 15
     }
 
-    fn set_state(&self, id: u32, state: u64) {
+    /// Sets `state` on node `id`; returns the state it had.
+    fn set_state(&self, id: u32, state: u64) -> u64 {
         let (w, s) = self.bits(id);
-        self.checks[w].fetch_or(state << s, Ordering::Relaxed);
+        (self.checks[w].fetch_or(state << s, Ordering::Relaxed) >> s) & 15
     }
 
     /// Reads file `n` whole and compares it with the hash its table records, once.
     fn check_content(&self, n: &Node) -> Result<(), Errno> {
-        let Some(recorded) = n.hash else {
-            return Ok(());
-        };
-        match self.check_state(n.id) {
-            s if s & BAD != 0 => return Err(Errno::EIO),
-            s if s & CHECKED != 0 => return Ok(()),
+        match (n.hash, self.check_state(n.id)) {
+            (None, _) => return Ok(()),
+            (_, s) if s & BAD != 0 => return Err(Errno::EIO),
+            (_, s) if s & CHECKED != 0 => return Ok(()),
             _ => {}
         }
         let extras = self.table.extras(n).map_err(|e| self.damaged(&e))?;
@@ -238,7 +250,7 @@ impl ArchiveFs {
         let mut hasher = ContentHasher::new(&runs);
         let mut buf = vec![0u8; (n.b.min(1 << 20)) as usize];
         let mut at = 0u64;
-        let result = loop {
+        let read = loop {
             if at == n.b {
                 break Ok(());
             }
@@ -252,19 +264,26 @@ impl ArchiveFs {
                 Err(e) => break Err(e.to_string()),
             }
         };
-        let why = match result {
-            Ok(()) if hasher.finish(n.size) == Some(recorded) => {
+        self.checked(n, read.map(|()| hasher.finish(n.size)))
+    }
+
+    /// Records what checking file `n`'s content found: the hash of what was read, or
+    /// why it could not be read.
+    fn checked(&self, n: &Node, hashed: Result<Option<u128>, String>) -> Result<(), Errno> {
+        let why = match hashed {
+            Ok(h) if h.is_some() && h == n.hash => {
                 self.set_state(n.id, CHECKED);
                 return Ok(());
             }
-            Ok(()) => "content differs from the hash recorded when it was packed".to_string(),
+            Ok(_) => "content differs from the hash recorded when it was packed".to_string(),
             Err(e) => e,
         };
-        self.set_state(n.id, BAD);
-        self.log(format_args!(
-            "{}: {why}: reads give EIO",
-            escaped(&self.table.path_of(n.id))
-        ));
+        if self.set_state(n.id, BAD) & BAD == 0 {
+            self.log(format_args!(
+                "{}: {why}: reads give EIO",
+                escaped(&self.table.path_of(n.id))
+            ));
+        }
         Err(Errno::EIO)
     }
 
@@ -494,6 +513,8 @@ impl Filesystem for ArchiveFs {
                 }
             }
         });
+        // The answer is on its way: now the rest of the directory's small files.
+        self.send_ahead(&n);
     }
 
     fn lseek(

@@ -66,6 +66,7 @@ pub fn serve(
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
     let mount_error = |e: std::io::Error| MountError::at(mountpoint, format!("mount: {e}"));
+    let notifier = fs.notifier_slot();
     let (session, helper) = match fusermount::mount(mountpoint, &fusermount::options(opts)) {
         Ok((fd, helper)) => (
             Session::from_fd(fs, fd, config.acl, config.clone()).map_err(mount_error)?,
@@ -81,6 +82,7 @@ pub fn serve(
         }
         Err(e) => return Err(mount_error(e)),
     };
+    let _ = notifier.set(session.notifier());
     ready();
     let background = session
         .spawn()
