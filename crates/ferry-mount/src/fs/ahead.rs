@@ -24,8 +24,10 @@ const AHEAD_BYTES: u64 = 8 << 20;
 const SMALL_FILE: u64 = 256 << 10;
 /// The most entries of a directory looked at.
 const AHEAD_ENTRIES: usize = 4096;
-/// Files closer than this in the archive are read together.
+/// Files closer than this in the archive are read together ...
 const GAP: u64 = 64 << 10;
+/// ... in reads of at most this much (the buffer each FUSE thread may hold).
+const GROUP_BYTES: u64 = 1 << 20;
 
 impl ArchiveFs {
     /// Sends the small files of `file`'s directory into the kernel's cache, if that
@@ -103,7 +105,7 @@ impl ArchiveFs {
 }
 
 /// `files`, sorted by where their data lies, cut into runs whose data lies close
-/// together (gaps of at most [`GAP`]).
+/// together (gaps of at most [`GAP`]) and spans at most [`GROUP_BYTES`] (or one file).
 fn groups(files: &[Node]) -> impl Iterator<Item = &[Node]> {
     let mut rest = files;
     std::iter::from_fn(move || {
@@ -111,7 +113,10 @@ fn groups(files: &[Node]) -> impl Iterator<Item = &[Node]> {
             return None;
         }
         let mut end = 1;
-        while end < rest.len() && rest[end].a <= rest[end - 1].a + rest[end - 1].b + GAP {
+        while end < rest.len()
+            && rest[end].a <= rest[end - 1].a + rest[end - 1].b + GAP
+            && rest[end].a + rest[end].b - rest[0].a <= GROUP_BYTES
+        {
             end += 1;
         }
         let (group, tail) = rest.split_at(end);
