@@ -4,12 +4,14 @@
 use crate::data::{Mover, Reflink, Sparse};
 use crate::entry::{InodeKey, RelPath};
 use crate::error::{Counting, Error, OneEntry, Reporter, Result};
+use crate::filter::Filter;
 use crate::local::{LocalTreeSink, Update};
 use crate::stats::Stats;
 use crate::walk::{held_levels_within, is_tree, walk, walk_one, WalkConfig};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Everything a copy can be asked to do differently.
 #[derive(Clone, Debug)]
@@ -26,6 +28,8 @@ pub struct CopyOptions {
     pub verify: bool,
     /// Check data for all-zero blocks (off only to measure what the check costs).
     pub zero_scan: bool,
+    /// Which entries to copy (`--exclude`, `--include`); None: all.
+    pub filter: Option<Arc<Filter>>,
 }
 
 impl Default for CopyOptions {
@@ -37,6 +41,7 @@ impl Default for CopyOptions {
             checksum: false,
             verify: false,
             zero_scan: true,
+            filter: None,
         }
     }
 }
@@ -115,6 +120,7 @@ pub fn copy_tree(
         skip: vec![InodeKey::of(&st)],
         held_levels: held_levels_for(threads),
         unreadable_dirs: true,
+        filter: opts.filter.clone(),
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, &counting)
@@ -171,7 +177,10 @@ fn copy_one(
         Some(name),
         &sink,
         made,
-        &WalkConfig::default(),
+        &WalkConfig {
+            filter: opts.filter.clone(),
+            ..WalkConfig::default()
+        },
         &counting,
     ) {
         counting.error(&e);

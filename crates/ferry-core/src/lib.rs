@@ -29,6 +29,7 @@ pub mod count;
 pub mod data;
 pub mod entry;
 pub mod error;
+pub mod filter;
 pub mod gate;
 pub mod limits;
 pub mod links;
