@@ -200,7 +200,21 @@ pub struct CopyArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
+    pub mirror: MirrorArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// Making DST a mirror of SRC, and seeing what that changes (`copy`).
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct MirrorArgs {
+    /// After the copy, delete from DST what SRC does not have (what the filter rules
+    /// exclude is kept); nothing is deleted if some of SRC could not be read.
+    #[arg(long)]
+    pub delete: bool,
+    /// Delete what the filter rules exclude from DST too (implies --delete).
+    #[arg(long)]
+    pub delete_excluded: bool,
 }
 
 /// Which entries of SRC a job takes, as rsync's filter rules: checked in the order

@@ -106,6 +106,9 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         verify: args.data.verify,
         zero_scan: !args.no_zero_scan,
         filter,
+        delete: args.mirror.delete || args.mirror.delete_excluded,
+        delete_excluded: args.mirror.delete_excluded,
+        changes: None,
     };
     Ok(job.or_fatal(copy_job(&args, &opts, &job)))
 }

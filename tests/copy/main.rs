@@ -12,6 +12,7 @@ mod common;
 
 mod cli;
 mod deep;
+mod delete;
 mod filters;
 mod kinds;
 mod names;

@@ -1,7 +1,9 @@
 //! `copy`: a local tree into another local tree, the walker feeding the local-tree sink
 //! directly (no serialisation in between).
 
+use crate::changes::Changes;
 use crate::data::{Mover, Reflink, Sparse};
+use crate::delete::{delete_extraneous, DeleteOptions, SourceErrors};
 use crate::entry::{InodeKey, RelPath};
 use crate::error::{Counting, Error, OneEntry, Reporter, Result};
 use crate::filter::Filter;
@@ -30,6 +32,13 @@ pub struct CopyOptions {
     pub zero_scan: bool,
     /// Which entries to copy (`--exclude`, `--include`); None: all.
     pub filter: Option<Arc<Filter>>,
+    /// After the copy, remove from the destination what the source does not have
+    /// (see [`crate::delete`]); not when some of the source could not be read.
+    pub delete: bool,
+    /// With `delete`, remove what `filter` excludes too.
+    pub delete_excluded: bool,
+    /// Told about every entry the copy changes in the destination.
+    pub changes: Option<Arc<dyn Changes>>,
 }
 
 impl Default for CopyOptions {
@@ -42,6 +51,9 @@ impl Default for CopyOptions {
             verify: false,
             zero_scan: true,
             filter: None,
+            delete: false,
+            delete_excluded: false,
+            changes: None,
         }
     }
 }
@@ -102,12 +114,20 @@ pub fn copy_tree(
             io::Error::other("cannot copy a directory into itself"),
         ));
     }
+    if opts.delete && src_real.starts_with(&dst_real) {
+        return Err(Error::dst(
+            &RelPath::root(),
+            "delete",
+            io::Error::other("SRC is inside DST: --delete would remove it"),
+        ));
+    }
     let mover = mover(opts);
     let counting = Counting {
         inner: reporter,
         stats,
     };
-    let sink = LocalTreeSink::new(dst, &mover, update(opts), stats, &counting);
+    let noted = SourceErrors::new(&counting);
+    let sink = LocalTreeSink::new(dst, &mover, update(opts), stats, &noted);
     // The destination may still be reachable from inside the source through a bind
     // mount, even one made by this job: it is made first, and the walker skips it by
     // inode.
@@ -123,7 +143,25 @@ pub fn copy_tree(
         filter: opts.filter.clone(),
         ..WalkConfig::default()
     };
-    walk(src, &sink, &cfg, &counting)
+    walk(src, &sink, &cfg, &noted)?;
+    if !opts.delete {
+        return Ok(());
+    }
+    if noted.any() {
+        // rsync: "IO error encountered -- skipping file deletion".
+        noted.warn(
+            "some of SRC could not be read: nothing deleted from DST (--delete), so that \
+             what could not be read is not taken for gone",
+        );
+        return Ok(());
+    }
+    let delete = DeleteOptions {
+        filter: opts.filter.as_deref(),
+        excluded: opts.delete_excluded,
+        dry_run: false,
+        changes: opts.changes.as_deref(),
+    };
+    delete_extraneous(src, dst, &delete, stats, &noted)
 }
 
 /// Copies `src`, which is not a directory (a symlink is copied as a link), as `cp -a

@@ -24,9 +24,11 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod changes;
 pub mod copy;
 pub mod count;
 pub mod data;
+pub mod delete;
 pub mod entry;
 pub mod error;
 pub mod filter;

@@ -307,7 +307,8 @@ fn after_chown(have: &[Xattr], chowned: bool) -> Cow<'_, [Xattr]> {
     }
 }
 
-fn timestamps(meta: &Metadata) -> Timestamps {
+/// The atime and mtime of `meta`, as `utimensat` takes them.
+pub(crate) fn timestamps(meta: &Metadata) -> Timestamps {
     let ts = |t: Timestamp| rfs::Timespec {
         tv_sec: t.sec,
         tv_nsec: t.nsec as _,

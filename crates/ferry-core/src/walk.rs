@@ -111,10 +111,10 @@ impl Default for WalkConfig {
 }
 
 /// One name read from a directory.
-struct Name {
-    ino: u64,
-    kind: FileType,
-    name: CString,
+pub(crate) struct Name {
+    pub ino: u64,
+    pub kind: FileType,
+    pub name: CString,
 }
 
 enum Job<D: DirHandle> {
@@ -724,7 +724,11 @@ pub const BATCH: usize = 16 * 1024;
 /// Reads all names in a directory except `.` and `..`, with their types (looked up when
 /// the filesystem does not report them), and hands them to `each` in batches of at most
 /// [`BATCH`], each sorted by inode number.
-fn read_names(dir: &OwnedFd, path: &RelPath, mut each: impl FnMut(Vec<Name>)) -> Result<()> {
+pub(crate) fn read_names(
+    dir: &OwnedFd,
+    path: &RelPath,
+    mut each: impl FnMut(Vec<Name>),
+) -> Result<()> {
     let mut buf: Vec<MaybeUninit<u8>> = Vec::with_capacity(64 * 1024);
     buf.resize(64 * 1024, MaybeUninit::uninit());
     let mut raw = RawDir::new(dir, &mut buf);
