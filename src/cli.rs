@@ -215,6 +215,17 @@ pub struct MirrorArgs {
     /// Delete what the filter rules exclude from DST too (implies --delete).
     #[arg(long)]
     pub delete_excluded: bool,
+    /// Write nothing: only find what the copy would do (counted in the summary; with
+    /// -i or -v, listed).
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+    /// One line per entry created, updated, given new metadata or deleted, saying
+    /// which and why (on stdout; on stderr with --json).
+    #[arg(short = 'i', long)]
+    pub itemize_changes: bool,
+    /// The name of each entry as it is created, updated or deleted.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
 }
 
 /// Which entries of SRC a job takes, as rsync's filter rules: checked in the order

@@ -9,6 +9,7 @@ mod cli;
 mod compression;
 mod demo;
 mod filters;
+mod itemize;
 mod job;
 mod mount_cmd;
 mod progress;
@@ -108,7 +109,8 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         filter,
         delete: args.mirror.delete || args.mirror.delete_excluded,
         delete_excluded: args.mirror.delete_excluded,
-        changes: None,
+        changes: itemize::printer(&args.mirror, args.output.json),
+        dry_run: args.mirror.dry_run,
     };
     Ok(job.or_fatal(copy_job(&args, &opts, &job)))
 }

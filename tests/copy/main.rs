@@ -13,6 +13,7 @@ mod common;
 mod cli;
 mod deep;
 mod delete;
+mod dry_run;
 mod filters;
 mod kinds;
 mod names;

@@ -77,8 +77,11 @@ impl Reasons {
     pub const XATTRS: Reasons = Reasons(1 << 8);
     /// The device number differs.
     pub const DEVICE: Reasons = Reasons(1 << 9);
+    /// Its metadata differs, and it has names the source's node has not (that may lie
+    /// outside DST): it is replaced rather than changed.
+    pub const LINKS: Reasons = Reasons(1 << 10);
 
-    const NAMES: [(Reasons, &'static str); 10] = [
+    const NAMES: [(Reasons, &'static str); 11] = [
         (Reasons::SIZE, "size"),
         (Reasons::MTIME, "mtime"),
         (Reasons::CONTENT, "content"),
@@ -89,6 +92,7 @@ impl Reasons {
         (Reasons::TIMES, "times"),
         (Reasons::XATTRS, "xattrs"),
         (Reasons::DEVICE, "device"),
+        (Reasons::LINKS, "links"),
     ];
 
     /// No reason.

@@ -90,7 +90,10 @@ pub fn delete_extraneous(
     let root = RelPath::root();
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let src_fd = rfs::open(src, flags, Mode::empty()).at(&root, "open source")?;
-    let dst_fd = match rfs::open(dst, flags, Mode::empty()) {
+    let dst_fd = match rfs::open(dst, flags | OFlags::NOATIME, Mode::empty()).or_else(|e| match e {
+        Errno::PERM => rfs::open(dst, flags, Mode::empty()),
+        e => Err(e),
+    }) {
         // A dry run into nothing: nothing to delete.
         Err(Errno::NOENT) if opts.dry_run => return Ok(()),
         other => other.at_dst(&root, "open destination")?,
@@ -119,7 +122,7 @@ pub fn delete_extraneous(
             .and_then(|s| {
                 Ok((
                     s,
-                    open_dir(&level.dst, &name).at_dst(&path, "open directory")?,
+                    open_dst_dir(&level.dst, &name).at_dst(&path, "open directory")?,
                 ))
             });
         match opened {
@@ -210,7 +213,7 @@ impl Deleter<'_> {
         if kind != FileType::Directory {
             return self.unlink(dir, name, path, kind);
         }
-        let top = match open_dir(dir, name) {
+        let top = match open_dst_dir(dir, name) {
             Ok(fd) => fd,
             // Not a directory any more (a symlink now): removed as what it is.
             Err(Errno::NOTDIR | Errno::LOOP) => {
@@ -258,7 +261,7 @@ impl Deleter<'_> {
                 self.unlink(&level.fd, &n.name, &child, n.kind);
                 continue;
             }
-            match open_dir(&level.fd, &n.name) {
+            match open_dst_dir(&level.fd, &n.name) {
                 Ok(sub) => stack.push(Doomed::new(sub, child, n.name)),
                 Err(Errno::NOTDIR | Errno::LOOP) => {
                     self.unlink(&level.fd, &n.name, &child, FileType::Symlink)
@@ -323,6 +326,16 @@ impl Doomed {
             left: None,
             kept: false,
         }
+    }
+}
+
+/// Opens the destination directory `name` in `parent` as [`open_dir`] does, without
+/// moving its atime where that is allowed (listing it would: a dry run changes nothing).
+fn open_dst_dir(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rfs::openat(parent, name, flags | OFlags::NOATIME, Mode::empty()) {
+        Err(Errno::PERM) => rfs::openat(parent, name, flags, Mode::empty()),
+        other => other,
     }
 }
 

@@ -38,6 +38,7 @@ pub mod links;
 pub mod local;
 pub mod meta;
 pub mod prefetch;
+pub mod preview;
 pub mod pseudo;
 pub mod sink;
 pub mod stats;
