@@ -43,6 +43,7 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         threads: args.jobs,
         reflink: args.reflink.into(),
         hash: args.hash,
+        filter: crate::filters::compile(&args.filter)?,
         ..PackOptions::default()
     };
     let to_stdout = is_dash(&args.archive);

@@ -1,8 +1,23 @@
 //! Command-line flags, parsed by clap into plain values.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use ferry_core::data::{Reflink, Sparse};
+use ferry_core::filter::Action;
+use std::ffi::OsString;
 use std::path::PathBuf;
+
+/// Parses the command line (exiting with clap's message on a usage error), with the
+/// filter rules of `copy` and `pack` in the order given.
+pub fn parse() -> Cli {
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    match (&mut cli.command, matches.subcommand()) {
+        (Command::Copy(a), Some((_, m))) => a.filter.given = FilterArgs::in_order(m),
+        (Command::Pack(a), Some((_, m))) => a.filter.given = FilterArgs::in_order(m),
+        _ => {}
+    }
+    cli
+}
 
 /// Move trees of many small files as fast as the machine allows.
 #[derive(Parser, Debug)]
@@ -113,6 +128,8 @@ pub struct PackArgs {
     #[arg(long)]
     pub hash: bool,
     #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -181,7 +198,89 @@ pub struct CopyArgs {
     #[arg(long, hide = true)]
     pub no_zero_scan: bool,
     #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub mirror: MirrorArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// Making DST a mirror of SRC, and seeing what that changes (`copy`).
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct MirrorArgs {
+    /// After the copy, delete from DST what SRC does not have (what the filter rules
+    /// exclude is kept); nothing is deleted if some of SRC could not be read.
+    #[arg(long)]
+    pub delete: bool,
+    /// Delete what the filter rules exclude from DST too (implies --delete).
+    #[arg(long)]
+    pub delete_excluded: bool,
+    /// Write nothing: only find what the copy would do (counted in the summary; with
+    /// -i or -v, listed).
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+    /// One line per entry created, updated, given new metadata or deleted, saying
+    /// which and why (on stdout; on stderr with --json).
+    #[arg(short = 'i', long)]
+    pub itemize_changes: bool,
+    /// The name of each entry as it is created, updated or deleted.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+}
+
+/// Which entries of SRC a job takes, as rsync's filter rules: checked in the order
+/// given, the first pattern that matches decides; no match, the entry is taken.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FilterArgs {
+    /// Leave out what PATTERN matches (an excluded directory is not read): `*`, `?`,
+    /// `[...]` within a name, `**` across `/`; a leading `/` anchors at SRC, a trailing
+    /// `/` matches directories only; without `/` it matches the name at any depth.
+    #[arg(long, value_name = "PATTERN", allow_hyphen_values = true)]
+    pub exclude: Vec<OsString>,
+    /// Take what PATTERN matches, even if a later --exclude matches it too.
+    #[arg(long, value_name = "PATTERN", allow_hyphen_values = true)]
+    pub include: Vec<OsString>,
+    /// Exclude patterns from FILE, one a line (`#`, `;` comments; `+ ` makes a line an
+    /// include; `-` reads standard input).
+    #[arg(long, value_name = "FILE")]
+    pub exclude_from: Vec<PathBuf>,
+    /// Include patterns from FILE, one a line (`- ` makes a line an exclude).
+    #[arg(long, value_name = "FILE")]
+    pub include_from: Vec<PathBuf>,
+    /// All of the above in command-line order (filled by [`parse`]).
+    #[arg(skip)]
+    pub given: Vec<FilterGiven>,
+}
+
+/// One filter option as given.
+#[derive(Debug, Clone)]
+pub enum FilterGiven {
+    /// `--exclude` or `--include`.
+    Pattern(Action, OsString),
+    /// `--exclude-from` or `--include-from`.
+    File(Action, PathBuf),
+}
+
+impl FilterArgs {
+    /// The filter options of a subcommand's `matches`, in command-line order.
+    fn in_order(m: &ArgMatches) -> Vec<FilterGiven> {
+        let mut all: Vec<(usize, FilterGiven)> = Vec::new();
+        let mut take = |id: &str, make: &dyn Fn(OsString) -> FilterGiven| {
+            if let (Some(at), Some(values)) = (m.indices_of(id), m.get_raw(id)) {
+                all.extend(at.zip(values.map(|v| make(v.to_owned()))));
+            }
+        };
+        take("exclude", &|v| FilterGiven::Pattern(Action::Exclude, v));
+        take("include", &|v| FilterGiven::Pattern(Action::Include, v));
+        take("exclude_from", &|v| {
+            FilterGiven::File(Action::Exclude, v.into())
+        });
+        take("include_from", &|v| {
+            FilterGiven::File(Action::Include, v.into())
+        });
+        all.sort_by_key(|(at, _)| *at);
+        all.into_iter().map(|(_, g)| g).collect()
+    }
 }
 
 /// How file data is moved and checked, for the jobs that write trees.

@@ -8,6 +8,8 @@ mod archive_out;
 mod cli;
 mod compression;
 mod demo;
+mod filters;
+mod itemize;
 mod job;
 mod mount_cmd;
 mod progress;
@@ -15,14 +17,13 @@ mod read_ahead;
 mod report;
 mod utc;
 
-use clap::Parser;
-use cli::{Cli, Command, CopyArgs};
+use cli::{Command, CopyArgs};
 use ferry_core::{copy_tree, CopyOptions};
 use job::Job;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     raise_fd_limit();
     reserve_descriptor_table();
     let result = match cli.command {
@@ -93,6 +94,11 @@ fn reserve_descriptor_table() {
 }
 
 fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
+    let job = Job::new(args.output, &args.src, &args.dst);
+    let filter = match filters::compile(&args.filter) {
+        Ok(filter) => filter,
+        Err(e) => return Ok(job.or_fatal(Err(e))),
+    };
     let opts = CopyOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
         reflink: args.data.reflink.into(),
@@ -100,8 +106,12 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         checksum: args.data.checksum,
         verify: args.data.verify,
         zero_scan: !args.no_zero_scan,
+        filter,
+        delete: args.mirror.delete || args.mirror.delete_excluded,
+        delete_excluded: args.mirror.delete_excluded,
+        changes: itemize::printer(&args.mirror, args.output.json),
+        dry_run: args.mirror.dry_run,
     };
-    let job = Job::new(args.output, &args.src, &args.dst);
     Ok(job.or_fatal(copy_job(&args, &opts, &job)))
 }
 

@@ -88,6 +88,8 @@ pub struct Summary {
     pub kernel_copied: u64,
     /// Files moved through memory.
     pub buffered: u64,
+    /// Entries removed from DST (`--delete`), those below a removed directory too.
+    pub deleted: u64,
     /// The job was told to stop before it was done (only then in the JSON).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
@@ -112,6 +114,7 @@ impl Summary {
             cloned: s.cloned,
             kernel_copied: s.kernel_copied,
             buffered: s.buffered,
+            deleted: s.deleted,
             interrupted: false,
             error: None,
         }
@@ -138,7 +141,7 @@ impl Summary {
         let rate = (self.files + self.others) as f64 / self.seconds.max(1e-9);
         format!(
             "{} files, {} dirs, {} others (symlinks, fifos, devices), {} in {:.2}s \
-             ({:.0} entries/s), {} up to date, {} errors",
+             ({:.0} entries/s), {} up to date, {} deleted, {} errors",
             self.files,
             self.dirs,
             self.others,
@@ -146,6 +149,7 @@ impl Summary {
             self.seconds,
             rate,
             self.skipped,
+            self.deleted,
             self.errors
         )
     }

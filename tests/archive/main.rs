@@ -8,6 +8,7 @@ mod common;
 mod commands;
 mod edit;
 mod errors;
+mod filters;
 mod hostile;
 mod interop;
 mod json;

@@ -12,6 +12,9 @@ mod common;
 
 mod cli;
 mod deep;
+mod delete;
+mod dry_run;
+mod filters;
 mod kinds;
 mod names;
 mod pseudo;

@@ -1,15 +1,21 @@
 //! `copy`: a local tree into another local tree, the walker feeding the local-tree sink
 //! directly (no serialisation in between).
 
+use crate::changes::Changes;
 use crate::data::{Mover, Reflink, Sparse};
+use crate::delete::{delete_extraneous, DeleteOptions, SourceErrors};
 use crate::entry::{InodeKey, RelPath};
 use crate::error::{Counting, Error, OneEntry, Reporter, Result};
+use crate::filter::Filter;
 use crate::local::{LocalTreeSink, Update};
+use crate::preview::{PreviewDir, PreviewSink};
 use crate::stats::Stats;
 use crate::walk::{held_levels_within, is_tree, walk, walk_one, WalkConfig};
+use rustix::fs::{Mode, OFlags};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Everything a copy can be asked to do differently.
 #[derive(Clone, Debug)]
@@ -26,6 +32,18 @@ pub struct CopyOptions {
     pub verify: bool,
     /// Check data for all-zero blocks (off only to measure what the check costs).
     pub zero_scan: bool,
+    /// Which entries to copy (`--exclude`, `--include`); None: all.
+    pub filter: Option<Arc<Filter>>,
+    /// After the copy, remove from the destination what the source does not have
+    /// (see [`crate::delete`]); not when some of the source could not be read.
+    pub delete: bool,
+    /// With `delete`, remove what `filter` excludes too.
+    pub delete_excluded: bool,
+    /// Told about every entry the copy changes in the destination.
+    pub changes: Option<Arc<dyn Changes>>,
+    /// Write nothing: only tell `changes` (and count) what the copy would do
+    /// (`--dry-run`; see [`crate::preview`]).
+    pub dry_run: bool,
 }
 
 impl Default for CopyOptions {
@@ -37,6 +55,11 @@ impl Default for CopyOptions {
             checksum: false,
             verify: false,
             zero_scan: true,
+            filter: None,
+            delete: false,
+            delete_excluded: false,
+            changes: None,
+            dry_run: false,
         }
     }
 }
@@ -97,27 +120,73 @@ pub fn copy_tree(
             io::Error::other("cannot copy a directory into itself"),
         ));
     }
-    let mover = mover(opts);
+    if opts.delete && src_real.starts_with(&dst_real) {
+        return Err(Error::dst(
+            &RelPath::root(),
+            "delete",
+            io::Error::other("SRC is inside DST: --delete would remove it"),
+        ));
+    }
     let counting = Counting {
         inner: reporter,
         stats,
     };
-    let sink = LocalTreeSink::new(dst, &mover, update(opts), stats, &counting);
-    // The destination may still be reachable from inside the source through a bind
-    // mount, even one made by this job: it is made first, and the walker skips it by
-    // inode.
-    let root = sink.tree_root()?;
-    let st = rustix::fs::fstat(root.fd())
-        .map_err(|e| Error::dst(&RelPath::root(), "stat destination", io::Error::from(e)))?;
+    let noted = SourceErrors::new(&counting);
     let threads = workers_within_open_files(opts.threads, reporter);
-    let cfg = WalkConfig {
+    let cfg = |skip: Option<&rustix::fs::Stat>| WalkConfig {
         threads,
-        skip: vec![InodeKey::of(&st)],
+        skip: skip.map(InodeKey::of).into_iter().collect(),
         held_levels: held_levels_for(threads),
         unreadable_dirs: true,
+        filter: opts.filter.clone(),
         ..WalkConfig::default()
     };
-    walk(src, &sink, &cfg, &counting)
+    let stat_dst = |fd| {
+        rustix::fs::fstat(fd)
+            .map_err(|e| Error::dst(&RelPath::root(), "stat destination", io::Error::from(e)))
+    };
+    if opts.dry_run {
+        let root = match rustix::fs::open(
+            dst,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => Some(fd),
+            Err(rustix::io::Errno::NOENT) => None,
+            Err(e) => return Err(Error::dst(&RelPath::root(), "open destination", e)),
+        };
+        let st = root.as_ref().map(stat_dst).transpose()?;
+        let changes = opts.changes.as_deref();
+        let sink = PreviewSink::new(PreviewDir::new(root), opts.checksum, stats, changes);
+        walk(src, &sink, &cfg(st.as_ref()), &noted)?;
+    } else {
+        let mover = mover(opts);
+        let sink = LocalTreeSink::new(dst, &mover, update(opts), stats, &noted)
+            .with_changes(opts.changes.as_deref());
+        // The destination may still be reachable from inside the source through a bind
+        // mount, even one made by this job: it is made first, and the walker skips it by
+        // inode.
+        let st = stat_dst(sink.tree_root()?.fd())?;
+        walk(src, &sink, &cfg(Some(&st)), &noted)?;
+    }
+    if !opts.delete {
+        return Ok(());
+    }
+    if noted.any() {
+        // rsync: "IO error encountered -- skipping file deletion".
+        noted.warn(
+            "some of SRC could not be read: nothing deleted from DST (--delete), so that \
+             what could not be read is not taken for gone",
+        );
+        return Ok(());
+    }
+    let delete = DeleteOptions {
+        filter: opts.filter.as_deref(),
+        excluded: opts.delete_excluded,
+        dry_run: opts.dry_run,
+        changes: opts.changes.as_deref(),
+    };
+    delete_extraneous(src, dst, &delete, stats, &noted)
 }
 
 /// Copies `src`, which is not a directory (a symlink is copied as a link), as `cp -a
@@ -163,17 +232,29 @@ fn copy_one(
         dst_is_entry: !into_dir,
     };
     let counting = Counting { inner: &one, stats };
+    let cfg = WalkConfig {
+        filter: opts.filter.clone(),
+        ..WalkConfig::default()
+    };
+    if opts.dry_run {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let into = match rustix::fs::open(dir, flags, Mode::empty()) {
+            Ok(fd) => PreviewDir::new(Some(fd)),
+            Err(rustix::io::Errno::NOENT) => PreviewDir::new(None),
+            Err(e) => return Err(one.named(Error::dst(&root, "open destination", e))),
+        };
+        let changes = opts.changes.as_deref();
+        let sink = PreviewSink::new(into.clone(), opts.checksum, stats, changes);
+        if let Err(e) = walk_one(src, Some(name), &sink, into, &cfg, &counting) {
+            counting.error(&e);
+        }
+        return Ok(());
+    }
     let mover = mover(opts);
-    let sink = LocalTreeSink::new(dir, &mover, update(opts), stats, &counting);
+    let sink = LocalTreeSink::new(dir, &mover, update(opts), stats, &counting)
+        .with_changes(opts.changes.as_deref());
     let made = sink.open_root().map_err(|e| one.named(e))?;
-    if let Err(e) = walk_one(
-        src,
-        Some(name),
-        &sink,
-        made,
-        &WalkConfig::default(),
-        &counting,
-    ) {
+    if let Err(e) = walk_one(src, Some(name), &sink, made, &cfg, &counting) {
         counting.error(&e);
     }
     sink.settle_unnamed_root().map_err(|e| one.named(e))

@@ -24,17 +24,21 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod changes;
 pub mod copy;
 pub mod count;
 pub mod data;
+pub mod delete;
 pub mod entry;
 pub mod error;
+pub mod filter;
 pub mod gate;
 pub mod limits;
 pub mod links;
 pub mod local;
 pub mod meta;
 pub mod prefetch;
+pub mod preview;
 pub mod pseudo;
 pub mod sink;
 pub mod stats;

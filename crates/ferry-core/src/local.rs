@@ -7,6 +7,7 @@
 //! `checksum`, content) match is left alone, so rerunning an interrupted job resumes it.
 //! A file's times are set last: a half-written file never looks complete.
 
+use crate::changes::{Changes, Kind, Reasons, What};
 use crate::data::{self, Mover};
 use crate::entry::{Entry, EntryKind, Metadata, RelPath, Timestamp, Xattr};
 use crate::error::{Context, Error, Reporter, Result};
@@ -54,6 +55,8 @@ pub struct LocalTreeSink<'a> {
     /// When the job began, by the clock of file timestamps: a node changed since was
     /// written by this job (or beside it).
     started: Timestamp,
+    /// Told about every entry made, replaced or given new metadata (`-i`, `-v`).
+    changes: Option<&'a dyn Changes>,
 }
 
 /// A destination directory the sink has entered.
@@ -119,6 +122,27 @@ fn source_links(entry: &Entry) -> u64 {
     entry.links.map_or(1, |(_, nlink)| nlink)
 }
 
+/// Why `entry` replaces the node whose status was `st`: of another kind, or not up to
+/// date (its size, else its mtime or content, its target, its device).
+fn replaced_why(st: &Stat, entry: &Entry) -> Reasons {
+    let kind = FileType::from_raw_mode(st.st_mode);
+    match entry.kind {
+        EntryKind::File { size } if kind == FileType::RegularFile => match st.st_size as u64 {
+            s if s != size => Reasons::SIZE,
+            _ if meta::mtime_of(st) != entry.meta.mtime => Reasons::MTIME,
+            _ => Reasons::CONTENT,
+        },
+        EntryKind::Symlink { .. } if kind == FileType::Symlink => Reasons::TARGET,
+        EntryKind::CharDevice { .. } | EntryKind::BlockDevice { .. }
+            if kind == FileType::CharacterDevice || kind == FileType::BlockDevice =>
+        {
+            Reasons::DEVICE
+        }
+        EntryKind::Fifo if kind == FileType::Fifo => Reasons::LINKS,
+        _ => Reasons::KIND,
+    }
+}
+
 fn cname(path: &RelPath) -> Result<CString> {
     CString::new(path.file_name())
         .map_err(|_| Error::dst(path, "name", io::Error::other("contains a NUL byte")))
@@ -147,7 +171,26 @@ impl<'a> LocalTreeSink<'a> {
             reporter,
             root: std::sync::OnceLock::new(),
             started: job_start(),
+            changes: None,
         }
+    }
+
+    /// The sink, telling `changes` about every entry it makes, replaces or gives new
+    /// metadata.
+    pub fn with_changes(mut self, changes: Option<&'a dyn Changes>) -> Self {
+        self.changes = changes;
+        self
+    }
+
+    /// Tells of a change to `entry`: made where nothing was (`was` None), else
+    /// replacing what had status `was`.
+    fn tell(&self, entry: &Entry, was: Option<&Stat>) {
+        let Some(c) = self.changes else { return };
+        let what = match was {
+            None => What::Created,
+            Some(st) => What::Updated(replaced_why(st, entry)),
+        };
+        c.change(&entry.path, Kind::of_entry(&entry.kind), what);
     }
 
     fn notice(&self, n: MetaNotice) {
@@ -298,16 +341,17 @@ impl<'a> LocalTreeSink<'a> {
         data: FileData<'_>,
     ) -> Result<()> {
         let path = &entry.path;
-        if let Some(st) = self.existing(dir, name, path)? {
+        let was = self.existing(dir, name, path)?;
+        if let Some(st) = &was {
             if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-                && self.up_to_date(dir, name, &st, entry, &data)?
-                && self.settle(dir, name, &st, entry, false)?
+                && self.up_to_date(dir, name, st, entry, &data)?
+                && self.settle(dir, name, st, entry, false)?
             {
                 Stats::bump(&self.stats.skipped);
                 self.stats.skipped_bytes.fetch_add(size, Relaxed);
                 return Ok(());
             }
-            self.remove(dir, name, path, &st)?;
+            self.remove(dir, name, path, st)?;
         }
         let (mode, chmod) = self.meta.create_mode(&entry.meta);
         let fd = self.create(dir, name, path, mode)?;
@@ -321,6 +365,7 @@ impl<'a> LocalTreeSink<'a> {
         }
         Stats::bump(&self.stats.files);
         self.stats.bytes.fetch_add(size, Relaxed);
+        self.tell(entry, was.as_ref());
         Ok(())
     }
 
@@ -476,12 +521,9 @@ impl<'a> LocalTreeSink<'a> {
     ) -> Result<bool> {
         let m = &entry.meta;
         let have = xattrs_now(&xattr::Node::named(dir.fd.as_fd(), name), &entry.path)?;
-        let same = (is_symlink || st.st_mode & 0o7777 == self.meta.mode_for(m))
-            && self.meta.owner_matches(st.st_uid, st.st_gid, m)
-            && meta::mtime_of(st) == m.mtime
-            && meta::atime_of(st) == m.atime
-            && xattr::same(&have, &m.xattrs);
-        if same {
+        let kind = Kind::of_entry(&entry.kind);
+        let differs = self.meta.differences(st, m, &have, kind);
+        if differs.is_empty() {
             return Ok(true);
         }
         if st.st_nlink > source_links(entry) {
@@ -492,6 +534,9 @@ impl<'a> LocalTreeSink<'a> {
             .apply_at(&*dir.fd, name, m, is_symlink, &have)
             .map_err(|(op, e)| Error::dst(&entry.path, op, e))?;
         self.notice(n);
+        if let Some(c) = self.changes {
+            c.change(&entry.path, kind, What::Meta(differs));
+        }
         Ok(true)
     }
 
@@ -514,13 +559,14 @@ impl<'a> LocalTreeSink<'a> {
                 Err(_) => return copy(),
             },
         };
-        if let Some(st) = self.existing(dir, name, path)? {
+        let was = self.existing(dir, name, path)?;
+        if let Some(st) = &was {
             let first = rfs::statat(&*made_dir, made.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW);
             if matches!(&first, Ok(f) if f.st_ino == st.st_ino && f.st_dev == st.st_dev) {
                 Stats::bump(&self.stats.skipped);
                 return Ok(());
             }
-            self.remove(dir, name, path, &st)?;
+            self.remove(dir, name, path, st)?;
         }
         match rfs::linkat(
             &*made_dir,
@@ -531,6 +577,7 @@ impl<'a> LocalTreeSink<'a> {
         ) {
             Ok(()) => {
                 self.count_link(matches!(entry.kind, EntryKind::File { .. }));
+                self.tell(entry, was.as_ref());
                 Ok(())
             }
             Err(Errno::MLINK | Errno::NOENT | Errno::XDEV) => copy(),
@@ -541,15 +588,16 @@ impl<'a> LocalTreeSink<'a> {
     fn symlink(&self, dir: &DstDir, entry: &Entry, target: &[u8]) -> Result<()> {
         let path = &entry.path;
         let name = cname(path)?;
-        if let Some(st) = self.existing(dir, &name, path)? {
+        let was = self.existing(dir, &name, path)?;
+        if let Some(st) = &was {
             let same = FileType::from_raw_mode(st.st_mode) == FileType::Symlink
                 && rfs::readlinkat(&*dir.fd, name.as_c_str(), Vec::new())
                     .is_ok_and(|t| t.as_bytes() == target);
-            if same && self.settle(dir, &name, &st, entry, true)? {
+            if same && self.settle(dir, &name, st, entry, true)? {
                 Stats::bump(&self.stats.skipped);
                 return Ok(());
             }
-            self.remove(dir, &name, path, &st)?;
+            self.remove(dir, &name, path, st)?;
         }
         let target = CString::new(target)
             .map_err(|_| Error::dst(path, "symlink", other("target contains a NUL byte")))?;
@@ -559,6 +607,7 @@ impl<'a> LocalTreeSink<'a> {
         .at_dst(path, "create symlink")?;
         self.meta_at(dir, &name, entry, true)?;
         Stats::bump(&self.stats.others);
+        self.tell(entry, was.as_ref());
         Ok(())
     }
 
@@ -571,15 +620,16 @@ impl<'a> LocalTreeSink<'a> {
             EntryKind::BlockDevice { rdev } => (FileType::BlockDevice, rdev),
             _ => unreachable!(),
         };
-        if let Some(st) = self.existing(dir, &name, path)? {
+        let was = self.existing(dir, &name, path)?;
+        if let Some(st) = &was {
             if FileType::from_raw_mode(st.st_mode) == kind
                 && st.st_rdev == rdev
-                && self.settle(dir, &name, &st, entry, false)?
+                && self.settle(dir, &name, st, entry, false)?
             {
                 Stats::bump(&self.stats.skipped);
                 return Ok(());
             }
-            self.remove(dir, &name, path, &st)?;
+            self.remove(dir, &name, path, st)?;
         }
         let mode = Mode::from_raw_mode(entry.meta.mode & 0o777);
         self.replacing(dir, &name, path, || {
@@ -588,6 +638,7 @@ impl<'a> LocalTreeSink<'a> {
         .at_dst(path, "create special file")?;
         self.meta_at(dir, &name, entry, false)?;
         Stats::bump(&self.stats.others);
+        self.tell(entry, was.as_ref());
         Ok(())
     }
 
@@ -831,6 +882,7 @@ impl TreeSink for LocalTreeSink<'_> {
         };
         if fresh {
             Stats::bump(&self.stats.dirs);
+            self.tell(entry, None);
         }
         let inherits_acl = match fresh {
             true => parent.inherits_acl,
@@ -869,6 +921,13 @@ impl TreeSink for LocalTreeSink<'_> {
         } else {
             xattrs_now(&xattr::Node::Fd(dir.fd.as_fd()), &entry.path)?
         };
+        if let (Some(c), false) = (self.changes, dir.fresh) {
+            let st = rfs::fstat(&*dir.fd).at_dst(&entry.path, "stat destination")?;
+            let differs = self.meta.differences(&st, &entry.meta, &have, Kind::Dir);
+            if !differs.is_empty() {
+                c.change(&entry.path, Kind::Dir, What::Meta(differs));
+            }
+        }
         let n = self
             .meta
             .apply_fd(&*dir.fd, &entry.meta, true, false, &have)

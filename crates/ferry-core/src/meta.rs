@@ -126,6 +126,29 @@ impl MetaWriter {
         mode
     }
 
+    /// How an existing node's metadata (its status `st`, its xattrs `have`) differs
+    /// from `m` as this writer would set it: nothing when it need not change. A
+    /// directory's atime is left out (listing it moves it), and a symlink's mode (it
+    /// has none of its own).
+    pub fn differences(
+        &self,
+        st: &Stat,
+        m: &Metadata,
+        have: &[crate::entry::Xattr],
+        kind: crate::changes::Kind,
+    ) -> crate::changes::Reasons {
+        use crate::changes::{Kind, Reasons};
+        let times = mtime_of(st) != m.mtime || (kind != Kind::Dir && atime_of(st) != m.atime);
+        Reasons::none()
+            .with_if(
+                kind != Kind::Symlink && st.st_mode & 0o7777 != self.mode_for(m),
+                Reasons::MODE,
+            )
+            .with_if(!self.owner_matches(st.st_uid, st.st_gid, m), Reasons::OWNER)
+            .with_if(times, Reasons::TIMES)
+            .with_if(!crate::xattr::same(have, &m.xattrs), Reasons::XATTRS)
+    }
+
     /// Whether a node owned by `(uid, gid)` has the owner `meta` asks for, as far as
     /// this process can set it: both ids as root, else the group where it may give it.
     pub fn owner_matches(&self, uid: u32, gid: u32, meta: &Metadata) -> bool {
@@ -307,7 +330,8 @@ fn after_chown(have: &[Xattr], chowned: bool) -> Cow<'_, [Xattr]> {
     }
 }
 
-fn timestamps(meta: &Metadata) -> Timestamps {
+/// The atime and mtime of `meta`, as `utimensat` takes them.
+pub(crate) fn timestamps(meta: &Metadata) -> Timestamps {
     let ts = |t: Timestamp| rfs::Timespec {
         tv_sec: t.sec,
         tv_nsec: t.nsec as _,

@@ -25,6 +25,9 @@ pub struct Stats {
     pub kernel_copied: AtomicU64,
     /// Files whose data went through user-space buffers.
     pub buffered: AtomicU64,
+    /// Entries removed from the destination (`--delete`), each below a removed
+    /// directory counted too.
+    pub deleted: AtomicU64,
 }
 
 /// A plain copy of [`Stats`] at one moment.
@@ -41,6 +44,7 @@ pub struct Snapshot {
     pub cloned: u64,
     pub kernel_copied: u64,
     pub buffered: u64,
+    pub deleted: u64,
 }
 
 impl Stats {
@@ -77,6 +81,7 @@ impl Stats {
             cloned: self.cloned.load(Relaxed),
             kernel_copied: self.kernel_copied.load(Relaxed),
             buffered: self.buffered.load(Relaxed),
+            deleted: self.deleted.load(Relaxed),
         }
     }
 }

@@ -22,6 +22,7 @@
 
 use crate::entry::{Entry, EntryKind, InodeKey, RelPath};
 use crate::error::{Context, Error, Reporter, Result};
+use crate::filter::Filter;
 use crate::local::open_dir;
 use crate::meta;
 use crate::prefetch::Prefetch;
@@ -65,6 +66,9 @@ pub struct WalkConfig {
     /// the sink, empty, with its metadata (its error reported all the same), as `cp -a`
     /// makes it; else it is left out, as GNU tar leaves it out of an archive.
     pub unreadable_dirs: bool,
+    /// Which entries to take (see [`crate::filter`]): a name it leaves out is not
+    /// looked at any further (an excluded directory is not opened). None: all.
+    pub filter: Option<Arc<Filter>>,
 }
 
 /// While workers have nothing to do, a directory's leaves are shared in chunks of at
@@ -101,15 +105,16 @@ impl Default for WalkConfig {
             prefetch: 0,
             held_levels: HELD_LEVELS,
             unreadable_dirs: false,
+            filter: None,
         }
     }
 }
 
 /// One name read from a directory.
-struct Name {
-    ino: u64,
-    kind: FileType,
-    name: CString,
+pub(crate) struct Name {
+    pub ino: u64,
+    pub kind: FileType,
+    pub name: CString,
 }
 
 enum Job<D: DirHandle> {
@@ -263,8 +268,9 @@ pub fn is_tree(src: &Path) -> bool {
 /// Pushes the one entry at `src`, which is not a directory (a file, a symlink, which
 /// is not followed, a fifo or a device), into `sink` as the entry `name` (by default
 /// its own name) directly below `root`, the sink's root directory, which the caller
-/// has made: a single file copied or packed on its own. Of `cfg`, only `skip` counts.
-/// Errors name the source's path as the entry's name.
+/// has made: a single file copied or packed on its own. Of `cfg`, only `skip` and
+/// `filter` count (the filter sees the source's own name, as rsync's does). Errors name
+/// the source's path as the entry's name.
 pub fn walk_one<S: TreeSink>(
     src: &Path,
     name: Option<&[u8]>,
@@ -278,6 +284,12 @@ pub fn walk_one<S: TreeSink>(
         .file_name()
         .ok_or_else(|| at_root(std::io::Error::other("names no file")))?;
     let src_name = CString::new(src_name.as_encoded_bytes()).map_err(|e| at_root(e.into()))?;
+    if let Some(filter) = &cfg.filter {
+        // A directory is refused below: only a non-directory is taken here.
+        if filter.excludes(src_name.as_bytes(), false) {
+            return Ok(());
+        }
+    }
     let parent = match src.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -484,7 +496,13 @@ impl<'a, S: TreeSink> Walker<'a, S> {
 
     /// Hands out one batch of a directory's names: subdirectories and shared chunks of
     /// leaves go on the stack, the first chunk of leaves is pushed into the sink here.
-    fn spread(&self, node: &Arc<Node<S::Dir>>, open: &Opened<S::Dir>, names: Vec<Name>) {
+    fn spread(&self, node: &Arc<Node<S::Dir>>, open: &Opened<S::Dir>, mut names: Vec<Name>) {
+        if let Some(filter) = &self.cfg.filter {
+            let dir = node.entry.path.as_bytes();
+            names.retain(|n| {
+                !filter.excludes_in(dir, n.name.as_bytes(), n.kind == FileType::Directory)
+            });
+        }
         let (dirs, mut leaves): (Vec<Name>, Vec<Name>) = names
             .into_iter()
             .partition(|n| n.kind == FileType::Directory);
@@ -706,7 +724,11 @@ pub const BATCH: usize = 16 * 1024;
 /// Reads all names in a directory except `.` and `..`, with their types (looked up when
 /// the filesystem does not report them), and hands them to `each` in batches of at most
 /// [`BATCH`], each sorted by inode number.
-fn read_names(dir: &OwnedFd, path: &RelPath, mut each: impl FnMut(Vec<Name>)) -> Result<()> {
+pub(crate) fn read_names(
+    dir: &OwnedFd,
+    path: &RelPath,
+    mut each: impl FnMut(Vec<Name>),
+) -> Result<()> {
     let mut buf: Vec<MaybeUninit<u8>> = Vec::with_capacity(64 * 1024);
     buf.resize(64 * 1024, MaybeUninit::uninit());
     let mut raw = RawDir::new(dir, &mut buf);

@@ -55,6 +55,8 @@ pub struct PackOptions {
     /// Bytes of the index held in memory; beyond that it moves to a temporary file
     /// (see [`IndexWriter`]), so memory does not grow with the member count.
     pub index_memory: usize,
+    /// Which entries to pack (`--exclude`, `--include`); None: all.
+    pub filter: Option<std::sync::Arc<ferry_core::filter::Filter>>,
 }
 
 impl Default for PackOptions {
@@ -64,6 +66,7 @@ impl Default for PackOptions {
             reflink: Reflink::Auto,
             hash: false,
             index_memory: INDEX_MEMORY,
+            filter: None,
         }
     }
 }
@@ -728,6 +731,7 @@ pub fn pack(
             // so it finds their inodes in memory (the fillers read the data in parallel).
             prefetch: if threads == 1 { PREFETCH } else { 0 },
             held_levels: held_levels(threads, filler_count, per_block, walkers_hold),
+            filter: opts.filter.clone(),
             ..WalkConfig::default()
         };
         let index = IndexWriter::with_memory_limit(opts.index_memory);

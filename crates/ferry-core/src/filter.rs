@@ -1,0 +1,473 @@
+//! Filter rules: which entries of a tree a job takes, in rsync's sense of `--exclude`
+//! and `--include`.
+//!
+//! Rules are kept in the order given; an entry is checked against them in that order
+//! and the first rule that matches decides (no rule matching: the entry is taken). The
+//! walker checks every name it reads before it does anything else with it, so an
+//! excluded directory is never opened, and nothing below it is read or counted. The
+//! root of the walk is never checked.
+//!
+//! A pattern is matched against the entry's path relative to the root of the walk:
+//!
+//! - `*` matches any run of bytes but `/`, `?` one byte but `/`, `[...]` one byte of a
+//!   class (`[!...]` or `[^...]` negated), `**` any run of bytes, `/` included; a `\`
+//!   takes the next character literally. `dir/***` matches `dir` itself (a directory)
+//!   and everything below it.
+//! - A leading `/` anchors the pattern at the root (`/build` is `build` at the top
+//!   only); without it the pattern may match at any depth, at a `/` boundary
+//!   (`src/*.o` matches `src/a.o` and `lib/src/b.o`).
+//! - A trailing `/` matches directories only (`cache/` leaves a file named `cache`
+//!   alone).
+//! - A pattern without `/` (but a trailing one) and without `**` matches the name at
+//!   any depth (`*.o`, `.git`).
+//! - `**` between slashes stands for at least one directory (`a/**/c` matches `a/b/c`
+//!   and `a/b/d/c`, not `a/c`), at the start for any number (`**/c` matches `c` too), as
+//!   rsync has it.
+//! - A pattern given as `- PATTERN` is an exclude rule and `+ PATTERN` an include rule,
+//!   whichever option gave it; `!` clears the rules given so far.
+//!
+//! Patterns are compiled once, all together, into one [`globset::GlobSet`], and
+//! matched against the path's bytes: names need not be UTF-8. globset matches bytes,
+//! not characters (its regexes run with Unicode off), so `?` and `[...]` take one
+//! byte, as rsync's do, and a name that is not UTF-8 matches `*` like any other. The
+//! patterns themselves must be UTF-8 (globset takes `&str`): a pattern that is not is
+//! refused, naming it; `?` stands for any one byte in its place. rsync's POSIX classes
+//! (`[[:alpha:]]`) are not supported.
+
+use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
+use std::cell::RefCell;
+use std::fmt;
+
+/// What a rule does with the entries it matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Take the entry (and stop looking at later rules).
+    Include,
+    /// Leave the entry out; a directory with everything below it.
+    Exclude,
+}
+
+/// A rule that cannot be used: one line naming the pattern (and where it came from).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct FilterError(String);
+
+/// The rules as given, in order, before they are compiled into a [`Filter`].
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    rules: Vec<(Action, String)>,
+}
+
+/// At most this many `**` inside a name (not between slashes) in one pattern: each
+/// doubles the globs the pattern is compiled into.
+const MAX_INNER_DOUBLE_STARS: usize = 4;
+
+impl Rules {
+    /// No rules: every entry is taken.
+    pub fn new() -> Self {
+        Rules::default()
+    }
+
+    /// Whether there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Adds one rule given by an option: `action` unless the pattern starts with `+ `
+    /// or `- `; `!` clears the rules so far. An empty pattern adds nothing.
+    pub fn add(&mut self, action: Action, pattern: &[u8]) -> Result<(), FilterError> {
+        let shown = || crate::entry::escaped(pattern);
+        let text = std::str::from_utf8(pattern).map_err(|_| {
+            FilterError(format!(
+                "pattern {:?}: not UTF-8 (ferry's globs are UTF-8; `?` matches any one byte)",
+                shown()
+            ))
+        })?;
+        let (action, text) = match text.as_bytes() {
+            [b'+', b' ', ..] => (Action::Include, &text[2..]),
+            [b'-', b' ', ..] => (Action::Exclude, &text[2..]),
+            _ => (action, text),
+        };
+        if text == "!" {
+            self.rules.clear();
+            return Ok(());
+        }
+        if text.is_empty() {
+            return Ok(());
+        }
+        // Checked now, so the error names the pattern where it was given.
+        globs_of(text).map_err(|why| FilterError(format!("pattern {text:?}: {why}")))?;
+        self.rules.push((action, text.to_owned()));
+        Ok(())
+    }
+
+    /// Adds the rules of a file (`--exclude-from`): one pattern a line, as [`Self::add`]
+    /// takes it; blank lines and lines starting with `#` or `;` are skipped, a line's
+    /// ending `\r` is dropped. Errors name `source` and the line.
+    pub fn add_lines(
+        &mut self,
+        action: Action,
+        text: &[u8],
+        source: &str,
+    ) -> Result<(), FilterError> {
+        for (n, line) in text.split(|&b| b == b'\n').enumerate() {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() || line[0] == b'#' || line[0] == b';' {
+                continue;
+            }
+            self.add(action, line)
+                .map_err(|e| FilterError(format!("{source}: line {}: {e}", n + 1)))?;
+        }
+        Ok(())
+    }
+
+    /// Compiles the rules into one matcher; `None` when there are none.
+    pub fn compile(&self) -> Result<Option<Filter>, FilterError> {
+        if self.rules.is_empty() {
+            return Ok(None);
+        }
+        let mut set = GlobSetBuilder::new();
+        let mut globs = Vec::new();
+        for (rule, (action, text)) in self.rules.iter().enumerate() {
+            let why = |e: String| FilterError(format!("pattern {text:?}: {e}"));
+            for (glob, dir_only) in globs_of(text).map_err(why)? {
+                set.add(glob);
+                globs.push(GlobRule {
+                    rule,
+                    action: *action,
+                    dir_only,
+                });
+            }
+        }
+        let set = set.build().map_err(|e| FilterError(e.to_string()))?;
+        Ok(Some(Filter { set, globs }))
+    }
+}
+
+/// What one compiled glob belongs to.
+#[derive(Clone, Copy, Debug)]
+struct GlobRule {
+    /// The rule's place in the order given.
+    rule: usize,
+    action: Action,
+    /// The glob matches directories only.
+    dir_only: bool,
+}
+
+/// Compiled rules: decides, for a path relative to the root of a walk, whether it is
+/// taken. Shared by every worker of a walk.
+#[derive(Clone)]
+pub struct Filter {
+    set: GlobSet,
+    globs: Vec<GlobRule>,
+}
+
+impl fmt::Debug for Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Filter({} globs)", self.globs.len())
+    }
+}
+
+thread_local! {
+    /// The globs that matched the last path, reused so matching allocates nothing.
+    static HITS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// The path being checked, built from a directory's path and a name.
+    static PATH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Filter {
+    /// The action of the first rule matching `path` (a directory when `is_dir`), if any.
+    pub fn decide(&self, path: &[u8], is_dir: bool) -> Option<Action> {
+        let candidate = Candidate::from_bytes(path);
+        HITS.with(|hits| {
+            let mut hits = hits.borrow_mut();
+            self.set.matches_candidate_into(&candidate, &mut hits);
+            hits.iter()
+                .map(|&i| self.globs[i])
+                .filter(|g| is_dir || !g.dir_only)
+                .min_by_key(|g| g.rule)
+                .map(|g| g.action)
+        })
+    }
+
+    /// Whether `path` is left out.
+    pub fn excludes(&self, path: &[u8], is_dir: bool) -> bool {
+        self.decide(path, is_dir) == Some(Action::Exclude)
+    }
+
+    /// Whether the entry `name` of the directory at `dir` (relative to the root; empty
+    /// for the root) is left out.
+    pub fn excludes_in(&self, dir: &[u8], name: &[u8], is_dir: bool) -> bool {
+        PATH.with(|path| {
+            let mut path = path.borrow_mut();
+            path.clear();
+            path.extend_from_slice(dir);
+            if !dir.is_empty() {
+                path.push(b'/');
+            }
+            path.extend_from_slice(name);
+            self.excludes(&path, is_dir)
+        })
+    }
+}
+
+/// One piece of a pattern: text as globset reads it, or a `**`.
+#[derive(Debug)]
+enum Piece {
+    Text(String),
+    DoubleStar,
+}
+
+/// The globs an rsync pattern is compiled into, each with whether it matches
+/// directories only; an error says why the pattern cannot be used.
+fn globs_of(pattern: &str) -> Result<Vec<(globset::Glob, bool)>, String> {
+    // `dir/***`: the directory itself, and everything below it.
+    let variants: Vec<(String, bool)> = if let Some(base) = pattern.strip_suffix("/***") {
+        vec![(base.to_owned(), true), (format!("{base}/**"), false)]
+    } else if let Some(base) = pattern.strip_suffix('/') {
+        vec![(base.to_owned(), true)]
+    } else {
+        vec![(pattern.to_owned(), false)]
+    };
+    let mut out = Vec::new();
+    for (text, dir_only) in variants {
+        let (anchored, text) = match text.strip_prefix('/') {
+            Some(rest) => (true, rest),
+            None => (false, text.as_str()),
+        };
+        if text.is_empty() || text.starts_with('/') {
+            return Err("matches no path".into());
+        }
+        for glob in glob_texts(text, anchored)? {
+            let built = GlobBuilder::new(&glob)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| e.kind().to_string())?;
+            out.push((built, dir_only));
+        }
+    }
+    Ok(out)
+}
+
+/// The glob texts (globset's syntax) that together match what `text` (without its
+/// leading and trailing `/`) matches in rsync.
+fn glob_texts(text: &str, anchored: bool) -> Result<Vec<String>, String> {
+    let pieces = pieces(text);
+    let inner = (0..pieces.len())
+        .filter(|&i| matches!(pieces[i], Piece::DoubleStar) && !whole_component(&pieces, i))
+        .count();
+    if inner > MAX_INNER_DOUBLE_STARS {
+        return Err(format!(
+            "more than {MAX_INNER_DOUBLE_STARS} `**` inside names (not between slashes)"
+        ));
+    }
+    let starts_double = matches!(pieces.first(), Some(Piece::DoubleStar));
+    // Unanchored: at any depth, at a `/` boundary (a `**` in front already is).
+    let mut texts = vec![match anchored || starts_double {
+        true => String::new(),
+        false => "**/".to_owned(),
+    }];
+    for (i, piece) in pieces.iter().enumerate() {
+        let add: Vec<&str> = match piece {
+            Piece::Text(t) => vec![t],
+            Piece::DoubleStar => match position(&pieces, i) {
+                // `**/x`, `x/**`, `**`: globset's own, with rsync's meaning.
+                (None | Some(b'/'), None) | (None, Some(b'/')) => vec!["**"],
+                // `a/**/b`: at least one directory between, as in rsync (globset's
+                // `a/**/b` also matches `a/b`).
+                (Some(b'/'), Some(b'/')) => vec!["*/**"],
+                // Inside a name: any bytes, or any bytes with a `/` among them.
+                _ => vec!["*", "*/**/*"],
+            },
+        };
+        texts = texts
+            .iter()
+            .flat_map(|t| add.iter().map(move |a| format!("{t}{a}")))
+            .collect();
+    }
+    Ok(texts)
+}
+
+/// Whether the `**` at `i` is a whole component (between slashes or the pattern's ends).
+fn whole_component(pieces: &[Piece], i: usize) -> bool {
+    let (before, after) = position(pieces, i);
+    before.is_none_or(|b| b == b'/') && after.is_none_or(|a| a == b'/')
+}
+
+/// The bytes just before and after piece `i` (None at the pattern's ends).
+fn position(pieces: &[Piece], i: usize) -> (Option<u8>, Option<u8>) {
+    let last = |p: &Piece| match p {
+        Piece::Text(t) => t.as_bytes().last().copied(),
+        Piece::DoubleStar => Some(b'*'),
+    };
+    let first = |p: &Piece| match p {
+        Piece::Text(t) => t.as_bytes().first().copied(),
+        Piece::DoubleStar => Some(b'*'),
+    };
+    let before = i.checked_sub(1).and_then(|j| last(&pieces[j]));
+    let after = pieces.get(i + 1).and_then(first);
+    (before, after)
+}
+
+/// Cuts an rsync pattern into globset text and `**`s. Braces, which globset reads as
+/// alternatives and rsync as themselves, are escaped; so is everything in a pattern
+/// without wildcards, which rsync compares as it is (a `\` included).
+fn pieces(text: &str) -> Vec<Piece> {
+    let wild = text.contains(['*', '?', '[']);
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !wild {
+            if matches!(c, '\\' | '{' | '}' | ']') {
+                cur.push('\\');
+            }
+            cur.push(c);
+            continue;
+        }
+        match c {
+            '\\' => {
+                cur.push('\\');
+                if let Some(next) = chars.next() {
+                    cur.push(next);
+                }
+            }
+            '[' => {
+                // Copied as it is up to its `]`; a `]` first (after a negation) is in
+                // the class.
+                cur.push('[');
+                if let Some(neg) = chars.next_if(|&n| n == '!' || n == '^') {
+                    cur.push(neg);
+                }
+                if let Some(bracket) = chars.next_if_eq(&']') {
+                    cur.push(bracket);
+                }
+                for n in chars.by_ref() {
+                    cur.push(n);
+                    if n == ']' {
+                        break;
+                    }
+                }
+            }
+            '{' | '}' => {
+                cur.push('\\');
+                cur.push(c);
+            }
+            '*' => {
+                let mut run = 1;
+                while chars.peek() == Some(&'*') {
+                    chars.next();
+                    run += 1;
+                }
+                if run == 1 {
+                    cur.push('*');
+                } else {
+                    if !cur.is_empty() {
+                        out.push(Piece::Text(std::mem::take(&mut cur)));
+                    }
+                    out.push(Piece::DoubleStar);
+                }
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(Piece::Text(cur));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(rules: &[(Action, &str)]) -> Filter {
+        let mut r = Rules::new();
+        for (a, p) in rules {
+            r.add(*a, p.as_bytes()).expect("rule");
+        }
+        r.compile().expect("compile").expect("some rules")
+    }
+
+    fn ex(pattern: &str) -> Filter {
+        filter(&[(Action::Exclude, pattern)])
+    }
+
+    #[test]
+    fn anchoring_depth_and_directories_only() {
+        let f = ex("/build");
+        assert!(f.excludes(b"build", false) && !f.excludes(b"a/build", false));
+        let f = ex("*.o");
+        assert!(f.excludes(b"a.o", false) && f.excludes(b"x/y/a.o", false));
+        assert!(!f.excludes(b"a.o/x", false));
+        let f = ex("src/*.o");
+        assert!(f.excludes(b"src/a.o", false) && f.excludes(b"lib/src/a.o", false));
+        assert!(!f.excludes(b"xsrc/a.o", false) && !f.excludes(b"src/x/a.o", false));
+        let f = ex("cache/");
+        assert!(f.excludes(b"a/cache", true) && !f.excludes(b"a/cache", false));
+    }
+
+    #[test]
+    fn double_stars_as_rsync_reads_them() {
+        let f = ex("a/**/c");
+        assert!(f.excludes(b"a/b/c", false) && f.excludes(b"x/a/b/d/c", false));
+        assert!(!f.excludes(b"a/c", false));
+        let f = ex("**/foo");
+        assert!(f.excludes(b"foo", false) && f.excludes(b"x/y/foo", false));
+        let f = ex("a**c");
+        assert!(f.excludes(b"a/c", false) && f.excludes(b"x/a/b/c", false));
+        assert!(!f.excludes(b"xa/b/c", false));
+        assert!(f.excludes(b"abc", false) && !f.excludes(b"a/b", false));
+        let f = ex("b/**");
+        assert!(f.excludes(b"a/b/c", false) && !f.excludes(b"a/b", true));
+        let f = ex("a/***");
+        assert!(f.excludes(b"a", true) && f.excludes(b"a/x/y", false));
+        assert!(!f.excludes(b"a", false), "a/*** takes the directory a only");
+        assert!(ex("**").excludes(b"x/y", false));
+    }
+
+    #[test]
+    fn first_match_wins_and_prefixes_and_clearing() {
+        let f = filter(&[(Action::Include, "keep.o"), (Action::Exclude, "*.o")]);
+        assert!(!f.excludes(b"d/keep.o", false) && f.excludes(b"d/x.o", false));
+        let f = filter(&[(Action::Exclude, "*.o"), (Action::Include, "keep.o")]);
+        assert!(f.excludes(b"d/keep.o", false));
+        let f = filter(&[(Action::Exclude, "+ a"), (Action::Exclude, "*")]);
+        assert!(!f.excludes(b"a", false) && f.excludes(b"b", false));
+        let mut r = Rules::new();
+        r.add(Action::Exclude, b"x").expect("rule");
+        r.add(Action::Include, b"!").expect("clear");
+        assert!(r.compile().expect("compile").is_none());
+    }
+
+    #[test]
+    fn braces_and_backslashes_are_rsyncs_and_bytes_need_not_be_utf8() {
+        assert!(ex("{a,b}").excludes(b"{a,b}", false));
+        assert!(!ex("{a,b}").excludes(b"a", false));
+        assert!(ex("x\\y").excludes(b"x\\y", false), "no wildcard: literal");
+        assert!(ex("\\*").excludes(b"*", false) && !ex("\\*").excludes(b"a", false));
+        assert!(ex("*.bin").excludes(b"d/\xff\xfe.bin", false));
+        assert!(ex("?.bin").excludes(b"\xff.bin", false));
+        assert!(ex("[!a].c").excludes(b"\xff.c", false));
+        let mut r = Rules::new();
+        let err = r.add(Action::Exclude, b"\xff*").expect_err("not UTF-8");
+        assert!(err.to_string().contains("\\xFF"), "{err}");
+    }
+
+    #[test]
+    fn files_of_rules_skip_comments_and_name_the_bad_line() {
+        let mut r = Rules::new();
+        r.add_lines(Action::Exclude, b"# c\n; c\n\n*.o\r\n+ keep\n", "f")
+            .expect("lines");
+        let f = r.compile().expect("compile").expect("rules");
+        assert!(f.excludes(b"a.o", false) && !f.excludes(b"keep", false));
+        let err = Rules::new()
+            .add_lines(Action::Exclude, b"ok\n[unclosed\n", "rules.txt")
+            .expect_err("bad class");
+        assert!(
+            err.to_string().starts_with("rules.txt: line 2: pattern"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! `-n/--dry-run` with `-i` and `-v`: a dry run writes nothing at all in DST (compared
+//! in every respect with a copy of DST made before), lists each entry the copy would
+//! create, update, give new metadata or delete, and why, and counts what the real run
+//! then does.
+
+use crate::common::build::*;
+use crate::common::compare::assert_same_tree;
+use crate::common::run::{copy, copy_ok};
+use crate::common::{scratch, trees, Scratch};
+use std::path::Path;
+
+/// A scratch whose DST is an old copy of SRC: since then SRC gained `new` and `newdir/f`,
+/// `one` changed size, `twin_a` its mtime only, `private` its mode, `link_dangling` its
+/// target, and DST gained `extra` and `gone/f`.
+fn changed_since_copied() -> Scratch {
+    let s = scratch();
+    trees::mixed(&s.src);
+    copy_ok(&s.src, &s.dst, &[]);
+    write(&s.src.join("new"), b"new");
+    mkdirs(&s.src.join("newdir"));
+    write(&s.src.join("newdir/f"), b"f");
+    let keep = |p: &Path, change: &dyn Fn(&Path)| {
+        let parent = std::fs::metadata(p.parent().expect("parent")).expect("stat");
+        change(p);
+        restore_times(p.parent().expect("parent"), &parent);
+    };
+    keep(&s.src.join("one"), &|p| {
+        let m = std::fs::symlink_metadata(p).expect("stat");
+        write(p, b"longer");
+        restore_times(p, &m);
+    });
+    set_times(&s.src.join("twin_a"), ts(1_000, 0), ts(2_000, 0));
+    let m = std::fs::symlink_metadata(s.src.join("private")).expect("stat");
+    chmod(&s.src.join("private"), 0o640);
+    restore_times(&s.src.join("private"), &m);
+    keep(&s.src.join("link_dangling"), &|p| {
+        let m = std::fs::symlink_metadata(p).expect("stat");
+        std::fs::remove_file(p).expect("rm");
+        symlink("no/such/other", p);
+        set_times(p, ts(m_atime(&m), 0), ts(m_mtime(&m), 0));
+    });
+    write(&s.dst.join("extra"), b"only in DST");
+    mkdirs(&s.dst.join("gone"));
+    write(&s.dst.join("gone/f"), b"only in DST");
+    s
+}
+
+fn m_atime(m: &std::fs::Metadata) -> i64 {
+    std::os::unix::fs::MetadataExt::atime(m)
+}
+
+fn m_mtime(m: &std::fs::Metadata) -> i64 {
+    std::os::unix::fs::MetadataExt::mtime(m)
+}
+
+#[test]
+fn a_dry_run_writes_nothing_and_lists_what_would_change() {
+    let s = changed_since_copied();
+    let before = s.tmp.path().join("before");
+    copy_ok(&s.dst, &before, &[]);
+    let r = copy_ok(&s.src, &s.dst, &["-n", "-i", "--delete"]);
+    assert_same_tree(&before, &s.dst);
+    // Reading a symlink moves its atime: the first copy read SRC's, whose atimes now
+    // differ from their copies', which the copy would set again.
+    let lines = items(&r.stdout);
+    let mut expected = vec![
+        "created dir     newdir",
+        "created file    new",
+        "created file    newdir/f",
+        "deleted dir     gone",
+        "deleted file    extra",
+        "deleted file    gone/f",
+        "meta    dir     . (times)",
+        "meta    file    private (mode)",
+        "updated file    one (size)",
+        "updated file    twin_a (mtime)",
+        "updated symlink link_dangling (target)",
+    ];
+    expected.sort();
+    assert_eq!(lines, expected, "{r}");
+    // Into a DST that is not there: nothing is made.
+    let nowhere = s.tmp.path().join("nowhere/deeper");
+    let r = copy_ok(&s.src, &nowhere, &["--dry-run", "-v"]);
+    assert!(!nowhere.parent().expect("parent").exists(), "{r}");
+    assert!(r.stdout.lines().any(|l| l == "newdir/f"), "{r}");
+}
+
+/// The counts of a dry run are those of the real run that follows it.
+#[test]
+fn a_dry_run_counts_what_the_copy_then_does() {
+    let s = changed_since_copied();
+    let dry = copy_ok(&s.src, &s.dst, &["-n", "--delete", "--json"]).json();
+    let real = copy_ok(&s.src, &s.dst, &["--delete", "--json"]).json();
+    for key in [
+        "files", "dirs", "others", "bytes", "skipped", "deleted", "errors",
+    ] {
+        assert_eq!(
+            dry.count(key),
+            real.count(key),
+            "{key}: {} vs {}",
+            dry.0,
+            real.0
+        );
+    }
+    assert_same_tree(&s.src, &s.dst);
+    // -v names deletions as rsync does; with --json the lines go to stderr.
+    let again = copy(&s.src, &s.dst, &["-n", "-v", "--json"]);
+    again.assert_status(0);
+    assert!(again.stderr.is_empty(), "nothing left to do: {again}");
+}
+
+/// The lines of `-i` on `out`, sorted, without the symlinks whose times alone differ
+/// (reading a symlink moves its atime: see above).
+fn items(out: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = out
+        .lines()
+        .filter(|l| !(l.starts_with("meta    symlink ") && l.ends_with(" (times)")))
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// `-i` in a real run lists what the dry run listed; `-v` names what it does.
+#[test]
+fn itemize_in_a_real_run_lists_what_the_dry_run_listed() {
+    let s = changed_since_copied();
+    let dry = copy_ok(&s.src, &s.dst, &["-n", "-i", "--delete"]);
+    let real = copy_ok(&s.src, &s.dst, &["-i", "--delete"]);
+    assert_eq!(items(&real.stdout), items(&dry.stdout), "{real}");
+    assert_same_tree(&s.src, &s.dst);
+
+    let s = changed_since_copied();
+    let r = copy_ok(&s.src, &s.dst, &["-v", "--delete"]);
+    let mut names: Vec<&str> = r.stdout.lines().collect();
+    names.sort();
+    let expected = [
+        "deleting extra",
+        "deleting gone/",
+        "deleting gone/f",
+        "link_dangling",
+        "new",
+        "newdir/",
+        "newdir/f",
+        "one",
+        "twin_a",
+    ];
+    assert_eq!(names, expected, "{r}");
+}
