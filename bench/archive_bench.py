@@ -619,16 +619,7 @@ def run_compressed(args, results, out_path):
 
 
 def plot(out_path, args):
-    py = args.plot_python
-    script = os.path.join(B.HERE, "plot_archive.py")
-    if not py or subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode != 0:
-        B.log(f"no matplotlib for {py}: run {script} yourself")
-        return []
-    r = B.sh(py, script, out_path, "-o", args.plot_dir, check=False, capture=True)
-    if r.returncode != 0:
-        B.log(f"plot failed: {r.stderr.strip()[-500:]}")
-        return []
-    return r.stdout.split()
+    return B.plot(os.path.join(B.HERE, "plot_archive.py"), out_path, args.plot_python, args.plot_dir)
 
 
 def main():

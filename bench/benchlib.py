@@ -400,3 +400,16 @@ def format_table(cols, rows, left=1):
 
 def which(name):
     return shutil.which(name, path=os.environ.get("PATH", "") + ":" + os.path.expanduser("~/.cargo/bin"))
+
+
+def plot(script, out_path, py, plot_dir):
+    """Runs the plotting `script` with the Python `py` (which must have matplotlib) on the
+    results at `out_path`, writing into `plot_dir`; returns the files it made."""
+    if not py or subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode != 0:
+        log(f"no matplotlib for {py}: run {script} yourself")
+        return []
+    r = sh(py, script, out_path, "-o", plot_dir, check=False, capture=True)
+    if r.returncode != 0:
+        log(f"plot failed: {r.stderr.strip()[-500:]}")
+        return []
+    return r.stdout.split()

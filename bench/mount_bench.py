@@ -946,16 +946,7 @@ def print_perf(results):
 
 
 def plot(out_path, args):
-    py = args.plot_python
-    script = os.path.join(B.HERE, "plot_mount.py")
-    if not py or subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode != 0:
-        B.log(f"no matplotlib for {py}: run {script} yourself")
-        return []
-    r = B.sh(py, script, out_path, "-o", args.plot_dir, check=False, capture=True)
-    if r.returncode != 0:
-        B.log(f"plot failed: {r.stderr.strip()[-500:]}")
-        return []
-    return r.stdout.split()
+    return B.plot(os.path.join(B.HERE, "plot_mount.py"), out_path, args.plot_python, args.plot_dir)
 
 
 # ---------------------------------------------------------------- main
