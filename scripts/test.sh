@@ -20,6 +20,9 @@ command -v fusermount3 >/dev/null || need_pkgs+=(fuse3)
 command -v pgrep >/dev/null || need_pkgs+=(procps)
 command -v python3 >/dev/null || need_pkgs+=(python3)
 command -v rsync >/dev/null || need_pkgs+=(rsync)
+command -v zsh >/dev/null || need_pkgs+=(zsh)
+command -v fish >/dev/null || need_pkgs+=(fish)
+command -v man >/dev/null || need_pkgs+=(man-db)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need_pkgs[*]}"

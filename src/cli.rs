@@ -59,6 +59,29 @@ pub enum Command {
     /// Build the index `ferry mount` needs for a tar that is not a ferry archive (or one
     /// from before ferry kept it), without mounting; it is kept in the cache.
     Index(IndexArgs),
+    /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell);
+    /// see the README for where each shell looks for it.
+    Completions(CompletionsArgs),
+    /// Print a manual page (roff), generated from this help: ferry(1), listing the
+    /// commands, or the page of COMMAND, ferry-COMMAND(1). Read it with `ferry man copy
+    /// | man -l -`.
+    Man(ManArgs),
+}
+
+/// Flags of `ferry completions`.
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete ferry's commands and flags in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// Flags of `ferry man`.
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The command whose page to print [default: the page of ferry itself].
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 /// Flags of `ferry mount`.

@@ -8,6 +8,7 @@ mod archive_out;
 mod cli;
 mod compression;
 mod demo;
+mod docs_cmd;
 mod filters;
 mod itemize;
 mod job;
@@ -26,22 +27,25 @@ fn main() -> ExitCode {
     let cli = cli::parse();
     raise_fd_limit();
     reserve_descriptor_table();
+    // Commands whose output is their point.
+    if matches!(
+        cli.command,
+        Command::Ls(_) | Command::Cat(_) | Command::Completions(_) | Command::Man(_)
+    ) {
+        end_quietly_on_closed_pipe();
+    }
     let result = match cli.command {
         Command::Copy(args) => run_copy(args),
         Command::Pack(args) => archive_cmd::run_pack(args),
         Command::Unpack(args) => archive_cmd::run_unpack(args),
-        Command::Ls(args) => {
-            end_quietly_on_closed_pipe();
-            archive_cmd::run_ls(args)
-        }
-        Command::Cat(args) => {
-            end_quietly_on_closed_pipe();
-            archive_cmd::run_cat(args)
-        }
+        Command::Ls(args) => archive_cmd::run_ls(args),
+        Command::Cat(args) => archive_cmd::run_cat(args),
         Command::Demo(args) => demo::run(args),
         Command::Mount(args) => mount_cmd::run_mount(args),
         Command::Umount(args) => mount_cmd::run_umount(args),
         Command::Index(args) => mount_cmd::run_index(args),
+        Command::Completions(args) => docs_cmd::run_completions(args),
+        Command::Man(args) => docs_cmd::run_man(args),
     };
     match result {
         Ok(code) => code,
