@@ -19,6 +19,8 @@ command -v pigz >/dev/null || need_pkgs+=(pigz)
 command -v fusermount3 >/dev/null || need_pkgs+=(fuse3)
 command -v pgrep >/dev/null || need_pkgs+=(procps)
 command -v python3 >/dev/null || need_pkgs+=(python3)
+command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
+command -v ssh >/dev/null || need_pkgs+=(openssh-client)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need_pkgs[*]}"

@@ -147,7 +147,7 @@ impl Ssh {
     }
 
     /// After the job: waits for ssh to end (the server ends once the job has).
-    pub fn finish(mut self) -> Result<(), NetError> {
+    pub fn finish(&mut self) -> Result<(), NetError> {
         self.stdin.take();
         let status = self
             .child
