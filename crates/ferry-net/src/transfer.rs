@@ -143,3 +143,52 @@ fn remove_beneath(dst: &Path, path: &RelPath) -> io::Result<()> {
     rfs::unlinkat(&dir, path.file_name(), AtFlags::empty())?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::Outbound;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<String>>);
+    impl Reporter for Collect {
+        fn error(&self, err: &Error) {
+            let line = format!("{}: {}: {}", err.path, err.op, err.os);
+            self.0.lock().expect("lock").push(line);
+        }
+        fn warn(&self, _: &str) {}
+    }
+
+    /// A file damaged on the way is an error naming it, and is not left looking
+    /// complete; the others arrive.
+    #[test]
+    fn a_file_damaged_on_the_way_is_named_and_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+        std::fs::create_dir(&src).expect("mkdir");
+        let good = vec![b'g'; 10_000];
+        let bad = vec![b'b'; 10_000];
+        std::fs::write(src.join("good"), &good).expect("write");
+        std::fs::write(src.join("bad"), &bad).expect("write");
+        let out = Outbound::new(Vec::new(), false).shared();
+        let quiet = Collect::default();
+        let stats = Stats::default();
+        send_tree(&src, &out, &Manifest::default(), false, &stats, &quiet).expect("send");
+        let mut wire = std::mem::take(lock(&out).writer());
+        let at = wire.windows(bad.len()).position(|w| w == bad.as_slice());
+        wire[at.expect("data on the wire") + 5] = b'X';
+        let seen = Collect::default();
+        let mut inbound = Inbound::new(wire.as_slice(), &seen);
+        let opts = ReceiveOptions::default();
+        receive_tree(&mut inbound, &dst, &opts, &Stats::default(), &seen).expect("receive");
+        let lines = seen.0.into_inner().expect("lock");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("bad: verify: content differs"),
+            "{lines:?}"
+        );
+        assert!(!dst.join("bad").exists());
+        assert_eq!(std::fs::read(dst.join("good")).expect("read"), good);
+    }
+}
