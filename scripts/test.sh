@@ -23,6 +23,8 @@ command -v rsync >/dev/null || need_pkgs+=(rsync)
 command -v zsh >/dev/null || need_pkgs+=(zsh)
 command -v fish >/dev/null || need_pkgs+=(fish)
 command -v man >/dev/null || need_pkgs+=(man-db)
+command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
+command -v ssh >/dev/null || need_pkgs+=(openssh-client)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need_pkgs[*]}"

@@ -35,7 +35,14 @@ pub enum Command {
     /// existing DST: files whose size and mtime already match are skipped. A SRC that
     /// is not a directory is copied like `cp -a SRC DST`: to DST, or into it when DST
     /// is a directory.
+    ///
+    /// Either SRC or DST may be remote, `[USER@]HOST:PATH` (the part before the first
+    /// `:` without a `/`, as rsync and scp tell it): ferry then runs `ssh HOST ferry
+    /// serve --stdio` and copies over ssh's pipes.
     Copy(CopyArgs),
+    /// Serve one remote copy over standard input and output: what `ferry copy` runs on
+    /// the other end of ssh.
+    Serve(ServeArgs),
     /// Pack the tree SRC into a ferry archive (a tar with 4 KiB-aligned data and an
     /// index); a SRC that is not a directory is packed as one member named as it is.
     /// ARCHIVE `-` writes to standard output.
@@ -216,6 +223,8 @@ pub struct CopyArgs {
     pub jobs: Option<usize>,
     #[command(flatten)]
     pub data: DataArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     /// Skip the all-zero block check (for measuring its cost; holes in the source are
     /// still kept).
     #[arg(long, hide = true)]
@@ -304,6 +313,37 @@ impl FilterArgs {
         all.sort_by_key(|(at, _)| *at);
         all.into_iter().map(|(_, g)| g).collect()
     }
+}
+
+/// How a remote SRC or DST is reached.
+#[derive(Args, Debug, Clone)]
+pub struct RemoteArgs {
+    /// The ssh command (with its options) for a remote SRC or DST, e.g.
+    /// `-e 'ssh -p 2222 -i KEY'`.
+    #[arg(
+        short = 'e',
+        long = "rsh",
+        value_name = "COMMAND",
+        default_value = "ssh"
+    )]
+    pub rsh: String,
+    /// The ferry to run on the remote host.
+    #[arg(long, value_name = "PATH", default_value = "ferry")]
+    pub remote_ferry: String,
+    /// Compress file data on the wire with zstd (remote copies).
+    #[arg(long)]
+    pub compress: bool,
+}
+
+/// Flags of `ferry serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Speak the protocol over standard input and output (the only way today).
+    #[arg(long, required = true)]
+    pub stdio: bool,
+    /// Worker threads [default: 8 per core].
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    pub jobs: Option<usize>,
 }
 
 /// How file data is moved and checked, for the jobs that write trees.

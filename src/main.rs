@@ -13,6 +13,7 @@ mod filters;
 mod itemize;
 mod job;
 mod mount_cmd;
+mod net_cmd;
 mod progress;
 mod read_ahead;
 mod report;
@@ -35,7 +36,9 @@ fn main() -> ExitCode {
         end_quietly_on_closed_pipe();
     }
     let result = match cli.command {
+        Command::Copy(args) if net_cmd::is_remote(&args) => net_cmd::run_remote_copy(args),
         Command::Copy(args) => run_copy(args),
+        Command::Serve(args) => Ok(net_cmd::run_serve(args)),
         Command::Pack(args) => archive_cmd::run_pack(args),
         Command::Unpack(args) => archive_cmd::run_unpack(args),
         Command::Ls(args) => archive_cmd::run_ls(args),

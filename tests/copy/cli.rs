@@ -166,3 +166,24 @@ fn the_summary_on_a_terminal_counts_every_kind_and_up_to_date_every_entry() {
         ("skipped", expected.files + expected.others),
     ]);
 }
+
+/// Flags a copy over ssh does not carry yet are refused before anything is started
+/// (no ssh is run: the host does not exist), not silently ignored.
+#[test]
+fn flags_a_remote_copy_cannot_honour_are_refused() {
+    let s = scratch();
+    let remote = Path::new("nosuchhost.invalid:dst");
+    for (flag, said) in [
+        ("--delete", "--delete"),
+        ("--dry-run", "--dry-run"),
+        ("--exclude=x", "--exclude"),
+    ] {
+        let r = copy(&s.src, remote, &[flag]);
+        r.assert_status(2);
+        assert!(
+            r.stderr.contains(said) && r.stderr.contains("not supported"),
+            "{}",
+            r.stderr
+        );
+    }
+}

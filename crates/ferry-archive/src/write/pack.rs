@@ -135,6 +135,20 @@ struct ArchiveSink<'s, 'env> {
     files_per_block: usize,
     stats: &'env Stats,
     reporter: &'env dyn Reporter,
+    /// Members the receiver of the archive already has (see [`Omit`]).
+    omit: Option<&'env dyn Omit>,
+}
+
+/// Leaves out of the archive members its receiver already has: a network copy's
+/// sender asks the receiver's list of what its destination holds. Called for every
+/// member that is not a directory, as it would be written (a later name of a file's
+/// inode as a hardlink member naming the first), under the lock that orders the
+/// members, so a first name is decided before its later names; `data` is a file's
+/// open data. A member left out counts as nothing packed; the implementation counts
+/// it as skipped if it wants.
+pub trait Omit: Sync {
+    /// Whether to leave `member` out.
+    fn omit(&self, member: &Entry, data: Option<BorrowedFd<'_>>) -> bool;
 }
 
 /// Whether the walker clones large files into the archive itself (one after another,
@@ -229,6 +243,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         files_per_block: usize,
         stats: &'env Stats,
         reporter: &'env dyn Reporter,
+        omit: Option<&'env dyn Omit>,
     ) -> Self {
         let state = State {
             pos: 0,
@@ -248,7 +263,13 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             files_per_block,
             stats,
             reporter,
+            omit,
         }
+    }
+
+    /// Whether `member` is to be left out (see [`Omit`]).
+    fn omitted(&self, member: &Entry, data: Option<BorrowedFd<'_>>) -> bool {
+        self.omit.is_some_and(|o| o.omit(member, data))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -365,7 +386,11 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         let link = st
             .earlier_name(entry)
             .map(|first| hardlink_to(entry, first));
-        self.place_plain(&mut st, link.as_ref().unwrap_or(entry));
+        let member = link.as_ref().unwrap_or(entry);
+        if member.kind != EntryKind::Dir && self.omitted(member, None) {
+            return Ok(());
+        }
+        self.place_plain(&mut st, member);
         Ok(())
     }
 
@@ -393,8 +418,15 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             return Ok(());
         }
         if let Some(first) = st.earlier_name(entry) {
+            let link = hardlink_to(entry, first);
+            if self.omitted(&link, None) {
+                return Ok(());
+            }
             self.stats.files.fetch_add(1, Relaxed);
-            self.place_plain(&mut st, &hardlink_to(entry, first));
+            self.place_plain(&mut st, &link);
+            return Ok(());
+        }
+        if self.omitted(entry, Some(fd.as_fd())) {
             return Ok(());
         }
         let Some(placed) = Self::place(&mut st, entry, Some(&shape)) else {
@@ -707,6 +739,19 @@ pub fn pack(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<u64> {
+    pack_omitting(src, out, skip, opts, None, stats, reporter)
+}
+
+/// [`pack`], leaving out the members `omit` says the receiver has.
+pub fn pack_omitting(
+    src: &Path,
+    out: Output,
+    skip: &[InodeKey],
+    opts: &PackOptions,
+    omit: Option<&dyn Omit>,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<u64> {
     let (file, stream) = match out {
         Output::File(fd) => (Some(fd), None),
         Output::Stream(w) => (None, Some(w)),
@@ -735,7 +780,7 @@ pub fn pack(
             ..WalkConfig::default()
         };
         let index = IndexWriter::with_memory_limit(opts.index_memory);
-        let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, reporter);
+        let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, reporter, omit);
         let walked = if is_tree(src) {
             walk(src, &sink, &cfg, reporter)
         } else {

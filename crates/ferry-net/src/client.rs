@@ -1,0 +1,133 @@
+//! The client's side of a copy: an upload sends the local tree to the server's path,
+//! a download receives the server's tree into a local one. Either runs over any pair
+//! of byte streams (an ssh child's pipes today).
+
+use crate::frame::{expect_frame, write_frame, Kind};
+use crate::manifest::{send_manifest, Manifest};
+use crate::proto::{
+    decode_done, read_accept, read_hello, send_fatal, send_hello, unexpected, Op, Request,
+};
+use crate::stream::{lock, report_message, Inbound, Outbound};
+use crate::transfer::{receive_tree, send_tree, ReceiveOptions};
+use crate::NetError;
+use ferry_core::error::Reporter;
+use ferry_core::stats::Snapshot;
+use ferry_core::Stats;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+
+/// How to copy.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Decide what is up to date by content, not size and mtime.
+    pub checksum: bool,
+    /// Compress the data on the wire with zstd.
+    pub compress: bool,
+    /// The receiver re-reads each file written and compares it with the data as read.
+    pub verify: bool,
+    /// Workers on this end.
+    pub threads: usize,
+}
+
+fn start<R: Read, W: Write>(
+    r: &mut R,
+    w: &mut W,
+    op: Op,
+    remote: &[u8],
+    opts: &Options,
+) -> Result<(), NetError> {
+    send_hello(w)?;
+    let request = Request {
+        op,
+        path: remote.to_vec(),
+        checksum: opts.checksum,
+        compress: opts.compress,
+        verify: opts.verify,
+    };
+    write_frame(w, Kind::Request, &request.encode())?;
+    w.flush()?;
+    read_hello(r)?;
+    read_accept(r)
+}
+
+/// Reads messages up to the `Done` frame, whose counters it returns.
+fn read_done(r: &mut impl Read, reporter: &dyn Reporter) -> Result<Snapshot, NetError> {
+    loop {
+        let frame = expect_frame(r)?;
+        match frame.kind {
+            Kind::Done => return decode_done(&frame.payload),
+            kind if report_message(kind, &frame.payload, reporter)? => {}
+            _ => return Err(unexpected(frame, "the end of the job")),
+        }
+    }
+}
+
+/// Copies the local tree `src` to `remote` on the server (reading `r`, writing `w`).
+/// Per-path failures, on either end, go to `reporter`; `stats` counts what was sent
+/// and what was left out as up to date. Returns the server's counters: what it wrote.
+pub fn upload<R: Read + Send, W: Write + Send + 'static>(
+    mut r: R,
+    mut w: W,
+    src: &Path,
+    remote: &[u8],
+    opts: &Options,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<Snapshot, NetError> {
+    start(&mut r, &mut w, Op::Upload, remote, opts)?;
+    let manifest = Manifest::read(&mut r, reporter)?;
+    let out = Outbound::new(w, opts.compress).shared();
+    std::thread::scope(|s| {
+        let answers = s.spawn(move || read_done(&mut r, reporter));
+        let sent = send_tree(src, &out, &manifest, opts.checksum, stats, reporter);
+        if let Err(e) = &sent {
+            // Tell the server, so it stops and answers.
+            send_fatal(lock(&out).writer(), &e.to_string());
+        }
+        let answer = answers
+            .join()
+            .unwrap_or_else(|_| Err(NetError::frame("the reading thread panicked")));
+        match (sent, answer) {
+            (Ok(()), answer) => answer,
+            // The connection failed: the server's reason, if it gave one, says why.
+            (Err(NetError::Io(e)), answer) => Err(match answer {
+                Err(remote @ NetError::Remote(_)) => remote,
+                _ => NetError::Io(e),
+            }),
+            (Err(e), _) => Err(e),
+        }
+    })
+}
+
+/// Copies the server's tree at `remote` into the local `dst` (reading `r`, writing
+/// `w`). Per-path failures, on either end, go to `reporter`; `stats` counts what was
+/// written. Returns the server's counters: what it left out as up to date.
+pub fn download<R: Read, W: Write + Send>(
+    mut r: R,
+    mut w: W,
+    remote: &[u8],
+    dst: &Path,
+    opts: &Options,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<Snapshot, NetError> {
+    start(&mut r, &mut w, Op::Download, remote, opts)?;
+    let w = Mutex::new(w);
+    let send = |batch: &[u8]| {
+        let mut w = w.lock().unwrap_or_else(PoisonError::into_inner);
+        write_frame(&mut *w, Kind::Manifest, batch)
+    };
+    send_manifest(dst, opts.checksum, opts.threads, &send)?;
+    let mut w = w.into_inner().unwrap_or_else(PoisonError::into_inner);
+    write_frame(&mut w, Kind::ManifestEnd, &[])?;
+    w.flush()?;
+    let mut inbound = Inbound::new(&mut r, reporter);
+    let ropts = ReceiveOptions {
+        threads: opts.threads,
+        checksum: opts.checksum,
+        verify: opts.verify,
+    };
+    receive_tree(&mut inbound, dst, &ropts, stats, reporter)?;
+    read_done(&mut r, reporter)
+}

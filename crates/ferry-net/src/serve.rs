@@ -1,0 +1,188 @@
+//! The serving end (`ferry serve --stdio`): one request over one connection.
+//!
+//! The client names a path; the server reads and writes only beneath it. A path with
+//! a `..` component (or a NUL, or none at all) is refused before anything is touched;
+//! below the path, members are placed by the unpack code, which refuses `..`, never
+//! writes through a symlink and keeps hardlinks inside the destination, and the
+//! sender's walk never follows a symlink. A relative path is taken from the server's
+//! working directory (the user's home, under ssh), as rsync and scp take it.
+
+use crate::frame::{expect_frame, write_frame, Kind};
+use crate::manifest::{send_manifest, Manifest};
+use crate::proto::{encode_done, read_hello, send_fatal, send_hello, unexpected, Op, Request};
+use crate::stream::{lock, FrameReporter, Inbound, Outbound};
+use crate::transfer::{receive_tree, send_tree, ReceiveOptions};
+use crate::NetError;
+use ferry_core::error::Counting;
+use ferry_core::Stats;
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+/// How the server works.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeConfig {
+    /// Workers for walking and writing trees.
+    pub threads: usize,
+}
+
+/// How a served connection ended.
+#[derive(Debug)]
+pub enum Served {
+    /// The job ran; this many paths failed (each told to the client).
+    Done {
+        /// Paths that failed.
+        errors: u64,
+    },
+    /// The job could not run or go on; the client was told why (as far as the
+    /// connection allowed).
+    Stopped(NetError),
+}
+
+/// The path a request names, or why it is refused.
+pub fn confined_path(raw: &[u8]) -> Result<PathBuf, NetError> {
+    if raw.is_empty() || raw.contains(&0) {
+        return Err(NetError::Refused(
+            "the remote path is empty or holds a NUL byte".into(),
+        ));
+    }
+    let path = Path::new(OsStr::from_bytes(raw));
+    if path.components().any(|c| c == Component::ParentDir) {
+        return Err(NetError::Refused(format!(
+            "{}: refused: a remote path may not contain `..`",
+            ferry_core::entry::escaped(raw)
+        )));
+    }
+    Ok(path.to_path_buf())
+}
+
+/// Serves one request read from `input`, answering on `output`. An error is returned
+/// only where the client could not be told (the handshake failed, or the connection
+/// did); otherwise the outcome says how it went.
+pub fn serve<R: Read, W: Write + Send + 'static>(
+    mut input: R,
+    mut output: W,
+    config: &ServeConfig,
+) -> Result<Served, NetError> {
+    read_hello(&mut input)?;
+    send_hello(&mut output)?;
+    let frame = expect_frame(&mut input)?;
+    let request = match frame.kind {
+        Kind::Request => Request::decode(&frame.payload),
+        _ => Err(unexpected(frame, "a request")),
+    };
+    let stats = Stats::default();
+    let out = Outbound::new(output, request.as_ref().is_ok_and(|r| r.compress)).shared();
+    let result = request.and_then(|request| {
+        let path = confined_path(&request.path)?;
+        lock(&out).frame(Kind::Accept, &[])?;
+        let messages = FrameReporter(out.clone());
+        let reporter = Counting {
+            inner: &messages,
+            stats: &stats,
+        };
+        match request.op {
+            Op::Upload => {
+                let send = |batch: &[u8]| lock(&out).frame(Kind::Manifest, batch);
+                send_manifest(&path, request.checksum, config.threads, &send)?;
+                lock(&out).frame(Kind::ManifestEnd, &[])?;
+                let mut inbound = Inbound::new(&mut input, &reporter);
+                let opts = ReceiveOptions {
+                    threads: config.threads,
+                    checksum: request.checksum,
+                    verify: request.verify,
+                };
+                receive_tree(&mut inbound, &path, &opts, &stats, &reporter)
+            }
+            Op::Download => {
+                let manifest = Manifest::read(&mut input, &reporter)?;
+                send_tree(&path, &out, &manifest, request.checksum, &stats, &reporter)
+            }
+        }
+    });
+    let mut out = lock(&out);
+    match result {
+        Ok(()) => {
+            write_frame(out.writer(), Kind::Done, &encode_done(&stats.snapshot()))?;
+            out.writer().flush()?;
+            Ok(Served::Done {
+                errors: stats.snapshot().errors,
+            })
+        }
+        Err(e) => {
+            send_fatal(out.writer(), &e.to_string());
+            Ok(Served::Stopped(e))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parent_components_are_refused() {
+        for bad in [&b"../x"[..], b"a/../../x", b"/a/..", b"", b"a\0b"] {
+            assert!(confined_path(bad).is_err(), "{bad:?}");
+        }
+        for good in [&b"x"[..], b"/tmp/x", b"./a:b", b"a/..b"] {
+            assert!(confined_path(good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn garbage_ends_in_an_error_never_a_panic() {
+        for seed in 0..200u64 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let len = rng.usize(0..4096);
+            let mut bytes: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
+            // Half of them start as a client would, so the frames behind are parsed.
+            if seed % 2 == 0 {
+                // Never a request: a random one could name a real path.
+                if bytes.first() == Some(&(Kind::Request as u8)) {
+                    bytes[0] = 0;
+                }
+                let mut hello = Vec::new();
+                send_hello(&mut hello).expect("hello");
+                bytes.splice(0..0, hello);
+            }
+            let served = serve(bytes.as_slice(), Vec::new(), &ServeConfig { threads: 1 });
+            assert!(
+                !matches!(served, Ok(Served::Done { .. })),
+                "seed {seed} was served"
+            );
+        }
+    }
+
+    /// An upload request into a fresh directory, then garbage: an error, and nothing
+    /// made (nothing was an archive).
+    #[test]
+    fn an_upload_of_garbage_is_stopped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dst = dir.path().join("dst");
+        for seed in 0..50u64 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut bytes = Vec::new();
+            send_hello(&mut bytes).expect("hello");
+            let request = Request {
+                op: Op::Upload,
+                path: dst.as_os_str().as_bytes().to_vec(),
+                checksum: false,
+                compress: seed % 2 == 0,
+                verify: false,
+            };
+            write_frame(&mut bytes, Kind::Request, &request.encode()).expect("frame");
+            let kind = [Kind::Data, Kind::ZData][rng.usize(0..2)];
+            let junk: Vec<u8> = (0..rng.usize(0..3000)).map(|_| rng.u8(..)).collect();
+            write_frame(&mut bytes, kind, &junk).expect("frame");
+            bytes.extend((0..rng.usize(0..100)).map(|_| rng.u8(..)));
+            let served = serve(bytes.as_slice(), Vec::new(), &ServeConfig { threads: 1 });
+            assert!(
+                matches!(served, Ok(Served::Stopped(_))),
+                "seed {seed}: {served:?}"
+            );
+        }
+        assert!(!dst.exists());
+    }
+}

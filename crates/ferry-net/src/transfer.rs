@@ -1,0 +1,194 @@
+//! The two roles, whichever end plays them: the sender packs its tree into data
+//! frames, leaving out what the receiver's manifest shows up to date; the receiver
+//! unpacks the stream into its destination with the code `ferry unpack -` runs, and
+//! checks each file's content against the hash the archive's index records for it.
+
+use crate::manifest::{Manifest, UpToDate};
+use crate::stream::{lock, DataWriter, Inbound, Shared};
+use crate::NetError;
+use ferry_archive::read::select::Selection;
+use ferry_archive::read::tail::{check_tail, TailError};
+use ferry_archive::read::unpack::{unpack_stream, UnpackOptions};
+use ferry_archive::read::ArchiveError;
+use ferry_archive::write::pack::{pack_omitting, Output, PackOptions};
+use ferry_core::data::{Reflink, Sparse};
+use ferry_core::entry::RelPath;
+use ferry_core::error::{Error, Reporter};
+use ferry_core::Stats;
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::Path;
+
+/// What a file whose content differs from its index's hash is told to be.
+pub const DAMAGED: &str = "content differs from the hash the sender recorded for it \
+                           (damaged on the way): removed, so a rerun copies it again";
+
+/// Packs `src` into `out`'s data frames, then `DataEnd`, leaving out what `manifest`
+/// shows the receiver has (`checksum`: by content). Per-path failures go to
+/// `reporter`; the result is for a source that cannot be read at all, or a connection
+/// that fails.
+pub fn send_tree<W: Write + Send + 'static>(
+    src: &Path,
+    out: &Shared<W>,
+    manifest: &Manifest,
+    checksum: bool,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<(), NetError> {
+    let omit = UpToDate::new(manifest, checksum, stats);
+    let opts = PackOptions {
+        // Everything passes through memory on its way into a stream: hash it all, so
+        // the receiver can check every file.
+        hash: true,
+        ..PackOptions::default()
+    };
+    let stream = BufWriter::with_capacity(1 << 20, DataWriter(out.clone()));
+    let packed = pack_omitting(
+        src,
+        Output::Stream(Box::new(stream)),
+        &[],
+        &opts,
+        Some(&omit),
+        stats,
+        reporter,
+    );
+    if let Err(e) = packed {
+        // The archive could not be written: the connection failed; or the source
+        // could not be read at all.
+        return Err(match e.op {
+            "write archive" => NetError::Io(e.os),
+            _ => NetError::Path(e),
+        });
+    }
+    lock(out).end_data()?;
+    Ok(())
+}
+
+/// How the receiver writes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReceiveOptions {
+    /// Workers (placing a stream takes one today; see `unpack_stream`).
+    pub threads: usize,
+    /// Replace every file sent, whatever its size and mtime (the sender compared
+    /// content and found it differs).
+    pub checksum: bool,
+    /// Re-read each file written and compare it with the data as read.
+    pub verify: bool,
+}
+
+/// Unpacks the archive `input` carries into `dst`, then checks every file against the
+/// content hash the index after the data records; one that differs is reported and
+/// removed. Per-path failures go to `reporter`.
+pub fn receive_tree<R: Read>(
+    input: &mut Inbound<'_, R>,
+    dst: &Path,
+    opts: &ReceiveOptions,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<(), NetError> {
+    let uopts = UnpackOptions {
+        reflink: Reflink::Auto,
+        sparse: Sparse::Auto,
+        checksum: opts.checksum,
+        verify: opts.verify,
+        threads: opts.threads.max(1),
+        numeric_owner: false,
+    };
+    let unpacked = unpack_stream(&mut *input, dst, &uopts, &Selection::all(), stats, reporter);
+    let hashes = match unpacked {
+        Ok(hashes) => hashes,
+        Err(e) => return Err(input.take_failure().unwrap_or(NetError::Archive(e))),
+    };
+    let mut differs = |path: RelPath| {
+        let removed = remove_beneath(dst, &path);
+        let why = match removed {
+            Ok(()) => io::Error::other(DAMAGED),
+            Err(e) => io::Error::other(format!("{DAMAGED}; removing it failed: {e}")),
+        };
+        reporter.error(&Error::dst(&path, "verify", why));
+    };
+    let tail = check_tail(&mut *input, hashes, reporter, &mut differs);
+    match tail {
+        Ok(_) if input.ended() => Ok(()),
+        Ok(_) => Err(NetError::frame(
+            "the archive stream did not end where it should",
+        )),
+        Err(e) => Err(input.take_failure().unwrap_or(match e {
+            TailError::Read(e) => NetError::Io(e),
+            TailError::Index(e) => NetError::Archive(ArchiveError::Index(e)),
+        })),
+    }
+}
+
+/// Removes `path` below `dst`, resolving it without leaving `dst` or following a
+/// symlink.
+fn remove_beneath(dst: &Path, path: &RelPath) -> io::Result<()> {
+    let root = rfs::open(
+        dst,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let parent = path.parent();
+    let parent = match parent.is_root() {
+        true => b".".to_vec(),
+        false => parent.as_bytes().to_vec(),
+    };
+    let dir = rfs::openat2(
+        &root,
+        parent,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
+    )?;
+    rfs::unlinkat(&dir, path.file_name(), AtFlags::empty())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::Outbound;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<String>>);
+    impl Reporter for Collect {
+        fn error(&self, err: &Error) {
+            let line = format!("{}: {}: {}", err.path, err.op, err.os);
+            self.0.lock().expect("lock").push(line);
+        }
+        fn warn(&self, _: &str) {}
+    }
+
+    /// A file damaged on the way is an error naming it, and is not left looking
+    /// complete; the others arrive.
+    #[test]
+    fn a_file_damaged_on_the_way_is_named_and_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+        std::fs::create_dir(&src).expect("mkdir");
+        let good = vec![b'g'; 10_000];
+        let bad = vec![b'b'; 10_000];
+        std::fs::write(src.join("good"), &good).expect("write");
+        std::fs::write(src.join("bad"), &bad).expect("write");
+        let out = Outbound::new(Vec::new(), false).shared();
+        let quiet = Collect::default();
+        let stats = Stats::default();
+        send_tree(&src, &out, &Manifest::default(), false, &stats, &quiet).expect("send");
+        let mut wire = std::mem::take(lock(&out).writer());
+        let at = wire.windows(bad.len()).position(|w| w == bad.as_slice());
+        wire[at.expect("data on the wire") + 5] = b'X';
+        let seen = Collect::default();
+        let mut inbound = Inbound::new(wire.as_slice(), &seen);
+        let opts = ReceiveOptions::default();
+        receive_tree(&mut inbound, &dst, &opts, &Stats::default(), &seen).expect("receive");
+        let lines = seen.0.into_inner().expect("lock");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("bad: verify: content differs"),
+            "{lines:?}"
+        );
+        assert!(!dst.join("bad").exists());
+        assert_eq!(std::fs::read(dst.join("good")).expect("read"), good);
+    }
+}

@@ -1,0 +1,15 @@
+//! End-to-end tests of `ferry copy` over ssh: each test starts a real sshd on a
+//! loopback port with throwaway keys ([`sshd`]), runs the built ferry as both ends
+//! (`--remote-ferry`), and checks the trees with the tree comparer.
+//!
+//! One test binary: `cargo test --release --test net`. Without sshd (Debian's
+//! openssh-server; scripts/test.sh installs it) the tests say why and skip; with
+//! `FERRY_TEST_NO_SKIP=1` such a skip fails.
+
+#[allow(unused_imports)] // the helpers of all test binaries
+#[path = "../common/mod.rs"]
+mod common;
+
+mod copy;
+mod hostile;
+mod sshd;
