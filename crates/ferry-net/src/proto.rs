@@ -298,6 +298,7 @@ mod tests {
             cloned: 8,
             kernel_copied: 9,
             buffered: 10,
+            deleted: 0,
         };
         let back = decode_done(&encode_done(&s)).expect("decode");
         assert_eq!((back.files, back.buffered), (1, 10));
