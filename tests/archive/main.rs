@@ -12,6 +12,7 @@ mod hostile;
 mod interop;
 mod json;
 mod order;
+mod parallel;
 mod reflink;
 mod select;
 mod streams;
