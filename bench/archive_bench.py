@@ -16,6 +16,11 @@ Experiments (-e):
           --compressions (gzip -1, zstd): every tool unpacks the same compressed file
           (`ferry unpack A DST`, `tar -C DST -xf A`, `bsdtar -C DST -xf A`; all three
           recognise the compression themselves). Unpack only: ferry does not compress.
+  stream  The same tree through a pipe, as a network copy sends it (issue #23), beside a
+          copy, on a fresh ext4 (and XFS with -f), warm cache only: `ferry copy SRC DST`,
+          `ferry pack SRC - | ferry unpack - DST` and `tar -C SRC -cf - . | tar -C DST -xf -`
+          (each --stream-ferry binary too, for a before/after in one run); ratios against
+          ferry copy. Not among the default experiments.
 
 For each set, cache mode (-c warm,cold) and repetition (-r 3), the tools take turns:
   pack    rm ARCHIVE; tool packs SRC into ARCHIVE (same filesystem)
@@ -48,7 +53,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
 import copy_bench as C  # noqa: E402  (kernel_tarball, warm_source, finish_rows, fmt)
 
-EXPERIMENTS = ["avatar", "kernel", "compressed"]
+EXPERIMENTS = ["avatar", "kernel", "compressed", "stream"]
 # name -> (file suffix, command that compresses standard input to standard output)
 COMPRESSIONS = {"gzip": ("gz", "gzip -1"), "zstd": ("zst", "zstd -q -T0"), "xz": ("xz", "xz -T0 -1"),
                 "bzip2": ("bz2", "bzip2 -1")}
@@ -618,6 +623,81 @@ def run_compressed(args, results, out_path):
                 os.unlink(archive)
 
 
+# bash -c SCRIPT bash FERRY SRC DST
+STREAM_PIPES = {
+    "copy": '"$1" copy "$2" "$3"',
+    "pack|unpack": 'set -o pipefail; "$1" pack "$2" - | "$1" unpack - "$3"',
+    "tar|tar": 'set -o pipefail; mkdir "$3" && tar -C "$2" -cf - . | tar -C "$3" -xf -',
+}
+
+
+def run_stream(args, results, out_path):
+    """`ferry pack - | ferry unpack -` beside `ferry copy` and tar | tar (see the doc)."""
+    tar = kernel_tar(args, results, "stream")
+    if tar is None:
+        return
+    ferries = [("ferry", args.ferry)] + [(f"ferry@{os.path.basename(b)}", b) for b in args.stream_ferry]
+    runs = [(f"{name} {op}" if op != "tar|tar" else op, ferry, op)
+            for op in ("copy", "pack|unpack") for name, ferry in ferries] + [("tar|tar", args.ferry, "tar|tar")]
+    for fs in args.fs:
+        with B.LoopFs(fs, args.scratch, f"archive-stream-{fs}", size=args.kernel_image_size,
+                      direct_io=not args.no_direct_io) as lfs:
+            src, want, _ = extract_source(lfs, tar)
+            dst = os.path.join(lfs.mnt, "dst")
+            k = {"fs": fs, "source": want, "rows": {}, "uptime": []}
+            results["stream"].append(k)
+
+            def one(label, ferry, op, timed_run=True):
+                B.rmtree(dst)
+                C.warm_source(src)
+                cmd = ["bash", "-c", STREAM_PIPES[op], "bash", ferry, src, dst]
+                if not timed_run:
+                    B.run_measured(cmd, timeout=args.timeout)
+                    return None
+                k["uptime"].append(B.sh("uptime", capture=True).stdout.strip())
+                run = timed(cmd, "warm", args)
+                problems = [f"exit {run['rc']}: {run['stderr'].strip()[:300]}"] if run["rc"] else []
+                try:
+                    got = B.tree_stats(dst)
+                    problems += [f"{x} {got[x]} != {want[x]}" for x in want if got[x] != want[x]]
+                except OSError as e:
+                    problems.append(f"cannot walk DST: {e}")
+                run["problem"] = "; ".join(problems) or None
+                run["stdout"], run["stderr"] = run["stdout"][-2000:], run["stderr"][-2000:]
+                return run
+
+            one(*runs[0], timed_run=False)
+            rows = {label: {"tool": label, "cmd": STREAM_PIPES[op], "runs": []} for label, _, op in runs}
+            for rep in range(args.reps):
+                for label, ferry, op in runs:
+                    run = one(label, ferry, op)
+                    rows[label]["runs"].append(run)
+                    B.log(f"stream/{fs} rep {rep + 1}/{args.reps} {label}: {run['seconds']:.2f} s, cpu "
+                          f"{(run['user'] or 0) + (run['sys'] or 0):.2f} s"
+                          + (f"  PROBLEM: {run['problem']}" if run["problem"] else ""))
+                    if run["problem"] and label.startswith("ferry"):
+                        results["failures"].append(f"stream/{fs} {label}: {run['problem']}")
+            B.rmtree(dst)
+            C.finish_rows(rows)
+            k["rows"] = rows
+            B.write_json(out_path, results)
+            base = rows[runs[0][0]]["median_seconds"]
+            lines = [[r["tool"], F(r["median_seconds"], ".2f", "FAIL"),
+                      F(r["min_seconds"], ".2f") + "-" + F(r["max_seconds"], ".2f"), F(r["median_cpu"], ".2f"),
+                      F(r["median_sync_seconds"], ".2f"), f"{r['max_rss_mib']:.1f}",
+                      F(r["median_seconds"] and base and r["median_seconds"] / base, ".2f"),
+                      F(r["median_other_cpu"], ".2f")] for r in rows.values()]
+            print(f"\n== kernel tree through a pipe on {fs}, warm cache, median of {args.reps} == "
+                  f"{want['files']:,} files, {want['dirs']:,} dirs, {want['symlinks']:,} symlinks, "
+                  f"{want['bytes'] / 1e6:,.1f} MB")
+            cols = ["run", "seconds", "min-max", "cpu s", "sync s", "RSS MiB", "vs copy", "other cpu"]
+            print("\n".join(B.format_table(cols, lines, left=1)))
+            for r in rows.values():
+                for p in r["problems"]:
+                    print(f"   note: {r['tool']}: {p}")
+            print(f"   vs copy: seconds / {runs[0][0]} seconds; load before the runs: {k['uptime'][0]}")
+
+
 def plot(out_path, args):
     return B.plot(os.path.join(B.HERE, "plot_archive.py"), out_path, args.plot_python, args.plot_dir)
 
@@ -626,7 +706,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     csv = lambda s: [x for x in s.split(",") if x]  # noqa: E731
     sizes = lambda s: [parse_size(x) for x in csv(s)]  # noqa: E731
-    ap.add_argument("-e", "--experiments", type=csv, default=EXPERIMENTS,
+    ap.add_argument("-e", "--experiments", type=csv, default=EXPERIMENTS[:3],
                     help=f"comma list of {','.join(EXPERIMENTS)}")
     ap.add_argument("--compressions", type=csv, default=["gzip", "zstd"],
                     help=f"for the compressed experiment: comma list of {','.join(COMPRESSIONS)}")
@@ -643,6 +723,8 @@ def main():
                     help="file counts of the split sets")
     ap.add_argument("--no-lscat", action="store_true", help="skip ls/cat on the split sets")
     ap.add_argument("--lscat-reps", type=int, default=5)
+    ap.add_argument("--stream-ferry", action="append", default=[],
+                    help="stream experiment: another ferry binary to run beside --ferry (e.g. a build from before)")
     ap.add_argument("--pack-jobs", type=int, help="ferry pack -j (default: ferry's own)")
     ap.add_argument("--unpack-jobs", type=int, help="ferry unpack -j (default: ferry's own)")
     ap.add_argument("--ferry-arg", action="append", default=[], help="extra argument for ferry pack and unpack")
@@ -695,7 +777,7 @@ def main():
     results = {"kind": "archive_bench", "started": B.timestamp(), "argv": sys.argv, "machine": B.machine_info(),
                "ferry": dict(B.ferry_identity(built), snapshot=args.ferry), "peers": versions,
                "tools": args.tools, "reps": args.reps, "lscat_reps": args.lscat_reps, "cache": args.cache,
-               "kernel": [], "compressed": [], "failures": [], "skipped": []}
+               "kernel": [], "compressed": [], "stream": [], "failures": [], "skipped": []}
     B.log(f"results -> {out_path}")
     status = 0
     try:
@@ -705,6 +787,8 @@ def main():
             run_kernel(args, results, out_path)
         if "compressed" in args.experiments:
             run_compressed(args, results, out_path)
+        if "stream" in args.experiments:
+            run_stream(args, results, out_path)
     except FerryFailure as e:
         status = str(e)
     results["targets"] = targets(results, args)

@@ -56,6 +56,7 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     let archive_out = match to_stdout {
         true => {
             crate::end_quietly_on_closed_pipe();
+            crate::archive_out::widen_pipe(io::stdout());
             None
         }
         false => Some(ArchiveOut::create(&args.archive)?),
@@ -66,6 +67,7 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         None => (stream(Box::new(io::stdout())), Vec::new()),
         // A fifo, a pipe, a terminal: written in order, as tar writes them.
         Some(file) if !file.is_positional() => {
+            crate::archive_out::widen_pipe(file.file());
             (stream(Box::new(file.file().try_clone()?)), Vec::new())
         }
         Some(file) => (
@@ -114,6 +116,7 @@ enum Input {
 
 fn open_input(path: &Path) -> anyhow::Result<Input> {
     let raw: Box<dyn Read + Send> = if is_dash(path) {
+        crate::archive_out::widen_pipe(io::stdin());
         Box::new(io::stdin())
     } else {
         let f = File::open(path).with_context(|| format!("{}: open archive", path.display()))?;
@@ -126,6 +129,7 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
         }
         // A fifo, a pipe (`<(...)`), a character device: read as a stream, as `-` is.
         if !crate::archive_out::is_positional(&kind) {
+            crate::archive_out::widen_pipe(&f);
             return Ok(Input::Stream(
                 decompressed(Box::new(f)).with_context(|| format!("{}", path.display()))?,
             ));

@@ -20,12 +20,12 @@
 
 use anyhow::Context;
 use ferry_core::entry::InodeKey;
-use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, CWD};
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, CWD};
 use rustix::io::Errno;
 use std::ffi::OsString;
 use std::fs::{File, Permissions};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -66,6 +66,21 @@ fn on_interrupt() {
     }
     crate::report::to_stderr(format_args!("ferry: interrupted"));
     std::process::exit(130);
+}
+
+/// Bytes a pipe that carries an archive is made to hold (the most an ordinary user may
+/// ask for, `/proc/sys/fs/pipe-max-size`, by default).
+const PIPE_BYTES: usize = 1 << 20;
+
+/// Makes the pipe `fd` is (if it is one) hold [`PIPE_BYTES`] instead of the default
+/// 64 KiB, so writer and reader take turns every MiB, not every 64 KiB: `ferry pack
+/// SRC - | cat >/dev/null` on the kernel tree took 0.94-1.01 s with a 1 MiB pipe
+/// against 2.14-2.28 s with the default. Either end may do it; a failure (not a pipe,
+/// or a smaller limit) leaves it as it was.
+pub fn widen_pipe(fd: impl AsFd) {
+    if rfs::fstat(&fd).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Fifo) {
+        let _ = rustix::pipe::fcntl_setpipe_size(&fd, PIPE_BYTES);
+    }
 }
 
 /// An archive file being written.

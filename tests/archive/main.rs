@@ -13,6 +13,7 @@ mod hostile;
 mod interop;
 mod json;
 mod order;
+mod parallel;
 mod reflink;
 mod select;
 mod streams;

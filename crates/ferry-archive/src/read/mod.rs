@@ -7,7 +7,9 @@ pub mod convert;
 mod extract;
 pub mod list;
 pub mod order;
+mod schedule;
 pub mod select;
+pub mod stream;
 pub mod tail;
 pub mod unpack;
 

@@ -169,8 +169,8 @@ impl OrderGuard {
         }
     }
 
-    /// Whether any member named `path` (or needed it as a directory).
-    fn holds(&self, path: &[u8]) -> bool {
+    /// Whether any member recorded named `path` (or needed it as a directory).
+    pub fn holds(&self, path: &[u8]) -> bool {
         self.seen.contains(key(path, false)) || self.seen.contains(key(path, true))
     }
 

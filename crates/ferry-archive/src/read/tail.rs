@@ -133,6 +133,9 @@ pub struct StreamHashes {
     failed: Option<io::Error>,
     /// The offset just past the end-of-archive blocks.
     tar_end: u64,
+    /// Header offsets of members whose hash was taken but whose data was not unpacked
+    /// from those bytes (see [`StreamHashes::leave_out`]), in order.
+    left_out: Vec<u64>,
 }
 
 impl StreamHashes {
@@ -148,6 +151,14 @@ impl StreamHashes {
                 self.failed = Some(e);
             }
         }
+    }
+
+    /// Leaves the members whose headers start at `header_offsets` (in any order) out of
+    /// the check: their data was hashed as it was read, but not unpacked from those
+    /// bytes (a file found up to date, or one that failed).
+    pub fn leave_out(&mut self, mut header_offsets: Vec<u64>) {
+        header_offsets.sort_unstable();
+        self.left_out = header_offsets;
     }
 
     /// Sets where the tar data ended: the index of a ferry archive starts there.
@@ -183,6 +194,7 @@ impl StreamHashes {
         Ok(Records {
             spilled,
             held: self.held.into_iter(),
+            left_out: self.left_out,
         })
     }
 }
@@ -191,10 +203,22 @@ impl StreamHashes {
 struct Records {
     spilled: Option<BufReader<File>>,
     held: std::vec::IntoIter<(u64, u128)>,
+    left_out: Vec<u64>,
 }
 
 impl Records {
+    /// The next record of a member not left out.
     fn next(&mut self) -> io::Result<Option<(u64, u128)>> {
+        loop {
+            let next = self.next_any()?;
+            match next {
+                Some((at, _)) if self.left_out.binary_search(&at).is_ok() => {}
+                other => return Ok(other),
+            }
+        }
+    }
+
+    fn next_any(&mut self) -> io::Result<Option<(u64, u128)>> {
         if let Some(file) = &mut self.spilled {
             let mut rec = [0u8; RECORD];
             match file.read_exact(&mut rec) {

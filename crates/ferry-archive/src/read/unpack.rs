@@ -4,7 +4,9 @@
 //! A ferry archive file is read through its index: each member's tar header is checked
 //! against its index entry, then its data is moved straight from the archive file:
 //! cloned where the filesystem allows (the data is block-aligned), else copied. Any
-//! other tar, or an archive on a pipe, is streamed through the strict tar reader.
+//! other tar, or an archive on a pipe, is streamed through the strict tar reader (see
+//! [`super::stream`]). Both hand members to several workers by the same order rules
+//! ([`super::schedule`]).
 //!
 //! Nothing is written outside the destination: member paths are made relative and
 //! refused if they contain `..`, and directories are opened without following symlinks
@@ -12,26 +14,26 @@
 //! escapes), so a symlink in the archive cannot redirect a later member. Directory
 //! metadata is applied last, each directory after all below it.
 
-use super::acl;
 use super::archive::{header_len, member_in, Archive, ArchiveError};
-use super::convert::{from_index, from_tar, runs_of};
+use super::convert::{from_index, runs_of};
 use super::extract::{workers_within_open_files, DirCache, Extractor};
-use super::order::{Clash, OrderGuard};
+use super::order::Clash;
+use super::schedule::{self, Batch, Handout, InFlight, Route, Router, GROUP};
 use super::select::Selection;
-use super::tail::{ContentHasher, Hashing, StreamHashes};
 use crate::index::{IndexEntry, Kind, Names};
 use crate::owners::LocalIds;
-use crate::tar::Reader;
 use ferry_core::data::{Mover, Reflink, Sparse};
 use ferry_core::entry::{Entry, EntryKind, RelPath};
 use ferry_core::error::{Error, Reporter};
 use ferry_core::sink::FileData;
 use ferry_core::Stats;
 use std::collections::{HashMap, HashSet};
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::{mpsc, Condvar, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
+
+pub use super::stream::unpack_stream;
 
 /// How to unpack.
 #[derive(Clone, Copy, Debug)]
@@ -54,20 +56,25 @@ pub struct UnpackOptions {
 /// Owners by name (see [`crate::owners`]), for an unpack that sets them so: the ids
 /// names have here, looked up once each.
 #[derive(Default)]
-struct ByName {
+pub(super) struct ByName {
     ids: Mutex<LocalIds>,
 }
 
 impl ByName {
     /// For an unpack that sets owners by name: as root (only root sets owners),
     /// unless told to keep the numbers.
-    fn for_unpack(opts: &UnpackOptions) -> Option<ByName> {
+    pub(super) fn for_unpack(opts: &UnpackOptions) -> Option<ByName> {
         (!opts.numeric_owner && rustix::process::geteuid().is_root()).then(ByName::default)
     }
 
     /// `entry` with the owner the names `user` and `group` (its member's) have here, if
     /// that is not the one it has.
-    fn owned(&self, user: Option<&[u8]>, group: Option<&[u8]>, entry: &Entry) -> Option<Entry> {
+    pub(super) fn owned(
+        &self,
+        user: Option<&[u8]>,
+        group: Option<&[u8]>,
+        entry: &Entry,
+    ) -> Option<Entry> {
         let (uid, gid) = self
             .ids
             .lock()
@@ -95,16 +102,13 @@ impl ByName {
     }
 }
 
-fn refused(raw: &[u8], why: &'static str) -> Error {
+pub(super) fn refused(raw: &[u8], why: &'static str) -> Error {
     Error::new(
         &RelPath::from_bytes(raw.to_vec()),
         "unpack",
         io::Error::other(why),
     )
 }
-
-/// Members handed to a worker at a time.
-const GROUP: usize = 128;
 
 /// Asks the kernel to read every member's headers (and the data of the small ones,
 /// which is read with them) ahead, all at once, in as few ranges as they merge into: on
@@ -213,11 +217,8 @@ pub fn unpack_file(
         }
         Ok::<(), ArchiveError>(())
     };
-    // Bounded, so the runs waiting for a worker take little memory however many
-    // members there are.
-    let (groups, queue) = mpsc::sync_channel::<Group>(4 * workers);
-    let queue = Mutex::new(queue);
     let in_flight = InFlight::default();
+    let (handout, queue) = schedule::channel::<Group>(workers, &in_flight);
     let mut later = Later::default();
     let walked = std::thread::scope(|s| {
         // Beside the workers, not before them: on a warm cache it only costs time.
@@ -228,7 +229,7 @@ pub fn unpack_file(
                 let mut buf = Vec::new();
                 // Until the queue closes (all handed out, or the walk stopped). After a
                 // failure runs are still taken, and dropped, so the walk never waits.
-                while let Some(group) = queue.lock().ok().and_then(|q| q.recv().ok()) {
+                while let Some(group) = queue.next() {
                     if !has_failed() {
                         if let Err(err) = place(&group, &mut cache, &mut buf) {
                             fail(err);
@@ -247,10 +248,6 @@ pub fn unpack_file(
                     place(group, &mut cache, &mut buf)
                 })
             }
-        };
-        let handout = Handout {
-            groups,
-            in_flight: &in_flight,
         };
         walk_index(
             archive,
@@ -385,7 +382,7 @@ struct Later {
     links: Vec<u64>,
     /// A directory member names the destination itself.
     root_named: bool,
-    /// From some member on, members were placed in archive order (see [`OrderGuard`]):
+    /// From some member on, members were placed in archive order (see [`OrderGuard`](super::order::OrderGuard)):
     /// a name may be given twice.
     in_order: bool,
 }
@@ -425,61 +422,11 @@ impl Group {
     fn len(&self) -> usize {
         self.index.len()
     }
+}
 
+impl Batch for Group {
     fn is_empty(&self) -> bool {
         self.index.is_empty()
-    }
-}
-
-/// How many runs handed to the workers are not yet placed, so the walk can wait until
-/// all are.
-#[derive(Default)]
-struct InFlight {
-    runs: Mutex<usize>,
-    all_placed: Condvar,
-}
-
-impl InFlight {
-    fn add(&self) {
-        *self.runs.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-    }
-
-    fn done(&self) {
-        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        *runs = runs.saturating_sub(1);
-        if *runs == 0 {
-            self.all_placed.notify_all();
-        }
-    }
-
-    fn wait_all_placed(&self) {
-        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        drop(
-            self.all_placed
-                .wait_while(runs, |runs| *runs > 0)
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-    }
-}
-
-/// Where the walk hands runs of members to the workers.
-struct Handout<'a> {
-    groups: mpsc::SyncSender<Group>,
-    in_flight: &'a InFlight,
-}
-
-impl Handout<'_> {
-    /// Hands `group` (if not empty) to a worker, leaving it empty.
-    fn send(&self, group: &mut Group) {
-        if group.is_empty() {
-            return;
-        }
-        self.in_flight.add();
-        // Workers take runs until the walk ends (dropping them after a failure), so
-        // this waits at most for a free slot; it fails only without workers.
-        if self.groups.send(std::mem::take(group)).is_err() {
-            self.in_flight.done();
-        }
     }
 }
 
@@ -549,7 +496,7 @@ impl<'p> InOrder<'p> {
 /// in `later` what comes after them; an error if the index could not be read on.
 ///
 /// From the first member whose outcome depends on the order of earlier ones (a name
-/// given twice, a member below a symlink: see [`OrderGuard`]) on, this thread places
+/// given twice, a member below a symlink: see [`OrderGuard`](super::order::OrderGuard)) on, this thread places
 /// the members itself, in archive order, once the workers have placed all handed out,
 /// and the hardlinks among those: the same tree each time, and the one a sequential
 /// extraction makes.
@@ -557,14 +504,13 @@ fn walk_index(
     archive: &Archive,
     select: &Selection,
     reporter: &dyn Reporter,
-    handout: Handout<'_>,
+    handout: Handout<'_, Group>,
     stop: &dyn Fn() -> bool,
     place_here: &mut dyn FnMut(Run<'_>) -> Result<(), ArchiveError>,
     later: &mut Later,
 ) -> Result<(), ArchiveError> {
     let mut group = Group::default();
-    let mut last_parent = None;
-    let mut guard = OrderGuard::with_room_for(archive.index().map_or(0, |i| i.len()));
+    let mut router = Router::with_room_for(archive.index().map_or(0, |i| i.len()));
     // Used once `later.in_order` is set.
     let mut ordered = InOrder::new(place_here);
     for (i, item) in archive.entries_at().into_iter().flatten().enumerate() {
@@ -588,8 +534,11 @@ fn walk_index(
         if !select.selects(&entry.path) {
             continue;
         }
-        let clash = guard.clashes(&entry.path, &entry.kind);
-        if !later.in_order && clash.any() {
+        // A link whose target was left out is made from the target's member (see
+        // `place_links`), wherever that is.
+        let depends = router.links_ahead(&entry) && !select_leaves_out_target(select, &entry);
+        let (route, clash) = router.route(&entry, group.len(), depends);
+        if route == (Route::InOrder { first: true }) {
             // The links gathered so far link to the members before this one.
             if !place_after_workers(&handout, &mut group, later, &mut ordered, stop)? {
                 return Ok(());
@@ -601,15 +550,13 @@ fn walk_index(
             later.root_named |= entry.path.is_root();
             later.dirs.push(pos);
         }
-        match (later.in_order, is_link) {
-            (true, true) => ordered.link(pos, clash)?,
-            (true, false) => ordered.member(e, entry, clash)?,
-            (false, true) => later.links.push(pos),
-            (false, false) => {
-                let parent = entry.path.parent();
-                if last_parent.as_ref() != Some(&parent) || group.len() >= GROUP {
+        match route {
+            Route::InOrder { .. } if is_link => ordered.link(pos, clash)?,
+            Route::InOrder { .. } => ordered.member(e, entry, clash)?,
+            Route::Aside => later.links.push(pos),
+            Route::Workers { new_run } => {
+                if new_run {
                     handout.send(&mut group);
-                    last_parent = Some(parent);
                 }
                 group.push(e, entry);
             }
@@ -623,7 +570,7 @@ fn walk_index(
 /// `later`, whose targets are all in place by now. False when a worker failed: its
 /// error ends the unpack.
 fn place_after_workers(
-    handout: &Handout<'_>,
+    handout: &Handout<'_, Group>,
     group: &mut Group,
     later: &mut Later,
     ordered: &mut InOrder<'_>,
@@ -641,6 +588,11 @@ fn place_after_workers(
         (ordered.place)(Run::Links(&std::mem::take(&mut later.links), &[]))?;
     }
     Ok(true)
+}
+
+/// Whether `entry` is a hardlink whose target `select` leaves out.
+fn select_leaves_out_target(select: &Selection, entry: &Entry) -> bool {
+    matches!(&entry.kind, EntryKind::HardLink { target } if !select.covers(target))
 }
 
 /// How many of `entries` (members in archive order) to read in one call, and the range of the
@@ -724,151 +676,6 @@ fn place_member(
         ex.reporter.error(&err);
     }
     Ok(())
-}
-
-/// Unpacks the members `select` asks for of a tar stream (any tar: ferry's, GNU tar's,
-/// bsdtar's) into `dst`. A hardlink whose target was not selected is an error: the
-/// target's data has gone by. Returns the content hashes of the file members unpacked,
-/// for [`check_tail`](super::tail::check_tail) to compare with a ferry archive's index,
-/// which follows in the stream; `input` is left just past the end-of-archive blocks.
-pub fn unpack_stream(
-    input: impl Read,
-    dst: &Path,
-    opts: &UnpackOptions,
-    select: &Selection,
-    stats: &Stats,
-    reporter: &dyn Reporter,
-) -> Result<StreamHashes, ArchiveError> {
-    let mover = Mover::new(opts.reflink, opts.sparse);
-    let by_name = ByName::for_unpack(opts);
-    let mut reader = Reader::new(input);
-    // Nothing is made before the input shows it is an archive.
-    let mut first = Some(reader.next_entry()?);
-    // One worker: this thread.
-    let ex = Extractor::new(dst, &mover, opts, 1, stats, reporter)?;
-    let mut dirs = Vec::new();
-    let mut cache = DirCache::new();
-    let mut acl_ids = LocalIds::default();
-    // The names so far, where an interrupted unpack may have left files to resume, or
-    // a member below one of them may meet a symlink an earlier member made there and
-    // no other member replaced. (In a destination this unpack made, nothing in the way
-    // is replaced unless a member names it: see `Extractor::put`.)
-    let mut named = (!ex.root.is_fresh()).then(OrderGuard::default);
-    let mut hashes = StreamHashes::default();
-    let result = loop {
-        let next = match first.take() {
-            Some(entry) => Ok(entry),
-            None => reader.next_entry(),
-        };
-        let t = match next {
-            Ok(Some(t)) => t,
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e.into()),
-        };
-        let entry = match from_tar(&t) {
-            Ok(entry) => entry,
-            Err(why) => {
-                reporter.error(&refused(&t.path, why));
-                continue;
-            }
-        };
-        if !select.selects(&entry.path) {
-            continue;
-        }
-        if let EntryKind::HardLink { target } = &entry.kind {
-            if !select.covers(target) {
-                reporter.error(&Error::new(
-                    &entry.path,
-                    "unpack",
-                    io::Error::other(format!(
-                        "a hardlink to {target}, which was not asked for: name it too"
-                    )),
-                ));
-                continue;
-            }
-        }
-        let entry = with_acls(entry, &t.pax, &mut acl_ids, reporter);
-        let (user, group) = (t.uname.as_deref(), t.gname.as_deref());
-        let entry = match by_name.as_ref().and_then(|b| b.owned(user, group, &entry)) {
-            Some(owned) => owned,
-            None => entry,
-        };
-        let clash = named
-            .as_mut()
-            .map_or(Clash::default(), |n| n.clashes(&entry.path, &entry.kind));
-        if entry.kind == EntryKind::Dir {
-            if let Err(err) = ex.make_dir(&entry, clash, &mut cache) {
-                reporter.error(&err);
-            }
-            dirs.push(entry);
-            continue;
-        }
-        let runs = runs_of(t.sparse.as_deref(), t.size);
-        let mut hasher = ContentHasher::new(&runs);
-        let mut body = reader.data();
-        let mut hashing = Hashing {
-            inner: &mut body,
-            hasher: &mut hasher,
-        };
-        let is_file = matches!(entry.kind, EntryKind::File { .. });
-        let data = is_file.then_some(FileData::Stream {
-            reader: &mut hashing,
-            runs: &runs,
-        });
-        let put = ex.put(&entry, data, clash, &mut cache);
-        if let (true, Some(hash)) = (is_file && put.is_ok(), hasher.finish(t.size)) {
-            hashes.push(t.header_offset, hash);
-        }
-        if let Err(err) = put {
-            if reader.has_failed() {
-                // Reading its data failed, and the stream cannot be read on: that ends
-                // the unpack, said once, naming the member.
-                break Err(ArchiveError::Member {
-                    path: entry.path.to_string(),
-                    why: err.os.to_string(),
-                });
-            }
-            reporter.error(&err);
-        }
-    };
-    // In descending byte order of paths, which puts each directory after its
-    // descendants (a path sorts after its proper prefixes) and keeps a subtree
-    // together, so the cache of open ancestors serves it. A directory named twice
-    // keeps its members' order, so the last one's metadata is set last, and wins.
-    dirs.sort_by(|a: &Entry, b| b.path.as_bytes().cmp(a.path.as_bytes()));
-    let root_named = dirs.iter().any(|e| e.path.is_root());
-    ex.finish(dirs, root_named, result.is_err());
-    if result.is_ok() {
-        select.report_unmatched("unpack", reporter);
-    }
-    hashes.set_tar_end(reader.offset());
-    result.map(|()| hashes)
-}
-
-/// `entry` with the ACLs its member's pax records `pax` hold as text (GNU tar's and
-/// bsdtar's `--acls`; see [`acl`]), where it has no attribute of that name already. An
-/// ACL that cannot be made is left out, with a warning naming the member, as GNU tar
-/// warns and goes on.
-fn with_acls(
-    mut entry: Entry,
-    pax: &[(Vec<u8>, Vec<u8>)],
-    ids: &mut LocalIds,
-    reporter: &dyn Reporter,
-) -> Entry {
-    if !pax.iter().any(|(key, _)| acl::is_acl_key(key)) {
-        return entry;
-    }
-    match acl::acl_xattrs(pax, ids) {
-        Ok(acls) => {
-            for acl in acls {
-                if !entry.meta.xattrs.iter().any(|x| x.name == acl.name) {
-                    entry.meta.xattrs.push(acl);
-                }
-            }
-        }
-        Err(why) => reporter.warn(&format!("{}: ACL not set: {why}", entry.path)),
-    }
-    entry
 }
 
 #[cfg(test)]

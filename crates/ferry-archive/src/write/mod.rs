@@ -3,3 +3,4 @@
 pub mod fill;
 pub mod header;
 pub mod pack;
+pub mod stream_out;

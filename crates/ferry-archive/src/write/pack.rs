@@ -14,9 +14,10 @@ use super::fill::{
     Large, Shared, Small, OTHER_DESCRIPTORS,
 };
 use super::header::{pad_block, DataShape, HeaderEncoder, ALIGN};
+use super::stream_out::{Shared as StreamShared, StreamOut};
 use crate::index::{HashSlot, IndexEntry, IndexWriter, Kind, INDEX_MEMORY};
 use ferry_core::data::{
-    data_runs, hash_zeros, with_buffer, write_full, Method, Mover, Reflink, Segment, Sparse,
+    data_runs, hash_zeros, with_buffer, write_full, Mover, Reflink, Segment, Sparse,
 };
 use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, OneEntry, Reporter, Result};
@@ -80,7 +81,6 @@ struct State {
     first_names: HashMap<InodeKey, RelPath>,
     /// The stretch of the archive being laid out, up to `pos`.
     block: Block,
-    stream: Option<Box<dyn Write + Send>>,
     /// The first failure to write the stream or the index: everything after it is moot.
     failed: Option<io::Error>,
     /// A small file has been laid out since the last large one: the fillers are busy
@@ -130,11 +130,12 @@ struct ArchiveSink<'s, 'env> {
     state: Mutex<State>,
     /// The archive file's fillers; None for a stream.
     fillers: Option<Fillers<'s, 'env>>,
+    /// The thread writing a stream; None for an archive file.
+    stream: Option<StreamOut<'s, 'env>>,
     inline_clones: InlineClones,
     /// A block is sent once it holds this many files (see [`files_per_block`]).
     files_per_block: usize,
     stats: &'env Stats,
-    reporter: &'env dyn Reporter,
     /// Members the receiver of the archive already has (see [`Omit`]).
     omit: Option<&'env dyn Omit>,
 }
@@ -237,12 +238,11 @@ fn stored_runs(
 
 impl<'s, 'env> ArchiveSink<'s, 'env> {
     fn new(
-        stream: Option<Box<dyn Write + Send>>,
+        stream: Option<StreamOut<'s, 'env>>,
         fillers: Option<Fillers<'s, 'env>>,
         index: IndexWriter,
         files_per_block: usize,
         stats: &'env Stats,
-        reporter: &'env dyn Reporter,
         omit: Option<&'env dyn Omit>,
     ) -> Self {
         let state = State {
@@ -251,7 +251,6 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             headers: HeaderEncoder::default(),
             first_names: HashMap::new(),
             block: Block::new(0, Vec::new()),
-            stream,
             failed: None,
             small_since_large: false,
             length_set: Some(0),
@@ -259,10 +258,10 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         ArchiveSink {
             state: Mutex::new(state),
             fillers,
+            stream,
             inline_clones: InlineClones::default(),
             files_per_block,
             stats,
-            reporter,
             omit,
         }
     }
@@ -283,6 +282,10 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 .fillers
                 .as_ref()
                 .is_some_and(|f| f.shared().has_failed())
+            || self
+                .stream
+                .as_ref()
+                .is_some_and(|s| s.shared().has_failed())
     }
 
     /// Lays out `entry` at the end of the archive, records it in the index and puts
@@ -345,11 +348,11 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
 
     /// Sends the current block on and starts the next at `pos`.
     fn send_block(&self, st: &mut State) {
-        let buf = self
-            .fillers
-            .as_ref()
-            .map(|f| f.shared().buffer())
-            .unwrap_or_default();
+        let buf = match (&self.fillers, &self.stream) {
+            (Some(f), _) => f.shared().buffer(),
+            (None, Some(s)) => s.shared().buffer(),
+            (None, None) => Vec::new(),
+        };
         let block = std::mem::replace(&mut st.block, Block::new(st.pos, buf));
         if block.is_empty() {
             return;
@@ -361,16 +364,9 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 st.record_hashes(fillers.shared().take_hashes());
             }
             None => {
-                let mut block = block;
-                let files = block.files.len() as u64;
-                let mut hashes = Vec::new();
-                block.read_files(self.reporter, &mut hashes);
-                st.record_hashes(hashes);
-                self.stats.count_files_moved(Method::Buffered, files);
-                if let Some(w) = st.stream.as_mut() {
-                    if let Err(e) = w.write_all(block.bytes()) {
-                        st.failed.get_or_insert(e);
-                    }
+                if let Some(out) = &self.stream {
+                    out.send(Job::Block(block));
+                    st.record_hashes(out.shared().take_hashes());
                 }
             }
         }
@@ -486,7 +482,11 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                     st = self.lock();
                 }
                 Some(fillers) => fillers.send(Job::Large(large)),
-                None => self.stream_large(&mut st, &large),
+                None => {
+                    if let Some(out) = &self.stream {
+                        out.send(Job::Large(large));
+                    }
+                }
             }
         }
         drop(st);
@@ -519,28 +519,24 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         }
     }
 
-    /// Writes a large file's data region to the stream, in order.
-    fn stream_large(&self, st: &mut State, f: &Large) {
-        let Some(w) = st.stream.as_mut() else {
-            return;
-        };
-        match stream_runs(f, w.as_mut(), self.reporter) {
-            Ok(h) => st.record_hashes([(f.slot, h)]),
-            Err(e) => {
-                st.failed.get_or_insert(e);
-            }
-        }
-        self.stats.count_method(Method::Buffered);
-    }
-
     /// Ends the archive: the last block, end-of-archive blocks, index and footer.
     fn finish(self, file: Option<BorrowedFd<'_>>) -> io::Result<u64> {
         self.send_block(&mut self.lock());
-        let ArchiveSink { state, fillers, .. } = self;
+        let ArchiveSink {
+            state,
+            fillers,
+            stream,
+            ..
+        } = self;
         let mut st = state.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let last_hashes = match fillers {
-            Some(fillers) => fillers.finish(),
-            None => Ok(Vec::new()),
+        let mut out = None;
+        let last_hashes = match (fillers, stream) {
+            (Some(fillers), _) => fillers.finish(),
+            (None, Some(stream)) => stream.finish().map(|(w, hashes)| {
+                out = Some(w);
+                hashes
+            }),
+            (None, None) => Ok(Vec::new()),
         };
         if let Ok(hashes) = last_hashes.as_ref() {
             st.record_hashes(hashes.iter().copied());
@@ -552,7 +548,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         // The end-of-archive blocks, then the index.
         let tar_end = st.pos + END_BLOCKS.len() as u64;
         let index = std::mem::take(&mut st.index);
-        let end = match (file, st.stream.as_mut()) {
+        let end = match (file, out.as_mut()) {
             (Some(fd), _) => {
                 write_full(fd, &END_BLOCKS, st.pos)?;
                 let mut at = tar_end;
@@ -597,7 +593,11 @@ impl State {
 /// block; returns the content hash (free here: the bytes pass through memory anyway).
 /// A file that shrank is reported and its missing bytes written as zeros, so the
 /// stream keeps the laid-out shape; only a failure to write the stream is returned.
-fn stream_runs(f: &Large, w: &mut dyn Write, reporter: &dyn Reporter) -> io::Result<u128> {
+pub(super) fn stream_runs(
+    f: &Large,
+    w: &mut dyn Write,
+    reporter: &dyn Reporter,
+) -> io::Result<u128> {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut covered = 0u64;
     let mut stored = 0u64;
@@ -763,6 +763,7 @@ pub fn pack_omitting(
         .as_ref()
         .map(|f| Shared::new(f.as_fd(), &mover, opts.hash, stats, reporter));
     let filler_count = if shared.is_some() { fillers() } else { 0 };
+    let stream_shared = StreamShared::default();
     let (threads, walkers_hold) = walkers_within_open_files(opts.threads, filler_count, reporter);
     std::thread::scope(|scope| {
         let fillers = shared
@@ -780,7 +781,8 @@ pub fn pack_omitting(
             ..WalkConfig::default()
         };
         let index = IndexWriter::with_memory_limit(opts.index_memory);
-        let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, reporter, omit);
+        let stream = stream.map(|w| StreamOut::start(scope, w, &stream_shared, stats, reporter));
+        let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, omit);
         let walked = if is_tree(src) {
             walk(src, &sink, &cfg, reporter)
         } else {
