@@ -1,4 +1,4 @@
-//! End-to-end tests of `ferry completions` and `ferry man`: the scripts are checked by
+//! End-to-end tests of `ferry demo`, `ferry completions` and `ferry man`: the scripts are checked by
 //! the shells themselves (`bash -n`, `zsh -n`, `fish --no-execute`, and completing
 //! in bash and fish), the pages by man-db (`ferry man copy | man -l -`). The commands
 //! they must cover are read from `ferry --help`, so a subcommand added later is
@@ -13,6 +13,7 @@
 mod common;
 
 mod completions;
+mod demo;
 mod man;
 
 use common::run::{run, Run, FERRY};
