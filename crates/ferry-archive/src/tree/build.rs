@@ -15,10 +15,10 @@
 //!
 //! See [`TreeBuilder`] for what it keeps in memory.
 
-use super::{read::NodeKind, Trailer, DIRENT_LEN, FLAG_HASH, MAX_NODES, NODE_LEN};
+use super::nodes::{dirent, finish_record, member_parts, Finish, HashingWriter, Meta, NodeStore};
+use super::{read::NodeKind, MAX_NODES, NODE_LEN};
 use crate::index::{IndexEntry, Kind};
 use crate::read::convert::safe_path;
-use crate::spill::Spill;
 use crate::tar::{TarEntry, TarKind};
 use ferry_core::entry::escaped;
 use std::fmt;
@@ -84,17 +84,13 @@ pub struct TreeBuilder {
     kinds: Vec<u8>,
     /// Per node: the directory it was made in.
     parents: Vec<u32>,
-    /// Node records, [`NODE_LEN`] bytes each, in node order.
-    records: Spill,
-    /// Symlink targets and extras, which the records point to (from its start).
-    blobs: Spill,
+    /// Node records and the blobs they point to.
+    nodes: NodeStore,
     dirents: Vec<BDirent>,
     names: Vec<u8>,
     /// Open-addressing table of dirent numbers (`NONE`: empty), by (directory, name).
     slots: Vec<u32>,
     defaults: DirDefaults,
-    /// The first error moving records to their temporary files: reported by `write`.
-    failed: Option<io::Error>,
 }
 
 impl TreeBuilder {
@@ -109,13 +105,11 @@ impl TreeBuilder {
         let mut b = TreeBuilder {
             kinds: Vec::new(),
             parents: Vec::new(),
-            records: Spill::new(limit, "the tree table"),
-            blobs: Spill::new(limit, "the tree table"),
+            nodes: NodeStore::new(limit),
             dirents: Vec::new(),
             names: Vec::new(),
             slots: vec![NONE; 64],
             defaults,
-            failed: None,
         };
         b.implicit_dir(0);
         b
@@ -123,20 +117,7 @@ impl TreeBuilder {
 
     /// Makes a directory with the defaults in `parent`; returns its node.
     fn implicit_dir(&mut self, parent: u32) -> u32 {
-        let d = self.defaults;
-        let meta = Meta {
-            kind: NodeKind::Dir,
-            mode: d.mode,
-            uid: d.uid,
-            gid: d.gid,
-            mtime: d.mtime,
-            atime: d.mtime,
-            size: 0,
-            a: 0,
-            b: 0,
-            hash: None,
-        };
-        self.push_node(parent, &meta, &[], &[])
+        self.push_node(parent, &Meta::implicit_dir(&self.defaults), &[], &[])
     }
 
     /// How many nodes the tree has so far (the root and nodes later replaced included).
@@ -169,7 +150,7 @@ impl TreeBuilder {
             if e.kind != Kind::Dir {
                 return Err(skip("the root of the tree is not a directory"));
             }
-            self.set_meta(0, e);
+            self.nodes.set_dir_meta(0, e);
             return Ok(());
         };
         if comps.iter().any(|c| c.len() > 255) {
@@ -197,7 +178,7 @@ impl TreeBuilder {
             Kind::Dir => {
                 let existing = self.find(dir, name).map(|d| self.dirents[d as usize].node);
                 if let Some(n) = existing.filter(|&n| self.kind(n) == NodeKind::Dir) {
-                    self.set_meta(n, e);
+                    self.nodes.set_dir_meta(n, e);
                     return Ok(());
                 }
                 self.member_node(dir, e).map_err(skip)?
@@ -321,177 +302,67 @@ impl TreeBuilder {
         }
     }
 
-    /// Rewrites the record of directory `node` with member `e`'s metadata.
-    fn set_meta(&mut self, node: u32, e: &IndexEntry) {
-        let meta = Meta::of(e, NodeKind::Dir);
-        let record = self.record(&meta, &[], &e.xattrs);
-        let at = u64::from(node) * NODE_LEN;
-        if let Err(err) = self.records.patch(at, &record) {
-            self.failed.get_or_insert(err);
-        }
-    }
-
     /// A new node in `dir` for member `e`.
     fn member_node(&mut self, dir: u32, e: &IndexEntry) -> Result<u32, &'static str> {
-        let kind = match e.kind {
-            Kind::File => NodeKind::File,
-            Kind::Dir => NodeKind::Dir,
-            Kind::Symlink => NodeKind::Symlink,
-            Kind::Fifo => NodeKind::Fifo,
-            Kind::CharDevice => NodeKind::CharDevice,
-            Kind::BlockDevice => NodeKind::BlockDevice,
-            Kind::HardLink => return Err("a hardlink is not a node"),
-        };
-        let target: &[u8] = match kind {
-            NodeKind::Symlink if e.link.is_empty() => return Err("symlink without a target"),
-            NodeKind::Symlink if e.link.len() > 1 << 20 => return Err("symlink target too long"),
-            NodeKind::Symlink => &e.link,
-            _ => &[],
-        };
-        let extras = encode_extras(&e.runs, &e.xattrs);
-        Ok(self.push_node(dir, &Meta::of(e, kind), target, &extras))
+        let (meta, target, extras) = member_parts(e)?;
+        Ok(self.push_node(dir, &meta, target, &extras))
     }
 
     /// Appends a node's record (and its target and extras) made in `dir`.
     fn push_node(&mut self, dir: u32, meta: &Meta, target: &[u8], extras: &[u8]) -> u32 {
-        let node = self.kinds.len() as u32;
         self.kinds.push(meta.kind.code());
         self.parents.push(dir);
-        let record = self.record_with(meta, target, extras);
-        if let Err(err) = self.records.push(&record) {
-            self.failed.get_or_insert(err);
-        }
-        node
-    }
-
-    /// A record for `meta` whose extras (runs, `xattrs`) are appended to the blobs.
-    fn record(
-        &mut self,
-        meta: &Meta,
-        runs: &[(u64, u64)],
-        xattrs: &[(Vec<u8>, Vec<u8>)],
-    ) -> [u8; NODE_LEN as usize] {
-        let extras = encode_extras(runs, xattrs);
-        self.record_with(meta, &[], &extras)
-    }
-
-    /// A record for `meta` with `target` and `extras` appended to the blobs (the fields
-    /// known only at the end left zero).
-    fn record_with(
-        &mut self,
-        meta: &Meta,
-        target: &[u8],
-        extras: &[u8],
-    ) -> [u8; NODE_LEN as usize] {
-        let at = self.blobs.len();
-        for part in [target, extras] {
-            if let Err(err) = self.blobs.push(part) {
-                self.failed.get_or_insert(err);
-            }
-        }
-        let (a, b) = match meta.kind {
-            NodeKind::Symlink => (at, target.len() as u64),
-            _ => (meta.a, meta.b),
-        };
-        let mut rec = [0u8; NODE_LEN as usize];
-        rec[0] = meta.kind.code();
-        rec[1] = if meta.hash.is_some() { FLAG_HASH } else { 0 };
-        rec[4..8].copy_from_slice(&meta.mode.to_le_bytes());
-        rec[8..12].copy_from_slice(&meta.uid.to_le_bytes());
-        rec[12..16].copy_from_slice(&meta.gid.to_le_bytes());
-        rec[16..24].copy_from_slice(&meta.mtime.0.to_le_bytes());
-        rec[24..28].copy_from_slice(&meta.mtime.1.to_le_bytes());
-        rec[28..32].copy_from_slice(&meta.atime.1.to_le_bytes());
-        rec[32..40].copy_from_slice(&meta.atime.0.to_le_bytes());
-        rec[40..48].copy_from_slice(&meta.size.to_le_bytes());
-        rec[48..56].copy_from_slice(&a.to_le_bytes());
-        rec[56..64].copy_from_slice(&b.to_le_bytes());
-        if !extras.is_empty() {
-            rec[80..88].copy_from_slice(&(at + target.len() as u64).to_le_bytes());
-            rec[88..92].copy_from_slice(&(extras.len() as u32).to_le_bytes());
-        }
-        rec[96..112].copy_from_slice(&meta.hash.unwrap_or(0).to_le_bytes());
-        rec
+        self.nodes.push(meta, target, extras)
     }
 
     /// Writes the table (body and trailer) to `out`; `data_end` bounds every file's
     /// stored data (the end of the tar data). Returns the bytes written.
     pub fn write(mut self, data_end: u64, out: &mut dyn Write) -> io::Result<u64> {
-        if let Some(err) = self.failed.take() {
-            return Err(err);
-        }
+        self.nodes.take_failed()?;
         self.slots = Vec::new();
         let plan = self.plan();
         let names_len = self.names.len() as u64;
-        let mut w = HashingWriter {
-            out,
-            hash: Xxh3::new(),
-            written: 0,
-        };
+        let mut w = HashingWriter::new(out);
         // Nodes: the records as made, with what is known now filled in.
-        let mut records = self.records.reader();
+        let mut records = self.nodes.records();
         let mut rec = [0u8; NODE_LEN as usize];
         for node in 0..self.kinds.len() {
             records.read_exact(&mut rec)?;
-            let kind = self.kind(node as u32);
             let first = plan.first_name[node];
-            if let Some(d) = self.dirents.get(first as usize) {
-                rec[2..4].copy_from_slice(&u16::from(d.name_len).to_le_bytes());
-                let at = plan.name_at[first as usize];
-                rec[72..80].copy_from_slice(&u64::from(at).to_le_bytes());
-            }
-            rec[64..68].copy_from_slice(&self.parents[node].to_le_bytes());
-            rec[68..72].copy_from_slice(&plan.nlink[node].to_le_bytes());
-            let shift = |rec: &mut [u8; NODE_LEN as usize], at: usize| {
-                let v = u64::from_le_bytes(rec[at..at + 8].try_into().unwrap_or_default());
-                rec[at..at + 8].copy_from_slice(&(v + names_len).to_le_bytes());
+            let name = self
+                .dirents
+                .get(first as usize)
+                .map(|d| (d.name_len, plan.name_at[first as usize]));
+            let finish = Finish {
+                name,
+                parent: self.parents[node],
+                nlink: plan.nlink[node],
+                span: plan.spans[node],
             };
-            match kind {
-                NodeKind::Dir => {
-                    let (start, count) = plan.spans[node];
-                    rec[48..56].copy_from_slice(&u64::from(start).to_le_bytes());
-                    rec[56..64].copy_from_slice(&u64::from(count).to_le_bytes());
-                }
-                NodeKind::Symlink => shift(&mut rec, 48),
-                _ => {}
-            }
-            if rec[88..92] != [0; 4] {
-                shift(&mut rec, 80);
-            }
+            finish_record(&mut rec, &finish, names_len);
             w.write_all(&rec)?;
         }
         drop(records);
         // Dirents, grouped by directory and sorted by name; then the heap.
         for &i in &plan.sorted {
             let d = self.dirents[i as usize];
-            let mut r = [0u8; DIRENT_LEN as usize];
-            r[..8].copy_from_slice(&u64::from(plan.name_at[i as usize]).to_le_bytes());
-            r[8..10].copy_from_slice(&u16::from(d.name_len).to_le_bytes());
-            r[10] = self.kinds[d.node as usize];
-            r[12..16].copy_from_slice(&d.node.to_le_bytes());
-            w.write_all(&r)?;
+            let kind = self.kinds[d.node as usize];
+            w.write_all(&dirent(plan.name_at[i as usize], d.name_len, kind, d.node))?;
         }
         // Each directory's names together, in listing order: a listing reads them at
         // once.
         for &i in &plan.sorted {
             w.write_all(self.name_of(&self.dirents[i as usize]))?;
         }
-        self.blobs.copy_to(|b| w.write_all(b))?;
-        let trailer = Trailer {
-            nodes: self.kinds.len() as u64,
-            dirents: plan.sorted.len() as u64,
-            heap: names_len + self.blobs.len(),
-            data_end,
-            body_hash: w.hash.digest(),
-        };
-        let written = w.written;
-        w.out.write_all(&trailer.encode())?;
-        Ok(written + super::TRAILER_LEN)
+        self.nodes.write_blobs(&mut w)?;
+        let heap = names_len + self.nodes.blobs_len();
+        w.finish(self.kinds.len() as u64, plan.sorted.len() as u64, heap, data_end)
     }
 
     /// Sorts the dirents by directory and name, and walks the tree from the root to
-    /// find each node's parent, name and link count (what is no longer reachable, left
-    /// by a member given again, is written but never found).
+    /// find the directories still reachable (what is not, left by a member given again,
+    /// is written but never found); then gives each node reachable from them its
+    /// parent, name (its first dirent in that order) and link count.
     fn plan(&mut self) -> Plan {
         let mut sorted: Vec<u32> = (0..self.dirents.len() as u32).collect();
         sorted.sort_unstable_by(|&x, &y| {
@@ -521,73 +392,46 @@ impl TreeBuilder {
             }
             span.1 += 1;
         }
+        // Reachable directories: a directory is reached by its first name only (a
+        // second would make a cycle).
+        let mut reached = vec![false; nodes];
+        reached[0] = true;
         let mut queue = vec![0u32];
-        p.nlink[0] = 2;
-        self.parents[0] = 0;
         while let Some(dir) = queue.pop() {
             let (start, count) = p.spans[dir as usize];
             for &d in &p.sorted[start as usize..(start + count) as usize] {
-                let de = self.dirents[d as usize];
-                let child = de.node as usize;
-                let is_dir = self.kind(de.node) == NodeKind::Dir;
-                if p.first_name[child] == NONE {
-                    p.first_name[child] = d;
-                    self.parents[child] = dir;
-                    if is_dir {
-                        p.nlink[child] = 2;
-                        queue.push(de.node);
-                    }
-                } else if is_dir {
-                    // A directory has one name: a second would make a cycle.
-                    continue;
-                }
-                if is_dir {
-                    p.nlink[dir as usize] += 1;
-                } else {
-                    p.nlink[child] += 1;
+                let child = self.dirents[d as usize].node;
+                if self.kind(child) == NodeKind::Dir && !reached[child as usize] {
+                    reached[child as usize] = true;
+                    queue.push(child);
                 }
             }
         }
-        p
-    }
-}
-
-/// What is known of a node when it is made.
-struct Meta {
-    kind: NodeKind,
-    mode: u32,
-    uid: u32,
-    gid: u32,
-    mtime: (i64, u32),
-    atime: (i64, u32),
-    size: u64,
-    /// File: data offset; device: device number.
-    a: u64,
-    /// File: stored bytes.
-    b: u64,
-    hash: Option<u128>,
-}
-
-impl Meta {
-    fn of(e: &IndexEntry, kind: NodeKind) -> Meta {
-        let (size, a, b) = match kind {
-            NodeKind::File => (e.size, e.data_offset, e.stored),
-            NodeKind::Symlink => (e.link.len() as u64, 0, 0),
-            NodeKind::CharDevice | NodeKind::BlockDevice => (0, e.rdev, 0),
-            _ => (0, 0, 0),
-        };
-        Meta {
-            kind,
-            mode: e.mode,
-            uid: e.uid,
-            gid: e.gid,
-            mtime: e.mtime,
-            atime: e.atime,
-            size,
-            a,
-            b,
-            hash: e.hash.filter(|_| kind == NodeKind::File),
+        p.nlink[0] = 2;
+        self.parents[0] = 0;
+        for &d in &p.sorted {
+            let de = self.dirents[d as usize];
+            let (dir, child) = (de.dir as usize, de.node as usize);
+            if !reached[dir] {
+                continue;
+            }
+            let is_dir = self.kind(de.node) == NodeKind::Dir;
+            if p.first_name[child] == NONE {
+                p.first_name[child] = d;
+                self.parents[child] = de.dir;
+                if is_dir {
+                    p.nlink[child] += 2;
+                }
+            } else if is_dir {
+                continue;
+            }
+            if is_dir {
+                p.nlink[dir] += 1;
+            } else {
+                p.nlink[child] += 1;
+            }
         }
+        p
     }
 }
 
@@ -603,46 +447,6 @@ struct Plan {
     /// Per dirent: where its name goes in the heap (names are written in `sorted`
     /// order; all of them fit in `names`, which is at most 4 GiB).
     name_at: Vec<u32>,
-}
-
-fn encode_extras(runs: &[(u64, u64)], xattrs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-    if runs.is_empty() && xattrs.is_empty() {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
-    for (o, l) in runs {
-        out.extend_from_slice(&o.to_le_bytes());
-        out.extend_from_slice(&l.to_le_bytes());
-    }
-    let kept: Vec<_> = xattrs
-        .iter()
-        .filter(|(n, v)| n.len() <= usize::from(u16::MAX) && v.len() <= u32::MAX as usize)
-        .collect();
-    out.extend_from_slice(&(kept.len() as u32).to_le_bytes());
-    for (n, v) in kept {
-        out.extend_from_slice(&(n.len() as u16).to_le_bytes());
-        out.extend_from_slice(n);
-        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-        out.extend_from_slice(v);
-    }
-    out
-}
-
-/// Passes writes on, hashing and counting them.
-struct HashingWriter<'a> {
-    out: &'a mut dyn Write,
-    hash: Xxh3,
-    written: u64,
-}
-
-impl HashingWriter<'_> {
-    fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
-        self.out.write_all(b)?;
-        self.hash.update(b);
-        self.written += b.len() as u64;
-        Ok(())
-    }
 }
 
 /// The index entry that stands for tar member `t`, for a [`TreeBuilder`] (the header

@@ -47,6 +47,7 @@
 //! outside it.
 
 pub mod build;
+mod nodes;
 pub mod read;
 
 pub use build::{entry_of_tar, DirDefaults, Skipped, TreeBuilder};

@@ -1,0 +1,300 @@
+//! What both tree builders share: the node records and heap blobs (symlink targets,
+//! extras) written as members arrive, kept in [`Spill`]s so that only their newest part
+//! stays in memory, and the fields of a record filled in at the end.
+
+use super::{read::NodeKind, DirDefaults, FLAG_HASH, NODE_LEN};
+use crate::index::{IndexEntry, Kind};
+use crate::spill::Spill;
+use std::io::{self, Read, Write};
+use xxhash_rust::xxh3::Xxh3;
+
+/// One node record.
+pub(super) type Record = [u8; NODE_LEN as usize];
+
+/// What is known of a node when it is made.
+pub(super) struct Meta {
+    pub kind: NodeKind,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    mtime: (i64, u32),
+    atime: (i64, u32),
+    size: u64,
+    /// File: data offset; device: device number.
+    a: u64,
+    /// File: stored bytes.
+    b: u64,
+    hash: Option<u128>,
+}
+
+impl Meta {
+    /// Member `e`'s metadata as a node of `kind`.
+    pub fn of(e: &IndexEntry, kind: NodeKind) -> Meta {
+        let (size, a, b) = match kind {
+            NodeKind::File => (e.size, e.data_offset, e.stored),
+            NodeKind::Symlink => (e.link.len() as u64, 0, 0),
+            NodeKind::CharDevice | NodeKind::BlockDevice => (0, e.rdev, 0),
+            _ => (0, 0, 0),
+        };
+        Meta {
+            kind,
+            mode: e.mode,
+            uid: e.uid,
+            gid: e.gid,
+            mtime: e.mtime,
+            atime: e.atime,
+            size,
+            a,
+            b,
+            hash: e.hash.filter(|_| kind == NodeKind::File),
+        }
+    }
+
+    /// A directory the archive needs but never names.
+    pub fn implicit_dir(d: &DirDefaults) -> Meta {
+        Meta {
+            kind: NodeKind::Dir,
+            mode: d.mode,
+            uid: d.uid,
+            gid: d.gid,
+            mtime: d.mtime,
+            atime: d.mtime,
+            size: 0,
+            a: 0,
+            b: 0,
+            hash: None,
+        }
+    }
+}
+
+/// The node a member that is not a hardlink makes: its metadata, symlink target and
+/// extras; `Err` says why it makes none.
+pub(super) fn member_parts(e: &IndexEntry) -> Result<(Meta, &[u8], Vec<u8>), &'static str> {
+    let kind = match e.kind {
+        Kind::File => NodeKind::File,
+        Kind::Dir => NodeKind::Dir,
+        Kind::Symlink => NodeKind::Symlink,
+        Kind::Fifo => NodeKind::Fifo,
+        Kind::CharDevice => NodeKind::CharDevice,
+        Kind::BlockDevice => NodeKind::BlockDevice,
+        Kind::HardLink => return Err("a hardlink is not a node"),
+    };
+    let target: &[u8] = match kind {
+        NodeKind::Symlink if e.link.is_empty() => return Err("symlink without a target"),
+        NodeKind::Symlink if e.link.len() > 1 << 20 => return Err("symlink target too long"),
+        NodeKind::Symlink => &e.link,
+        _ => &[],
+    };
+    Ok((Meta::of(e, kind), target, encode_extras(&e.runs, &e.xattrs)))
+}
+
+/// The node records, in node order, and the blobs they point to.
+pub(super) struct NodeStore {
+    /// Node records, [`NODE_LEN`] bytes each.
+    records: Spill,
+    /// Symlink targets and extras, which the records point to (from its start).
+    blobs: Spill,
+    count: u32,
+    /// The first error moving records to their temporary files: reported at the end.
+    failed: Option<io::Error>,
+}
+
+impl NodeStore {
+    /// An empty store holding at most about `limit` bytes of records (and as many of
+    /// blobs) in memory.
+    pub fn new(limit: usize) -> NodeStore {
+        NodeStore {
+            records: Spill::new(limit, "the tree table"),
+            blobs: Spill::new(limit, "the tree table"),
+            count: 0,
+            failed: None,
+        }
+    }
+
+    /// How many nodes there are.
+    pub fn len(&self) -> u32 {
+        self.count
+    }
+
+    /// Appends a node's record (and its target and extras); returns its number.
+    pub fn push(&mut self, meta: &Meta, target: &[u8], extras: &[u8]) -> u32 {
+        let record = self.record(meta, target, extras);
+        if let Err(err) = self.records.push(&record) {
+            self.failed.get_or_insert(err);
+        }
+        self.count += 1;
+        self.count - 1
+    }
+
+    /// Rewrites the record of directory `node` with member `e`'s metadata.
+    pub fn set_dir_meta(&mut self, node: u32, e: &IndexEntry) {
+        let meta = Meta::of(e, NodeKind::Dir);
+        let record = self.record(&meta, &[], &encode_extras(&e.runs, &e.xattrs));
+        let at = u64::from(node) * NODE_LEN;
+        if let Err(err) = self.records.patch(at, &record) {
+            self.failed.get_or_insert(err);
+        }
+    }
+
+    /// The first error met moving records to their files, if any.
+    pub fn take_failed(&mut self) -> io::Result<()> {
+        self.failed.take().map_or(Ok(()), Err)
+    }
+
+    /// The records, in node order.
+    pub fn records(&self) -> impl Read + '_ {
+        self.records.reader()
+    }
+
+    /// How many bytes of blobs there are.
+    pub fn blobs_len(&self) -> u64 {
+        self.blobs.len()
+    }
+
+    /// Writes the blobs to `w`.
+    pub fn write_blobs(&self, w: &mut HashingWriter<'_>) -> io::Result<()> {
+        self.blobs.copy_to(|b| w.write_all(b))
+    }
+
+    /// A record for `meta` with `target` and `extras` appended to the blobs (the fields
+    /// known only at the end left zero).
+    fn record(&mut self, meta: &Meta, target: &[u8], extras: &[u8]) -> Record {
+        let at = self.blobs.len();
+        for part in [target, extras] {
+            if let Err(err) = self.blobs.push(part) {
+                self.failed.get_or_insert(err);
+            }
+        }
+        let (a, b) = match meta.kind {
+            NodeKind::Symlink => (at, target.len() as u64),
+            _ => (meta.a, meta.b),
+        };
+        let mut rec = [0u8; NODE_LEN as usize];
+        rec[0] = meta.kind.code();
+        rec[1] = if meta.hash.is_some() { FLAG_HASH } else { 0 };
+        rec[4..8].copy_from_slice(&meta.mode.to_le_bytes());
+        rec[8..12].copy_from_slice(&meta.uid.to_le_bytes());
+        rec[12..16].copy_from_slice(&meta.gid.to_le_bytes());
+        rec[16..24].copy_from_slice(&meta.mtime.0.to_le_bytes());
+        rec[24..28].copy_from_slice(&meta.mtime.1.to_le_bytes());
+        rec[28..32].copy_from_slice(&meta.atime.1.to_le_bytes());
+        rec[32..40].copy_from_slice(&meta.atime.0.to_le_bytes());
+        rec[40..48].copy_from_slice(&meta.size.to_le_bytes());
+        rec[48..56].copy_from_slice(&a.to_le_bytes());
+        rec[56..64].copy_from_slice(&b.to_le_bytes());
+        if !extras.is_empty() {
+            rec[80..88].copy_from_slice(&(at + target.len() as u64).to_le_bytes());
+            rec[88..92].copy_from_slice(&(extras.len() as u32).to_le_bytes());
+        }
+        rec[96..112].copy_from_slice(&meta.hash.unwrap_or(0).to_le_bytes());
+        rec
+    }
+}
+
+/// What only the end of a build knows of a node.
+pub(super) struct Finish {
+    /// Its first name: length, and offset in the heap's names.
+    pub name: Option<(u8, u32)>,
+    pub parent: u32,
+    pub nlink: u32,
+    /// A directory's first dirent and how many.
+    pub span: (u32, u32),
+}
+
+/// Fills `rec` in with `f`, and moves its heap offsets past the `names_len` bytes of
+/// names that open the heap.
+pub(super) fn finish_record(rec: &mut Record, f: &Finish, names_len: u64) {
+    if let Some((len, at)) = f.name {
+        rec[2..4].copy_from_slice(&u16::from(len).to_le_bytes());
+        rec[72..80].copy_from_slice(&u64::from(at).to_le_bytes());
+    }
+    rec[64..68].copy_from_slice(&f.parent.to_le_bytes());
+    rec[68..72].copy_from_slice(&f.nlink.to_le_bytes());
+    let shift = |rec: &mut Record, at: usize| {
+        let v = u64::from_le_bytes(rec[at..at + 8].try_into().unwrap_or_default());
+        rec[at..at + 8].copy_from_slice(&(v + names_len).to_le_bytes());
+    };
+    match NodeKind::from_code(rec[0]) {
+        Some(NodeKind::Dir) => {
+            rec[48..56].copy_from_slice(&u64::from(f.span.0).to_le_bytes());
+            rec[56..64].copy_from_slice(&u64::from(f.span.1).to_le_bytes());
+        }
+        Some(NodeKind::Symlink) => shift(rec, 48),
+        _ => {}
+    }
+    if rec[88..92] != [0; 4] {
+        shift(rec, 80);
+    }
+}
+
+/// A dirent record.
+pub(super) fn dirent(name_at: u32, name_len: u8, kind: u8, node: u32) -> [u8; 16] {
+    let mut r = [0u8; 16];
+    r[..8].copy_from_slice(&u64::from(name_at).to_le_bytes());
+    r[8..10].copy_from_slice(&u16::from(name_len).to_le_bytes());
+    r[10] = kind;
+    r[12..16].copy_from_slice(&node.to_le_bytes());
+    r
+}
+
+pub(super) fn encode_extras(runs: &[(u64, u64)], xattrs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    if runs.is_empty() && xattrs.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
+    for (o, l) in runs {
+        out.extend_from_slice(&o.to_le_bytes());
+        out.extend_from_slice(&l.to_le_bytes());
+    }
+    let kept: Vec<_> = xattrs
+        .iter()
+        .filter(|(n, v)| n.len() <= usize::from(u16::MAX) && v.len() <= u32::MAX as usize)
+        .collect();
+    out.extend_from_slice(&(kept.len() as u32).to_le_bytes());
+    for (n, v) in kept {
+        out.extend_from_slice(&(n.len() as u16).to_le_bytes());
+        out.extend_from_slice(n);
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+/// Passes writes on, hashing and counting them.
+pub(super) struct HashingWriter<'a> {
+    out: &'a mut dyn Write,
+    hash: Xxh3,
+    written: u64,
+}
+
+impl<'a> HashingWriter<'a> {
+    pub fn new(out: &'a mut dyn Write) -> Self {
+        HashingWriter {
+            out,
+            hash: Xxh3::new(),
+            written: 0,
+        }
+    }
+
+    pub fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        self.out.write_all(b)?;
+        self.hash.update(b);
+        self.written += b.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the trailer for a table of `nodes`, `dirents` and `heap` bytes; returns
+    /// the table's length.
+    pub fn finish(self, nodes: u64, dirents: u64, heap: u64, data_end: u64) -> io::Result<u64> {
+        let trailer = super::Trailer {
+            nodes,
+            dirents,
+            heap,
+            data_end,
+            body_hash: self.hash.digest(),
+        };
+        self.out.write_all(&trailer.encode())?;
+        Ok(self.written + super::TRAILER_LEN)
+    }
+}
