@@ -305,38 +305,69 @@ impl Index {
     }
 }
 
-/// Writes the tree table of an index's `entries` (in archive order) to `out`, for an
-/// archive whose tar data ends at `tar_end`; returns its length. Directories the
-/// entries need but do not name (the root, for an archive of one file) take the first
-/// entry's owner and time.
-pub(crate) fn write_tree(
-    entries: impl Iterator<Item = Result<IndexEntry, IndexError>>,
+/// Writes the tree table of an index's entries (in archive order; `entries` reads them
+/// from the start, each time it is called) to `out`, for an archive whose tar data ends
+/// at `tar_end`; returns its length. Directories the entries need but do not name (the
+/// root, for an archive of one file) take the first entry's owner and time.
+///
+/// An archive that names every path once (every archive `pack` writes) is built by
+/// [`LeanBuilder`](crate::tree::lean::LeanBuilder), in memory bound by its directories;
+/// any other by [`TreeBuilder`](crate::tree::TreeBuilder), which holds every name. Both
+/// write the same table.
+pub(crate) fn write_tree<I>(
+    entries: impl Fn() -> I,
     tar_end: u64,
     out: &mut dyn std::io::Write,
-) -> std::io::Result<u64> {
-    let mut builder = None;
-    for e in entries {
-        let e = e.map_err(|e| std::io::Error::other(e.0))?;
-        let b = builder.get_or_insert_with(|| {
-            crate::tree::TreeBuilder::new(crate::tree::DirDefaults {
-                mode: 0o755,
-                uid: e.uid,
-                gid: e.gid,
-                mtime: e.mtime,
-            })
-        });
-        // What pack writes always resolves; a member it could not place is simply
-        // not in the tree (the mount then builds nothing better from it either).
-        let _ = b.add(&e);
-    }
-    let b = builder.unwrap_or_else(|| {
-        crate::tree::TreeBuilder::new(crate::tree::DirDefaults {
+) -> std::io::Result<u64>
+where
+    I: Iterator<Item = Result<IndexEntry, IndexError>>,
+{
+    use crate::tree::lean::{Added, LeanBuilder};
+    let fail = |e: IndexError| std::io::Error::other(e.0);
+    let defaults = match entries().next().transpose().map_err(fail)? {
+        Some(e) => crate::tree::DirDefaults {
+            mode: 0o755,
+            uid: e.uid,
+            gid: e.gid,
+            mtime: e.mtime,
+        },
+        None => crate::tree::DirDefaults {
             mode: 0o755,
             uid: 0,
             gid: 0,
             mtime: (0, 0),
-        })
-    });
+        },
+    };
+    // The paths hardlinks name, for the lean builder to remember the nodes there.
+    let mut targets = std::collections::HashSet::new();
+    for e in entries() {
+        let e = e.map_err(fail)?;
+        if e.kind == Kind::HardLink {
+            if let Ok(p) = crate::read::convert::safe_path(&e.link) {
+                targets.insert(p.as_bytes().into());
+            }
+        }
+    }
+    let mut lean = Some(LeanBuilder::new(defaults, targets));
+    for e in entries() {
+        let e = e.map_err(fail)?;
+        if let Some(b) = &mut lean {
+            if let Err(crate::tree::lean::NotLean) = b.add(&e).map(|_: Added| ()) {
+                lean = None;
+            }
+        }
+    }
+    if let Some(b) = lean {
+        if let Ok(written) = b.write(tar_end, out)? {
+            return Ok(written);
+        }
+    }
+    let mut b = crate::tree::TreeBuilder::new(defaults);
+    for e in entries() {
+        // What pack writes always resolves; a member it could not place is simply
+        // not in the tree (the mount then builds nothing better from it either).
+        let _ = b.add(&e.map_err(fail)?);
+    }
     b.write(tar_end, out)
 }
 
@@ -355,7 +386,7 @@ pub(crate) fn encode_index_version(entries: &[IndexEntry], tar_end: u64, version
         encode_entry(&mut out, e, version);
     }
     if version >= TREE_SINCE {
-        write_tree(entries.iter().cloned().map(Ok), tar_end, &mut out).expect("write to memory");
+        write_tree(|| entries.iter().cloned().map(Ok), tar_end, &mut out).expect("write to memory");
     }
     let (len, count) = (out.len() as u64, entries.len() as u64);
     let hash = xxh3_64(&out);

@@ -82,7 +82,8 @@ impl IndexWriter {
         let entries_len = self.bytes.len();
         let mut len = entries_len;
         if VERSION >= TREE_SINCE {
-            let entries = decode_written(self.bytes.reader(), entries_len, self.count, VERSION);
+            let (bytes, count) = (&self.bytes, self.count);
+            let entries = || decode_written(bytes.reader(), entries_len, count, VERSION);
             len += write_tree(entries, at, &mut Emit(&mut emit))?;
         }
         let after = tail(at, at, (len, self.count, hasher.digest()), VERSION);

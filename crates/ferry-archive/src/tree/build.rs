@@ -312,7 +312,7 @@ impl TreeBuilder {
     fn push_node(&mut self, dir: u32, meta: &Meta, target: &[u8], extras: &[u8]) -> u32 {
         self.kinds.push(meta.kind.code());
         self.parents.push(dir);
-        self.nodes.push(meta, target, extras)
+        self.nodes.push(dir, meta, target, extras)
     }
 
     /// Writes the table (body and trailer) to `out`; `data_end` bounds every file's
@@ -356,7 +356,12 @@ impl TreeBuilder {
         }
         self.nodes.write_blobs(&mut w)?;
         let heap = names_len + self.nodes.blobs_len();
-        w.finish(self.kinds.len() as u64, plan.sorted.len() as u64, heap, data_end)
+        w.finish(
+            self.kinds.len() as u64,
+            plan.sorted.len() as u64,
+            heap,
+            data_end,
+        )
     }
 
     /// Sorts the dirents by directory and name, and walks the tree from the root to

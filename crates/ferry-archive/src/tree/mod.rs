@@ -47,6 +47,7 @@
 //! outside it.
 
 pub mod build;
+pub(crate) mod lean;
 mod nodes;
 pub mod read;
 

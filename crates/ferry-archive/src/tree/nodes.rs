@@ -116,9 +116,11 @@ impl NodeStore {
         self.count
     }
 
-    /// Appends a node's record (and its target and extras); returns its number.
-    pub fn push(&mut self, meta: &Meta, target: &[u8], extras: &[u8]) -> u32 {
-        let record = self.record(meta, target, extras);
+    /// Appends the record (and the target and extras) of a node made in directory
+    /// `parent`; returns its number.
+    pub fn push(&mut self, parent: u32, meta: &Meta, target: &[u8], extras: &[u8]) -> u32 {
+        let mut record = self.record(meta, target, extras);
+        record[64..68].copy_from_slice(&parent.to_le_bytes());
         if let Err(err) = self.records.push(&record) {
             self.failed.get_or_insert(err);
         }
@@ -127,12 +129,15 @@ impl NodeStore {
     }
 
     /// Rewrites the record of directory `node` with member `e`'s metadata.
+    /// (Its parent, set when it was made, stays.)
     pub fn set_dir_meta(&mut self, node: u32, e: &IndexEntry) {
         let meta = Meta::of(e, NodeKind::Dir);
         let record = self.record(&meta, &[], &encode_extras(&e.runs, &e.xattrs));
         let at = u64::from(node) * NODE_LEN;
-        if let Err(err) = self.records.patch(at, &record) {
-            self.failed.get_or_insert(err);
+        for (from, to) in [(0, 64), (80, NODE_LEN as usize)] {
+            if let Err(err) = self.records.patch(at + from as u64, &record[from..to]) {
+                self.failed.get_or_insert(err);
+            }
         }
     }
 

@@ -249,3 +249,154 @@ fn a_builder_that_spills_to_files_writes_the_same_table() {
         b"f00001"
     );
 }
+
+/// The table [`TreeBuilder`] writes for `entries`.
+fn general_table(entries: &[IndexEntry]) -> Vec<u8> {
+    general_table_with(entries, DEFAULTS)
+}
+
+/// The table [`TreeBuilder`] writes for `entries` with `defaults`.
+fn general_table_with(entries: &[IndexEntry], defaults: DirDefaults) -> Vec<u8> {
+    let mut b = TreeBuilder::new(defaults);
+    for e in entries {
+        let _ = b.add(e);
+    }
+    let mut out = Vec::new();
+    b.write(1 << 32, &mut out).expect("write");
+    out
+}
+
+/// The table the lean builder writes for `entries`, sorting in runs of `run_bytes`;
+/// None when it gives up.
+fn lean_table(entries: &[IndexEntry], run_bytes: usize) -> Option<Vec<u8>> {
+    let targets = entries
+        .iter()
+        .filter(|e| e.kind == Kind::HardLink)
+        .filter_map(|e| crate::read::convert::safe_path(&e.link).ok())
+        .map(|p| p.as_bytes().into())
+        .collect();
+    let mut b = lean::LeanBuilder::new(DEFAULTS, targets).with_run_bytes(run_bytes);
+    for e in entries {
+        b.add(e).ok()?;
+    }
+    let mut out = Vec::new();
+    let written = b.write(1 << 32, &mut out).expect("write").ok()?;
+    assert_eq!(written, out.len() as u64);
+    Some(out)
+}
+
+/// A tree as `pack` writes it (every path once, directories before what they hold,
+/// hardlinks after their targets), with every kind, xattrs, sparse runs, directories
+/// never named, and some hardlinks that cannot resolve; seeded.
+fn pack_like(seed: u64, members: usize) -> Vec<IndexEntry> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut out = vec![member("./", Kind::Dir)];
+    let mut dirs = vec![String::new()];
+    let mut files: Vec<String> = Vec::new();
+    for i in 0..members {
+        let parent = dirs[rng.usize(..dirs.len())].clone();
+        let name = format!("{parent}{}{i}", ["n", "Z", "a.b", "é"][rng.usize(..4)]);
+        let e = match rng.u8(..12) {
+            0 | 1 => {
+                dirs.push(format!("{name}/"));
+                member(&name, Kind::Dir)
+            }
+            // A directory the archive never names: only a member below it.
+            2 => {
+                dirs.push(format!("{name}/"));
+                file(&format!("{name}/inner"), i as u64 * 512, 3)
+            }
+            3 => link(&name, Kind::Symlink, "../somewhere"),
+            4 => member(&name, Kind::Fifo),
+            5 if !files.is_empty() => {
+                let target = files[rng.usize(..files.len())].clone();
+                link(&name, Kind::HardLink, &target)
+            }
+            6 => link(&name, Kind::HardLink, "missing/target"),
+            7 => IndexEntry {
+                xattrs: vec![(b"user.k".to_vec(), vec![rng.u8(..); rng.usize(..40)])],
+                runs: vec![(0, 4096), (8192, 100)],
+                ..file(&name, i as u64 * 512, 8292)
+            },
+            _ => file(&name, i as u64 * 512, rng.u64(..100_000)),
+        };
+        if matches!(e.kind, Kind::File) && !e.path.ends_with(b"/inner") {
+            files.push(name.clone());
+        }
+        out.push(e);
+    }
+    // A directory given again after its members only updates its metadata.
+    if let Some(d) = dirs.get(1) {
+        out.push(IndexEntry {
+            mode: 0o711,
+            ..member(d.trim_end_matches('/'), Kind::Dir)
+        });
+    }
+    out
+}
+
+/// The table `write_tree` writes for `entries` (lean where it can), and the one
+/// [`TreeBuilder`] writes with the defaults `write_tree` takes from the first entry.
+fn chosen_and_general(entries: &[IndexEntry]) -> (Vec<u8>, Vec<u8>) {
+    let mut chosen = Vec::new();
+    crate::index::write_tree(|| entries.iter().cloned().map(Ok), 1 << 32, &mut chosen)
+        .expect("write_tree");
+    let first = entries
+        .first()
+        .cloned()
+        .unwrap_or_else(|| member("x", Kind::File));
+    let defaults = DirDefaults {
+        mode: 0o755,
+        uid: if entries.is_empty() { 0 } else { first.uid },
+        gid: if entries.is_empty() { 0 } else { first.gid },
+        mtime: if entries.is_empty() {
+            (0, 0)
+        } else {
+            first.mtime
+        },
+    };
+    (chosen, general_table_with(entries, defaults))
+}
+
+#[test]
+fn the_lean_builder_writes_the_table_the_general_one_writes() {
+    for (seed, members) in [(1, 0), (2, 1), (3, 50), (4, 3000), (5, 20_000)] {
+        let entries = pack_like(seed, members);
+        let general = general_table(&entries);
+        for run_bytes in [1, 4096, 1 << 30] {
+            let lean = lean_table(&entries, run_bytes)
+                .unwrap_or_else(|| panic!("seed {seed}: the lean builder gave up"));
+            assert!(
+                lean == general,
+                "seed {seed}, runs of {run_bytes} bytes: the tables differ"
+            );
+        }
+        let (chosen, general) = chosen_and_general(&entries);
+        assert!(chosen == general, "seed {seed}: write_tree's table differs");
+    }
+}
+
+#[test]
+fn a_name_given_twice_falls_back_to_the_general_builder() {
+    let cases: Vec<Vec<IndexEntry>> = vec![
+        vec![file("a", 0, 1), file("a", 512, 2)],
+        vec![file("a", 0, 1), member("a", Kind::Dir), file("a/b", 512, 1)],
+        vec![member("a", Kind::Dir), file("a/b", 0, 1), file("a", 512, 1)],
+        vec![file("a", 0, 1), file("a/b", 512, 1)],
+        vec![link("a", Kind::Symlink, "x"), file("a/b", 512, 1)],
+        vec![
+            file("t", 0, 1),
+            member("d", Kind::Dir),
+            link("d", Kind::HardLink, "t"),
+        ],
+        vec![file("d/x", 0, 1), file("d", 512, 1), file("d/y", 1024, 1)],
+    ];
+    for (i, entries) in cases.iter().enumerate() {
+        assert!(
+            lean_table(entries, 1 << 30).is_none(),
+            "case {i}: the lean builder took a name given twice"
+        );
+        let (chosen, general) = chosen_and_general(entries);
+        assert!(chosen == general, "case {i}: the tables differ");
+    }
+}
