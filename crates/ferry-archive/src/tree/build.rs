@@ -141,11 +141,7 @@ impl TreeBuilder {
             why: why.to_string(),
         };
         let path = safe_path(&e.path).map_err(skip)?;
-        let comps: Vec<&[u8]> = if path.is_root() {
-            Vec::new()
-        } else {
-            path.as_bytes().split(|&b| b == b'/').collect()
-        };
+        let comps = super::nodes::components(&path);
         let Some((&name, parents)) = comps.split_last() else {
             if e.kind != Kind::Dir {
                 return Err(skip("the root of the tree is not a directory"));

@@ -100,11 +100,7 @@ impl LeanBuilder {
         let Ok(path) = safe_path(&e.path) else {
             return Ok(Added::Skipped);
         };
-        let comps: Vec<&[u8]> = if path.is_root() {
-            Vec::new()
-        } else {
-            path.as_bytes().split(|&b| b == b'/').collect()
-        };
+        let comps = super::nodes::components(&path);
         let Some((&name, parents)) = comps.split_last() else {
             if e.kind != Kind::Dir {
                 return Ok(Added::Skipped);

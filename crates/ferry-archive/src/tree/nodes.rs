@@ -5,6 +5,7 @@
 use super::{read::NodeKind, DirDefaults, FLAG_HASH, NODE_LEN};
 use crate::index::{IndexEntry, Kind};
 use crate::spill::Spill;
+use ferry_core::entry::RelPath;
 use std::io::{self, Read, Write};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -64,6 +65,15 @@ impl Meta {
             b: 0,
             hash: None,
         }
+    }
+}
+
+/// The components of a member's (safe) path; none for the root.
+pub(super) fn components(path: &RelPath) -> Vec<&[u8]> {
+    if path.is_root() {
+        Vec::new()
+    } else {
+        path.as_bytes().split(|&b| b == b'/').collect()
     }
 }
 
