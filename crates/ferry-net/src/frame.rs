@@ -40,6 +40,8 @@ pub enum Kind {
     Done = 10,
     /// Either way: the job cannot go on, and why, as text.
     Fatal = 11,
+    /// Client to daemon, before the request: the shared secret (`--token-file`).
+    Auth = 12,
 }
 
 impl Kind {
@@ -57,6 +59,7 @@ impl Kind {
             9 => Warn,
             10 => Done,
             11 => Fatal,
+            12 => Auth,
             _ => return None,
         })
     }
