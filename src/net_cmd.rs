@@ -72,7 +72,8 @@ fn open_link(args: &CopyArgs, remote: Place) -> anyhow::Result<(Link, Vec<u8>)> 
             Ok((link, path))
         }
         Place::Daemon(url) => {
-            let notice = |line: &str| crate::report::to_stderr(format_args!("ferry: {line}"));
+            let notice =
+                |line: &str| crate::report::to_stderr(format_args!("ferry: warning: {line}"));
             let dial = Dial {
                 insecure: ra.insecure,
                 fingerprint: ra.fingerprint.clone(),

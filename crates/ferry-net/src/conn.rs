@@ -115,8 +115,11 @@ fn tls_halves(
     sock.set_write_timeout(Some(limits.idle))?;
     while conn.is_handshaking() {
         conn.complete_io(&mut sock).map_err(|e| match e.kind() {
-            io::ErrorKind::InvalidData => NetError::Tls(e.to_string()),
-            _ => NetError::Io(timed_out(e)),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => NetError::Io(timed_out(e)),
+            _ => NetError::Tls(format!(
+                "the handshake failed: {e} (does the other end speak TLS, or plain TCP \
+                 with --insecure?)"
+            )),
         })?;
     }
     sock.set_nonblocking(true)?;
@@ -196,10 +199,13 @@ impl Read for TlsReader {
             match inner.conn.reader().read(buf) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // Closed without TLS's goodbye: an end, which the protocol's frames
+                // tell from a finished job (every job ends in a frame saying so).
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
                 Err(e) => return Err(e),
             }
             if eof {
-                return Err(io::ErrorKind::UnexpectedEof.into());
+                return Ok(0);
             }
             let Inner { conn, sock } = &mut *inner;
             match conn.read_tls(sock) {

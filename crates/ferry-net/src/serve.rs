@@ -98,7 +98,13 @@ pub fn beneath_root(root: &Path, raw: &[u8]) -> Result<PathBuf, NetError> {
     )
     .map_err(|e| NetError::Refused(format!("the served root {}: {e}", root.display())))?;
     let flags = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
-    for part in rel.ancestors().filter(|p| !p.as_os_str().is_empty()) {
+    // From the root down, so a refusal names the symlink.
+    let mut parts: Vec<&Path> = rel
+        .ancestors()
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    parts.reverse();
+    for part in parts {
         match rfs::openat2(
             &fd,
             part,
@@ -106,8 +112,8 @@ pub fn beneath_root(root: &Path, raw: &[u8]) -> Result<PathBuf, NetError> {
             Mode::empty(),
             flags,
         ) {
-            Ok(_) => break,
-            Err(Errno::NOENT) => {}
+            Ok(_) => {}
+            Err(Errno::NOENT) => break,
             Err(Errno::LOOP | Errno::XDEV) => {
                 return Err(NetError::Refused(format!(
                     "{}: refused: a symlink on the way leads out of, or around in, the \
@@ -155,6 +161,24 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
+/// The client's token, if it sends one, and its request.
+#[allow(clippy::type_complexity)]
+fn read_request(
+    input: &mut impl Read,
+) -> Result<(Option<Vec<u8>>, Result<Request, NetError>), NetError> {
+    let mut frame = expect_frame(input)?;
+    let mut token = None;
+    if frame.kind == Kind::Auth {
+        token = Some(frame.payload);
+        frame = expect_frame(input)?;
+    }
+    let request = match frame.kind {
+        Kind::Request => Request::decode(&frame.payload),
+        _ => Err(unexpected(frame, "a request")),
+    };
+    Ok((token, request))
+}
+
 /// Serves one request read from `input`, answering on `output`. An error is returned
 /// only where the client could not be told (the handshake failed, or the connection
 /// did); otherwise the outcome says how it went.
@@ -165,15 +189,12 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
 ) -> Result<Served, NetError> {
     read_hello(&mut input)?;
     send_hello(&mut output)?;
-    let mut frame = expect_frame(&mut input)?;
-    let mut token = None;
-    if frame.kind == Kind::Auth {
-        token = Some(frame.payload);
-        frame = expect_frame(&mut input)?;
-    }
-    let request = match frame.kind {
-        Kind::Request => Request::decode(&frame.payload),
-        _ => Err(unexpected(frame, "a request")),
+    let (token, request) = match read_request(&mut input) {
+        Ok(read) => read,
+        Err(e) => {
+            send_fatal(&mut output, &e.to_string());
+            return Err(e);
+        }
     };
     let stats = Stats::default();
     let out = Outbound::new(output, request.as_ref().is_ok_and(|r| r.compress)).shared();
