@@ -41,7 +41,7 @@ use ferry_core::error::{Error, Reporter};
 use ferry_core::pool::{PoolBuf, Share};
 use ferry_core::sink::FileData;
 use ferry_core::Stats;
-use std::io::{self, Read};
+use std::io::{self, BufRead, Read};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::{mpsc, Mutex, PoisonError};
@@ -108,14 +108,24 @@ struct Chunks<'p> {
 
 impl Read for Chunks<'_> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let left = self.fill_buf()?;
+        let n = left.len().min(out.len());
+        out[..n].copy_from_slice(&left[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+/// The chunks are the writer's buffers: a worker writes straight from them.
+impl BufRead for Chunks<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
         loop {
-            if let Some(cur) = &self.current {
-                if let Some(left) = cur.bytes.get(self.at..).filter(|l| !l.is_empty()) {
-                    let n = left.len().min(out.len());
-                    out[..n].copy_from_slice(&left[..n]);
-                    self.at += n;
-                    return Ok(n);
-                }
+            let has_more = self
+                .current
+                .as_ref()
+                .is_some_and(|cur| self.at < cur.bytes.len());
+            if has_more {
+                break;
             }
             // Back to the pool before the next one is waited for.
             self.current = None;
@@ -126,9 +136,18 @@ impl Read for Chunks<'_> {
                     return Err(io::Error::other("the stream broke"));
                 }
                 // Every chunk was sent.
-                Err(mpsc::RecvError) => return Ok(0),
+                Err(mpsc::RecvError) => return Ok(&[]),
             }
         }
+        Ok(self
+            .current
+            .as_ref()
+            .and_then(|cur| cur.bytes.get(self.at..))
+            .unwrap_or_default())
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.at += n;
     }
 }
 
@@ -181,7 +200,7 @@ impl Workers<'_> {
             Data::None => self.ex.put(&entry, None, none, cache).map(|()| false),
             Data::Held(range) => {
                 let mut bytes = held.get(range).unwrap_or_default();
-                let data = FileData::Stream {
+                let data = FileData::Buffered {
                     reader: &mut bytes,
                     runs: &runs,
                 };
@@ -195,7 +214,7 @@ impl Workers<'_> {
                     at: 0,
                     broke: false,
                 };
-                let data = FileData::Stream {
+                let data = FileData::Buffered {
                     reader: &mut chunks,
                     runs: &runs,
                 };
