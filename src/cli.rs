@@ -38,10 +38,12 @@ pub enum Command {
     ///
     /// Either SRC or DST may be remote, `[USER@]HOST:PATH` (the part before the first
     /// `:` without a `/`, as rsync and scp tell it): ferry then runs `ssh HOST ferry
-    /// serve --stdio` and copies over ssh's pipes.
+    /// serve --stdio` and copies over ssh's pipes; or `ferry://HOST[:PORT]/PATH`, a
+    /// `ferry serve --listen` daemon, over TLS.
     Copy(CopyArgs),
-    /// Serve one remote copy over standard input and output: what `ferry copy` runs on
-    /// the other end of ssh.
+    /// Serve remote copies: one over standard input and output (`--stdio`, what
+    /// `ferry copy` runs on the other end of ssh), or many clients at once as a daemon
+    /// (`--listen ADDR:PORT --root DIR`, over TLS).
     Serve(ServeArgs),
     /// Pack the tree SRC into a ferry archive (a tar with 4 KiB-aligned data and an
     /// index); a SRC that is not a directory is packed as one member named as it is.
@@ -333,17 +335,103 @@ pub struct RemoteArgs {
     /// Compress file data on the wire with zstd (remote copies).
     #[arg(long)]
     pub compress: bool,
+    /// ferry:// without TLS (the daemon must run with --insecure too).
+    #[arg(long)]
+    pub insecure: bool,
+    /// The fingerprint (SHA256:...) the daemon's certificate must have, instead of
+    /// the one pinned in ~/.config/ferry/known_servers.
+    #[arg(long, value_name = "SHA256:HEX")]
+    pub fingerprint: Option<String>,
+    /// A file holding the daemon's secret (ferry:// copies).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Bytes per second each way (remote copies; K, M, G suffixes).
+    #[arg(long, value_name = "RATE", value_parser = parse_size)]
+    pub bwlimit: Option<u64>,
 }
 
 /// Flags of `ferry serve`.
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("mode").required(true).args(["stdio", "listen"])))]
 pub struct ServeArgs {
-    /// Speak the protocol over standard input and output (the only way today).
-    #[arg(long, required = true)]
+    /// Speak the protocol over standard input and output, for one job (what `ferry
+    /// copy` runs on the other end of ssh).
+    #[arg(long)]
     pub stdio: bool,
-    /// Worker threads [default: 8 per core].
+    /// Run a daemon listening on ADDR:PORT (TLS unless --insecure), serving --root.
+    #[arg(long, value_name = "ADDR:PORT", requires = "root")]
+    pub listen: Option<String>,
+    /// The directory the daemon serves: clients read and write only beneath it.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Where the daemon keeps the key and self-signed certificate it makes on first
+    /// start [default: $XDG_STATE_HOME/ferry or ~/.local/state/ferry].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// A certificate chain (PEM) to serve instead of the self-signed one.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A file holding the secret clients must send (their --token-file).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Plain TCP, no TLS: the connection is neither private nor authenticated.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Serve downloads only.
+    #[arg(long)]
+    pub read_only: bool,
+    /// The memory budget of the buffers all connections share (K, M, G suffixes).
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_size)]
+    pub memory: u64,
+    /// One buffer per client instead of several from the shared pool (the baseline
+    /// for the benchmark); clients admitted: the budget over the buffer size.
+    #[arg(long)]
+    pub per_client_buffer: bool,
+    /// Most jobs at once [default: 4 per MiB of --memory; with --per-client-buffer
+    /// one per MiB].
+    #[arg(long, value_name = "N")]
+    pub max_clients: Option<usize>,
+    /// Seconds a client waits for a place before it is told the server is busy.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub busy_timeout: u64,
+    /// Seconds a connection may send or take nothing before it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub idle_timeout: u64,
+    /// Bytes per second each way, per connection (K, M, G suffixes).
+    #[arg(long, value_name = "RATE", value_parser = parse_size)]
+    pub bwlimit: Option<u64>,
+    /// Worker threads [default: 8 per core; the daemon: 4 per connection].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
+}
+
+/// A size or rate: a number, with an optional K, M or G (powers of 1024).
+pub fn parse_size(arg: &str) -> Result<u64, String> {
+    let arg = arg.trim();
+    let (digits, unit) = match arg.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => arg.split_at(at),
+        None => (arg, ""),
+    };
+    let shift = match unit
+        .trim_end_matches(['B', 'b', 'i'])
+        .to_ascii_uppercase()
+        .as_str()
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return Err(format!("{arg}: not a size (a number, then K, M or G)")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{arg}: not a size (a number, then K, M or G)"))?;
+    n.checked_mul(1 << shift)
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{arg}: out of range"))
 }
 
 /// How file data is moved and checked, for the jobs that write trees.

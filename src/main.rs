@@ -17,6 +17,7 @@ mod net_cmd;
 mod progress;
 mod read_ahead;
 mod report;
+mod serve_cmd;
 mod utc;
 
 use cli::{Command, CopyArgs};
@@ -38,7 +39,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Copy(args) if net_cmd::is_remote(&args) => net_cmd::run_remote_copy(args),
         Command::Copy(args) => run_copy(args),
-        Command::Serve(args) => Ok(net_cmd::run_serve(args)),
+        Command::Serve(args) => Ok(serve_cmd::run_serve(args)),
         Command::Pack(args) => archive_cmd::run_pack(args),
         Command::Unpack(args) => archive_cmd::run_unpack(args),
         Command::Ls(args) => archive_cmd::run_ls(args),

@@ -1,22 +1,107 @@
-//! `ferry copy` with a remote end (`[USER@]HOST:PATH`), over ssh, and `ferry serve
-//! --stdio`, what it runs on the other end.
+//! `ferry copy` with a remote end: `[USER@]HOST:PATH` over ssh, or
+//! `ferry://HOST[:PORT]/PATH`, a daemon, over TLS. One protocol, two transports.
 
-use crate::cli::{CopyArgs, ServeArgs};
+use crate::cli::CopyArgs;
 use crate::job::Job;
 use crate::progress;
 use ferry_core::stats::Snapshot;
 use ferry_net::client::{self, Options};
-use ferry_net::serve::{serve, ServeConfig, Served};
+use ferry_net::conn::{Limits, Paced, ReadHalf, WriteHalf};
+use ferry_net::dial::{connect, DaemonUrl, Dial};
 use ferry_net::ssh::{location, Location, Ssh};
+use ferry_net::tls::KnownServers;
 use ferry_net::NetError;
-use std::io::{self, BufWriter};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+/// Where a path of a copy is.
+enum Place {
+    Local,
+    Ssh { host: String, path: Vec<u8> },
+    Daemon(DaemonUrl),
+}
+
+fn place(arg: &OsStr) -> anyhow::Result<Place> {
+    if let Some(url) = DaemonUrl::parse(arg.as_bytes()) {
+        return Ok(Place::Daemon(url?));
+    }
+    Ok(match location(arg) {
+        Location::Local => Place::Local,
+        Location::Remote { host, path } => Place::Ssh { host, path },
+    })
+}
 
 /// Whether SRC or DST names a remote path.
 pub fn is_remote(args: &CopyArgs) -> bool {
-    location(args.src.as_os_str()) != Location::Local
-        || location(args.dst.as_os_str()) != Location::Local
+    let remote = |p: &std::path::Path| !matches!(place(p.as_os_str()), Ok(Place::Local));
+    remote(&args.src) || remote(&args.dst)
+}
+
+/// A connection to the other end: ssh's child, or a daemon's socket.
+struct Link {
+    r: ReadHalf,
+    w: WriteHalf,
+    ssh: Option<Ssh>,
+    /// Who the other end is, for messages.
+    name: String,
+}
+
+fn open_link(args: &CopyArgs, remote: Place) -> anyhow::Result<(Link, Vec<u8>)> {
+    let ra = &args.remote;
+    let limits = Limits {
+        idle: Duration::from_secs(300),
+        bwlimit: ra.bwlimit,
+    };
+    match remote {
+        Place::Ssh { host, path } => {
+            let mut ssh = Ssh::spawn(&ra.rsh, &host, &ra.remote_ferry)?;
+            let (r, w) = ssh.streams()?;
+            let (r, w): (ReadHalf, WriteHalf) = match ra.bwlimit {
+                Some(rate) => (Box::new(Paced::new(r, rate)), Box::new(Paced::new(w, rate))),
+                None => (Box::new(r), Box::new(w)),
+            };
+            let link = Link {
+                r,
+                w,
+                ssh: Some(ssh),
+                name: host,
+            };
+            Ok((link, path))
+        }
+        Place::Daemon(url) => {
+            let notice =
+                |line: &str| crate::report::to_stderr(format_args!("ferry: warning: {line}"));
+            let dial = Dial {
+                insecure: ra.insecure,
+                fingerprint: ra.fingerprint.clone(),
+                known: KnownServers::default_path().map(KnownServers::at),
+                limits,
+                notice: &notice,
+            };
+            let (r, w) = connect(&url, &dial).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let link = Link {
+                r,
+                w: Box::new(std::io::BufWriter::with_capacity(64 << 10, w)),
+                ssh: None,
+                name: url.server(),
+            };
+            Ok((link, url.path))
+        }
+        Place::Local => anyhow::bail!("neither SRC nor DST is remote"),
+    }
+}
+
+fn read_token(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let token =
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: read token: {e}", path.display()))?;
+    let token = token.trim_ascii().to_vec();
+    if token.is_empty() {
+        anyhow::bail!("{}: the token file is empty", path.display());
+    }
+    Ok(token)
 }
 
 /// `ferry copy` with a remote SRC or DST.
@@ -38,29 +123,38 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         (!args.filter.given.is_empty(), "--exclude and --include"),
     ];
     if let Some((_, flag)) = unsupported.iter().find(|(given, _)| *given) {
-        anyhow::bail!("{flag}: not supported for a copy over ssh yet");
+        anyhow::bail!("{flag}: not supported for a remote copy yet");
     }
+    let token = args
+        .remote
+        .token_file
+        .as_deref()
+        .map(read_token)
+        .transpose()?;
     let opts = Options {
+        token,
         checksum: args.data.checksum,
         compress: args.remote.compress,
         verify: args.data.verify,
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
     };
-    let (src, dst) = (
-        location(args.src.as_os_str()),
-        location(args.dst.as_os_str()),
-    );
-    let (host, remote, upload) = match (src, dst) {
-        (Location::Local, Location::Remote { host, path }) => (host, path, true),
-        (Location::Remote { host, path }, Location::Local) => (host, path, false),
+    let (src, dst) = (place(args.src.as_os_str())?, place(args.dst.as_os_str())?);
+    let (remote, upload) = match (src, dst) {
+        (Place::Local, remote) => (remote, true),
+        (remote, Place::Local) => (remote, false),
         _ => anyhow::bail!(
             "{} and {}: both are remote; one end of a copy must be local",
             args.src.display(),
             args.dst.display()
         ),
     };
-    let mut ssh = Ssh::spawn(&args.remote.rsh, &host, &args.remote.remote_ferry)?;
-    let (r, w) = ssh.streams()?;
+    let (link, remote) = open_link(args, remote)?;
+    let Link {
+        r,
+        w,
+        mut ssh,
+        name,
+    } = link;
     let counting = job.counting();
     let stats = &job.stats;
     let show = job.show_progress();
@@ -77,15 +171,17 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         )
         .map(|theirs| skipped_there(job, &theirs)),
     };
-    let done = done.and_then(|()| ssh.finish());
+    let done = done.and_then(|()| ssh.as_mut().map_or(Ok(()), Ssh::finish));
+    let ending = |ssh: &mut Option<Ssh>| ssh.as_mut().map(|s| format!(" ({})", s.ending()));
     Ok(match done {
         Ok(()) => job.finish(),
         Err(NetError::Path(e)) => job.fatal(&job.reporter.line(&e)),
-        Err(e @ (NetError::Remote(_) | NetError::Refused(_))) => job.fatal(&format!("{host}: {e}")),
+        Err(e @ (NetError::Remote(_) | NetError::Refused(_))) => job.fatal(&format!("{name}: {e}")),
         Err(e @ (NetError::Handshake(_) | NetError::Closed | NetError::ClosedMidFrame)) => {
-            job.fatal(&format!("{host}: {e} ({})", ssh.ending()))
+            let ending = ending(&mut ssh).unwrap_or_default();
+            job.fatal(&format!("{name}: {e}{ending}"))
         }
-        Err(e) => job.fatal(&format!("{host}: {e}")),
+        Err(e) => job.fatal(&format!("{name}: {e}")),
     })
 }
 
@@ -114,31 +210,4 @@ fn skipped_there(job: &Job<'_>, theirs: &Snapshot) {
     job.stats
         .skipped_bytes
         .fetch_add(theirs.skipped_bytes, Relaxed);
-}
-
-/// `ferry serve --stdio`: exit status 0 when the job was done, 1 when some paths
-/// failed (the client was told each), 2 when it could not run or go on.
-pub fn run_serve(args: ServeArgs) -> ExitCode {
-    let config = ServeConfig {
-        threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
-    };
-    let output = BufWriter::with_capacity(1 << 20, io::stdout());
-    match serve(io::stdin().lock(), output, &config) {
-        Ok(Served::Done { errors: 0 }) => ExitCode::SUCCESS,
-        Ok(Served::Done { .. }) => ExitCode::from(1),
-        Ok(Served::Stopped(e)) => {
-            // The client was told; say it here only where it may not have heard.
-            if !matches!(
-                e,
-                NetError::Remote(_) | NetError::Refused(_) | NetError::Path(_)
-            ) {
-                crate::report::to_stderr(format_args!("ferry serve: {e}"));
-            }
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            crate::report::to_stderr(format_args!("ferry serve: {e}"));
-            ExitCode::from(2)
-        }
-    }
 }

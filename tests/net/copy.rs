@@ -11,7 +11,7 @@ use std::path::Path;
 const MIB: u64 = 1 << 20;
 
 /// The tests' every-kind tree, odd names and sparse files, below `s.src`.
-fn every_kind(s: &Scratch) {
+pub fn every_kind(s: &Scratch) {
     trees::mixed(&s.src.join("mixed"));
     mkdirs(&s.src.join("odd"));
     trees::odd_names(&s.src.join("odd"));
@@ -25,12 +25,12 @@ fn every_kind(s: &Scratch) {
     stamp_times(&s.src);
 }
 
-fn s(p: &Path) -> &str {
+pub fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 temp path")
 }
 
 /// What the summary must say of a copy of all of `src`.
-fn assert_whole_copy(r: &crate::common::run::Run, src: &Path) {
+pub fn assert_whole_copy(r: &crate::common::run::Run, src: &Path) {
     r.assert_ok();
     let n = trees::count(src);
     r.json().assert_counts(&[
@@ -115,7 +115,7 @@ fn cutting_script(sshd: &Sshd, upload: bool, bytes: u64) -> String {
 
 /// Every file in `dst` that looks complete (the size and mtime of its source) holds
 /// the source's content.
-fn nothing_partial_looks_complete(src: &Path, dst: &Path) {
+pub fn nothing_partial_looks_complete(src: &Path, dst: &Path) {
     let mut stack = vec![dst.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).expect("read dir").flatten() {

@@ -1,6 +1,7 @@
 //! End-to-end tests of `ferry copy` over ssh: each test starts a real sshd on a
 //! loopback port with throwaway keys ([`sshd`]), runs the built ferry as both ends
-//! (`--remote-ferry`), and checks the trees with the tree comparer.
+//! (`--remote-ferry`), and checks the trees with the tree comparer; and of the
+//! daemon, `ferry serve --listen` ([`daemon`]), reached at `ferry://` ([`served`]).
 //!
 //! One test binary: `cargo test --release --test net`. Without sshd (Debian's
 //! openssh-server; scripts/test.sh installs it) the tests say why and skip; with
@@ -11,5 +12,7 @@
 mod common;
 
 mod copy;
+mod daemon;
 mod hostile;
+mod served;
 mod sshd;

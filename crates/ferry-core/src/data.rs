@@ -14,7 +14,7 @@ use crate::zero::{self, BLOCK};
 use rustix::fs::{self as rfs, SeekFrom};
 use rustix::io::Errno;
 use std::cell::RefCell;
-use std::io::{self, Read};
+use std::io::{self, BufRead, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use xxhash_rust::xxh3::Xxh3;
@@ -323,6 +323,38 @@ impl Mover {
     ) -> io::Result<Moved> {
         self.each_run(base, runs, size, hash, |at, len, hasher| {
             self.buffered(src, dst, at, len, hasher)
+        })
+    }
+
+    /// Moves a file's runs read in order from `src` into `dst`, written straight from
+    /// the stream's own buffers (no buffer of this thread's).
+    pub fn transfer_buffered(
+        &self,
+        src: &mut dyn BufRead,
+        dst: BorrowedFd<'_>,
+        runs: &[(u64, u64)],
+        size: u64,
+        hash: bool,
+    ) -> io::Result<Moved> {
+        self.each_run(0, runs, size, hash, |at, len, mut hasher| {
+            let (mut done, mut written_end) = (0u64, None);
+            while done < len {
+                let buf = src.fill_buf()?;
+                if buf.is_empty() {
+                    return Err(ended_early(io::ErrorKind::UnexpectedEof.into()));
+                }
+                let n = (len - done).min(buf.len() as u64) as usize;
+                let chunk = &buf[..n];
+                if let Some(h) = hasher.as_deref_mut() {
+                    h.update(chunk);
+                }
+                if let Some(end) = self.write_chunk(dst, chunk, at + done)? {
+                    written_end = Some(end);
+                }
+                src.consume(n);
+                done += n as u64;
+            }
+            Ok(written_end)
         })
     }
 

@@ -37,6 +37,7 @@ pub mod limits;
 pub mod links;
 pub mod local;
 pub mod meta;
+pub mod pool;
 pub mod prefetch;
 pub mod preview;
 pub mod pseudo;

@@ -436,6 +436,9 @@ impl<'a> LocalTreeSink<'a> {
             FileData::Stream { reader, runs } => self
                 .mover
                 .transfer_stream(reader, dst, 0, runs, size, verify),
+            FileData::Buffered { reader, runs } => self
+                .mover
+                .transfer_buffered(reader, dst, runs, size, verify),
         }
         .at_dst(path, "copy data")?;
         // Holes at the end (or a file that is all holes) need the length set.
@@ -492,7 +495,7 @@ impl<'a> LocalTreeSink<'a> {
             FileData::Bytes { bytes, runs, .. } => data::hash_bytes(bytes, runs, size)
                 .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof)),
             // A stream cannot be read twice: copy it.
-            FileData::Stream { .. } => return Ok(false),
+            FileData::Stream { .. } | FileData::Buffered { .. } => return Ok(false),
         }
         .at(&entry.path, "read")?;
         // Reading must not change the atime the copy is meant to keep.

@@ -13,7 +13,7 @@
 use crate::entry::{Entry, RelPath};
 use crate::error::Result;
 use std::ffi::CStr;
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::os::fd::{BorrowedFd, OwnedFd};
 
 /// Where a file entry's bytes come from.
@@ -56,6 +56,15 @@ pub enum FileData<'a> {
         /// The runs, in file order.
         runs: &'a [(u64, u64)],
     },
+    /// The same runs, from a stream that holds them in buffers of its own (a network
+    /// stream's pooled buffers): written straight from those, with no buffer of the
+    /// writer's.
+    Buffered {
+        /// The stream, positioned at the first run's bytes.
+        reader: &'a mut dyn BufRead,
+        /// The runs, in file order.
+        runs: &'a [(u64, u64)],
+    },
 }
 
 impl FileData<'_> {
@@ -65,7 +74,7 @@ impl FileData<'_> {
             FileData::Range { recorded_hash, .. } | FileData::Bytes { recorded_hash, .. } => {
                 *recorded_hash
             }
-            FileData::File { .. } | FileData::Stream { .. } => None,
+            FileData::File { .. } | FileData::Stream { .. } | FileData::Buffered { .. } => None,
         }
     }
 }

@@ -18,8 +18,10 @@ use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
 /// How to copy.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
+    /// The daemon's shared secret (`--token-file`), sent before the request.
+    pub token: Option<Vec<u8>>,
     /// Decide what is up to date by content, not size and mtime.
     pub checksum: bool,
     /// Compress the data on the wire with zstd.
@@ -38,6 +40,9 @@ fn start<R: Read, W: Write>(
     opts: &Options,
 ) -> Result<(), NetError> {
     send_hello(w)?;
+    if let Some(token) = &opts.token {
+        write_frame(w, Kind::Auth, token)?;
+    }
     let request = Request {
         op,
         path: remote.to_vec(),
@@ -128,6 +133,6 @@ pub fn download<R: Read, W: Write + Send>(
         checksum: opts.checksum,
         verify: opts.verify,
     };
-    receive_tree(&mut inbound, dst, &ropts, stats, reporter)?;
+    receive_tree(&mut inbound, dst, &ropts, None, stats, reporter)?;
     read_done(&mut r, reporter)
 }

@@ -40,6 +40,8 @@ pub enum Kind {
     Done = 10,
     /// Either way: the job cannot go on, and why, as text.
     Fatal = 11,
+    /// Client to daemon, before the request: the shared secret (`--token-file`).
+    Auth = 12,
 }
 
 impl Kind {
@@ -57,6 +59,7 @@ impl Kind {
             9 => Warn,
             10 => Done,
             11 => Fatal,
+            12 => Auth,
             _ => return None,
         })
     }
@@ -88,6 +91,19 @@ pub fn write_frame(w: &mut (impl Write + ?Sized), kind: Kind, payload: &[u8]) ->
 
 /// Reads the frame that starts here: `None` where the input ends cleanly before one.
 pub fn read_frame(r: &mut (impl Read + ?Sized)) -> Result<Option<Frame>, NetError> {
+    let Some((kind, len)) = read_head(r)? else {
+        return Ok(None);
+    };
+    let mut payload = vec![0u8; len];
+    if read_full(r, &mut payload)? < len {
+        return Err(NetError::ClosedMidFrame);
+    }
+    Ok(Some(Frame { kind, payload }))
+}
+
+/// Reads a frame's head: its kind and its payload's length, checked against
+/// [`MAX_FRAME`]; `None` where the input ends cleanly before one.
+pub fn read_head(r: &mut (impl Read + ?Sized)) -> Result<Option<(Kind, usize)>, NetError> {
     let mut head = [0u8; FRAME_HEAD];
     let got = read_full(r, &mut head)?;
     if got == 0 {
@@ -107,11 +123,7 @@ pub fn read_frame(r: &mut (impl Read + ?Sized)) -> Result<Option<Frame>, NetErro
             max: MAX_FRAME as u64,
         });
     }
-    let mut payload = vec![0u8; len];
-    if read_full(r, &mut payload)? < len {
-        return Err(NetError::ClosedMidFrame);
-    }
-    Ok(Some(Frame { kind, payload }))
+    Ok(Some((kind, len)))
 }
 
 /// Reads the next frame, which must be there.

@@ -1,9 +1,12 @@
-//! ferry-net: ferry over the network, as rsync does it over ssh.
+//! ferry-net: ferry over the network, as rsync does it over ssh, or to a daemon.
 //!
 //! `ferry copy SRC HOST:DST` runs `ssh HOST ferry serve --stdio` ([`ssh`]) and speaks
 //! ferry's protocol over the child's pipes; the serving end ([`serve`]) speaks it over
 //! its standard input and output. A transport is nothing more than a byte stream each
-//! way (`Read` and `Write`), so a TLS stream can carry the same protocol later.
+//! way (`Read` and `Write`), so TLS carries the same protocol: `ferry serve --listen`
+//! ([`daemon`]) serves many clients over TLS ([`tls`], [`conn`]), each job admitted
+//! when a place is free ([`admission`]) and uploads placed with buffers of one shared
+//! pool (`ferry_core::pool`); `ferry copy SRC ferry://HOST/PATH` reaches it ([`dial`]).
 //!
 //! The protocol ([`frame`], [`proto`]): a handshake (magic, version), one request
 //! (upload or download, the remote path, options), then length-prefixed frames of
@@ -33,13 +36,18 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod admission;
 pub mod client;
+pub mod conn;
+pub mod daemon;
+pub mod dial;
 pub mod frame;
 pub mod manifest;
 pub mod proto;
 pub mod serve;
 pub mod ssh;
 pub mod stream;
+pub mod tls;
 pub mod transfer;
 
 use ferry_archive::read::ArchiveError;
@@ -86,6 +94,9 @@ pub enum NetError {
     /// The ssh command could not be run, or failed.
     #[error("{0}")]
     Ssh(String),
+    /// TLS could not be set up, or the server's certificate is not the one pinned.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 impl NetError {

@@ -1,4 +1,5 @@
-//! The serving end (`ferry serve --stdio`): one request over one connection.
+//! The serving end: one request over one connection, for `ferry serve --stdio` and
+//! for each connection of the daemon ([`crate::daemon`]).
 //!
 //! The client names a path; the server reads and writes only beneath it. A path with
 //! a `..` component (or a NUL, or none at all) is refused before anything is touched;
@@ -6,7 +7,15 @@
 //! writes through a symlink and keeps hardlinks inside the destination, and the
 //! sender's walk never follows a symlink. A relative path is taken from the server's
 //! working directory (the user's home, under ssh), as rsync and scp take it.
+//!
+//! The daemon serves a root: a request's path is taken beneath it (a leading `/`
+//! too), and the part of it that exists is resolved beneath the root without
+//! following a symlink ([`beneath_root`]), as unpack resolves members' parents. It
+//! checks the client's token, refuses uploads when read-only, and admits the job only
+//! when a place is free ([`Admission`]); an upload's data then moves in buffers of
+//! the daemon's one pool.
 
+use crate::admission::{Admission, Ticket};
 use crate::frame::{expect_frame, write_frame, Kind};
 use crate::manifest::{send_manifest, Manifest};
 use crate::proto::{encode_done, read_hello, send_fatal, send_hello, unexpected, Op, Request};
@@ -14,17 +23,32 @@ use crate::stream::{lock, FrameReporter, Inbound, Outbound};
 use crate::transfer::{receive_tree, send_tree, ReceiveOptions};
 use crate::NetError;
 use ferry_core::error::Counting;
+use ferry_core::pool::{BufferPool, Share};
 use ferry_core::Stats;
+use rustix::fs::{self as rfs, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// How the server works.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Default)]
 pub struct ServeConfig {
     /// Workers for walking and writing trees.
     pub threads: usize,
+    /// Requests' paths are taken beneath this directory (the daemon's `--root`).
+    pub root: Option<PathBuf>,
+    /// Uploads are refused.
+    pub read_only: bool,
+    /// The shared secret a client must send (`--token-file`).
+    pub token: Option<Arc<[u8]>>,
+    /// Places for jobs: one is taken before a job runs.
+    pub admission: Option<Arc<Admission>>,
+    /// The pool an upload's data buffers come from, and how many of them one
+    /// connection may hold at once.
+    pub pool: Option<(Arc<BufferPool>, usize)>,
 }
 
 /// How a served connection ended.
@@ -57,6 +81,104 @@ pub fn confined_path(raw: &[u8]) -> Result<PathBuf, NetError> {
     Ok(path.to_path_buf())
 }
 
+/// The path `raw` names beneath `root`: a leading `/` is taken from the root, `..`
+/// is refused, and the part that exists must resolve beneath the root without a
+/// symlink.
+pub fn beneath_root(root: &Path, raw: &[u8]) -> Result<PathBuf, NetError> {
+    let start = raw.iter().position(|&b| b != b'/').unwrap_or(raw.len());
+    let rel = match &raw[start..] {
+        [] => &b"."[..],
+        rel => rel,
+    };
+    let rel = confined_path(rel)?;
+    let fd = rfs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| NetError::Refused(format!("the served root {}: {e}", root.display())))?;
+    let flags = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+    // From the root down, so a refusal names the symlink.
+    let mut parts: Vec<&Path> = rel
+        .ancestors()
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    parts.reverse();
+    for part in parts {
+        match rfs::openat2(
+            &fd,
+            part,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            flags,
+        ) {
+            Ok(_) => {}
+            Err(Errno::NOENT) => break,
+            Err(Errno::LOOP | Errno::XDEV) => {
+                return Err(NetError::Refused(format!(
+                    "{}: refused: a symlink on the way leads out of, or around in, the \
+                     served root",
+                    part.display()
+                )))
+            }
+            Err(e) => return Err(NetError::Refused(format!("{}: {e}", part.display()))),
+        }
+    }
+    Ok(root.join(rel))
+}
+
+/// What the daemon checks before a job: the token, read-only, a free place.
+fn admit(
+    config: &ServeConfig,
+    token: Option<&[u8]>,
+    request: &Request,
+) -> Result<Option<Ticket>, NetError> {
+    if let Some(want) = &config.token {
+        if !token.is_some_and(|t| same_secret(t, want)) {
+            return Err(NetError::Refused(
+                "wrong or missing token (--token-file): refused".into(),
+            ));
+        }
+    }
+    if config.read_only && request.op == Op::Upload {
+        return Err(NetError::Refused(
+            "this server is read-only (--read-only): uploads are refused".into(),
+        ));
+    }
+    match &config.admission {
+        None => Ok(None),
+        Some(gate) => gate.enter().map(Some).ok_or_else(|| {
+            NetError::Refused(format!(
+                "server busy: {} clients are being served; try again later",
+                gate.max()
+            ))
+        }),
+    }
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// The client's token, if it sends one, and its request.
+#[allow(clippy::type_complexity)]
+fn read_request(
+    input: &mut impl Read,
+) -> Result<(Option<Vec<u8>>, Result<Request, NetError>), NetError> {
+    let mut frame = expect_frame(input)?;
+    let mut token = None;
+    if frame.kind == Kind::Auth {
+        token = Some(frame.payload);
+        frame = expect_frame(input)?;
+    }
+    let request = match frame.kind {
+        Kind::Request => Request::decode(&frame.payload),
+        _ => Err(unexpected(frame, "a request")),
+    };
+    Ok((token, request))
+}
+
 /// Serves one request read from `input`, answering on `output`. An error is returned
 /// only where the client could not be told (the handshake failed, or the connection
 /// did); otherwise the outcome says how it went.
@@ -67,15 +189,21 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
 ) -> Result<Served, NetError> {
     read_hello(&mut input)?;
     send_hello(&mut output)?;
-    let frame = expect_frame(&mut input)?;
-    let request = match frame.kind {
-        Kind::Request => Request::decode(&frame.payload),
-        _ => Err(unexpected(frame, "a request")),
+    let (token, request) = match read_request(&mut input) {
+        Ok(read) => read,
+        Err(e) => {
+            send_fatal(&mut output, &e.to_string());
+            return Err(e);
+        }
     };
     let stats = Stats::default();
     let out = Outbound::new(output, request.as_ref().is_ok_and(|r| r.compress)).shared();
     let result = request.and_then(|request| {
-        let path = confined_path(&request.path)?;
+        let _ticket = admit(config, token.as_deref(), &request)?;
+        let path = match &config.root {
+            Some(root) => beneath_root(root, &request.path)?,
+            None => confined_path(&request.path)?,
+        };
         lock(&out).frame(Kind::Accept, &[])?;
         let messages = FrameReporter(out.clone());
         let reporter = Counting {
@@ -88,12 +216,23 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
                 send_manifest(&path, request.checksum, config.threads, &send)?;
                 lock(&out).frame(Kind::ManifestEnd, &[])?;
                 let mut inbound = Inbound::new(&mut input, &reporter);
+                let share = config
+                    .pool
+                    .as_ref()
+                    .map(|(p, cap)| Share::new(p.clone(), *cap));
                 let opts = ReceiveOptions {
                     threads: config.threads,
                     checksum: request.checksum,
                     verify: request.verify,
                 };
-                receive_tree(&mut inbound, &path, &opts, &stats, &reporter)
+                receive_tree(
+                    &mut inbound,
+                    &path,
+                    &opts,
+                    share.as_ref(),
+                    &stats,
+                    &reporter,
+                )
             }
             Op::Download => {
                 let manifest = Manifest::read(&mut input, &reporter)?;
@@ -147,7 +286,14 @@ mod tests {
                 send_hello(&mut hello).expect("hello");
                 bytes.splice(0..0, hello);
             }
-            let served = serve(bytes.as_slice(), Vec::new(), &ServeConfig { threads: 1 });
+            let served = serve(
+                bytes.as_slice(),
+                Vec::new(),
+                &ServeConfig {
+                    threads: 1,
+                    ..ServeConfig::default()
+                },
+            );
             assert!(
                 !matches!(served, Ok(Served::Done { .. })),
                 "seed {seed} was served"
@@ -177,7 +323,14 @@ mod tests {
             let junk: Vec<u8> = (0..rng.usize(0..3000)).map(|_| rng.u8(..)).collect();
             write_frame(&mut bytes, kind, &junk).expect("frame");
             bytes.extend((0..rng.usize(0..100)).map(|_| rng.u8(..)));
-            let served = serve(bytes.as_slice(), Vec::new(), &ServeConfig { threads: 1 });
+            let served = serve(
+                bytes.as_slice(),
+                Vec::new(),
+                &ServeConfig {
+                    threads: 1,
+                    ..ServeConfig::default()
+                },
+            );
             assert!(
                 matches!(served, Ok(Served::Stopped(_))),
                 "seed {seed}: {served:?}"

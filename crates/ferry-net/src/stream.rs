@@ -2,9 +2,11 @@
 //! frames (each compressed on its own with `--compress`, so the receiver's memory per
 //! frame stays bounded however well the data compresses) and sends messages between
 //! them; [`Inbound`] gives the receiver the data back as one stream, hands the
-//! messages it meets to a reporter, and ends at `DataEnd`.
+//! messages it meets to a reporter, and ends at `DataEnd`. A plain data frame's
+//! bytes are read straight from the connection into the reader's buffer (a server's
+//! pooled one): a connection holds no frame buffer of its own.
 
-use crate::frame::{read_frame, write_frame, Kind, MAX_FRAME};
+use crate::frame::{read_full, read_head, write_frame, Frame, Kind, MAX_FRAME};
 use crate::proto::{decode_error, decode_text, encode_error, encode_text};
 use crate::NetError;
 use ferry_core::error::{Error, Reporter};
@@ -140,9 +142,11 @@ pub fn report_message(
 pub struct Inbound<'a, R: Read> {
     r: R,
     reporter: &'a dyn Reporter,
-    /// Data of the current frame not read yet.
+    /// Data of the current compressed frame not read yet.
     buf: Vec<u8>,
     at: usize,
+    /// Bytes of the current plain data frame still to read from the connection.
+    left: usize,
     ended: bool,
     /// Why the stream failed, for the caller to tell rather than the unpack's view.
     failure: Option<NetError>,
@@ -156,6 +160,7 @@ impl<'a, R: Read> Inbound<'a, R> {
             reporter,
             buf: Vec::new(),
             at: 0,
+            left: 0,
             ended: false,
             failure: None,
         }
@@ -178,19 +183,31 @@ impl<'a, R: Read> Inbound<'a, R> {
 
     /// Reads frames until one with data, or the end.
     fn fill(&mut self) -> Result<(), NetError> {
-        while self.at == self.buf.len() && !self.ended {
-            let frame = read_frame(&mut self.r)?.ok_or(NetError::Closed)?;
-            match frame.kind {
-                Kind::Data => (self.buf, self.at) = (frame.payload, 0),
+        while self.at == self.buf.len() && self.left == 0 && !self.ended {
+            let (kind, len) = read_head(&mut self.r)?.ok_or(NetError::Closed)?;
+            if kind == Kind::Data {
+                self.left = len;
+                continue;
+            }
+            let mut payload = vec![0u8; len];
+            if read_full(&mut self.r, &mut payload)? < len {
+                return Err(NetError::ClosedMidFrame);
+            }
+            match kind {
                 Kind::ZData => {
-                    let data = zstd::bulk::decompress(&frame.payload, CHUNK).map_err(|e| {
-                        NetError::frame(format!("compressed data does not decompress: {e}"))
-                    })?;
-                    (self.buf, self.at) = (data, 0);
+                    self.buf.clear();
+                    self.at = 0;
+                    let mut z = zstd::bulk::Decompressor::new()?;
+                    self.buf.reserve(CHUNK);
+                    z.decompress_to_buffer(&payload, &mut self.buf)
+                        .map_err(|e| {
+                            NetError::frame(format!("compressed data does not decompress: {e}"))
+                        })?;
                 }
                 Kind::DataEnd => self.ended = true,
                 kind => {
-                    if !report_message(kind, &frame.payload, self.reporter)? {
+                    if !report_message(kind, &payload, self.reporter)? {
+                        let frame = Frame { kind, payload };
                         return Err(crate::proto::unexpected(frame, "archive data"));
                     }
                 }
@@ -198,19 +215,40 @@ impl<'a, R: Read> Inbound<'a, R> {
         }
         Ok(())
     }
+
+    fn read_data(&mut self, out: &mut [u8]) -> Result<usize, NetError> {
+        self.fill()?;
+        if self.at < self.buf.len() {
+            let n = out.len().min(self.buf.len() - self.at);
+            out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+            self.at += n;
+            return Ok(n);
+        }
+        if self.left == 0 {
+            return Ok(0);
+        }
+        let want = out.len().min(self.left);
+        let n = loop {
+            match self.r.read(&mut out[..want]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                got => break got?,
+            }
+        };
+        if n == 0 && want > 0 {
+            return Err(NetError::ClosedMidFrame);
+        }
+        self.left -= n;
+        Ok(n)
+    }
 }
 
 impl<R: Read> Read for Inbound<'_, R> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        if let Err(e) = self.fill() {
+        self.read_data(out).map_err(|e| {
             let line = e.to_string();
             self.failure.get_or_insert(e);
-            return Err(io::Error::other(line));
-        }
-        let n = out.len().min(self.buf.len() - self.at);
-        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
+            io::Error::other(line)
+        })
     }
 }
 

@@ -8,12 +8,13 @@ use crate::stream::{lock, DataWriter, Inbound, Shared};
 use crate::NetError;
 use ferry_archive::read::select::Selection;
 use ferry_archive::read::tail::{check_tail, TailError};
-use ferry_archive::read::unpack::{unpack_stream, UnpackOptions};
+use ferry_archive::read::unpack::{unpack_stream, unpack_stream_pooled, UnpackOptions};
 use ferry_archive::read::ArchiveError;
 use ferry_archive::write::pack::{pack_omitting, Output, PackOptions};
 use ferry_core::data::{Reflink, Sparse};
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
+use ferry_core::pool::Share;
 use ferry_core::Stats;
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
 use std::io::{self, BufWriter, Read, Write};
@@ -83,6 +84,7 @@ pub fn receive_tree<R: Read>(
     input: &mut Inbound<'_, R>,
     dst: &Path,
     opts: &ReceiveOptions,
+    pool: Option<&Share>,
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), NetError> {
@@ -94,7 +96,11 @@ pub fn receive_tree<R: Read>(
         threads: opts.threads.max(1),
         numeric_owner: false,
     };
-    let unpacked = unpack_stream(&mut *input, dst, &uopts, &Selection::all(), stats, reporter);
+    let all = Selection::all();
+    let unpacked = match pool {
+        Some(pool) => unpack_stream_pooled(&mut *input, dst, &uopts, &all, pool, stats, reporter),
+        None => unpack_stream(&mut *input, dst, &uopts, &all, stats, reporter),
+    };
     let hashes = match unpacked {
         Ok(hashes) => hashes,
         Err(e) => return Err(input.take_failure().unwrap_or(NetError::Archive(e))),
@@ -181,7 +187,7 @@ mod tests {
         let seen = Collect::default();
         let mut inbound = Inbound::new(wire.as_slice(), &seen);
         let opts = ReceiveOptions::default();
-        receive_tree(&mut inbound, &dst, &opts, &Stats::default(), &seen).expect("receive");
+        receive_tree(&mut inbound, &dst, &opts, None, &Stats::default(), &seen).expect("receive");
         let lines = seen.0.into_inner().expect("lock");
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(

@@ -3,7 +3,7 @@
 //!
 //! One thread, the reader, reads the stream: it must, a pipe is read once and in order.
 //! It reads each member's headers and stored data and hands runs of members of one
-//! directory, their data in buffers from a [`Pool`] of fixed size (the data in flight
+//! directory, their data in buffers from a pool of fixed size ([`Share`]: the caller's, or one of its own) (the data in flight
 //! is bounded however fast the stream comes), to the workers, which place runs in any
 //! order, as the workers of an unpack through an index do: [`Router`] applies the same
 //! order rules (see [`super::order::OrderGuard`]). A member whose data does not fit in
@@ -38,12 +38,13 @@ use crate::tar::{Reader, TarEntry};
 use ferry_core::data::Mover;
 use ferry_core::entry::{Entry, EntryKind};
 use ferry_core::error::{Error, Reporter};
+use ferry_core::pool::{PoolBuf, Share};
 use ferry_core::sink::FileData;
 use ferry_core::Stats;
-use std::io::{self, Read};
+use std::io::{self, BufRead, Read};
 use std::ops::Range;
 use std::path::Path;
-use std::sync::{mpsc, Condvar, Mutex, PoisonError};
+use std::sync::{mpsc, Mutex, PoisonError};
 
 /// Bytes of a pooled buffer: the data of a run of small members, or one chunk of a
 /// large member's.
@@ -56,57 +57,14 @@ const BUFFERS: usize = 64;
 /// chunks; smaller ones share a run's buffer.
 const SMALL: u64 = 256 << 10;
 
+// A small member fits in a buffer of the pool an unpack makes for itself.
+const _: () = assert!(BUFFER as u64 >= SMALL);
+
 /// Hardlinks kept aside at most: then the reader waits for the workers and places them.
 const LINKS: usize = 1024;
 
-/// Buffers of [`BUFFER`] bytes, at most [`BUFFERS`] of them, made as needed and reused:
-/// taking one waits until one is given back.
-#[derive(Default)]
-struct Pool {
-    /// The buffers given back, and how many were made.
-    free: Mutex<(Vec<Vec<u8>>, usize)>,
-    given_back: Condvar,
-}
-
-impl Pool {
-    fn take(&self) -> Buf<'_> {
-        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if let Some(bytes) = free.0.pop() {
-                return Buf { bytes, pool: self };
-            }
-            if free.1 < BUFFERS {
-                free.1 += 1;
-                let bytes = Vec::with_capacity(BUFFER);
-                return Buf { bytes, pool: self };
-            }
-            free = self
-                .given_back
-                .wait(free)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-}
-
 /// A buffer of the pool, given back when dropped.
-struct Buf<'p> {
-    bytes: Vec<u8>,
-    pool: &'p Pool,
-}
-
-impl Drop for Buf<'_> {
-    fn drop(&mut self) {
-        let mut bytes = std::mem::take(&mut self.bytes);
-        bytes.clear();
-        let mut free = self
-            .pool
-            .free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        free.0.push(bytes);
-        self.pool.given_back.notify_one();
-    }
-}
+type Buf<'p> = PoolBuf<'p>;
 
 /// A member for the workers: what it says to make and where its stored data is.
 struct Member<'p> {
@@ -150,14 +108,24 @@ struct Chunks<'p> {
 
 impl Read for Chunks<'_> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let left = self.fill_buf()?;
+        let n = left.len().min(out.len());
+        out[..n].copy_from_slice(&left[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+/// The chunks are the writer's buffers: a worker writes straight from them.
+impl BufRead for Chunks<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
         loop {
-            if let Some(cur) = &self.current {
-                if let Some(left) = cur.bytes.get(self.at..).filter(|l| !l.is_empty()) {
-                    let n = left.len().min(out.len());
-                    out[..n].copy_from_slice(&left[..n]);
-                    self.at += n;
-                    return Ok(n);
-                }
+            let has_more = self
+                .current
+                .as_ref()
+                .is_some_and(|cur| self.at < cur.bytes.len());
+            if has_more {
+                break;
             }
             // Back to the pool before the next one is waited for.
             self.current = None;
@@ -168,9 +136,18 @@ impl Read for Chunks<'_> {
                     return Err(io::Error::other("the stream broke"));
                 }
                 // Every chunk was sent.
-                Err(mpsc::RecvError) => return Ok(0),
+                Err(mpsc::RecvError) => return Ok(&[]),
             }
         }
+        Ok(self
+            .current
+            .as_ref()
+            .and_then(|cur| cur.bytes.get(self.at..))
+            .unwrap_or_default())
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.at += n;
     }
 }
 
@@ -223,7 +200,7 @@ impl Workers<'_> {
             Data::None => self.ex.put(&entry, None, none, cache).map(|()| false),
             Data::Held(range) => {
                 let mut bytes = held.get(range).unwrap_or_default();
-                let data = FileData::Stream {
+                let data = FileData::Buffered {
                     reader: &mut bytes,
                     runs: &runs,
                 };
@@ -237,7 +214,7 @@ impl Workers<'_> {
                     at: 0,
                     broke: false,
                 };
-                let data = FileData::Stream {
+                let data = FileData::Buffered {
                     reader: &mut chunks,
                     runs: &runs,
                 };
@@ -288,6 +265,22 @@ pub fn unpack_stream(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<StreamHashes, ArchiveError> {
+    let pool = Share::private(BUFFERS, BUFFER);
+    unpack_stream_pooled(input, dst, opts, select, &pool, stats, reporter)
+}
+
+/// As [`unpack_stream`], the data in flight in buffers of `pool` (a server's share
+/// of its one pool): buffers of at least 256 KiB; the reader holds at most one while
+/// it waits for another.
+pub fn unpack_stream_pooled(
+    input: impl Read,
+    dst: &Path,
+    opts: &UnpackOptions,
+    select: &Selection,
+    pool: &Share,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<StreamHashes, ArchiveError> {
     let mover = Mover::new(opts.reflink, opts.sparse);
     let mut reader = Reader::new(input);
     // Nothing is made before the input shows it is an archive.
@@ -299,7 +292,6 @@ pub fn unpack_stream(
         ex: &ex,
         unchecked: Mutex::default(),
     };
-    let pool = Pool::default();
     let in_flight = InFlight::default();
     let (handout, queue) = schedule::channel::<Run<'_>>(workers, &in_flight);
     let (result, tar_end, mut dirs, mut hashes) = std::thread::scope(|s| {
@@ -322,7 +314,7 @@ pub fn unpack_stream(
             cache: DirCache::new(),
             router: Router::with_room_for(0),
             handout,
-            pool: &pool,
+            pool,
             run: Run::default(),
             links: Vec::new(),
             dirs: Vec::new(),
@@ -364,7 +356,7 @@ struct Walk<'a, 'p, R: Read> {
     cache: DirCache,
     router: Router,
     handout: Handout<'a, Run<'p>>,
-    pool: &'p Pool,
+    pool: &'p Share,
     /// The run being gathered.
     run: Run<'p>,
     /// Hardlinks kept aside (see [`Route::Aside`]).
@@ -482,7 +474,8 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
             // At most `SMALL` bytes: they fit in a buffer.
             let len = t.stored as usize;
             let filled = self.run.buf.as_ref().map(|b| b.bytes.len());
-            if len > 0 && filled.is_none_or(|filled| filled + len > BUFFER) {
+            let room = self.pool.buffer_size();
+            if len > 0 && filled.is_none_or(|filled| filled + len > room) {
                 self.handout.send(&mut self.run);
                 // Given back before another is taken (a run left empty may hold one).
                 self.run.buf = None;
@@ -524,6 +517,8 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
     ) -> Result<(), ArchiveError> {
         let (send, chunks) = mpsc::channel();
         self.handout.send(&mut self.run);
+        // A run left empty may hold a buffer: given back before chunks are taken.
+        self.run.buf = None;
         self.run.members.push(Member {
             entry: entry.clone(),
             header_offset: t.header_offset,
@@ -534,7 +529,7 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
         let mut left = t.stored;
         while left > 0 {
             let mut chunk = self.pool.take();
-            let len = left.min(BUFFER as u64) as usize;
+            let len = left.min(self.pool.buffer_size() as u64) as usize;
             if let Err(err) = read_into(&mut self.reader, &mut chunk.bytes, len, hasher) {
                 let _ = send.send(Err(()));
                 return Err(broken(entry, err));

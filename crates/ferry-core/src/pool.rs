@@ -1,0 +1,180 @@
+//! One pool of fixed-size buffers for a whole process or server, bounded by a memory
+//! budget, from which each stream ([`Share`]) takes at most a few buffers at a time
+//! (the IOCP paper's buffer sharing: memory bounded whatever the number of streams,
+//! several buffers in flight per stream, none held by a stream that waits for data).
+//!
+//! Buffers are made as first needed, up to the budget, and kept for reuse; taking one
+//! waits until the pool and the stream's own share both allow it.
+//!
+//! ```
+//! use ferry_core::pool::{BufferPool, Share};
+//! use std::sync::Arc;
+//! let pool = Arc::new(BufferPool::new(4 << 20, 1 << 20)); // 4 buffers of 1 MiB
+//! let stream = Share::new(pool.clone(), 2); // at most 2 of them at a time
+//! let a = stream.take();
+//! let b = stream.take();
+//! assert_eq!(pool.in_use(), 2);
+//! drop((a, b));
+//! assert_eq!(pool.in_use(), 0);
+//! ```
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+/// Buffers of one size, at most a budget's worth of them.
+pub struct BufferPool {
+    state: Mutex<State>,
+    given_back: Condvar,
+    size: usize,
+    max: usize,
+}
+
+#[derive(Default)]
+struct State {
+    free: Vec<Vec<u8>>,
+    made: usize,
+    in_use: usize,
+    peak: usize,
+}
+
+impl BufferPool {
+    /// Buffers of `size` bytes, at most `budget / size` of them (at least one).
+    pub fn new(budget: usize, size: usize) -> Self {
+        BufferPool {
+            state: Mutex::default(),
+            given_back: Condvar::new(),
+            size,
+            max: (budget / size.max(1)).max(1),
+        }
+    }
+
+    /// Bytes of each buffer.
+    pub fn buffer_size(&self) -> usize {
+        self.size
+    }
+
+    /// The most buffers there may be.
+    pub fn capacity(&self) -> usize {
+        self.max
+    }
+
+    /// Buffers taken and not given back now.
+    pub fn in_use(&self) -> usize {
+        self.lock().in_use
+    }
+
+    /// The most buffers ever in use at once.
+    pub fn peak(&self) -> usize {
+        self.lock().peak
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One stream's share of a pool: at most `cap` buffers at a time.
+pub struct Share {
+    pool: Arc<BufferPool>,
+    cap: usize,
+    /// Buffers this share holds (changed under the pool's lock).
+    held: AtomicUsize,
+}
+
+impl Share {
+    /// A share of `pool` holding at most `cap` buffers at once (at least one).
+    pub fn new(pool: Arc<BufferPool>, cap: usize) -> Self {
+        let cap = cap.clamp(1, pool.max);
+        Share {
+            pool,
+            cap,
+            held: AtomicUsize::new(0),
+        }
+    }
+
+    /// A pool of its own: `buffers` buffers of `size` bytes, all for this share.
+    pub fn private(buffers: usize, size: usize) -> Self {
+        let pool = Arc::new(BufferPool::new(buffers.max(1) * size, size));
+        Share::new(pool, buffers)
+    }
+
+    /// Bytes of each buffer.
+    pub fn buffer_size(&self) -> usize {
+        self.pool.size
+    }
+
+    /// A buffer (empty, with room for the pool's size), waiting until this share and
+    /// the pool allow one.
+    pub fn take(&self) -> PoolBuf<'_> {
+        let pool = &*self.pool;
+        let mut state = pool.lock();
+        loop {
+            if self.held.load(Relaxed) < self.cap {
+                let bytes = match state.free.pop() {
+                    Some(bytes) => Some(bytes),
+                    None if state.made < pool.max => {
+                        state.made += 1;
+                        Some(Vec::with_capacity(pool.size))
+                    }
+                    None => None,
+                };
+                if let Some(bytes) = bytes {
+                    self.held.fetch_add(1, Relaxed);
+                    state.in_use += 1;
+                    state.peak = state.peak.max(state.in_use);
+                    return PoolBuf { bytes, share: self };
+                }
+            }
+            state = pool
+                .given_back
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// A buffer of a pool, given back when dropped.
+pub struct PoolBuf<'s> {
+    /// Its bytes (empty when taken; at most the pool's size should be put in).
+    pub bytes: Vec<u8>,
+    share: &'s Share,
+}
+
+impl Drop for PoolBuf<'_> {
+    fn drop(&mut self) {
+        let mut bytes = std::mem::take(&mut self.bytes);
+        bytes.clear();
+        let pool = &*self.share.pool;
+        let mut state = pool.lock();
+        state.free.push(bytes);
+        state.in_use -= 1;
+        self.share.held.fetch_sub(1, Relaxed);
+        drop(state);
+        // Waiters wait for different things (their own share, or the pool).
+        pool.given_back.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_share_waits_for_its_own_buffers_and_the_pool_for_all() {
+        let pool = Arc::new(BufferPool::new(3 << 10, 1 << 10));
+        let (a, b) = (Share::new(pool.clone(), 2), Share::new(pool.clone(), 2));
+        let a1 = a.take();
+        let _a2 = a.take();
+        let _b1 = b.take();
+        assert_eq!(pool.in_use(), 3);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| b.take().bytes.capacity());
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(!waiter.is_finished(), "the pool is spent: b must wait");
+            drop(a1);
+            assert!(waiter.join().expect("join") >= 1 << 10);
+        });
+        assert_eq!((pool.peak(), pool.capacity()), (3, 3));
+    }
+}
