@@ -225,6 +225,8 @@ pub struct CopyArgs {
     pub data: DataArgs,
     #[command(flatten)]
     pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub s3: S3Args,
     /// Skip the all-zero block check (for measuring its cost; holes in the source are
     /// still kept).
     #[arg(long, hide = true)]
@@ -313,6 +315,31 @@ impl FilterArgs {
         all.sort_by_key(|(at, _)| *at);
         all.into_iter().map(|(_, g)| g).collect()
     }
+}
+
+/// How a copy to or from `s3://BUCKET/PREFIX` is done (see docs/s3.md).
+#[derive(Args, Debug, Clone)]
+pub struct S3Args {
+    /// Bytes per shard uploaded to S3 (K, M, G suffixes: powers of 1024).
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_size)]
+    pub shard_size: u64,
+    /// Multipart upload parts (8 MiB each) or ranged GETs in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub transfers: usize,
+}
+
+/// A byte count with an optional K, M or G suffix (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, shift) = match s.as_bytes().last() {
+        Some(b'K' | b'k') => (&s[..s.len() - 1], 10),
+        Some(b'M' | b'm') => (&s[..s.len() - 1], 20),
+        Some(b'G' | b'g') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("{s}: not a size"))?;
+    n.checked_shl(shift)
+        .filter(|v| v >> shift == n && *v > 0)
+        .ok_or_else(|| format!("{s}: not a size above zero that fits"))
 }
 
 /// How a remote SRC or DST is reached.
