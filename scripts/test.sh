@@ -25,6 +25,7 @@ command -v fish >/dev/null || need_pkgs+=(fish)
 command -v man >/dev/null || need_pkgs+=(man-db)
 command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v ssh >/dev/null || need_pkgs+=(openssh-client)
+command -v rclone >/dev/null || need_pkgs+=(rclone)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need_pkgs[*]}"
@@ -34,6 +35,10 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "test.sh: not root, cannot install ${need_pkgs[*]}; tests that need them will skip"
   fi
 fi
+
+# The S3 tests start a real Garage (tests/s3); building it takes a while, once.
+export PATH="$HOME/.cargo/bin:$PATH"
+command -v garage >/dev/null || cargo install garage --locked
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --release -- -D warnings

@@ -46,7 +46,10 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     let m = &args.mirror;
     let unsupported = [
         (m.delete || m.delete_excluded, "--delete"),
-        (m.dry_run || m.itemize_changes || m.verbose, "--dry-run, -i and -v"),
+        (
+            m.dry_run || m.itemize_changes || m.verbose,
+            "--dry-run, -i and -v",
+        ),
         (!args.filter.given.is_empty(), "--exclude and --include"),
         (is_s3(&args.src) && is_s3(&args.dst), "an s3:// SRC and DST"),
     ];
@@ -73,14 +76,17 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         };
         let done = upload(&args.src, store, &opts, &job.stats, &counting)?;
         crate::report::to_stderr(format_args!(
-            "ferry: {} shards: {} sent ({} bytes), {} there already; {} old objects deleted{}",
+            "ferry s3: {} shards: {} sent ({} bytes), {} there already; {} old objects deleted{}",
             done.shards,
             done.sent,
             done.bytes_sent,
             done.kept,
             done.deleted,
             if done.aborted > 0 {
-                format!("; {} unfinished uploads of an earlier run aborted", done.aborted)
+                format!(
+                    "; {} unfinished uploads of an earlier run aborted",
+                    done.aborted
+                )
             } else {
                 String::new()
             }

@@ -99,15 +99,21 @@ pub fn cat(store: &Store, path: &[u8], out: &mut dyn Write) -> Result<()> {
             .flat_map(|s| s.members.iter().map(move |m| (s, m)))
             .find(|(_, m)| m.path() == p)
     };
-    let (shard, member) = find(path).ok_or_else(|| S3Error::new(format!("{shown}: no such member in {}", store.loc)))?;
+    let (shard, member) = find(path)
+        .ok_or_else(|| S3Error::new(format!("{shown}: no such member in {}", store.loc)))?;
     let key = store.key(&shard.name());
     let bytes = store
         .rt
         .block_on(store.s3.get_range(&key, member.o..member.e))
         .map_err(|e| store.error(&key, "read", &e))?;
     let mut reader = Reader::new(&bytes[..]);
-    let bad = |e: &dyn std::fmt::Display| S3Error::new(format!("{shown}: in s3://{}/{key}: {e}", store.loc.bucket));
-    let entry = reader.next_entry().map_err(|e| bad(&e))?.ok_or_else(|| bad(&"no member at the manifest's offset"))?;
+    let bad = |e: &dyn std::fmt::Display| {
+        S3Error::new(format!("{shown}: in s3://{}/{key}: {e}", store.loc.bucket))
+    };
+    let entry = reader
+        .next_entry()
+        .map_err(|e| bad(&e))?
+        .ok_or_else(|| bad(&"no member at the manifest's offset"))?;
     if entry.path.strip_suffix(b"/").unwrap_or(&entry.path) != path {
         return Err(bad(&"the member there has another name"));
     }

@@ -12,10 +12,10 @@ use crate::{Result, S3Error};
 use ferry_archive::read::archive::Archive;
 use ferry_archive::read::select::Selection;
 use ferry_archive::read::unpack::{unpack_file, UnpackOptions};
-use futures::StreamExt;
-use object_store::ObjectStoreExt;
 use ferry_core::error::Reporter;
 use ferry_core::Stats;
+use futures::StreamExt;
+use object_store::ObjectStoreExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -57,7 +57,11 @@ fn has_all(dst: &Path, shard: &Shard) -> bool {
             return false;
         };
         match m.k {
-            0 => meta.is_file() && meta.len() == m.s && (meta.mtime(), meta.mtime_nsec() as u32) == (m.m.0, m.m.1),
+            0 => {
+                meta.is_file()
+                    && meta.len() == m.s
+                    && (meta.mtime(), meta.mtime_nsec() as u32) == (m.m.0, m.m.1)
+            }
             _ => true,
         }
     };
@@ -65,12 +69,18 @@ fn has_all(dst: &Path, shard: &Shard) -> bool {
 }
 
 /// Fetches `shard` into a temporary file in `tmp`.
-async fn fetch(store: &Store, shard: &Shard, tmp: &Path, ranges: usize) -> Result<tempfile::NamedTempFile> {
+async fn fetch(
+    store: &Store,
+    shard: &Shard,
+    tmp: &Path,
+    ranges: usize,
+) -> Result<tempfile::NamedTempFile> {
     let file = tempfile::NamedTempFile::new_in(tmp)
         .map_err(|e| S3Error::new(format!("{}: make a temporary file: {e}", tmp.display())))?;
     let key = store.key(&shard.name());
     let f = file.as_file();
-    let parts = (0..shard.size.div_ceil(RANGE)).map(|i| i * RANGE..((i + 1) * RANGE).min(shard.size));
+    let parts =
+        (0..shard.size.div_ceil(RANGE)).map(|i| i * RANGE..((i + 1) * RANGE).min(shard.size));
     let mut gets = futures::stream::iter(parts)
         .map(|r| {
             let key = &key;
@@ -102,7 +112,9 @@ pub fn download(
     for shard in &manifest.shards {
         if has_all(dst, shard) {
             stats.skipped.fetch_add(shard.members.len() as u64, Relaxed);
-            stats.skipped_bytes.fetch_add(shard.members.iter().map(|m| m.s).sum(), Relaxed);
+            stats
+                .skipped_bytes
+                .fetch_add(shard.members.iter().map(|m| m.s).sum(), Relaxed);
         } else {
             wanted.push(shard);
         }
@@ -130,12 +142,22 @@ pub fn download(
             };
             let file = file?;
             let key = store.key(&shard.name());
-            let named = |e: &dyn std::fmt::Display| S3Error::new(format!("s3://{}/{key}: {e}", store.loc.bucket));
+            let named = |e: &dyn std::fmt::Display| {
+                S3Error::new(format!("s3://{}/{key}: {e}", store.loc.bucket))
+            };
             let archive = Archive::open(file.path()).map_err(|e| named(&e))?;
             if archive.index().is_none() || archive.len() != shard.size {
                 return Err(named(&"not the ferry archive the manifest names"));
             }
-            unpack_file(&archive, dst, &opts.unpack, &Selection::all(), stats, reporter).map_err(|e| named(&e))?;
+            unpack_file(
+                &archive,
+                dst,
+                &opts.unpack,
+                &Selection::all(),
+                stats,
+                reporter,
+            )
+            .map_err(|e| named(&e))?;
             out.fetched += 1;
             out.bytes += shard.size;
         }

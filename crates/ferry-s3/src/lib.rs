@@ -29,6 +29,7 @@ pub mod shard;
 pub mod store;
 pub mod upload;
 
+pub use object_store;
 pub use store::{Location, Store};
 
 /// A failure of an object-storage job: one line naming the object or path.

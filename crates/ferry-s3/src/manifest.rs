@@ -77,7 +77,10 @@ impl Member {
     pub fn with_path(path: &[u8]) -> Member {
         let (p, px) = match std::str::from_utf8(path) {
             Ok(s) => (Some(s.to_string()), None),
-            Err(_) => (None, Some(path.iter().map(|b| format!("{b:02x}")).collect())),
+            Err(_) => (
+                None,
+                Some(path.iter().map(|b| format!("{b:02x}")).collect()),
+            ),
         };
         Member {
             p,
@@ -154,7 +157,9 @@ impl Manifest {
         for (i, s) in self.shards.iter().enumerate() {
             let fp = &s.fingerprint;
             if fp.len() != 32 || !fp.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!("shard {i}: fingerprint {fp:?} is not 32 hex digits"));
+                return Err(format!(
+                    "shard {i}: fingerprint {fp:?} is not 32 hex digits"
+                ));
             }
             if !seen.insert(fp.clone()) {
                 return Err(format!("shard {fp} named twice"));
@@ -195,7 +200,9 @@ fn check_member(m: &Member, s: &Shard) -> std::result::Result<(), String> {
             .split(|&b| b == b'/')
             .any(|c| c.is_empty() || c == b"." || c == b"..")
     {
-        return Err(format!("member {shown}: path leaves the tree or is not plain"));
+        return Err(format!(
+            "member {shown}: path leaves the tree or is not plain"
+        ));
     }
     if m.k > 6 {
         return Err(format!("member {shown}: kind {}", m.k));
@@ -237,7 +244,10 @@ mod tests {
         let json = serde_json::to_vec(m).unwrap();
         let bytes = zstd::encode_all(json.as_slice(), 1).unwrap();
         let e = Manifest::decode(&bytes, "s3://b/p/manifest.ferry").unwrap_err();
-        assert!(e.0.starts_with("s3://b/p/manifest.ferry: bad manifest"), "{e}");
+        assert!(
+            e.0.starts_with("s3://b/p/manifest.ferry: bad manifest"),
+            "{e}"
+        );
         e.0
     }
 
@@ -253,16 +263,34 @@ mod tests {
     fn malformed_manifests_are_refused() {
         assert!(Manifest::decode(b"not zstd", "m").is_err());
         let garbage = zstd::encode_all(&b"{\"format\": 3"[..], 1).unwrap();
-        assert!(Manifest::decode(&garbage, "m").unwrap_err().0.contains("bad manifest"));
+        assert!(Manifest::decode(&garbage, "m")
+            .unwrap_err()
+            .0
+            .contains("bad manifest"));
         let cases: Vec<(&str, Box<dyn Fn(&mut Manifest)>)> = vec![
             ("format", Box::new(|m| m.format = "other".into())),
-            ("fingerprint", Box::new(|m| m.shards[0].fingerprint = "../../x".into())),
-            ("leaves", Box::new(|m| m.shards[0].members[0].p = Some("a/../../etc".into()))),
-            ("bad path", Box::new(|m| m.shards[0].members[0].p = Some("/etc/passwd".into()))),
+            (
+                "fingerprint",
+                Box::new(|m| m.shards[0].fingerprint = "../../x".into()),
+            ),
+            (
+                "leaves",
+                Box::new(|m| m.shards[0].members[0].p = Some("a/../../etc".into())),
+            ),
+            (
+                "bad path",
+                Box::new(|m| m.shards[0].members[0].p = Some("/etc/passwd".into())),
+            ),
             ("outside", Box::new(|m| m.shards[0].members[0].e = 1 << 40)),
             ("kind", Box::new(|m| m.shards[0].members[0].k = 9)),
-            ("not hex", Box::new(|m| m.shards[0].members[1].px = Some("zz".into()))),
-            ("two", Box::new(|m| m.shards[0].members[1].p = Some("a".into()))),
+            (
+                "not hex",
+                Box::new(|m| m.shards[0].members[1].px = Some("zz".into())),
+            ),
+            (
+                "two",
+                Box::new(|m| m.shards[0].members[1].p = Some("a".into())),
+            ),
             ("twice", Box::new(|m| m.shards.push(m.shards[0].clone()))),
             ("too large", Box::new(|m| m.shards[0].size = u64::MAX)),
         ];

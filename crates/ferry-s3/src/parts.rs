@@ -21,7 +21,10 @@ pub fn part_size(len: u64) -> Option<u64> {
         return None;
     }
     let least = len.div_ceil(MAX_PARTS);
-    let size = least.max(PREFERRED_PART).max(MIN_PART).next_multiple_of(1 << 20);
+    let size = least
+        .max(PREFERRED_PART)
+        .max(MIN_PART)
+        .next_multiple_of(1 << 20);
     Some(size.min(MAX_PART))
 }
 
@@ -49,7 +52,11 @@ mod tests {
         ] {
             let p = part_size(len).expect("within limits");
             assert!((MIN_PART..=MAX_PART).contains(&p), "{len}: {p}");
-            assert!(len.div_ceil(p) <= MAX_PARTS, "{len}: {} parts", len.div_ceil(p));
+            assert!(
+                len.div_ceil(p) <= MAX_PARTS,
+                "{len}: {} parts",
+                len.div_ceil(p)
+            );
         }
         assert_eq!(part_size(100 << 20), Some(PREFERRED_PART));
         assert_eq!(part_size(MAX_OBJECT + 1), None);

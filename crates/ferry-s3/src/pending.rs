@@ -47,8 +47,7 @@ pub async fn abort_left(store: &Store) -> usize {
             continue;
         };
         let mut lines = text.lines();
-        let (Some(bucket), Some(key), Some(id)) = (lines.next(), lines.next(), lines.next())
-        else {
+        let (Some(bucket), Some(key), Some(id)) = (lines.next(), lines.next(), lines.next()) else {
             continue;
         };
         if bucket != store.loc.bucket || !key.starts_with(prefix.as_ref()) {

@@ -121,7 +121,10 @@ pub fn walk_tree(src: &Path, threads: usize, reporter: &dyn Reporter) -> Result<
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, reporter).map_err(|e| S3Error::new(e.to_string()))?;
-    let mut list = sink.list.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let mut list = sink
+        .list
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
     list.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(list)
 }
@@ -246,9 +249,11 @@ fn kept(
     members.sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
     let set: HashSet<usize> = members.iter().copied().collect();
     let whole = members.iter().all(|&i| {
-        list[i]
-            .inode
-            .is_none_or(|ino| names.get(&ino).is_none_or(|n| n.iter().all(|j| set.contains(j))))
+        list[i].inode.is_none_or(|ino| {
+            names
+                .get(&ino)
+                .is_none_or(|n| n.iter().all(|j| set.contains(j)))
+        })
     });
     let same = fingerprint(members.iter().map(|&i| &list[i]), false) == old.fingerprint;
     (whole && same && !members.is_empty()).then_some(members)

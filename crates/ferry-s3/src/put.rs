@@ -45,7 +45,8 @@ pub async fn put_file(
             .await
             .map_err(|e| store.error(key, "put", &e));
     }
-    let part = part_size(len).ok_or_else(|| S3Error::new(format!("{key}: {len} bytes is more than one object holds")))?;
+    let part = part_size(len)
+        .ok_or_else(|| S3Error::new(format!("{key}: {len} bytes is more than one object holds")))?;
     let id = store
         .s3
         .create_multipart(key)
@@ -54,7 +55,11 @@ pub async fn put_file(
     pending::begun(store, key, &id);
     let mut tasks = tokio::task::JoinSet::new();
     for (i, range) in ranges(len, part).enumerate() {
-        let permit = parts.clone().acquire_owned().await.map_err(|e| S3Error::new(e.to_string()))?;
+        let permit = parts
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| S3Error::new(e.to_string()))?;
         let (store, key, id, file) = (store.clone(), key.clone(), id.clone(), file.clone());
         tasks.spawn(async move {
             let _permit = permit;
@@ -90,10 +95,14 @@ pub async fn put_file(
         }
         Some(e) => Err(e),
     };
-    if result.is_err() {
-        let _ = store.s3.abort_multipart(key, &id).await;
+    // The record stays while the upload may still hold parts: the next run aborts it.
+    let over = match result {
+        Ok(_) => true,
+        Err(_) => store.s3.abort_multipart(key, &id).await.is_ok(),
+    };
+    if over {
+        pending::ended(store, key, &id);
     }
-    pending::ended(store, key, &id);
     result
 }
 

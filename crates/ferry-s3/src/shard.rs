@@ -31,17 +31,15 @@ impl Omit for InShard {
     }
 }
 
-/// `path` as a filter pattern matching it alone, anchored at the root. A byte that is
-/// not UTF-8 becomes `?` (any one byte): the [`InShard`] hook leaves out what that lets
-/// through.
+/// `path` as a filter pattern matching it, anchored at the root. A glob character or a
+/// byte that is not UTF-8 becomes `?` (any one byte): the [`InShard`] hook leaves out
+/// what that lets through.
 fn literal(path: &[u8]) -> String {
     let mut s = String::from("/");
     for chunk in path.utf8_chunks() {
         for c in chunk.valid().chars() {
-            if "*?[]{}\\".contains(c) {
-                s.push('\\');
-            }
-            s.push(c);
+            // Any one byte in place of a glob character: the hook decides exactly.
+            s.push(if "*?[]{}\\!".contains(c) { '?' } else { c });
         }
         s.extend(std::iter::repeat_n('?', chunk.invalid().len()));
     }
@@ -118,8 +116,16 @@ pub fn pack_shard(
         ..opts.pack.clone()
     };
     let scratch = Stats::default();
-    pack_omitting(src, Output::File(fd.into()), &[], &pack, Some(&omit), &scratch, reporter)
-        .map_err(|e| S3Error::new(e.to_string()))?;
+    pack_omitting(
+        src,
+        Output::File(fd.into()),
+        &[],
+        &pack,
+        Some(&omit),
+        &scratch,
+        reporter,
+    )
+    .map_err(|e| S3Error::new(e.to_string()))?;
     add_counts(stats, &scratch, plan.dirs);
     let archive = Archive::open(file.path())
         .map_err(|e| S3Error::new(format!("{}: {e}", file.path().display())))?;
@@ -172,7 +178,7 @@ mod tests {
 
     #[test]
     fn literals_escape_glob_characters() {
-        assert_eq!(literal(b"a/b*[c]"), "/a/b\\*\\[c\\]");
+        assert_eq!(literal(b"a/b*[c]\\"), "/a/b??c??");
         assert_eq!(literal(b"x\xffy"), "/x?y");
     }
 }

@@ -30,7 +30,9 @@ impl Location {
         }
         let prefix = prefix.trim_matches('/').to_string();
         if prefix.split('/').any(|c| c == "." || c == "..") {
-            return Some(Err(S3Error::new(format!("{url}: `.` or `..` in the prefix"))));
+            return Some(Err(S3Error::new(format!(
+                "{url}: `.` or `..` in the prefix"
+            ))));
         }
         Some(Ok(Location {
             bucket: bucket.to_string(),
@@ -72,7 +74,10 @@ impl Store {
         let endpoint = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
             .iter()
             .find_map(|k| std::env::var(k).ok());
-        if endpoint.as_deref().is_some_and(|e| e.starts_with("http://")) {
+        if endpoint
+            .as_deref()
+            .is_some_and(|e| e.starts_with("http://"))
+        {
             b = b.with_allow_http(true);
         }
         let s3 = b

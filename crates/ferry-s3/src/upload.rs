@@ -15,10 +15,10 @@ use crate::put::put_file;
 use crate::shard::{pack_shard, PackShard};
 use crate::store::Store;
 use crate::{Result, S3Error};
-use futures::TryStreamExt;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use ferry_core::error::Reporter;
 use ferry_core::Stats;
+use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -73,9 +73,9 @@ pub fn upload(
     let old = store.rt.block_on(fetch_manifest(&store))?;
     let list = walk_tree(src, opts.threads, reporter)?;
     let plans = plan(&list, old.as_ref(), opts.shard_size);
-    let mut done: Vec<Option<Shard>> = store
-        .rt
-        .block_on(futures::future::join_all(plans.iter().map(|p| sent_before(&store, p))));
+    let mut done: Vec<Option<Shard>> = store.rt.block_on(futures::future::join_all(
+        plans.iter().map(|p| sent_before(&store, p)),
+    ));
     out.kept = done.iter().filter(|d| d.is_some()).count();
     let to_send: Vec<usize> = (0..plans.len()).filter(|&i| done[i].is_none()).collect();
     let sent = send_shards(src, &list, &plans, &to_send, &store, opts, stats, reporter)?;
@@ -130,7 +130,8 @@ fn send_shards(
     std::thread::scope(|scope| {
         let packer = scope.spawn(move || {
             for &i in which {
-                let packed = pack_shard(src, list, &plans[i], &opts.tmp, &opts.pack, stats, reporter);
+                let packed =
+                    pack_shard(src, list, &plans[i], &opts.tmp, &opts.pack, stats, reporter);
                 let failed = packed.is_err();
                 if tx.blocking_send((i, packed)).is_err() || failed {
                     break;
@@ -144,8 +145,14 @@ fn send_shards(
             let mut sent = Vec::new();
             let mut failed = None;
             loop {
-                let slot = slots.clone().acquire_owned().await.map_err(|e| S3Error::new(e.to_string()))?;
-                let Some((i, packed)) = rx.recv().await else { break };
+                let slot = slots
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|e| S3Error::new(e.to_string()))?;
+                let Some((i, packed)) = rx.recv().await else {
+                    break;
+                };
                 let (file, mut shard) = match packed {
                     Ok(p) => p,
                     Err(e) => {
@@ -157,12 +164,23 @@ fn send_shards(
                 tasks.spawn(async move {
                     let _slot = slot;
                     let key = store.key(&shard.name());
-                    let handle = Arc::new(file.reopen().map_err(|e| S3Error::new(format!("{}: {e}", file.path().display())))?);
+                    let handle =
+                        Arc::new(file.reopen().map_err(|e| {
+                            S3Error::new(format!("{}: {e}", file.path().display()))
+                        })?);
                     let put = put_file(&store, &key, handle, shard.size, &parts).await?;
                     shard.etag = put.e_tag;
-                    let record = Manifest { format: FORMAT.into(), shards: vec![shard.clone()] };
-                    let rkey = store.key(&format!("{}.json", shard.name().trim_end_matches(".far")));
-                    store.s3.put(&rkey, PutPayload::from(record.encode())).await.map_err(|e| store.error(&rkey, "put", &e))?;
+                    let record = Manifest {
+                        format: FORMAT.into(),
+                        shards: vec![shard.clone()],
+                    };
+                    let rkey =
+                        store.key(&format!("{}.json", shard.name().trim_end_matches(".far")));
+                    store
+                        .s3
+                        .put(&rkey, PutPayload::from(record.encode()))
+                        .await
+                        .map_err(|e| store.error(&rkey, "put", &e))?;
                     drop(file);
                     Ok::<_, S3Error>((i, shard))
                 });
@@ -200,7 +218,11 @@ fn send_shards(
 /// Deletes the shards under the prefix that `manifest` does not name; returns how many
 /// objects went.
 async fn delete_unreferenced(store: &Store, manifest: &Manifest) -> Result<usize> {
-    let keep: HashSet<&str> = manifest.shards.iter().map(|s| s.fingerprint.as_str()).collect();
+    let keep: HashSet<&str> = manifest
+        .shards
+        .iter()
+        .map(|s| s.fingerprint.as_str())
+        .collect();
     let dir = store.key("shards");
     let listed: Vec<_> = store
         .s3
