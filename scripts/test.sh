@@ -25,7 +25,6 @@ command -v fish >/dev/null || need_pkgs+=(fish)
 command -v man >/dev/null || need_pkgs+=(man-db)
 command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v ssh >/dev/null || need_pkgs+=(openssh-client)
-command -v rclone >/dev/null || need_pkgs+=(rclone)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need_pkgs[*]}"
