@@ -323,8 +323,9 @@ pub struct S3Args {
     /// Bytes per shard uploaded to S3 (K, M, G suffixes: powers of 1024).
     #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_size)]
     pub shard_size: u64,
-    /// Multipart upload parts (8 MiB each) or ranged GETs in flight at once.
-    #[arg(long, value_name = "N", default_value_t = 8)]
+    /// Multipart upload parts (5 MiB each, more for objects above 50 GB) or ranged GETs
+    /// (8 MiB each) in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 16)]
     pub transfers: usize,
 }
 

@@ -101,6 +101,7 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
                 checksum: args.data.checksum,
                 verify: args.data.verify,
                 numeric_owner: false,
+                dir_metadata: true,
             },
             shards_in_flight: 2,
             ranges_in_flight: args.s3.transfers,

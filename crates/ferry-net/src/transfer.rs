@@ -93,6 +93,7 @@ pub fn receive_tree<R: Read>(
         verify: opts.verify,
         threads: opts.threads.max(1),
         numeric_owner: false,
+        dir_metadata: true,
     };
     let unpacked = unpack_stream(&mut *input, dst, &uopts, &Selection::all(), stats, reporter);
     let hashes = match unpacked {

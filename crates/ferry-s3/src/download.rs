@@ -149,15 +149,13 @@ pub fn download(
             if archive.index().is_none() || archive.len() != shard.size {
                 return Err(named(&"not the ferry archive the manifest names"));
             }
-            unpack_file(
-                &archive,
-                dst,
-                &opts.unpack,
-                &Selection::all(),
-                stats,
-                reporter,
-            )
-            .map_err(|e| named(&e))?;
+            // Directory metadata only from the directory shard, unpacked last.
+            let unpack = UnpackOptions {
+                dir_metadata: shard.dirs,
+                ..opts.unpack
+            };
+            unpack_file(&archive, dst, &unpack, &Selection::all(), stats, reporter)
+                .map_err(|e| named(&e))?;
             out.fetched += 1;
             out.bytes += shard.size;
         }

@@ -12,7 +12,7 @@ pub const MAX_PARTS: u64 = 10_000;
 pub const MAX_OBJECT: u64 = MAX_PART * MAX_PARTS;
 /// The part size wanted when the limits leave a choice: large enough that requests
 /// are few, small enough that a few in flight stay within the memory budget.
-pub const PREFERRED_PART: u64 = 8 << 20;
+pub const PREFERRED_PART: u64 = 5 << 20;
 
 /// The part size for an object of `len` bytes, or None if no part size within the
 /// limits can carry it. Rounded up to a MiB.
@@ -58,7 +58,7 @@ mod tests {
                 len.div_ceil(p)
             );
         }
-        assert_eq!(part_size(100 << 20), Some(PREFERRED_PART));
+        assert_eq!(part_size(100 << 20), Some(5 << 20));
         assert_eq!(part_size(MAX_OBJECT + 1), None);
     }
 
