@@ -240,6 +240,9 @@ mod tests {
         }
     }
 
+    /// A change that spoils a manifest.
+    type Change = Box<dyn Fn(&mut Manifest)>;
+
     fn refused(m: &Manifest) -> String {
         let json = serde_json::to_vec(m).unwrap();
         let bytes = zstd::encode_all(json.as_slice(), 1).unwrap();
@@ -267,7 +270,7 @@ mod tests {
             .unwrap_err()
             .0
             .contains("bad manifest"));
-        let cases: Vec<(&str, Box<dyn Fn(&mut Manifest)>)> = vec![
+        let cases: Vec<(&str, Change)> = vec![
             ("format", Box::new(|m| m.format = "other".into())),
             (
                 "fingerprint",

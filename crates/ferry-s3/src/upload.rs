@@ -107,7 +107,7 @@ async fn sent_before(store: &Store, plan: &ShardPlan) -> Option<Shard> {
     let name = crate::manifest::shard_name(&plan.fingerprint);
     let record = store.key(&format!("{}.json", name.trim_end_matches(".far")));
     let bytes = store.s3.get(&record).await.ok()?.bytes().await.ok()?;
-    let m = Manifest::decode(&bytes, &record.to_string()).ok()?;
+    let m = Manifest::decode(&bytes, record.as_ref()).ok()?;
     let shard = m.shards.into_iter().next()?;
     let meta = store.s3.head(&store.key(&name)).await.ok()?;
     (shard.fingerprint == plan.fingerprint && meta.size == shard.size).then_some(shard)
