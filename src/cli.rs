@@ -239,6 +239,23 @@ pub struct CopyArgs {
     pub output: OutputArgs,
 }
 
+impl CopyArgs {
+    /// The first flag given that a copy with a remote end (ssh, S3) does not carry
+    /// out yet, to be refused rather than silently ignored.
+    pub fn not_for_remote(&self) -> Option<&'static str> {
+        let m = &self.mirror;
+        let unsupported = [
+            (m.delete || m.delete_excluded, "--delete"),
+            (
+                m.dry_run || m.itemize_changes || m.verbose,
+                "--dry-run, -i and -v",
+            ),
+            (!self.filter.given.is_empty(), "--exclude and --include"),
+        ];
+        unsupported.iter().find(|(given, _)| *given).map(|u| u.1)
+    }
+}
+
 /// Making DST a mirror of SRC, and seeing what that changes (`copy`).
 #[derive(Args, Debug, Clone, Copy, Default)]
 pub struct MirrorArgs {

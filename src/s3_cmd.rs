@@ -43,18 +43,11 @@ pub fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
 
 fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
-    let m = &args.mirror;
-    let unsupported = [
-        (m.delete || m.delete_excluded, "--delete"),
-        (
-            m.dry_run || m.itemize_changes || m.verbose,
-            "--dry-run, -i and -v",
-        ),
-        (!args.filter.given.is_empty(), "--exclude and --include"),
-        (is_s3(&args.src) && is_s3(&args.dst), "an s3:// SRC and DST"),
-    ];
-    if let Some((_, what)) = unsupported.iter().find(|(given, _)| *given) {
-        anyhow::bail!("{what}: not supported for a copy to or from S3 yet");
+    if let Some(flag) = args.not_for_remote() {
+        anyhow::bail!("{flag}: not supported for a copy to or from S3 yet");
+    }
+    if is_s3(&args.src) && is_s3(&args.dst) {
+        anyhow::bail!("an s3:// SRC and DST: one end of a copy must be local");
     }
     let threads = args.jobs.unwrap_or_else(ferry_core::copy::default_threads);
     let counting = job.counting();

@@ -16,16 +16,7 @@ fn s(p: &Path) -> &str {
 
 /// Every kind of entry, odd names, holes, and hardlinks, below `s.src`.
 fn every_kind(s: &Scratch) {
-    trees::mixed(&s.src.join("mixed"));
-    mkdirs(&s.src.join("odd"));
-    trees::odd_names(&s.src.join("odd"));
-    let a = pattern(1, MIB as usize);
-    sparse_file(
-        &s.src.join("middle_hole"),
-        40 * MIB,
-        &[(0, &a), (39 * MIB, &a)],
-    );
-    sparse_file(&s.src.join("all_hole"), 8 * MIB, &[]);
+    trees::every_kind(&s.src);
     mkdirs(&s.src.join("z/deep"));
     write(&s.src.join("first"), &pattern(2, 3000));
     // Names of one inode far apart in path order: they must stay in one shard.
@@ -131,26 +122,36 @@ fn wait_for_multipart(g: &Garage, child: &mut std::process::Child) {
     }
 }
 
+/// Starts an upload of 60 MiB in 12 MiB shards, one part in flight, to `url`, and
+/// returns once its first multipart upload has begun.
+fn start_slow_upload(g: &Garage, sc: &Scratch, url: &str) -> std::process::Child {
+    many_files(&sc.src.join("m"), 60);
+    stamp_times(&sc.src);
+    let args = [
+        "copy",
+        s(&sc.src),
+        url,
+        "--shard-size",
+        "12M",
+        "--transfers",
+        "1",
+    ];
+    let mut child = g
+        .command(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ferry");
+    wait_for_multipart(g, &mut child);
+    child
+}
+
 #[test]
 fn a_killed_upload_run_again_resumes_and_aborts_what_it_left() {
     let Some(g) = Garage::start() else { return };
     let sc = scratch();
-    many_files(&sc.src.join("m"), 60);
-    stamp_times(&sc.src);
     let url = g.url("killed");
-    let mut child = g
-        .command(&[
-            "copy",
-            s(&sc.src),
-            &url,
-            "--shard-size",
-            "12M",
-            "--transfers",
-            "1",
-        ])
-        .spawn()
-        .expect("start ferry");
-    wait_for_multipart(&g, &mut child);
+    let mut child = start_slow_upload(&g, &sc, &url);
     child.kill().expect("kill ferry");
     child.wait().expect("wait");
     // Nothing is readable yet: the manifest is written last.
@@ -173,24 +174,8 @@ fn a_killed_upload_run_again_resumes_and_aborts_what_it_left() {
 fn a_server_killed_mid_upload_and_restarted_then_a_rerun_gives_the_tree() {
     let Some(mut g) = Garage::start() else { return };
     let sc = scratch();
-    many_files(&sc.src.join("m"), 60);
-    stamp_times(&sc.src);
     let url = g.url("server-killed");
-    let mut child = g
-        .command(&[
-            "copy",
-            s(&sc.src),
-            &url,
-            "--shard-size",
-            "12M",
-            "--transfers",
-            "1",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start ferry");
-    wait_for_multipart(&g, &mut child);
+    let child = start_slow_upload(&g, &sc, &url);
     g.nodes[0].kill();
     let out = child.wait_with_output().expect("wait");
     let stderr = String::from_utf8_lossy(&out.stderr);
