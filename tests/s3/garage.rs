@@ -72,6 +72,20 @@ impl Node {
         run(cmd)
     }
 
+    /// `garage -c CONFIG ARGS...` until it succeeds (nodes just started or just joined
+    /// answer some commands only after a moment), for at most 30 s.
+    pub fn cli_ok(&self, args: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = self.cli(args);
+            if r.status == 0 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "garage {args:?}: {r}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Starts the server (again, after [`Node::kill`]: same data).
     pub fn start(&mut self) {
         let log = std::fs::OpenOptions::new()
@@ -168,17 +182,13 @@ impl Garage {
         }
         let ids: Vec<String> = nodes.iter().map(Node::id).collect();
         for id in &ids[1..] {
-            nodes[0].cli(&["node", "connect", id]).assert_ok_garage();
+            nodes[0].cli_ok(&["node", "connect", id]);
         }
         for id in &ids {
             let short = id.split('@').next().unwrap_or(id);
-            nodes[0]
-                .cli(&["layout", "assign", "-z", "dc1", "-c", "1G", short])
-                .assert_ok_garage();
+            nodes[0].cli_ok(&["layout", "assign", "-z", "dc1", "-c", "1G", short]);
         }
-        nodes[0]
-            .cli(&["layout", "apply", "--version", "1"])
-            .assert_ok_garage();
+        nodes[0].cli_ok(&["layout", "apply", "--version", "1"]);
         let deadline = Instant::now() + Duration::from_secs(30);
         while nodes[0].cli(&["bucket", "create", BUCKET]).status != 0 {
             assert!(
@@ -187,14 +197,10 @@ impl Garage {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
-        nodes[0]
-            .cli(&["key", "import", "--yes", "-n", "test", KEY_ID, SECRET])
-            .assert_ok_garage();
-        nodes[0]
-            .cli(&[
-                "bucket", "allow", "--read", "--write", "--owner", BUCKET, "--key", "test",
-            ])
-            .assert_ok_garage();
+        nodes[0].cli_ok(&["key", "import", "--yes", "-n", "test", KEY_ID, SECRET]);
+        nodes[0].cli_ok(&[
+            "bucket", "allow", "--read", "--write", "--owner", BUCKET, "--key", "test",
+        ]);
         let g = Garage { dir, nodes };
         g.wait_ready();
         Some(g)
@@ -242,16 +248,5 @@ impl Garage {
     /// Where ferry records multipart uploads in progress.
     pub fn pending_dir(&self) -> PathBuf {
         self.dir.path().join("cache/ferry/s3-uploads")
-    }
-}
-
-/// A garage CLI run that must succeed.
-trait GarageOk {
-    fn assert_ok_garage(&self);
-}
-
-impl GarageOk for Run {
-    fn assert_ok_garage(&self) {
-        assert_eq!(self.status, 0, "{self}");
     }
 }
