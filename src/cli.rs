@@ -341,7 +341,7 @@ pub struct S3Args {
     #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_size)]
     pub shard_size: u64,
     /// Multipart upload parts (5 MiB each, more for objects above 50 GB) or ranged GETs
-    /// (8 MiB each) in flight at once.
+    /// (4 MiB each) in flight at once.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub transfers: usize,
 }

@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Bytes per ranged GET.
-const RANGE: u64 = 8 << 20;
+const RANGE: u64 = 4 << 20;
 
 /// How to download.
 #[derive(Clone, Debug)]
@@ -32,7 +32,8 @@ pub struct DownloadOptions {
     pub unpack: UnpackOptions,
     /// Shards fetched ahead of the one being unpacked.
     pub shards_in_flight: usize,
-    /// Ranged GETs in flight per shard.
+    /// Ranged GETs in flight, over all the shards being fetched (memory: this many
+    /// times 4 MiB).
     pub ranges_in_flight: usize,
     /// Where the fetched shards wait to be unpacked.
     pub tmp: PathBuf,
@@ -119,6 +120,7 @@ pub fn download(
             wanted.push(shard);
         }
     }
+    let per_shard = (opts.ranges_in_flight / opts.shards_in_flight.max(1)).max(1);
     let (tx, mut rx) = tokio::sync::mpsc::channel(1);
     std::thread::scope(|scope| {
         let store2 = store.clone();
@@ -126,7 +128,7 @@ pub fn download(
         scope.spawn(move || {
             store2.rt.block_on(async {
                 let mut fetched = futures::stream::iter(wanted2.iter())
-                    .map(|s| fetch(&store2, s, &opts.tmp, opts.ranges_in_flight))
+                    .map(|s| fetch(&store2, s, &opts.tmp, per_shard))
                     .buffered(opts.shards_in_flight.max(1));
                 while let Some(f) = fetched.next().await {
                     let failed = f.is_err();
