@@ -220,7 +220,16 @@ fn ls_and_cat_read_from_the_manifest_and_one_ranged_get() {
         out.stdout
     };
     assert_eq!(cat("first"), pattern(2, 3000));
-    // The second read revalidates the cached manifest (304) and reads the same.
+    // The second read revalidates the cached manifest (304), finds the member in the
+    // lookup table kept beside it, and reads the same.
+    let cached = g.dir.path().join("cache/ferry/s3");
+    let tables = std::fs::read_dir(&cached).unwrap().flatten();
+    assert_eq!(
+        tables
+            .filter(|e| e.path().extension().is_some_and(|x| x == "lookup"))
+            .count(),
+        1
+    );
     assert_eq!(cat("z/deep/last"), pattern(2, 3000));
     let hole = cat("middle_hole");
     assert_eq!(hole.len() as u64, 40 * MIB);

@@ -20,6 +20,7 @@
 
 pub mod cat;
 pub mod download;
+pub mod lookup;
 pub mod manifest;
 pub mod parts;
 pub mod pending;
