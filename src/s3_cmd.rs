@@ -35,8 +35,20 @@ fn tmp_dir() -> std::path::PathBuf {
     std::env::temp_dir()
 }
 
+/// Buffers of a MiB and more are mapped and unmapped, never kept in malloc's arenas:
+/// glibc otherwise raises its mmap threshold to the size of the last large buffer freed
+/// (5 MiB parts, 4 MiB ranges), after which such buffers come from, and stay in, the
+/// arena of whichever thread allocated them.
+fn map_large_buffers() {
+    // SAFETY: sets a malloc tuning parameter; no memory is touched.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 /// `ferry copy` with an `s3://` end.
 pub fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
+    map_large_buffers();
     let job = Job::new(args.output, &args.src, &args.dst);
     Ok(job.or_fatal(copy_job(&args, &job)))
 }
