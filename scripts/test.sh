@@ -35,6 +35,10 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   fi
 fi
 
+# The S3 tests start a real Garage (tests/s3); building it takes a while, once.
+export PATH="$HOME/.cargo/bin:$PATH"
+command -v garage >/dev/null || cargo install garage --locked
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --release -- -D warnings
 cargo test --workspace --release

@@ -190,6 +190,7 @@ fn unpack_job(args: &UnpackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         checksum: args.data.checksum,
         verify: args.data.verify,
         numeric_owner: args.numeric_owner,
+        dir_metadata: true,
     };
     // Before the input is opened: a pipe may keep it waiting for its first bytes.
     job.summary_on_interrupt()?;

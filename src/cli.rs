@@ -227,6 +227,8 @@ pub struct CopyArgs {
     pub data: DataArgs,
     #[command(flatten)]
     pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub s3: S3Args,
     /// Skip the all-zero block check (for measuring its cost; holes in the source are
     /// still kept).
     #[arg(long, hide = true)]
@@ -237,6 +239,23 @@ pub struct CopyArgs {
     pub mirror: MirrorArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+impl CopyArgs {
+    /// The first flag given that a copy with a remote end (ssh, S3) does not carry
+    /// out yet, to be refused rather than silently ignored.
+    pub fn not_for_remote(&self) -> Option<&'static str> {
+        let m = &self.mirror;
+        let unsupported = [
+            (m.delete || m.delete_excluded, "--delete"),
+            (
+                m.dry_run || m.itemize_changes || m.verbose,
+                "--dry-run, -i and -v",
+            ),
+            (!self.filter.given.is_empty(), "--exclude and --include"),
+        ];
+        unsupported.iter().find(|(given, _)| *given).map(|u| u.1)
+    }
 }
 
 /// Making DST a mirror of SRC, and seeing what that changes (`copy`).
@@ -315,6 +334,18 @@ impl FilterArgs {
         all.sort_by_key(|(at, _)| *at);
         all.into_iter().map(|(_, g)| g).collect()
     }
+}
+
+/// How a copy to or from `s3://BUCKET/PREFIX` is done (see docs/s3.md).
+#[derive(Args, Debug, Clone)]
+pub struct S3Args {
+    /// Bytes per shard uploaded to S3 (K, M, G suffixes: powers of 1024).
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_size)]
+    pub shard_size: u64,
+    /// Multipart upload parts (5 MiB each, more for objects above 50 GB) or ranged GETs
+    /// (4 MiB each) in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub transfers: usize,
 }
 
 /// How a remote SRC or DST is reached.

@@ -17,6 +17,7 @@ mod net_cmd;
 mod progress;
 mod read_ahead;
 mod report;
+mod s3_cmd;
 mod serve_cmd;
 mod utc;
 
@@ -37,6 +38,9 @@ fn main() -> ExitCode {
         end_quietly_on_closed_pipe();
     }
     let result = match cli.command {
+        Command::Copy(args) if s3_cmd::is_s3_copy(&args) => s3_cmd::run_copy(args),
+        Command::Ls(args) if s3_cmd::is_s3(&args.archive) => s3_cmd::run_ls(args),
+        Command::Cat(args) if s3_cmd::is_s3(&args.archive) => s3_cmd::run_cat(args),
         Command::Copy(args) if net_cmd::is_remote(&args) => net_cmd::run_remote_copy(args),
         Command::Copy(args) => run_copy(args),
         Command::Serve(args) => Ok(serve_cmd::run_serve(args)),

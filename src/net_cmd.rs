@@ -112,17 +112,7 @@ pub fn run_remote_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
 
 fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
-    // Not carried over the wire yet: refused rather than silently ignored.
-    let m = &args.mirror;
-    let unsupported = [
-        (m.delete || m.delete_excluded, "--delete"),
-        (
-            m.dry_run || m.itemize_changes || m.verbose,
-            "--dry-run, -i and -v",
-        ),
-        (!args.filter.given.is_empty(), "--exclude and --include"),
-    ];
-    if let Some((_, flag)) = unsupported.iter().find(|(given, _)| *given) {
+    if let Some(flag) = args.not_for_remote() {
         anyhow::bail!("{flag}: not supported for a remote copy yet");
     }
     let token = args

@@ -12,6 +12,23 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+/// Every kind of entry ([`mixed`]), odd names, and two sparse files (a hole in the
+/// middle, all hole) below `root`, times stamped: the tree endpoint tests send around.
+pub fn every_kind(root: &Path) {
+    const MIB: u64 = 1 << 20;
+    mixed(&root.join("mixed"));
+    mkdirs(&root.join("odd"));
+    odd_names(&root.join("odd"));
+    let a = pattern(1, MIB as usize);
+    sparse_file(
+        &root.join("middle_hole"),
+        40 * MIB,
+        &[(0, &a), (39 * MIB, &a)],
+    );
+    sparse_file(&root.join("all_hole"), 8 * MIB, &[]);
+    stamp_times(root);
+}
+
 /// Sizes around the page size, plus one past a MiB.
 pub const SIZES: [usize; 6] = [0, 1, 4095, 4096, 4097, (1 << 20) + 3];
 

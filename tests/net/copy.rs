@@ -12,17 +12,7 @@ const MIB: u64 = 1 << 20;
 
 /// The tests' every-kind tree, odd names and sparse files, below `s.src`.
 pub fn every_kind(s: &Scratch) {
-    trees::mixed(&s.src.join("mixed"));
-    mkdirs(&s.src.join("odd"));
-    trees::odd_names(&s.src.join("odd"));
-    let a = pattern(1, MIB as usize);
-    sparse_file(
-        &s.src.join("middle_hole"),
-        40 * MIB,
-        &[(0, &a), (39 * MIB, &a)],
-    );
-    sparse_file(&s.src.join("all_hole"), 8 * MIB, &[]);
-    stamp_times(&s.src);
+    trees::every_kind(&s.src);
 }
 
 pub fn s(p: &Path) -> &str {

@@ -95,6 +95,7 @@ pub fn receive_tree<R: Read>(
         verify: opts.verify,
         threads: opts.threads.max(1),
         numeric_owner: false,
+        dir_metadata: true,
     };
     let all = Selection::all();
     let unpacked = match pool {

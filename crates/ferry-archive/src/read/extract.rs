@@ -30,6 +30,8 @@ pub(super) struct Extractor<'a> {
     /// Directory members that could not be made, each reported then: finishing them
     /// is no second error (onto a read-only filesystem, every directory was one).
     unmade: Mutex<HashSet<RelPath>>,
+    /// Whether [`Extractor::finish`] sets directory metadata.
+    dir_metadata: bool,
 }
 
 /// Open directories a worker used last, each an ancestor of the next, with their paths:
@@ -93,6 +95,7 @@ impl<'a> Extractor<'a> {
             reporter,
             cached_dirs,
             unmade: Mutex::default(),
+            dir_metadata: opts.dir_metadata,
         })
     }
 
@@ -196,6 +199,9 @@ impl<'a> Extractor<'a> {
             if let Err(err) = self.sink.settle_unnamed_root() {
                 self.reporter.error(&err);
             }
+        }
+        if !self.dir_metadata {
+            return;
         }
         let mut cache = DirCache::new();
         let unmade =

@@ -51,6 +51,11 @@ pub struct UnpackOptions {
     /// Keep the archive's numeric owners even where its user and group names name
     /// others here (as root; see [`crate::owners`]).
     pub numeric_owner: bool,
+    /// Set directories' metadata (modes, owners, times) after their contents; false
+    /// leaves it for a caller that unpacks several archives into one tree and sets it
+    /// with the last (S3 shards: a 0500 directory set early would refuse the next
+    /// shard's files).
+    pub dir_metadata: bool,
 }
 
 /// Owners by name (see [`crate::owners`]), for an unpack that sets them so: the ids

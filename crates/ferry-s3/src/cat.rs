@@ -1,0 +1,215 @@
+//! Reading without downloading: the manifest (kept in `$XDG_CACHE_HOME/ferry/s3`,
+//! revalidated by its ETag with a conditional GET), `ls` from it, and `cat` of one
+//! member with one ranged GET of its headers and data, parsed by the strict tar reader.
+//! A warm `cat` finds its member in a lookup table kept beside the cached manifest
+//! ([`crate::lookup`]) instead of parsing the manifest.
+
+use crate::lookup::{self, Hit};
+use crate::manifest::{shard_name, Manifest, Member, NAME};
+use crate::store::Store;
+use crate::{Result, S3Error};
+use ferry_archive::tar::Reader;
+use object_store::{GetOptions, ObjectStore, ObjectStoreExt};
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+
+fn cache_file(store: &Store) -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
+    let h = xxhash_rust::xxh3::xxh3_64(format!("{endpoint}\0{}", store.loc).as_bytes());
+    Some(base.join("ferry").join("s3").join(format!("{h:016x}")))
+}
+
+/// The manifest's stored bytes and ETag; `cached`: the server said the cached copy is
+/// current.
+struct Fetched {
+    body: Vec<u8>,
+    etag: Option<String>,
+    cached: bool,
+}
+
+/// The manifest's bytes, from the cache when the server says they have not changed;
+/// None if there is no manifest.
+async fn fetch_bytes(store: &Store) -> Result<Option<Fetched>> {
+    let key = store.key(NAME);
+    let cached = cache_file(store).and_then(|c| {
+        let bytes = std::fs::read(c).ok()?;
+        let (etag, body) = bytes.split_at(bytes.iter().position(|&b| b == b'\n')?);
+        Some((String::from_utf8(etag.to_vec()).ok()?, body[1..].to_vec()))
+    });
+    let opts = GetOptions {
+        if_none_match: cached.as_ref().map(|c| c.0.clone()),
+        ..GetOptions::default()
+    };
+    let got = match store.s3.get_opts(&key, opts).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotModified { .. }) => {
+            let (etag, body) = cached.unwrap_or_default();
+            return Ok(Some(Fetched {
+                body,
+                etag: Some(etag),
+                cached: true,
+            }));
+        }
+        Err(object_store::Error::NotFound { source, .. })
+            if !source.to_string().contains("NoSuchBucket") =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(store.error(&key, "read the manifest", &e)),
+    };
+    let etag = got.meta.e_tag.clone();
+    let body = got
+        .bytes()
+        .await
+        .map_err(|e| store.error(&key, "read the manifest", &e))?;
+    Ok(Some(Fetched {
+        body: body.to_vec(),
+        etag,
+        cached: false,
+    }))
+}
+
+/// Keeps a manifest just fetched (and found good) in the cache.
+fn remember(store: &Store, f: &Fetched) {
+    let (Some(cache), Some(etag), false) = (cache_file(store), &f.etag, f.cached) else {
+        return;
+    };
+    let _ = std::fs::create_dir_all(cache.parent().unwrap_or(&cache));
+    let tmp = cache.with_extension("tmp");
+    let mut data = etag.clone().into_bytes();
+    data.push(b'\n');
+    data.extend_from_slice(&f.body);
+    if std::fs::write(&tmp, data).is_ok() {
+        let _ = std::fs::rename(tmp, cache);
+    }
+}
+
+fn shown_key(store: &Store) -> String {
+    format!("s3://{}/{}", store.loc.bucket, store.key(NAME))
+}
+
+/// The manifest at `store`'s location, None if there is none.
+pub async fn fetch_manifest(store: &Store) -> Result<Option<Manifest>> {
+    let Some(f) = fetch_bytes(store).await? else {
+        return Ok(None);
+    };
+    let manifest = Manifest::decode(&f.body, &shown_key(store))?;
+    remember(store, &f);
+    Ok(Some(manifest))
+}
+
+fn no_upload(store: &Store) -> S3Error {
+    S3Error::new(format!("{}: no ferry upload here (no {NAME})", store.loc))
+}
+
+/// Where member `path` is: from the lookup table when the cached manifest is current,
+/// else from the manifest (and the table is made for the next time).
+async fn locate(store: &Store, path: &[u8]) -> Result<Option<Hit>> {
+    let f = fetch_bytes(store).await?.ok_or_else(|| no_upload(store))?;
+    let table = cache_file(store).map(|c| c.with_extension("lookup"));
+    if let (true, Some(table), Some(etag)) = (f.cached, &table, &f.etag) {
+        if let Some(found) = lookup::find(table, etag, path) {
+            return Ok(found);
+        }
+    }
+    let m = Manifest::decode(&f.body, &shown_key(store))?;
+    remember(store, &f);
+    if let (Some(table), Some(etag)) = (&table, &f.etag) {
+        lookup::write(table, etag, &m);
+    }
+    let found = m
+        .shards
+        .iter()
+        .flat_map(|s| s.members.iter().map(move |m| (s, m)))
+        .find(|(_, m)| m.path() == path);
+    Ok(found.map(|(s, m)| Hit {
+        fingerprint: s.fingerprint.clone(),
+        start: m.o,
+        end: m.e,
+        kind: m.k,
+    }))
+}
+
+/// The manifest, or an error saying there is none.
+pub async fn need_manifest(store: &Store) -> Result<Manifest> {
+    fetch_manifest(store).await?.ok_or_else(|| no_upload(store))
+}
+
+/// Writes one line per member (`ls`): kind letter, mode, size, path.
+pub fn ls(store: &Store, out: &mut dyn Write) -> Result<()> {
+    let m = store.rt.block_on(need_manifest(store))?;
+    let mut all: Vec<&Member> = m.shards.iter().flat_map(|s| &s.members).collect();
+    all.sort_by_key(|m| m.path());
+    let write = |out: &mut dyn Write, m: &Member| -> io::Result<()> {
+        let kind = b"-dlhpcb"[usize::from(m.k.min(6))] as char;
+        write!(out, "{kind}{:04o} {:>12} ", m.mode, m.s)?;
+        out.write_all(&m.path())?;
+        out.write_all(b"\n")
+    };
+    for member in all {
+        write(out, member).map_err(|e| S3Error::new(format!("write: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Writes the content of the file member `path` to `out`.
+pub fn cat(store: &Store, path: &[u8], out: &mut dyn Write) -> Result<()> {
+    cat_following(store, path, out, 0)
+}
+
+/// Hardlinks followed at most: a manifest and shards made to loop stop here.
+const MAX_LINKS: usize = 8;
+
+fn cat_following(store: &Store, path: &[u8], out: &mut dyn Write, links: usize) -> Result<()> {
+    let shown = String::from_utf8_lossy(path).to_string();
+    let hit = store
+        .rt
+        .block_on(locate(store, path))?
+        .ok_or_else(|| S3Error::new(format!("{shown}: no such member in {}", store.loc)))?;
+    let key = store.key(&shard_name(&hit.fingerprint));
+    let bytes = store
+        .rt
+        .block_on(store.s3.get_range(&key, hit.start..hit.end))
+        .map_err(|e| store.error(&key, "read", &e))?;
+    let mut reader = Reader::new(&bytes[..]);
+    let bad = |e: &dyn std::fmt::Display| {
+        S3Error::new(format!("{shown}: in s3://{}/{key}: {e}", store.loc.bucket))
+    };
+    let entry = reader
+        .next_entry()
+        .map_err(|e| bad(&e))?
+        .ok_or_else(|| bad(&"no member at the manifest's offset"))?;
+    if entry.path.strip_suffix(b"/").unwrap_or(&entry.path) != path {
+        return Err(bad(&"the member there has another name"));
+    }
+    match (hit.kind, &entry.link_target) {
+        (0, _) => {}
+        (3, Some(target)) if links < MAX_LINKS => {
+            let target = target.clone();
+            return cat_following(store, &target, out, links + 1);
+        }
+        _ => return Err(S3Error::new(format!("{shown}: not a regular file"))),
+    }
+    let mut data = reader.data();
+    let write = |out: &mut dyn Write, data: &mut dyn Read| -> io::Result<()> {
+        match &entry.sparse {
+            None => {
+                io::copy(data, out)?;
+            }
+            Some(runs) => {
+                let mut at = 0;
+                for &(off, len) in runs {
+                    io::copy(&mut io::repeat(0).take(off - at), out)?;
+                    io::copy(&mut data.take(len), out)?;
+                    at = off + len;
+                }
+                io::copy(&mut io::repeat(0).take(entry.size.saturating_sub(at)), out)?;
+            }
+        }
+        Ok(())
+    };
+    write(out, &mut data).map_err(|e| bad(&e))
+}

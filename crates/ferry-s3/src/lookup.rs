@@ -1,0 +1,177 @@
+//! A lookup table kept beside the cached manifest, so a warm `cat` finds its member
+//! without decompressing and parsing the whole manifest: one line per member,
+//! `HEXPATH TAB FINGERPRINT TAB START TAB END TAB KIND`, sorted by the hex of the path
+//! (which sorts as the path's bytes do), after a first line naming the manifest's ETag.
+//! A lookup reads the file and finds the line by binary search. The file is local and
+//! written by ferry, but read as untrusted all the same: anything unexpected makes the
+//! lookup give up, and the caller parses the manifest instead.
+
+use crate::manifest::Manifest;
+use std::io::Write;
+use std::path::Path;
+
+const HEADER: &str = "ferry-s3-lookup 1";
+
+/// Where a member is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// Its shard's fingerprint.
+    pub fingerprint: String,
+    /// Where its headers start in the shard.
+    pub start: u64,
+    /// Where its data ends.
+    pub end: u64,
+    /// Its kind, in the index's numbers.
+    pub kind: u8,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes the table of `m`, whose ETag is `etag`, to `path` (through a temporary file
+/// renamed over it). Failing to is no error: the next lookup parses the manifest.
+pub fn write(path: &Path, etag: &str, m: &Manifest) {
+    let mut lines: Vec<String> = m
+        .shards
+        .iter()
+        .flat_map(|s| {
+            s.members.iter().map(move |mb| {
+                format!(
+                    "{}\t{}\t{}\t{}\t{}\n",
+                    hex(&mb.path()),
+                    s.fingerprint,
+                    mb.o,
+                    mb.e,
+                    mb.k
+                )
+            })
+        })
+        .collect();
+    lines.sort();
+    let tmp = path.with_extension("lookup-tmp");
+    let written = std::fs::File::create(&tmp).and_then(|f| {
+        let mut w = std::io::BufWriter::new(f);
+        writeln!(w, "{HEADER}\t{etag}")?;
+        for l in &lines {
+            w.write_all(l.as_bytes())?;
+        }
+        w.flush()
+    });
+    if written.is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    } else {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// The line starting at `at`, without its newline, and where the next one starts.
+fn line_at(data: &[u8], at: usize) -> (&[u8], usize) {
+    let rest = &data[at..];
+    match rest.iter().position(|&b| b == b'\n') {
+        Some(n) => (&rest[..n], at + n + 1),
+        None => (rest, data.len()),
+    }
+}
+
+/// Finds `member` in the table at `path` made for the manifest with ETag `etag`:
+/// None when the table cannot be used, Some(None) when it has no such member.
+pub fn find(path: &Path, etag: &str, member: &[u8]) -> Option<Option<Hit>> {
+    let data = std::fs::read(path).ok()?;
+    let (first, body) = line_at(&data, 0);
+    if first != format!("{HEADER}\t{etag}").as_bytes() {
+        return None;
+    }
+    let key = hex(member);
+    let key = key.as_bytes();
+    let key_of = |line: &[u8]| {
+        line.split(|&b| b == b'\t')
+            .next()
+            .unwrap_or_default()
+            .to_vec()
+    };
+    // The first line whose key is not below `key` starts at or after `lo`, within a
+    // few lines of it once the range is small.
+    let (mut lo, mut hi) = (body, data.len());
+    while hi - lo > 4096 {
+        let mid = lo + (hi - lo) / 2;
+        let (_, next) = line_at(&data, mid);
+        if next >= hi {
+            hi = mid;
+            continue;
+        }
+        let (line, after) = line_at(&data, next);
+        if key_of(line).as_slice() < key {
+            lo = after;
+        } else {
+            hi = mid;
+        }
+    }
+    let mut at = lo;
+    while at < data.len() {
+        let (line, next) = line_at(&data, at);
+        let k = key_of(line);
+        if k.as_slice() == key {
+            return parse(line).map(Some);
+        }
+        if k.as_slice() > key {
+            return Some(None);
+        }
+        at = next;
+    }
+    Some(None)
+}
+
+fn parse(line: &[u8]) -> Option<Hit> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut f = text.split('\t').skip(1);
+    let hit = Hit {
+        fingerprint: f.next()?.to_string(),
+        start: f.next()?.parse().ok()?,
+        end: f.next()?.parse().ok()?,
+        kind: f.next()?.parse().ok()?,
+    };
+    let sane = hit.fingerprint.len() == 32
+        && hit.fingerprint.bytes().all(|b| b.is_ascii_hexdigit())
+        && hit.start < hit.end;
+    sane.then_some(hit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{Member, Shard, FORMAT};
+
+    #[test]
+    fn finds_every_member_and_only_them() {
+        let members: Vec<Member> = (0..5000u64)
+            .map(|i| {
+                let mut m = Member::with_path(format!("d{}/f{i}", i % 7).as_bytes());
+                (m.o, m.e, m.k) = (i * 10, i * 10 + 5, 0);
+                m
+            })
+            .collect();
+        let m = Manifest {
+            format: FORMAT.into(),
+            shards: vec![Shard {
+                fingerprint: "0123456789abcdef0123456789abcdef".into(),
+                size: 1 << 20,
+                etag: None,
+                dirs: false,
+                members,
+            }],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        write(&path, "\"e1\"", &m);
+        for i in [0u64, 1, 2500, 4999] {
+            let hit = find(&path, "\"e1\"", format!("d{}/f{i}", i % 7).as_bytes());
+            assert_eq!(hit.unwrap().unwrap().start, i * 10);
+        }
+        assert_eq!(find(&path, "\"e1\"", b"d0/nope"), Some(None));
+        assert_eq!(find(&path, "\"e1\"", b"zzz"), Some(None));
+        assert_eq!(find(&path, "\"other\"", b"d0/f0"), None);
+        std::fs::write(&path, "ferry-s3-lookup 1\t\"e1\"\n64\tnot-hex\t1\t2\t0\n").unwrap();
+        assert_eq!(find(&path, "\"e1\"", b"d"), None);
+    }
+}

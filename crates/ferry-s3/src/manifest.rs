@@ -1,0 +1,307 @@
+//! The manifest: the object written last, naming every shard of an upload (its key,
+//! size, ETag, the fingerprint of its members) and every member's place in it, so a
+//! reader lists the tree or reads one member without opening a shard's index.
+//!
+//! Stored as JSON compressed with zstd. It is untrusted input: [`Manifest::decode`]
+//! bounds its size, and checks every shard key, offset and member path before anything
+//! uses them; a manifest that fails is refused whole, with one line naming the object
+//! and what is wrong.
+
+use crate::{Result, S3Error};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+
+/// The format string the manifest begins with.
+pub const FORMAT: &str = "ferry-s3 1";
+
+/// The manifest's name under the prefix.
+pub const NAME: &str = "manifest.ferry";
+
+/// The most bytes a manifest decompresses to.
+pub const MAX_DECODED: u64 = 1 << 30;
+
+/// The longest member path taken.
+const MAX_PATH: usize = 64 << 10;
+
+/// An upload, as its manifest describes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`FORMAT`].
+    pub format: String,
+    /// The shards, the directory shard last.
+    pub shards: Vec<Shard>,
+}
+
+/// One shard: a ferry archive object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// The xxh3-128 of its members' metadata (see [`crate::plan`]), 32 hex digits; the
+    /// object is `shards/FINGERPRINT.far` under the prefix.
+    pub fingerprint: String,
+    /// The object's length.
+    pub size: u64,
+    /// The object's ETag when it was written.
+    pub etag: Option<String>,
+    /// Whether it is the shard of directories, unpacked last.
+    pub dirs: bool,
+    /// Its members, in archive order.
+    pub members: Vec<Member>,
+}
+
+/// One member of a shard.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// Its path when it is UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p: Option<String>,
+    /// Its path in hex when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub px: Option<String>,
+    /// Its kind (the index's numbers: 0 file, 1 dir, 2 symlink, 3 hardlink, 4 fifo,
+    /// 5 char device, 6 block device).
+    pub k: u8,
+    /// Its size (files).
+    pub s: u64,
+    /// Its mtime (seconds, nanoseconds).
+    pub m: (i64, u32),
+    /// Its permission bits.
+    pub mode: u32,
+    /// Where its header starts in the shard.
+    pub o: u64,
+    /// Where its stored data ends.
+    pub e: u64,
+}
+
+impl Member {
+    /// A member with path `path`.
+    pub fn with_path(path: &[u8]) -> Member {
+        let (p, px) = match std::str::from_utf8(path) {
+            Ok(s) => (Some(s.to_string()), None),
+            Err(_) => (
+                None,
+                Some(path.iter().map(|b| format!("{b:02x}")).collect()),
+            ),
+        };
+        Member {
+            p,
+            px,
+            k: 0,
+            s: 0,
+            m: (0, 0),
+            mode: 0,
+            o: 0,
+            e: 0,
+        }
+    }
+
+    /// Its path's bytes (checked by [`Manifest::decode`]).
+    pub fn path(&self) -> Vec<u8> {
+        match (&self.p, &self.px) {
+            (Some(p), _) => p.as_bytes().to_vec(),
+            (None, Some(x)) => unhex(x).unwrap_or_default(),
+            (None, None) => Vec::new(),
+        }
+    }
+}
+
+fn unhex(x: &str) -> Option<Vec<u8>> {
+    if x.len() % 2 != 0 {
+        return None;
+    }
+    (0..x.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(x.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+impl Shard {
+    /// The object's name under the prefix.
+    pub fn name(&self) -> String {
+        shard_name(&self.fingerprint)
+    }
+}
+
+/// The object name of the shard with `fingerprint`.
+pub fn shard_name(fingerprint: &str) -> String {
+    format!("shards/{fingerprint}.far")
+}
+
+impl Manifest {
+    /// The manifest's bytes, as stored.
+    pub fn encode(&self) -> Vec<u8> {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        zstd::encode_all(json.as_slice(), 3).unwrap_or_default()
+    }
+
+    /// Reads and checks a stored manifest; `what` names it in errors.
+    pub fn decode(bytes: &[u8], what: &str) -> Result<Manifest> {
+        let bad = |why: String| S3Error::new(format!("{what}: bad manifest: {why}"));
+        let mut json = Vec::new();
+        zstd::stream::read::Decoder::new(bytes)
+            .and_then(|d| d.take(MAX_DECODED + 1).read_to_end(&mut json))
+            .map_err(|e| bad(format!("not zstd: {e}")))?;
+        if json.len() as u64 > MAX_DECODED {
+            return Err(bad(format!("larger than {MAX_DECODED} bytes")));
+        }
+        let m: Manifest = serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))?;
+        m.check().map_err(bad)?;
+        Ok(m)
+    }
+
+    /// Checks what a reader relies on.
+    fn check(&self) -> std::result::Result<(), String> {
+        if self.format != FORMAT {
+            return Err(format!("format {:?}, not {FORMAT:?}", self.format));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, s) in self.shards.iter().enumerate() {
+            let fp = &s.fingerprint;
+            if fp.len() != 32 || !fp.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!(
+                    "shard {i}: fingerprint {fp:?} is not 32 hex digits"
+                ));
+            }
+            if !seen.insert(fp.clone()) {
+                return Err(format!("shard {fp} named twice"));
+            }
+            if s.dirs && i + 1 != self.shards.len() {
+                return Err(format!("shard {fp}: the directory shard is not last"));
+            }
+            if s.size > crate::parts::MAX_OBJECT {
+                return Err(format!("shard {fp}: size {} too large", s.size));
+            }
+            for m in &s.members {
+                check_member(m, s).map_err(|why| format!("shard {fp}: {why}"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_member(m: &Member, s: &Shard) -> std::result::Result<(), String> {
+    if m.p.is_some() == m.px.is_some() {
+        return Err("a member with no path, or two".into());
+    }
+    if let Some(x) = &m.px {
+        if unhex(x).is_none() {
+            return Err(format!("member path {x:?} is not hex"));
+        }
+    }
+    let path = m.path();
+    let shown = String::from_utf8_lossy(&path).escape_debug().to_string();
+    if path.is_empty() && m.k != 1 {
+        return Err("a member with an empty path".into());
+    }
+    if path.len() > MAX_PATH || path.contains(&0) || path.starts_with(b"/") {
+        return Err(format!("member {shown}: bad path"));
+    }
+    if !path.is_empty()
+        && path
+            .split(|&b| b == b'/')
+            .any(|c| c.is_empty() || c == b"." || c == b"..")
+    {
+        return Err(format!(
+            "member {shown}: path leaves the tree or is not plain"
+        ));
+    }
+    if m.k > 6 {
+        return Err(format!("member {shown}: kind {}", m.k));
+    }
+    if m.o >= m.e || m.e > s.size {
+        return Err(format!(
+            "member {shown}: range {}..{} outside the shard's {} bytes",
+            m.o, m.e, s.size
+        ));
+    }
+    if m.m.1 >= 1_000_000_000 {
+        return Err(format!("member {shown}: bad mtime"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        let mut a = Member::with_path(b"a/b");
+        (a.s, a.o, a.e) = (3, 0, 4096 + 3);
+        let mut odd = Member::with_path(b"x\xff\nz");
+        (odd.o, odd.e) = (8192, 9000);
+        Manifest {
+            format: FORMAT.into(),
+            shards: vec![Shard {
+                fingerprint: "0123456789abcdef0123456789abcdef".into(),
+                size: 10240,
+                etag: Some("\"e\"".into()),
+                dirs: false,
+                members: vec![a, odd],
+            }],
+        }
+    }
+
+    /// A change that spoils a manifest.
+    type Change = Box<dyn Fn(&mut Manifest)>;
+
+    fn refused(m: &Manifest) -> String {
+        let json = serde_json::to_vec(m).unwrap();
+        let bytes = zstd::encode_all(json.as_slice(), 1).unwrap();
+        let e = Manifest::decode(&bytes, "s3://b/p/manifest.ferry").unwrap_err();
+        assert!(
+            e.0.starts_with("s3://b/p/manifest.ferry: bad manifest"),
+            "{e}"
+        );
+        e.0
+    }
+
+    #[test]
+    fn round_trips_odd_names() {
+        let m = sample();
+        let back = Manifest::decode(&m.encode(), "m").unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.shards[0].members[1].path(), b"x\xff\nz");
+    }
+
+    #[test]
+    fn malformed_manifests_are_refused() {
+        assert!(Manifest::decode(b"not zstd", "m").is_err());
+        let garbage = zstd::encode_all(&b"{\"format\": 3"[..], 1).unwrap();
+        assert!(Manifest::decode(&garbage, "m")
+            .unwrap_err()
+            .0
+            .contains("bad manifest"));
+        let cases: Vec<(&str, Change)> = vec![
+            ("format", Box::new(|m| m.format = "other".into())),
+            (
+                "fingerprint",
+                Box::new(|m| m.shards[0].fingerprint = "../../x".into()),
+            ),
+            (
+                "leaves",
+                Box::new(|m| m.shards[0].members[0].p = Some("a/../../etc".into())),
+            ),
+            (
+                "bad path",
+                Box::new(|m| m.shards[0].members[0].p = Some("/etc/passwd".into())),
+            ),
+            ("outside", Box::new(|m| m.shards[0].members[0].e = 1 << 40)),
+            ("kind", Box::new(|m| m.shards[0].members[0].k = 9)),
+            (
+                "not hex",
+                Box::new(|m| m.shards[0].members[1].px = Some("zz".into())),
+            ),
+            (
+                "two",
+                Box::new(|m| m.shards[0].members[1].p = Some("a".into())),
+            ),
+            ("twice", Box::new(|m| m.shards.push(m.shards[0].clone()))),
+            ("too large", Box::new(|m| m.shards[0].size = u64::MAX)),
+        ];
+        for (what, change) in cases {
+            let mut m = sample();
+            change(&mut m);
+            let e = refused(&m);
+            assert!(e.contains(what), "{what}: {e}");
+        }
+    }
+}

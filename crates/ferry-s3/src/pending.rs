@@ -1,0 +1,64 @@
+//! Multipart uploads in progress, recorded on local disk (`$XDG_CACHE_HOME/ferry/s3-uploads`,
+//! one small file each) from their creation until they are completed or aborted, so
+//! the next upload to the same place aborts those a killed run left behind instead of
+//! leaving their parts billed in the bucket.
+
+use crate::store::Store;
+use object_store::multipart::MultipartStore;
+use object_store::path::Path as Key;
+use std::path::PathBuf;
+
+fn dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("ferry").join("s3-uploads"))
+}
+
+fn record_path(bucket: &str, key: &Key, id: &str) -> Option<PathBuf> {
+    let h = xxhash_rust::xxh3::xxh3_64(format!("{bucket}\0{key}\0{id}").as_bytes());
+    Some(dir()?.join(format!("{h:016x}")))
+}
+
+/// Records that upload `id` of `key` has begun.
+pub fn begun(store: &Store, key: &Key, id: &str) {
+    if let Some(path) = record_path(&store.loc.bucket, key, id) {
+        let _ = std::fs::create_dir_all(path.parent().unwrap_or(&path));
+        let _ = std::fs::write(path, format!("{}\n{key}\n{id}\n", store.loc.bucket));
+    }
+}
+
+/// Records that upload `id` of `key` is over (completed or aborted).
+pub fn ended(store: &Store, key: &Key, id: &str) {
+    if let Some(path) = record_path(&store.loc.bucket, key, id) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Aborts the uploads recorded under `store`'s bucket and prefix; returns how many.
+pub async fn abort_left(store: &Store) -> usize {
+    let Some(entries) = dir().and_then(|d| std::fs::read_dir(d).ok()) else {
+        return 0;
+    };
+    let prefix = store.key("");
+    let mut aborted = 0;
+    for entry in entries.flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let mut lines = text.lines();
+        let (Some(bucket), Some(key), Some(id)) = (lines.next(), lines.next(), lines.next()) else {
+            continue;
+        };
+        if bucket != store.loc.bucket || !key.starts_with(prefix.as_ref()) {
+            continue;
+        }
+        let key = Key::from(key);
+        let id = id.to_string();
+        // Already gone (completed, or aborted by the server) counts as done.
+        let _ = store.s3.abort_multipart(&key, &id).await;
+        ended(store, &key, &id);
+        aborted += 1;
+    }
+    aborted
+}

@@ -1,0 +1,181 @@
+//! Where the objects are: `s3://BUCKET/PREFIX` parsed, and a client for it built the
+//! standard way (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//! `AWS_REGION` and the other `AWS_*` variables `object_store` reads), with retries and
+//! backoff on 5xx, SlowDown and timeouts. Failures are turned into one line each:
+//! a wrong key, a missing bucket and a wrong region say so.
+
+use crate::{Result, S3Error};
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as Key;
+use object_store::{BackoffConfig, ClientOptions, RetryConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `s3://BUCKET/PREFIX`, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// The bucket.
+    pub bucket: String,
+    /// The prefix inside it, without leading or trailing `/` (may be empty).
+    pub prefix: String,
+}
+
+impl Location {
+    /// Parses `s3://BUCKET[/PREFIX]`; None when `url` does not start with `s3://`.
+    pub fn parse(url: &str) -> Option<Result<Location>> {
+        let rest = url.strip_prefix("s3://")?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Some(Err(S3Error::new(format!("{url}: no bucket named"))));
+        }
+        let prefix = prefix.trim_matches('/').to_string();
+        if prefix.split('/').any(|c| c == "." || c == "..") {
+            return Some(Err(S3Error::new(format!(
+                "{url}: `.` or `..` in the prefix"
+            ))));
+        }
+        Some(Ok(Location {
+            bucket: bucket.to_string(),
+            prefix,
+        }))
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.prefix)
+    }
+}
+
+/// A client for one location, with the runtime its requests run on.
+pub struct Store {
+    /// The client.
+    pub s3: Arc<AmazonS3>,
+    /// Where.
+    pub loc: Location,
+    /// The runtime requests run on.
+    pub rt: tokio::runtime::Runtime,
+}
+
+impl Store {
+    /// A client for `loc` from the environment.
+    pub fn open(loc: &Location) -> Result<Store> {
+        let mut b = AmazonS3Builder::from_env()
+            .with_bucket_name(&loc.bucket)
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig {
+                    init_backoff: Duration::from_millis(100),
+                    max_backoff: Duration::from_secs(5),
+                    base: 2.0,
+                },
+                max_retries: 6,
+                retry_timeout: Duration::from_secs(120),
+            });
+        let endpoint = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
+            .iter()
+            .find_map(|k| std::env::var(k).ok());
+        if endpoint
+            .as_deref()
+            .is_some_and(|e| e.starts_with("http://"))
+        {
+            // No TLS, so no system certificates either: loading them cost 30-40 ms of
+            // every `ferry cat` (strace: every file of /etc/ssl/certs opened).
+            b = b.with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(true)
+                    .with_no_system_certificates(true),
+            );
+        }
+        let s3 = b
+            .build()
+            .map_err(|e| S3Error::new(format!("{loc}: {}", short(&e))))?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .map_err(|e| S3Error::new(format!("start the runtime: {e}")))?;
+        Ok(Store {
+            s3: Arc::new(s3),
+            loc: loc.clone(),
+            rt,
+        })
+    }
+
+    /// The key of `name` under the prefix.
+    pub fn key(&self, name: &str) -> Key {
+        if self.loc.prefix.is_empty() {
+            Key::from(name)
+        } else {
+            Key::from(format!("{}/{name}", self.loc.prefix))
+        }
+    }
+
+    /// One line for a failed request on `key`.
+    pub fn error(&self, key: &Key, what: &str, e: &object_store::Error) -> S3Error {
+        S3Error::new(format!(
+            "s3://{}/{key}: {what}: {}",
+            self.loc.bucket,
+            explain(e)
+        ))
+    }
+}
+
+/// What went wrong, in words a user acts on, then the server's own.
+pub fn explain(e: &object_store::Error) -> String {
+    let text = short(e);
+    let hint = if text.contains("NoSuchBucket") {
+        "the bucket does not exist"
+    } else if text.contains("InvalidAccessKeyId")
+        || text.contains("SignatureDoesNotMatch")
+        || text.contains("AccessDenied")
+        || text.contains("Forbidden")
+        || matches!(
+            e,
+            object_store::Error::Unauthenticated { .. }
+                | object_store::Error::PermissionDenied { .. }
+        )
+    {
+        "access denied (check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+    } else if text.contains("AuthorizationHeaderMalformed")
+        || text.contains("region")
+        || text.contains("PermanentRedirect")
+    {
+        "wrong region (check AWS_REGION)"
+    } else if matches!(e, object_store::Error::NotFound { .. }) {
+        "not found"
+    } else {
+        return text;
+    };
+    format!("{hint}: {text}")
+}
+
+/// The error's text on one line.
+fn short(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = inner.source();
+    }
+    s.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_parse() {
+        let l = Location::parse("s3://b/x/y/").unwrap().unwrap();
+        assert_eq!((l.bucket.as_str(), l.prefix.as_str()), ("b", "x/y"));
+        let l = Location::parse("s3://b").unwrap().unwrap();
+        assert_eq!(l.prefix, "");
+        assert!(Location::parse("/tmp/x").is_none());
+        assert!(Location::parse("s3:///x").unwrap().is_err());
+        assert!(Location::parse("s3://b/a/../c").unwrap().is_err());
+    }
+}

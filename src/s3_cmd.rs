@@ -1,0 +1,138 @@
+//! `ferry copy` to and from `s3://BUCKET/PREFIX`, `ferry ls s3://...` and `ferry cat
+//! s3://... PATH`: flags into ferry-s3's options, and the job's summary.
+
+use crate::cli::{CatArgs, CopyArgs, LsArgs};
+use crate::job::Job;
+use anyhow::Context;
+use ferry_archive::read::unpack::UnpackOptions;
+use ferry_archive::write::pack::PackOptions;
+use ferry_s3::download::{download, DownloadOptions};
+use ferry_s3::shard::PackShard;
+use ferry_s3::upload::{upload, UploadOptions};
+use ferry_s3::{Location, Store};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Whether `p` names an S3 location.
+pub fn is_s3(p: &Path) -> bool {
+    p.as_os_str().as_bytes().starts_with(b"s3://")
+}
+
+/// Whether `copy` goes to or from S3.
+pub fn is_s3_copy(args: &CopyArgs) -> bool {
+    is_s3(&args.src) || is_s3(&args.dst)
+}
+
+fn open(p: &Path) -> anyhow::Result<Arc<Store>> {
+    let url = p.to_str().context("an s3:// location must be UTF-8")?;
+    let loc = Location::parse(url).context("not an s3:// location")??;
+    Ok(Arc::new(Store::open(&loc)?))
+}
+
+fn tmp_dir() -> std::path::PathBuf {
+    std::env::temp_dir()
+}
+
+/// Buffers of a MiB and more are mapped and unmapped, never kept in malloc's arenas:
+/// glibc otherwise raises its mmap threshold to the size of the last large buffer freed
+/// (5 MiB parts, 4 MiB ranges), after which such buffers come from, and stay in, the
+/// arena of whichever thread allocated them.
+fn map_large_buffers() {
+    // SAFETY: sets a malloc tuning parameter; no memory is touched.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
+/// `ferry copy` with an `s3://` end.
+pub fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
+    map_large_buffers();
+    let job = Job::new(args.output, &args.src, &args.dst);
+    Ok(job.or_fatal(copy_job(&args, &job)))
+}
+
+fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
+    job.summary_on_interrupt()?;
+    if let Some(flag) = args.not_for_remote() {
+        anyhow::bail!("{flag}: not supported for a copy to or from S3 yet");
+    }
+    if is_s3(&args.src) && is_s3(&args.dst) {
+        anyhow::bail!("an s3:// SRC and DST: one end of a copy must be local");
+    }
+    let threads = args.jobs.unwrap_or_else(ferry_core::copy::default_threads);
+    let counting = job.counting();
+    if is_s3(&args.dst) {
+        let store = open(&args.dst)?;
+        let opts = UploadOptions {
+            shard_size: args.s3.shard_size,
+            parts_in_flight: args.s3.transfers,
+            shards_in_flight: 2,
+            tmp: tmp_dir(),
+            pack: PackShard {
+                pack: PackOptions {
+                    threads: 1,
+                    reflink: args.data.reflink.into(),
+                    ..PackOptions::default()
+                },
+            },
+            threads,
+        };
+        let done = upload(&args.src, store, &opts, &job.stats, &counting)?;
+        crate::report::to_stderr(format_args!(
+            "ferry s3: {} shards: {} sent ({} bytes), {} there already; {} old objects deleted{}",
+            done.shards,
+            done.sent,
+            done.bytes_sent,
+            done.kept,
+            done.deleted,
+            if done.aborted > 0 {
+                format!(
+                    "; {} unfinished uploads of an earlier run aborted",
+                    done.aborted
+                )
+            } else {
+                String::new()
+            }
+        ));
+    } else {
+        let store = open(&args.src)?;
+        let opts = DownloadOptions {
+            unpack: UnpackOptions {
+                threads,
+                reflink: args.data.reflink.into(),
+                sparse: args.data.sparse.into(),
+                checksum: args.data.checksum,
+                verify: args.data.verify,
+                numeric_owner: false,
+                dir_metadata: true,
+            },
+            shards_in_flight: 2,
+            ranges_in_flight: args.s3.transfers,
+            tmp: tmp_dir(),
+        };
+        download(store, &args.dst, &opts, &job.stats, &counting)?;
+    }
+    Ok(job.finish())
+}
+
+/// `ferry ls s3://...`.
+pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
+    let store = open(&args.archive)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    ferry_s3::cat::ls(&store, &mut out)?;
+    std::io::Write::flush(&mut out).context("write")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ferry cat s3://... PATH`.
+pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
+    let store = open(&args.archive)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    let path = args.path.as_os_str().as_bytes();
+    let path = path.strip_prefix(b"./").unwrap_or(path);
+    ferry_s3::cat::cat(&store, path.strip_suffix(b"/").unwrap_or(path), &mut out)?;
+    std::io::Write::flush(&mut out).context("write")?;
+    Ok(ExitCode::SUCCESS)
+}

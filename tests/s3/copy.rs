@@ -1,0 +1,243 @@
+//! Round trips through Garage: every kind of entry and odd names, an incremental
+//! re-upload, a killed upload and a killed server resumed, `ls` and `cat`.
+
+use crate::common::build::*;
+use crate::common::compare::assert_same_tree;
+use crate::common::{scratch, trees, Scratch};
+use crate::garage::Garage;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 temp path")
+}
+
+/// Every kind of entry, odd names, holes, and hardlinks, below `s.src`.
+fn every_kind(s: &Scratch) {
+    trees::every_kind(&s.src);
+    mkdirs(&s.src.join("z/deep"));
+    write(&s.src.join("first"), &pattern(2, 3000));
+    // Names of one inode far apart in path order: they must stay in one shard.
+    hardlink(&s.src.join("first"), &s.src.join("z/deep/last"));
+    stamp_times(&s.src);
+}
+
+/// Many 1 MiB files in `dir`, enough for several multipart shards.
+fn many_files(dir: &Path, n: u64) {
+    mkdirs(dir);
+    for i in 0..n {
+        write(
+            &dir.join(format!("f{i:03}")),
+            &pattern(i + 100, MIB as usize),
+        );
+    }
+}
+
+/// The counts in the line `ferry s3: N shards: M sent ...`.
+fn shards_sent(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("ferry s3: "))
+        .unwrap_or_else(|| panic!("no summary line in {stderr}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (
+        words[2].parse().expect("shards"),
+        words[4].parse().expect("sent"),
+    )
+}
+
+#[test]
+fn round_trip_of_every_kind_and_odd_names() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    every_kind(&sc);
+    let url = g.url("every/kind");
+    let up = g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "1M"]);
+    up.assert_ok();
+    let (shards, sent) = shards_sent(&up.stderr);
+    assert!(shards >= 3 && sent == shards, "{up}");
+    let down = g.ferry(&["copy", "--json", &url, s(&sc.dst)]);
+    down.assert_ok();
+    assert_same_tree(&sc.src, &sc.dst);
+    let (a, b) = (sc.dst.join("first"), sc.dst.join("z/deep/last"));
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(a).unwrap().ino(),
+        std::fs::metadata(b).unwrap().ino()
+    );
+    // Run again: DST has it all, nothing is fetched or written.
+    let again = g.ferry(&["copy", "--json", "--verify", &url, s(&sc.dst)]);
+    again.assert_ok();
+    assert_eq!(again.json().count("files"), 0, "{again}");
+    assert_same_tree(&sc.src, &sc.dst);
+}
+
+#[test]
+fn incremental_upload_sends_only_changed_shards_and_deletes_old_ones() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    many_files(&sc.src.join("m"), 24);
+    stamp_times(&sc.src);
+    let url = g.url("inc");
+    let first = g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "6M"]);
+    first.assert_ok();
+    let (shards, sent) = shards_sent(&first.stderr);
+    assert!(shards >= 5 && sent == shards, "{first}");
+    let unchanged = g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "6M"]);
+    unchanged.assert_ok();
+    assert_eq!(shards_sent(&unchanged.stderr), (shards, 0), "{unchanged}");
+    write(&sc.src.join("m/f010"), b"changed");
+    write(&sc.src.join("new"), b"new file");
+    let changed = g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "6M"]);
+    changed.assert_ok();
+    let (_, resent) = shards_sent(&changed.stderr);
+    // The shard of m/f010, one for the new file, and the directories.
+    assert!(resent <= 3, "{changed}");
+    assert!(
+        changed.stderr.contains("old objects deleted") && !changed.stderr.contains("; 0 old"),
+        "{changed}"
+    );
+    g.ferry(&["copy", &url, s(&sc.dst)]).assert_ok();
+    assert_same_tree(&sc.src, &sc.dst);
+}
+
+/// Waits until ferry has a multipart upload in progress (recorded in its cache).
+fn wait_for_multipart(g: &Garage, child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pending = std::fs::read_dir(g.pending_dir())
+            .map(|d| d.count())
+            .unwrap_or(0);
+        if pending > 0 {
+            return;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the upload ended before a multipart began"
+        );
+        assert!(Instant::now() < deadline, "no multipart upload began");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Starts an upload of 60 MiB in 12 MiB shards, one part in flight, to `url`, and
+/// returns once its first multipart upload has begun.
+fn start_slow_upload(g: &Garage, sc: &Scratch, url: &str) -> std::process::Child {
+    many_files(&sc.src.join("m"), 60);
+    stamp_times(&sc.src);
+    let args = [
+        "copy",
+        s(&sc.src),
+        url,
+        "--shard-size",
+        "12M",
+        "--transfers",
+        "1",
+    ];
+    let mut child = g
+        .command(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ferry");
+    wait_for_multipart(g, &mut child);
+    child
+}
+
+#[test]
+fn a_killed_upload_run_again_resumes_and_aborts_what_it_left() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    let url = g.url("killed");
+    let mut child = start_slow_upload(&g, &sc, &url);
+    child.kill().expect("kill ferry");
+    child.wait().expect("wait");
+    // Nothing is readable yet: the manifest is written last.
+    let ls = g.ferry(&["ls", &url]);
+    assert!(ls.stderr.contains("no ferry upload here"), "{ls}");
+    let again = g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "12M"]);
+    again.assert_ok();
+    assert!(
+        again
+            .stderr
+            .contains("unfinished uploads of an earlier run aborted"),
+        "{again}"
+    );
+    assert_eq!(std::fs::read_dir(g.pending_dir()).unwrap().count(), 0);
+    g.ferry(&["copy", &url, s(&sc.dst)]).assert_ok();
+    assert_same_tree(&sc.src, &sc.dst);
+}
+
+#[test]
+fn a_server_killed_mid_upload_and_restarted_then_a_rerun_gives_the_tree() {
+    let Some(mut g) = Garage::start() else { return };
+    let sc = scratch();
+    let url = g.url("server-killed");
+    let child = start_slow_upload(&g, &sc, &url);
+    g.nodes[0].kill();
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("s3://{}/", crate::garage::BUCKET)),
+        "{stderr}"
+    );
+    g.nodes[0].start();
+    g.wait_ready();
+    g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "12M"])
+        .assert_ok();
+    g.ferry(&["copy", &url, s(&sc.dst)]).assert_ok();
+    assert_same_tree(&sc.src, &sc.dst);
+}
+
+#[test]
+fn ls_and_cat_read_from_the_manifest_and_one_ranged_get() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    every_kind(&sc);
+    let url = g.url("cat");
+    g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "1M"])
+        .assert_ok();
+    let ls = g.ferry(&["ls", &url]);
+    ls.assert_ok();
+    assert!(ls.stdout.lines().any(|l| l.ends_with(" first")), "{ls}");
+    assert!(
+        ls.stdout
+            .lines()
+            .any(|l| l.starts_with('d') && l.ends_with(" z/deep")),
+        "{ls}"
+    );
+    let cat = |path: &str| {
+        let mut cmd = g.command(&["cat", &url, path]);
+        let out = cmd.output().expect("run ferry cat");
+        assert!(
+            out.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    assert_eq!(cat("first"), pattern(2, 3000));
+    // The second read revalidates the cached manifest (304), finds the member in the
+    // lookup table kept beside it, and reads the same.
+    let cached = g.dir.path().join("cache/ferry/s3");
+    let tables = std::fs::read_dir(&cached).unwrap().flatten();
+    assert_eq!(
+        tables
+            .filter(|e| e.path().extension().is_some_and(|x| x == "lookup"))
+            .count(),
+        1
+    );
+    assert_eq!(cat("z/deep/last"), pattern(2, 3000));
+    let hole = cat("middle_hole");
+    assert_eq!(hole.len() as u64, 40 * MIB);
+    assert_eq!(&hole[39 * MIB as usize..], &pattern(1, MIB as usize)[..]);
+    let missing = g.ferry(&["cat", &url, "no/such"]);
+    missing.assert_status(2);
+    assert!(
+        missing.stderr.contains("no/such: no such member"),
+        "{missing}"
+    );
+}

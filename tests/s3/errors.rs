@@ -1,0 +1,150 @@
+//! What goes wrong ends in one clear line: a wrong key, a missing bucket, a wrong
+//! region; a manifest or shard in the bucket that is not what ferry wrote is refused,
+//! naming the object, and nothing is written outside the destination.
+
+use crate::common::build::*;
+use crate::common::scratch;
+use crate::garage::{Garage, BUCKET, KEY_ID, SECRET};
+use ferry_s3::object_store::aws::AmazonS3Builder;
+use ferry_s3::object_store::path::Path as Key;
+use ferry_s3::object_store::{ObjectStoreExt, PutPayload};
+use std::path::Path;
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 temp path")
+}
+
+/// The one error line of a failed run.
+fn one_error(r: &crate::common::run::Run) -> String {
+    r.assert_status(2);
+    let errors = r.errors();
+    assert_eq!(errors.len(), 1, "{r}");
+    errors[0].to_string()
+}
+
+#[test]
+fn wrong_key_missing_bucket_and_wrong_region_each_say_so() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    write(&sc.src.join("a"), b"a");
+    let url = g.url("errors");
+    let mut cmd = g.command(&["copy", s(&sc.src), &url]);
+    cmd.env("AWS_SECRET_ACCESS_KEY", "ff".repeat(32));
+    let r = crate::common::run::run(cmd);
+    let line = one_error(&r);
+    assert!(
+        line.contains("access denied") && line.contains("manifest.ferry"),
+        "{line}"
+    );
+    let r = g.ferry(&["copy", s(&sc.src), "s3://no-such-bucket/x"]);
+    let line = one_error(&r);
+    assert!(
+        line.contains("s3://no-such-bucket/") && line.contains("the bucket does not exist"),
+        "{line}"
+    );
+    let r = g.ferry(&["ls", "s3://no-such-bucket/x"]);
+    assert!(one_error(&r).contains("the bucket does not exist"), "{r}");
+    let mut cmd = g.command(&["copy", &url, s(&sc.dst)]);
+    cmd.env("AWS_REGION", "eu-west-3");
+    let r = crate::common::run::run(cmd);
+    assert!(
+        one_error(&r).contains("wrong region (check AWS_REGION)"),
+        "{r}"
+    );
+    assert!(!sc.dst.exists());
+}
+
+fn client(g: &Garage) -> ferry_s3::object_store::aws::AmazonS3 {
+    AmazonS3Builder::new()
+        .with_endpoint(format!("http://127.0.0.1:{}", g.nodes[0].s3_port))
+        .with_allow_http(true)
+        .with_access_key_id(KEY_ID)
+        .with_secret_access_key(SECRET)
+        .with_region("garage")
+        .with_bucket_name(BUCKET)
+        .build()
+        .expect("client")
+}
+
+fn put(g: &Garage, key: &str, bytes: Vec<u8>) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(client(g).put(&Key::from(key), PutPayload::from(bytes)))
+        .expect("put");
+}
+
+#[test]
+fn a_manifest_not_written_by_ferry_is_refused_naming_it() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    put(&g, "bad/manifest.ferry", b"not a manifest".to_vec());
+    for args in [
+        vec!["ls", "s3://ferry-test/bad"],
+        vec!["copy", "s3://ferry-test/bad", s(&sc.dst)],
+    ] {
+        let r = g.ferry(&args);
+        let line = one_error(&r);
+        assert!(
+            line.contains("s3://ferry-test/bad/manifest.ferry: bad manifest"),
+            "{line}"
+        );
+    }
+    // A manifest naming a member outside the tree.
+    let json = format!(
+        r#"{{"format":"ferry-s3 1","shards":[{{"fingerprint":"{}","size":8192,"etag":null,"dirs":false,
+           "members":[{{"p":"../../escape","k":0,"s":1,"m":[0,0],"mode":420,"o":0,"e":1024}}]}}]}}"#,
+        "ab".repeat(16)
+    );
+    put(
+        &g,
+        "esc/manifest.ferry",
+        zstd::encode_all(json.as_bytes(), 1).unwrap(),
+    );
+    let r = g.ferry(&["copy", "s3://ferry-test/esc", s(&sc.dst)]);
+    let line = one_error(&r);
+    assert!(
+        line.contains("../../escape") && line.contains("leaves the tree"),
+        "{line}"
+    );
+    assert!(!sc.tmp.path().join("escape").exists() && !sc.dst.exists());
+}
+
+#[test]
+fn a_shard_that_is_not_the_archive_named_is_refused() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    write(&sc.src.join("a"), b"content");
+    let url = g.url("swap");
+    g.ferry(&["copy", s(&sc.src), &url]).assert_ok();
+    // Every shard replaced by a plain tar of the same length holding `../escape`.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let c = client(&g);
+    let listed: Vec<_> = rt.block_on(async {
+        use futures::TryStreamExt;
+        ferry_s3::object_store::ObjectStore::list(&c, Some(&Key::from("swap/shards")))
+            .try_collect()
+            .await
+            .expect("list")
+    });
+    let evil = sc.tmp.path().join("evil");
+    mkdirs(&evil);
+    write(&evil.join("x"), b"evil");
+    for meta in listed
+        .iter()
+        .filter(|m| m.location.as_ref().ends_with(".far"))
+    {
+        let out = std::process::Command::new("tar")
+            .args(["-c", "-C"])
+            .arg(&evil)
+            .args(["--transform", "s,^,../,", "x"])
+            .output()
+            .expect("tar");
+        let mut tar = out.stdout;
+        tar.resize(meta.size as usize, 0);
+        rt.block_on(c.put(&meta.location, PutPayload::from(tar)))
+            .expect("put");
+    }
+    let r = g.ferry(&["copy", &url, s(&sc.dst)]);
+    let line = one_error(&r);
+    assert!(line.contains("s3://ferry-test/swap/shards/"), "{line}");
+    assert!(!sc.tmp.path().join("x").exists());
+}

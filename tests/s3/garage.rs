@@ -1,0 +1,252 @@
+//! Throwaway Garage servers for one test: a single node started with
+//! `garage server --single-node --default-bucket` (key and bucket from
+//! GARAGE_DEFAULT_*), or a cluster of nodes joined by `garage node connect` and a
+//! layout; each node in its own directory, on free loopback ports, killed on drop.
+
+use crate::common::run::{run, Run, FERRY};
+use crate::common::skip;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The key every test uses: GK and 24 hex digits, and 64 hex digits.
+pub const KEY_ID: &str = "GK0123456789abcdef01234567";
+pub const SECRET: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+pub const BUCKET: &str = "ferry-test";
+const RPC_SECRET: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
+/// The garage binary, or None (the caller skips, saying why).
+fn binary() -> Option<PathBuf> {
+    let on_path = Command::new("garage").arg("--version").output().is_ok();
+    if on_path {
+        return Some(PathBuf::from("garage"));
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from)?;
+    let cargo = home.join(".cargo/bin/garage");
+    cargo.exists().then_some(cargo)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// One node: its directory, config and ports, and the process while it runs.
+pub struct Node {
+    bin: PathBuf,
+    pub dir: PathBuf,
+    pub s3_port: u16,
+    child: Option<Child>,
+    single: bool,
+}
+
+impl Node {
+    fn new(bin: &Path, dir: PathBuf, replication: u32, single: bool) -> Node {
+        std::fs::create_dir_all(&dir).expect("node dir");
+        let (s3_port, rpc_port) = (free_port(), free_port());
+        let d = dir.display();
+        let config = format!(
+            "metadata_dir = \"{d}/meta\"\ndata_dir = \"{d}/data\"\ndb_engine = \"sqlite\"\n\
+             replication_factor = {replication}\nrpc_bind_addr = \"127.0.0.1:{rpc_port}\"\n\
+             rpc_public_addr = \"127.0.0.1:{rpc_port}\"\nrpc_secret = \"{RPC_SECRET}\"\n\
+             [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"127.0.0.1:{s3_port}\"\n\
+             root_domain = \".s3.garage\"\n"
+        );
+        std::fs::write(dir.join("garage.toml"), config).expect("write config");
+        Node {
+            bin: bin.to_path_buf(),
+            dir,
+            s3_port,
+            child: None,
+            single,
+        }
+    }
+
+    /// `garage -c CONFIG ARGS...`.
+    pub fn cli(&self, args: &[&str]) -> Run {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("-c").arg(self.dir.join("garage.toml")).args(args);
+        run(cmd)
+    }
+
+    /// `garage -c CONFIG ARGS...` until it succeeds (nodes just started or just joined
+    /// answer some commands only after a moment), for at most 30 s.
+    pub fn cli_ok(&self, args: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = self.cli(args);
+            if r.status == 0 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "garage {args:?}: {r}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Starts the server (again, after [`Node::kill`]: same data).
+    pub fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("garage.log"))
+            .expect("log");
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("-c")
+            .arg(self.dir.join("garage.toml"))
+            .arg("server");
+        if self.single {
+            cmd.args(["--single-node", "--default-bucket"])
+                .env("GARAGE_DEFAULT_ACCESS_KEY", KEY_ID)
+                .env("GARAGE_DEFAULT_SECRET_KEY", SECRET)
+                .env("GARAGE_DEFAULT_BUCKET", BUCKET);
+        }
+        let child = cmd
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start garage");
+        self.child = Some(child);
+    }
+
+    /// Kills the server (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The node's `id@addr`.
+    fn id(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let r = self.cli(&["node", "id", "-q"]);
+            if r.status == 0 && r.stdout.contains('@') {
+                return r.stdout.trim().to_string();
+            }
+            assert!(Instant::now() < deadline, "garage node id: {r}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A running Garage: one node, or a cluster.
+pub struct Garage {
+    pub dir: tempfile::TempDir,
+    pub nodes: Vec<Node>,
+}
+
+impl Garage {
+    /// A single node with the test key and bucket, or None (the test returns) when
+    /// garage is not installed.
+    pub fn start() -> Option<Garage> {
+        let Some(bin) = binary() else {
+            skip("needs garage (cargo install garage --locked)");
+            return None;
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut node = Node::new(&bin, dir.path().join("n0"), 1, true);
+        node.start();
+        let g = Garage {
+            dir,
+            nodes: vec![node],
+        };
+        g.wait_ready();
+        Some(g)
+    }
+
+    /// `n` nodes with replication factor `n`, joined, laid out in one zone, with the
+    /// test key allowed on the test bucket.
+    pub fn cluster(n: usize) -> Option<Garage> {
+        let Some(bin) = binary() else {
+            skip("needs garage (cargo install garage --locked)");
+            return None;
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut nodes: Vec<Node> = (0..n)
+            .map(|i| Node::new(&bin, dir.path().join(format!("n{i}")), n as u32, false))
+            .collect();
+        for node in &mut nodes {
+            node.start();
+        }
+        let ids: Vec<String> = nodes.iter().map(Node::id).collect();
+        for id in &ids[1..] {
+            nodes[0].cli_ok(&["node", "connect", id]);
+        }
+        for id in &ids {
+            let short = id.split('@').next().unwrap_or(id);
+            nodes[0].cli_ok(&["layout", "assign", "-z", "dc1", "-c", "1G", short]);
+        }
+        nodes[0].cli_ok(&["layout", "apply", "--version", "1"]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while nodes[0].cli(&["bucket", "create", BUCKET]).status != 0 {
+            assert!(
+                Instant::now() < deadline,
+                "garage bucket create never worked"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        nodes[0].cli_ok(&["key", "import", "--yes", "-n", "test", KEY_ID, SECRET]);
+        nodes[0].cli_ok(&[
+            "bucket", "allow", "--read", "--write", "--owner", BUCKET, "--key", "test",
+        ]);
+        let g = Garage { dir, nodes };
+        g.wait_ready();
+        Some(g)
+    }
+
+    /// Waits until the S3 API of node 0 answers for the bucket.
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = self.ferry(&["ls", &self.url("not-there")]);
+            if r.stderr.contains("no ferry upload here") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "garage never became ready: {r}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `s3://BUCKET/prefix`.
+    pub fn url(&self, prefix: &str) -> String {
+        format!("s3://{BUCKET}/{prefix}")
+    }
+
+    /// A ferry command with the standard variables pointing at node 0.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(FERRY);
+        cmd.args(args)
+            .env(
+                "AWS_ENDPOINT_URL",
+                format!("http://127.0.0.1:{}", self.nodes[0].s3_port),
+            )
+            .env("AWS_ACCESS_KEY_ID", KEY_ID)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .env("AWS_REGION", "garage")
+            .env("XDG_CACHE_HOME", self.dir.path().join("cache"))
+            .env("TMPDIR", self.dir.path());
+        cmd
+    }
+
+    /// Runs ferry with `args` against this Garage.
+    pub fn ferry(&self, args: &[&str]) -> Run {
+        run(self.command(args))
+    }
+
+    /// Where ferry records multipart uploads in progress.
+    pub fn pending_dir(&self) -> PathBuf {
+        self.dir.path().join("cache/ferry/s3-uploads")
+    }
+}

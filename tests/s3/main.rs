@@ -1,0 +1,17 @@
+//! End-to-end tests of ferry and S3: each test starts a real Garage (an S3-compatible
+//! distributed object store) on loopback ports in a temporary directory ([`garage`]),
+//! runs the built ferry against it with the standard `AWS_*` variables, and checks the
+//! trees with the tree comparer.
+//!
+//! One test binary: `cargo test --release --test s3`. Without `garage` on PATH (or in
+//! ~/.cargo/bin; scripts/test.sh installs it with `cargo install garage --locked`) the
+//! tests say why and skip; with `FERRY_TEST_NO_SKIP=1` such a skip fails.
+
+#[allow(unused_imports)] // the helpers of all test binaries
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cluster;
+mod copy;
+mod errors;
+mod garage;
