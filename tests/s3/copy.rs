@@ -107,10 +107,7 @@ fn incremental_upload_sends_only_changed_shards_and_deletes_old_ones() {
 fn wait_for_multipart(g: &Garage, child: &mut std::process::Child) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let pending = std::fs::read_dir(g.pending_dir())
-            .map(|d| d.count())
-            .unwrap_or(0);
-        if pending > 0 {
+        if g.pending() > 0 {
             return;
         }
         assert!(
@@ -165,7 +162,7 @@ fn a_killed_upload_run_again_resumes_and_aborts_what_it_left() {
             .contains("unfinished uploads of an earlier run aborted"),
         "{again}"
     );
-    assert_eq!(std::fs::read_dir(g.pending_dir()).unwrap().count(), 0);
+    assert_eq!(g.pending(), 0, "records of aborted uploads left");
     g.ferry(&["copy", &url, s(&sc.dst)]).assert_ok();
     assert_same_tree(&sc.src, &sc.dst);
 }

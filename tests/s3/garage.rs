@@ -249,4 +249,14 @@ impl Garage {
     pub fn pending_dir(&self) -> PathBuf {
         self.dir.path().join("cache/ferry/s3-uploads")
     }
+
+    /// How many whole records of multipart uploads in progress there are (one being
+    /// written has a `.partial` name until it is whole).
+    pub fn pending(&self) -> usize {
+        std::fs::read_dir(self.pending_dir()).map_or(0, |d| {
+            d.flatten()
+                .filter(|e| e.path().extension().is_none_or(|x| x != "partial"))
+                .count()
+        })
+    }
 }

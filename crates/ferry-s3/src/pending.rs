@@ -20,11 +20,17 @@ fn record_path(bucket: &str, key: &Key, id: &str) -> Option<PathBuf> {
     Some(dir()?.join(format!("{h:016x}")))
 }
 
-/// Records that upload `id` of `key` has begun.
+/// Records that upload `id` of `key` has begun. The record is written beside its name
+/// and renamed into place, so a run killed while writing it leaves a whole record or
+/// none (a reader never takes a half-written one for nothing to abort).
 pub fn begun(store: &Store, key: &Key, id: &str) {
     if let Some(path) = record_path(&store.loc.bucket, key, id) {
         let _ = std::fs::create_dir_all(path.parent().unwrap_or(&path));
-        let _ = std::fs::write(path, format!("{}\n{key}\n{id}\n", store.loc.bucket));
+        let partial = path.with_extension("partial");
+        let text = format!("{}\n{key}\n{id}\n", store.loc.bucket);
+        if std::fs::write(&partial, text).is_ok() {
+            let _ = std::fs::rename(&partial, &path);
+        }
     }
 }
 
@@ -43,6 +49,17 @@ pub async fn abort_left(store: &Store) -> usize {
     let prefix = store.key("");
     let mut aborted = 0;
     for entry in entries.flatten() {
+        if entry.path().extension().is_some_and(|e| e == "partial") {
+            // One being written now is young; an old one is a killed run's.
+            let age = entry.metadata().and_then(|m| m.modified()).ok();
+            let old = age
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|a| a.as_secs() > 60);
+            if old {
+                let _ = std::fs::remove_file(entry.path());
+            }
+            continue;
+        }
         let Ok(text) = std::fs::read_to_string(entry.path()) else {
             continue;
         };
