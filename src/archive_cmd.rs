@@ -29,7 +29,10 @@ fn is_dash(p: &Path) -> bool {
 }
 
 /// `ferry pack`.
-pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
+pub fn run_pack(mut args: PackArgs) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = &args.directory {
+        args.src = dir.join(&args.src);
+    }
     let mut job = Job::new(args.output, &args.src, &args.archive);
     if is_dash(&args.archive) {
         job.summary_on_stderr();
@@ -44,6 +47,7 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         reflink: args.reflink.into(),
         hash: args.hash,
         filter: crate::filters::compile(&args.filter)?,
+        one_file_system: args.one_file_system,
         ..PackOptions::default()
     };
     let to_stdout = is_dash(&args.archive);

@@ -12,7 +12,10 @@ pub fn parse() -> Cli {
     let matches = Cli::command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match (&mut cli.command, matches.subcommand()) {
-        (Command::Copy(a), Some((_, m))) => a.filter.given = FilterArgs::in_order(m),
+        (Command::Copy(a), Some((_, m))) => {
+            a.filter.given = FilterArgs::in_order(m);
+            a.src = a.srcs[0].clone();
+        }
         (Command::Pack(a), Some((_, m))) => a.filter.given = FilterArgs::in_order(m),
         _ => {}
     }
@@ -34,7 +37,8 @@ pub enum Command {
     /// Make DST an exact copy of the tree SRC (like `cp -a SRC/. DST`), updating an
     /// existing DST: files whose size and mtime already match are skipped. A SRC that
     /// is not a directory is copied like `cp -a SRC DST`: to DST, or into it when DST
-    /// is a directory.
+    /// is a directory. With several SRCs, each is copied into DST under its own name,
+    /// as `cp -a SRC1 SRC2 DST/` does (DST is made if missing).
     ///
     /// Either SRC or DST may be remote, `[USER@]HOST:PATH` (the part before the first
     /// `:` without a `/`, as rsync and scp tell it): ferry then runs `ssh HOST ferry
@@ -147,6 +151,14 @@ pub struct PackArgs {
     pub src: PathBuf,
     /// The archive to write (`-` for standard output).
     pub archive: PathBuf,
+    /// Find SRC in DIR (as `tar -C DIR -cf A SRC`): a relative SRC is taken from DIR;
+    /// ARCHIVE is still named from where ferry runs.
+    #[arg(short = 'C', long = "directory", value_name = "DIR")]
+    pub directory: Option<PathBuf>,
+    /// Stay on SRC's filesystem: a directory where another filesystem is mounted is
+    /// packed empty, as `tar --one-file-system` does.
+    #[arg(short = 'x', long)]
+    pub one_file_system: bool,
     /// Walker threads [default: 1, which keeps each directory's subtree together; files
     /// are read ahead by prefetch threads].
     #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 1)]
@@ -214,10 +226,23 @@ pub struct CatArgs {
 /// Flags of `ferry copy`.
 #[derive(Args, Debug)]
 pub struct CopyArgs {
-    /// The tree (or single file) to copy.
-    pub src: PathBuf,
+    /// The tree (or single file) to copy; several: each goes into DST under its own
+    /// name.
+    #[arg(value_name = "SRC", required = true, num_args = 1..)]
+    pub srcs: Vec<PathBuf>,
     /// Where to copy it (created if missing, with its parents).
     pub dst: PathBuf,
+    /// The one SRC being copied (filled in for each SRC in turn).
+    #[arg(skip)]
+    pub src: PathBuf,
+    /// Keep files in DST whose mtime is newer than SRC's (rsync's and `cp`'s
+    /// `--update`): they are skipped, counted as up to date.
+    #[arg(short = 'u', long)]
+    pub update: bool,
+    /// Stay on SRC's filesystem: a directory where another filesystem is mounted is
+    /// made in DST, empty, as `cp -x` and `rsync -x` make it.
+    #[arg(short = 'x', long)]
+    pub one_file_system: bool,
     /// Worker threads [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
@@ -370,8 +395,12 @@ pub struct OutputArgs {
     #[arg(long)]
     pub json: bool,
     /// Never show the progress bar.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "progress")]
     pub no_progress: bool,
+    /// Show progress also where standard error is not a terminal (a log, a pipe): one
+    /// line every few seconds instead of the bar.
+    #[arg(long)]
+    pub progress: bool,
 }
 
 /// Flags of `ferry demo`.

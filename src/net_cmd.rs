@@ -15,7 +15,9 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// Whether SRC or DST names a remote path.
 pub fn is_remote(args: &CopyArgs) -> bool {
-    location(args.src.as_os_str()) != Location::Local
+    args.srcs
+        .iter()
+        .any(|src| location(src.as_os_str()) != Location::Local)
         || location(args.dst.as_os_str()) != Location::Local
 }
 
@@ -36,6 +38,9 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
             "--dry-run, -i and -v",
         ),
         (!args.filter.given.is_empty(), "--exclude and --include"),
+        (args.srcs.len() > 1, "several SRCs"),
+        (args.update, "-u/--update"),
+        (args.one_file_system, "-x/--one-file-system"),
     ];
     if let Some((_, flag)) = unsupported.iter().find(|(given, _)| *given) {
         anyhow::bail!("{flag}: not supported for a copy over ssh yet");

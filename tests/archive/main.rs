@@ -9,6 +9,7 @@ mod commands;
 mod edit;
 mod errors;
 mod filters;
+mod flags;
 mod hostile;
 mod interop;
 mod json;

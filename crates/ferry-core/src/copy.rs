@@ -44,6 +44,11 @@ pub struct CopyOptions {
     /// Write nothing: only tell `changes` (and count) what the copy would do
     /// (`--dry-run`; see [`crate::preview`]).
     pub dry_run: bool,
+    /// Leave alone a file in the destination whose mtime is newer than the source's
+    /// (`-u`, `--update`, as rsync and `cp -u` keep it).
+    pub keep_newer: bool,
+    /// Stay on the source root's filesystem (see [`WalkConfig::one_file_system`]).
+    pub one_file_system: bool,
 }
 
 impl Default for CopyOptions {
@@ -60,6 +65,8 @@ impl Default for CopyOptions {
             delete_excluded: false,
             changes: None,
             dry_run: false,
+            keep_newer: false,
+            one_file_system: false,
         }
     }
 }
@@ -139,6 +146,7 @@ pub fn copy_tree(
         held_levels: held_levels_for(threads),
         unreadable_dirs: true,
         filter: opts.filter.clone(),
+        one_file_system: opts.one_file_system,
         ..WalkConfig::default()
     };
     let stat_dst = |fd| {
@@ -157,7 +165,8 @@ pub fn copy_tree(
         };
         let st = root.as_ref().map(stat_dst).transpose()?;
         let changes = opts.changes.as_deref();
-        let sink = PreviewSink::new(PreviewDir::new(root), opts.checksum, stats, changes);
+        let sink = PreviewSink::new(PreviewDir::new(root), opts.checksum, stats, changes)
+            .keeping_newer(opts.keep_newer);
         walk(src, &sink, &cfg(st.as_ref()), &noted)?;
     } else {
         let mover = mover(opts);
@@ -244,7 +253,8 @@ fn copy_one(
             Err(e) => return Err(one.named(Error::dst(&root, "open destination", e))),
         };
         let changes = opts.changes.as_deref();
-        let sink = PreviewSink::new(into.clone(), opts.checksum, stats, changes);
+        let sink = PreviewSink::new(into.clone(), opts.checksum, stats, changes)
+            .keeping_newer(opts.keep_newer);
         if let Err(e) = walk_one(src, Some(name), &sink, into, &cfg, &counting) {
             counting.error(&e);
         }
@@ -272,6 +282,7 @@ fn update(opts: &CopyOptions) -> Update {
     Update {
         checksum: opts.checksum,
         verify: opts.verify,
+        keep_newer: opts.keep_newer,
     }
 }
 

@@ -69,6 +69,10 @@ pub struct WalkConfig {
     /// Which entries to take (see [`crate::filter`]): a name it leaves out is not
     /// looked at any further (an excluded directory is not opened). None: all.
     pub filter: Option<Arc<Filter>>,
+    /// Stay on the filesystem of the root (`-x`, `--one-file-system`): a directory on
+    /// another one (a mount point) is pushed into the sink, with its metadata, but not
+    /// read, as `cp -x`, `rsync -x` and `tar --one-file-system` leave it.
+    pub one_file_system: bool,
 }
 
 /// While workers have nothing to do, a directory's leaves are shared in chunks of at
@@ -106,6 +110,7 @@ impl Default for WalkConfig {
             held_levels: HELD_LEVELS,
             unreadable_dirs: false,
             filter: None,
+            one_file_system: false,
         }
     }
 }
@@ -223,7 +228,8 @@ pub fn walk<S: TreeSink>(
     let st = rfs::fstat(&fd).at(&root_path, "stat")?;
     let entry = dir_entry(&fd, &st, root_path)?;
     let dst = Arc::new(sink.root(&entry)?);
-    let walker = Walker::new(sink, cfg, reporter);
+    let mut walker = Walker::new(sink, cfg, reporter);
+    walker.root_dev = st.st_dev;
     // Open all along: every directory opened again can be reached down from here.
     let open = Arc::new(OpenDir {
         src: Arc::new(fd),
@@ -335,6 +341,8 @@ struct Walker<'a, S: TreeSink> {
     queue: Queue<S::Dir>,
     opener: FileOpener,
     prefetch: Option<Prefetch>,
+    /// The device of the root of the walk (for [`WalkConfig::one_file_system`]).
+    root_dev: u64,
 }
 
 /// The entry of directory `fd`, whose status is `st`.
@@ -361,6 +369,7 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             },
             opener: FileOpener::default(),
             prefetch: (cfg.prefetch > 0).then(Prefetch::default),
+            root_dev: 0,
         }
     }
 
@@ -438,10 +447,17 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             });
             let key = InodeKey::of(&st);
             let node = Node::child(&parent, entry, key, &opened, self.cfg.held_levels);
-            Ok(Some((Arc::new(node), opened)))
+            let other_fs = self.cfg.one_file_system && st.st_dev != self.root_dev;
+            Ok(Some((Arc::new(node), opened, other_fs)))
         });
         match made {
-            Ok(Some((node, opened))) => {
+            Ok(Some((node, opened, true))) => {
+                // A mount point with -x: made, not read.
+                drop(open);
+                self.complete(node.clone(), Some(opened.dst.clone()));
+                Some((node, opened))
+            }
+            Ok(Some((node, opened, false))) => {
                 // The parent's descriptors are not needed any more.
                 drop(open);
                 self.read_dir(&node, &opened);

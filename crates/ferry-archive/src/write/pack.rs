@@ -58,6 +58,8 @@ pub struct PackOptions {
     pub index_memory: usize,
     /// Which entries to pack (`--exclude`, `--include`); None: all.
     pub filter: Option<std::sync::Arc<ferry_core::filter::Filter>>,
+    /// Stay on the filesystem of SRC (`-x`): a mount point is packed, empty.
+    pub one_file_system: bool,
 }
 
 impl Default for PackOptions {
@@ -68,6 +70,7 @@ impl Default for PackOptions {
             hash: false,
             index_memory: INDEX_MEMORY,
             filter: None,
+            one_file_system: false,
         }
     }
 }
@@ -778,6 +781,7 @@ pub fn pack_omitting(
             prefetch: if threads == 1 { PREFETCH } else { 0 },
             held_levels: held_levels(threads, filler_count, per_block, walkers_hold),
             filter: opts.filter.clone(),
+            one_file_system: opts.one_file_system,
             ..WalkConfig::default()
         };
         let index = IndexWriter::with_memory_limit(opts.index_memory);
