@@ -186,7 +186,7 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
 
 /// `ferry unpack` as `job`: an error returned means it could not run at all.
 fn unpack_job(args: &UnpackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
-    let select = selection(&args.members)?;
+    let select = selection(&args.members)?.stripping(args.strip_components);
     let opts = UnpackOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
         reflink: args.data.reflink.into(),

@@ -186,6 +186,11 @@ pub struct UnpackArgs {
     /// NAME...`). A hardlink whose target is left out gets the target's data.
     #[arg(value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
+    /// Drop the first N components of every member's name (and of hardlink targets),
+    /// as `tar --strip-components N`: `.` counts as one; a member with nothing left of
+    /// its name is skipped. MEMBER names are matched against what is left.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub strip_components: usize,
     /// Workers for a ferry archive read through its index [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,

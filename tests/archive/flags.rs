@@ -92,3 +92,105 @@ impl Drop for Unmount {
         let _ = Command::new("umount").arg(&self.0).status();
     }
 }
+
+/// Extracts `archive` into a new `dst` with GNU tar and `--strip-components N`.
+fn gnu_tar_strip(archive: &std::path::Path, dst: &std::path::Path, n: usize) {
+    mkdirs(dst);
+    let out = Command::new("tar")
+        .arg("-C")
+        .arg(dst)
+        .arg(format!("--strip-components={n}"))
+        .arg("-xf")
+        .arg(archive)
+        .output()
+        .expect("run tar");
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn strip_components_unpacks_what_gnu_tar_does() {
+    use crate::common::compare::{assert_same_tree_with, Options};
+    let s = scratch();
+    mkdirs(&s.src.join("top/d/e"));
+    write(&s.src.join("top/d/f"), b"f");
+    write(&s.src.join("top/d/e/g"), b"g");
+    hardlink(&s.src.join("top/d/f"), &s.src.join("top/d/e/f-link"));
+    write(
+        &s.src.join("top/shallow"),
+        b"left out: nothing below the first component",
+    );
+    write(&s.src.join("lone"), b"its whole name is stripped");
+    symlink("d/f", &s.src.join("top/sym"));
+    let far = s.tmp.path().join("a.far");
+    ferry(&[&"pack", &s.src, &far]).assert_ok();
+    // GNU tar's own archive, its names starting `./`, read as a plain tar.
+    let tar = s.tmp.path().join("a.tar");
+    let made = Command::new("tar")
+        .arg("-C")
+        .arg(&s.src)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .expect("run tar");
+    assert!(made.success());
+    let opts = Options {
+        skip_atime: true,
+        skip_root_meta: true,
+        ..Options::default()
+    };
+    for n in [1, 2] {
+        for (name, archive) in [("far", &far), ("tar", &tar)] {
+            let theirs = s.tmp.path().join(format!("gnu-{name}-{n}"));
+            let ours = s.tmp.path().join(format!("ferry-{name}-{n}"));
+            gnu_tar_strip(archive, &theirs, n);
+            let strip = n.to_string();
+            let r = ferry(&[&"unpack", &"--strip-components", &strip, archive, &ours]);
+            r.assert_ok();
+            assert_same_tree_with(&theirs, &ours, &opts);
+            // Streamed (standard input) as well as through the index.
+            let piped = s.tmp.path().join(format!("piped-{name}-{n}"));
+            crate::ferry_stdin(
+                &[&"unpack", &"--strip-components", &strip, &"-", &piped],
+                archive,
+            )
+            .assert_ok();
+            assert_same_tree_with(&theirs, &piped, &opts);
+        }
+    }
+    let one = s.tmp.path().join("one");
+    ferry(&[&"unpack", &"--strip-components", &"1", &far, &one]).assert_ok();
+    assert_eq!(std::fs::read(one.join("d/e/g")).expect("read"), b"g");
+    assert!(
+        !one.join("lone").exists(),
+        "a member named by one component is skipped"
+    );
+}
+
+#[test]
+fn strip_components_refuses_a_name_that_climbs_out_once_stripped() {
+    let s = scratch();
+    let tar = s.tmp.path().join("hostile.tar");
+    crate::common::run::run_python(
+        "import io, sys, tarfile\n\
+         with tarfile.open(sys.argv[1], 'w', format=tarfile.PAX_FORMAT) as t:\n\
+         \x20   for name in ['a/ok', 'a/../../evil', 'x/y/../../../evil2']:\n\
+         \x20       i = tarfile.TarInfo(name); i.size = 2\n\
+         \x20       t.addfile(i, io.BytesIO(b'hi'))\n",
+        &tar,
+    );
+    let dst = s.tmp.path().join("in/dst");
+    let r = ferry(&[&"unpack", &"--strip-components", &"1", &tar, &dst]);
+    r.assert_status(1);
+    assert_eq!(std::fs::read(dst.join("ok")).expect("read"), b"hi");
+    for climbing in ["a/../../evil", "x/y/../../../evil2"] {
+        assert!(
+            r.errors()
+                .iter()
+                .any(|l| l.contains(climbing) && l.contains("..")),
+            "no error naming {climbing}: {r}"
+        );
+    }
+    assert!(!s.tmp.path().join("evil").exists() && !s.tmp.path().join("in/evil").exists());
+    assert!(!s.tmp.path().join("evil2").exists() && !s.tmp.path().join("in/evil2").exists());
+}

@@ -5,7 +5,7 @@
 //! the tar stream does, from offset 0 to the end-of-archive blocks. Before a member's
 //! data is used, its tar header is parsed and must agree with its index entry.
 
-use super::convert::safe_path;
+use super::convert::stripped_path;
 use crate::index::{Entries, Footer, Index, IndexEntry, Kind, FOOTER_LEN};
 use crate::tar::{Reader, TarEntry, TarError, TarKind};
 use ferry_core::entry::RelPath;
@@ -124,9 +124,11 @@ impl Archive {
     /// entry of that path that starts before the index position asked with it, and its
     /// position: the member an extraction would have left at that path by then. One
     /// pass through the index, however many paths; an archive without one finds none.
+    /// Member paths lose their first `strip` components first (`--strip-components`).
     pub fn last_named(
         &self,
         asked: &HashMap<RelPath, u64>,
+        strip: usize,
     ) -> Result<HashMap<RelPath, (u64, IndexEntry)>, ArchiveError> {
         let mut found = HashMap::new();
         let end = asked.values().copied().max().unwrap_or(0);
@@ -135,7 +137,7 @@ impl Archive {
             if pos >= end {
                 break;
             }
-            if let Ok(path) = safe_path(&e.path) {
+            if let Ok(path) = stripped_path(&e.path, strip) {
                 if asked.get(&path).is_some_and(|&before| pos < before) {
                     found.insert(path, (pos, e));
                 }

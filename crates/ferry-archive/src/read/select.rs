@@ -15,6 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 pub struct Selection {
     /// The names given, each with whether a member matched it. Empty: every member.
     names: Vec<(RelPath, AtomicBool)>,
+    /// Leading components dropped from every member's name before it is selected
+    /// and made (`--strip-components`).
+    strip: usize,
 }
 
 impl Selection {
@@ -35,7 +38,19 @@ impl Selection {
                     .map_err(|why| format!("{}: {why}", RelPath::from_bytes(raw.to_vec())))
             })
             .collect::<Result<_, _>>()?;
-        Ok(Selection { names })
+        Ok(Selection { names, strip: 0 })
+    }
+
+    /// The same selection of members whose names lose their first `n` components
+    /// (`tar --strip-components N`); names given are matched against what is left.
+    pub fn stripping(mut self, n: usize) -> Selection {
+        self.strip = n;
+        self
+    }
+
+    /// The leading components dropped from member names.
+    pub fn strip(&self) -> usize {
+        self.strip
     }
 
     /// Whether every member is selected.

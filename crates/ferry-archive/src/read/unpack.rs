@@ -15,7 +15,7 @@
 //! metadata is applied last, each directory after all below it.
 
 use super::archive::{header_len, member_in, Archive, ArchiveError};
-use super::convert::{from_index, runs_of};
+use super::convert::{from_index, runs_of, STRIPPED};
 use super::extract::{workers_within_open_files, DirCache, Extractor};
 use super::order::Clash;
 use super::schedule::{self, Batch, Handout, InFlight, Route, Router, GROUP};
@@ -273,7 +273,7 @@ pub fn unpack_file(
     let dirs = later.dirs.into_iter().rev().filter_map(|pos| {
         match archive.entry_at(pos) {
             // Converted once already; a member that failed then was reported.
-            Ok(e) => from_index(&e)
+            Ok(e) => from_index(&e, select.strip())
                 .ok()
                 .filter(|entry| !later.in_order || finished.insert(entry.path.clone()))
                 .map(|entry| match &by_name {
@@ -317,13 +317,17 @@ fn place_links(
     let mut first_links = HashMap::<RelPath, u64>::new();
     for &pos in links {
         let e = archive.entry_at(pos)?;
-        if let Some(target) = from_index(&e).ok().as_ref().and_then(target_of) {
+        if let Some(target) = from_index(&e, select.strip())
+            .ok()
+            .as_ref()
+            .and_then(target_of)
+        {
             first_links.entry(target).or_insert(pos);
         }
     }
     let members = match first_links.is_empty() {
         true => HashMap::new(),
-        false => archive.last_named(&first_links)?,
+        false => archive.last_named(&first_links, select.strip())?,
     };
     // The link made from each target's member, which its other links link to.
     let mut made = HashMap::<RelPath, RelPath>::new();
@@ -333,7 +337,7 @@ fn place_links(
             let clash = clashes.get(n * GROUP + i).copied().unwrap_or_default();
             let e = archive.entry_at(pos)?;
             // Converted once already; a member that failed then was reported.
-            let Ok(mut entry) = from_index(&e) else {
+            let Ok(mut entry) = from_index(&e, select.strip()) else {
                 continue;
             };
             let Some(target) = target_of(&entry) else {
@@ -350,7 +354,7 @@ fn place_links(
             let member = members.get(&target).map(|(_, t)| t);
             match member
                 .filter(|t| t.kind != Kind::HardLink)
-                .map(|t| (t, from_index(t)))
+                .map(|t| (t, from_index(t, select.strip())))
             {
                 Some((t, Ok(copy))) => {
                     made.insert(target, entry.path.clone());
@@ -524,8 +528,9 @@ fn walk_index(
                 return Err(err.into());
             }
         };
-        let entry = match from_index(&e) {
+        let entry = match from_index(&e, select.strip()) {
             Ok(entry) => entry,
+            Err(STRIPPED) => continue,
             Err(why) => {
                 reporter.error(&refused(&e.path, why));
                 continue;
