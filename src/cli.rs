@@ -169,6 +169,16 @@ pub struct PackArgs {
     /// Hash every file into the index, even data the kernel moves without reading.
     #[arg(long)]
     pub hash: bool,
+    /// Compress with zstd, in independent frames of about 4 MiB of tar each, with a
+    /// seek table at the end, so `ls`, `cat` and `unpack` read only what they need
+    /// (`zstd -d`, `tar --zstd` read it as any .tar.zst). Implied by an ARCHIVE name
+    /// ending in .zst or .tzst. Nothing is cloned into a compressed archive, nor out.
+    #[arg(long)]
+    pub zstd: bool,
+    /// The zstd level for --zstd (1-19; higher is smaller and slower).
+    #[arg(long, value_name = "N", default_value_t = crate::zstd_out::DEFAULT_LEVEL,
+          value_parser = clap::value_parser!(i32).range(1..=19))]
+    pub level: i32,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

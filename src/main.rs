@@ -18,6 +18,7 @@ mod progress;
 mod read_ahead;
 mod report;
 mod utc;
+mod zstd_out;
 
 use anyhow::Context;
 use cli::{Command, CopyArgs};

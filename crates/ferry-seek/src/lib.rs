@@ -63,11 +63,13 @@ mod index;
 mod indexing;
 mod input;
 mod xz;
+mod seekable;
 mod zstd;
 
 pub use access::{Compressed, POOL};
 pub use index::{SeekIndex, RANDOM_ACCESS_GAP};
 pub use indexing::Indexing;
+pub use seekable::{seek_table, SeekableWriter};
 
 /// A good default distance between seek points: 4 MiB of output. Measured here on the
 /// first 1.4 GB of a tar of /usr/lib and /usr/share (`examples/measure.rs`): pigz -6 gives

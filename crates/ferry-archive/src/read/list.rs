@@ -10,7 +10,6 @@ use crate::tar::{Reader, TarEntry, TarKind};
 use ferry_core::entry::RelPath;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
 use xxhash_rust::xxh3::Xxh3;
 
 /// What a listing shows of one member.
@@ -177,7 +176,7 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
         hash: Xxh3::new(),
     };
     write_runs(&runs, e.size, &mut out, |buf| {
-        archive.file().read_exact_at(buf, stored_at)?;
+        archive.source().read_exact_at(buf, stored_at)?;
         stored_at += buf.len() as u64;
         Ok(())
     })?;

@@ -14,7 +14,7 @@
 //! escapes), so a symlink in the archive cannot redirect a later member. Directory
 //! metadata is applied last, each directory after all below it.
 
-use super::archive::{header_len, member_in, Archive, ArchiveError};
+use super::archive::{header_len, member_in, Archive, ArchiveError, At};
 use super::convert::{from_index, runs_of, STRIPPED};
 use super::extract::{workers_within_open_files, DirCache, Extractor};
 use super::order::Clash;
@@ -115,7 +115,11 @@ pub(super) fn refused(raw: &[u8], why: &'static str) -> Error {
 /// a cold cache the workers then wait on one batch of reads, not one random read each.
 fn prefetch_headers(archive: &Archive) {
     use rustix::fs::{fadvise, Advice};
-    let fd = archive.file().as_fd();
+    // A compressed archive is read by decompressing: nothing for the kernel to read.
+    let Some(file) = archive.file() else {
+        return;
+    };
+    let fd = file.as_fd();
     let advise = |(start, end): (u64, u64)| {
         let _ = fadvise(
             fd,
@@ -147,6 +151,9 @@ fn prefetch_headers(archive: &Archive) {
 
 /// Members up to this size are read with their headers in one call.
 const SMALL_MEMBER: u64 = 32 << 10;
+
+/// Bytes of a compressed archive's member data decompressed at a time for one file.
+const STREAM_BUFFER: usize = 256 << 10;
 
 /// Whether a member's data is read with its headers.
 fn read_whole(e: &IndexEntry) -> bool {
@@ -663,17 +670,29 @@ fn place_member(
     let owned = by_name.and_then(|b| b.owned(user, group, entry));
     let entry = owned.as_ref().unwrap_or(entry);
     let runs = runs_of(e.sparse_map(), e.size);
-    let data = match (&entry.kind, small) {
-        (EntryKind::File { .. }, Some(bytes)) => Some(FileData::Bytes {
+    // A compressed archive's data is decompressed as it is read: never cloned.
+    let mut decompressing = archive.file().is_none().then(|| {
+        let at = At {
+            file: archive.source(),
+            pos: e.data_offset,
+        };
+        io::BufReader::with_capacity(STREAM_BUFFER, at)
+    });
+    let data = match (&entry.kind, small, archive.file(), &mut decompressing) {
+        (EntryKind::File { .. }, Some(bytes), ..) => Some(FileData::Bytes {
             bytes,
             runs: &runs,
             recorded_hash: e.hash,
         }),
-        (EntryKind::File { .. }, None) => Some(FileData::Range {
-            fd: archive.file().as_fd(),
+        (EntryKind::File { .. }, None, Some(file), _) => Some(FileData::Range {
+            fd: file.as_fd(),
             offset: e.data_offset,
             runs: &runs,
             recorded_hash: e.hash,
+        }),
+        (EntryKind::File { .. }, None, None, Some(reader)) => Some(FileData::Stream {
+            reader,
+            runs: &runs,
         }),
         _ => None,
     };
