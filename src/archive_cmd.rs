@@ -7,11 +7,11 @@ use crate::job::Job;
 use crate::progress;
 use crate::report::StderrReporter;
 use anyhow::Context;
+use ferry_archive::read::archive::Source;
 use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
 use ferry_archive::read::select::Selection;
 use ferry_archive::read::tail::{check_tail, TailError};
 use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
-use ferry_archive::read::archive::Source;
 use ferry_archive::read::{Archive, ArchiveError};
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, Output, PackOptions};
@@ -166,7 +166,8 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
         let n = f
             .read_at_most(&mut head)
             .with_context(|| format!("{}: read archive", path.display()))?;
-        let compressed = is_compressed(&head[..n]).with_context(|| format!("{}", path.display()))?;
+        let compressed =
+            is_compressed(&head[..n]).with_context(|| format!("{}", path.display()))?;
         // A zstd archive with a seek table (`pack --zstd`) is read where asked, as a
         // plain one is.
         let seekable = match compressed {

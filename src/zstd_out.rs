@@ -48,7 +48,12 @@ impl<W: Write> Shared<W> {
 
 impl<W: Write> Write for Shared<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self.0.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+        match self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
             Some(w) => w.write(buf),
             None => Err(io::Error::other("the zstd output is already finished")),
         }

@@ -18,6 +18,7 @@ mod parallel;
 mod reflink;
 mod select;
 mod streams;
+mod zstd;
 
 use common::run::{run, Run, FERRY};
 use std::path::Path;

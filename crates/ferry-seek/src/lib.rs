@@ -62,8 +62,8 @@ mod gzip;
 mod index;
 mod indexing;
 mod input;
-mod xz;
 mod seekable;
+mod xz;
 mod zstd;
 
 pub use access::{Compressed, POOL};

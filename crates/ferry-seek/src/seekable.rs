@@ -219,7 +219,9 @@ pub fn seek_table(file: &File) -> io::Result<Option<SeekIndex>> {
     let entry = if descriptor & 0x80 != 0 { 12 } else { 8 };
     let content = count * entry + FOOTER_LEN;
     if content + 8 > len {
-        return Err(bad(format!("{count} frames do not fit a file of {len} bytes")));
+        return Err(bad(format!(
+            "{count} frames do not fit a file of {len} bytes"
+        )));
     }
     let table_at = len - content - 8;
     let mut table = vec![0u8; (content + 8) as usize];
@@ -274,8 +276,8 @@ mod tests {
 
     fn written(data: &[u8], target: usize, pieces: usize) -> (tempfile::NamedTempFile, usize) {
         let file = tempfile::NamedTempFile::new().expect("temp");
-        let mut w = SeekableWriter::new(file.reopen().expect("reopen"), 3, target, 2)
-            .expect("writer");
+        let mut w =
+            SeekableWriter::new(file.reopen().expect("reopen"), 3, target, 2).expect("writer");
         for piece in data.chunks(data.len().div_ceil(pieces).max(1)) {
             w.write_all(piece).expect("write");
         }
@@ -288,7 +290,9 @@ mod tests {
     }
 
     fn sample(len: usize) -> Vec<u8> {
-        (0..len).map(|i| (i * 7 % 251) as u8 ^ (i >> 12) as u8).collect()
+        (0..len)
+            .map(|i| (i * 7 % 251) as u8 ^ (i >> 12) as u8)
+            .collect()
     }
 
     #[test]
@@ -325,9 +329,14 @@ mod tests {
     #[test]
     fn a_file_without_a_table_has_none_and_a_lying_table_is_refused() {
         let plain = tempfile::NamedTempFile::new().expect("temp");
-        std::fs::write(plain.path(), zstd::encode_all(&b"no table"[..], 3).expect("zstd"))
-            .expect("write");
-        assert!(seek_table(&plain.reopen().expect("reopen")).expect("read").is_none());
+        std::fs::write(
+            plain.path(),
+            zstd::encode_all(&b"no table"[..], 3).expect("zstd"),
+        )
+        .expect("write");
+        assert!(seek_table(&plain.reopen().expect("reopen"))
+            .expect("read")
+            .is_none());
         let (file, _) = written(&sample(100_000), 30_000, 4);
         let mut bytes = std::fs::read(file.path()).expect("read");
         let n = bytes.len();
@@ -337,6 +346,10 @@ mod tests {
         bytes[first] = bytes[first].wrapping_add(1);
         std::fs::write(file.path(), &bytes).expect("write");
         let err = seek_table(&file.reopen().expect("reopen")).unwrap_err();
-        assert!(err.to_string().contains("zstd seek table: its frames end at"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("zstd seek table: its frames end at"),
+            "{err}"
+        );
     }
 }
