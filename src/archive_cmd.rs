@@ -171,11 +171,12 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
         // A zstd archive with a seek table (`pack --zstd`) is read where asked, as a
         // plain one is.
         let seekable = match compressed {
-            true => ferry_seek::seek_table(&f).with_context(|| format!("{}", path.display()))?,
+            true => ferry_seek::Frames::open(f.try_clone()?)
+                .with_context(|| format!("{}", path.display()))?,
             false => None,
         };
-        if let Some(table) = seekable {
-            let source = Source::Compressed(ferry_seek::Compressed::new(f, table));
+        if let Some(frames) = seekable {
+            let source = Source::Compressed(frames);
             let archive =
                 Archive::from_source(source).with_context(|| format!("{}", path.display()))?;
             return Ok(Input::File(archive));

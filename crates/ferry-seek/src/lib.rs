@@ -58,15 +58,17 @@
 
 mod access;
 mod bzip2;
+mod frames;
 mod gzip;
 mod index;
 mod indexing;
 mod input;
-mod seekable;
+pub mod seekable;
 mod xz;
 mod zstd;
 
 pub use access::{Compressed, POOL};
+pub use frames::Frames;
 pub use index::{SeekIndex, RANDOM_ACCESS_GAP};
 pub use indexing::Indexing;
 pub use seekable::{seek_table, SeekableWriter};

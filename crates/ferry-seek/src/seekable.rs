@@ -196,11 +196,24 @@ fn bad(what: impl std::fmt::Display) -> io::Error {
     )
 }
 
-/// The seek index a zstd file's seek table gives (a point at every frame), read from
-/// its end alone; `None` when the file does not end in one. A table that does not
-/// describe the file (sizes not adding up to where the table starts, a frame of no
-/// bytes, reserved bits set) is an error saying so.
-pub fn seek_table(file: &File) -> io::Result<Option<SeekIndex>> {
+/// One frame of a seekable zstd file, as its seek table gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Where the frame starts in the file.
+    pub inp: u64,
+    /// Its compressed bytes.
+    pub compressed: u32,
+    /// Where its data starts in the decompressed stream.
+    pub out: u64,
+    /// Its decompressed bytes.
+    pub decompressed: u32,
+}
+
+/// The frames a zstd file's seek table lists, read from its end alone; `None` when the
+/// file does not end in one. A table that does not describe the file (sizes not adding
+/// up to where the table starts, a frame of no bytes, reserved bits set) is an error
+/// saying so.
+pub fn frames(file: &File) -> io::Result<Option<Vec<Frame>>> {
     let len = file.metadata()?.len();
     if len < FOOTER_LEN + 8 {
         return Ok(None);
@@ -230,28 +243,46 @@ pub fn seek_table(file: &File) -> io::Result<Option<SeekIndex>> {
         return Err(bad("no skippable frame of its length before its footer"));
     }
     let (mut inp, mut out) = (0u64, 0u64);
-    let mut points = Vec::with_capacity(count as usize);
+    let mut frames = Vec::with_capacity(count as usize);
     for i in 0..count as usize {
         let at = 8 + i * entry as usize;
-        let (c, d) = (u32_at(&table, at), u32_at(&table, at + 4));
-        if c == 0 {
+        let (compressed, decompressed) = (u32_at(&table, at), u32_at(&table, at + 4));
+        if compressed == 0 {
             return Err(bad(format!("frame {i} has no bytes")));
         }
-        if d > 0 {
-            points.push(Point {
-                out,
-                inp,
-                kind: Kind::Start,
-            });
-        }
-        inp += u64::from(c);
-        out += u64::from(d);
+        frames.push(Frame {
+            inp,
+            compressed,
+            out,
+            decompressed,
+        });
+        inp += u64::from(compressed);
+        out += u64::from(decompressed);
     }
     if inp != table_at {
         return Err(bad(format!(
             "its frames end at byte {inp}, the table starts at {table_at}"
         )));
     }
+    Ok(Some(frames))
+}
+
+/// The seek index a zstd file's seek table gives (a point at every frame), read from
+/// its end alone, as [`frames`] reads it; `None` when the file does not end in one.
+pub fn seek_table(file: &File) -> io::Result<Option<SeekIndex>> {
+    let Some(frames) = frames(file)? else {
+        return Ok(None);
+    };
+    let start = |f: &Frame| Point {
+        out: f.out,
+        inp: f.inp,
+        kind: Kind::Start,
+    };
+    let mut points: Vec<Point> = frames
+        .iter()
+        .filter(|f| f.decompressed > 0)
+        .map(start)
+        .collect();
     if points.is_empty() {
         points.push(Point {
             out: 0,
@@ -259,11 +290,14 @@ pub fn seek_table(file: &File) -> io::Result<Option<SeekIndex>> {
             kind: Kind::Start,
         });
     }
+    let end = frames
+        .last()
+        .map_or(0, |f| f.out + u64::from(f.decompressed));
     Ok(Some(SeekIndex {
         codec: Codec::Zstd,
-        span: out / count.max(1),
-        compressed_len: len,
-        decompressed_len: out,
+        span: end / (frames.len() as u64).max(1),
+        compressed_len: file.metadata()?.len(),
+        decompressed_len: end,
         points,
     }))
 }

@@ -55,7 +55,7 @@ pub enum Source {
     File(File),
     /// A zstd archive with a seek table (`ferry pack --zstd`): read by decompressing the
     /// frames that hold what is asked for; offsets are those of the tar inside.
-    Compressed(ferry_seek::Compressed),
+    Compressed(ferry_seek::Frames),
 }
 
 /// Reads at an offset, from a file or what stands for one.
@@ -100,7 +100,7 @@ impl Source {
     fn len(&self) -> io::Result<u64> {
         Ok(match self {
             Source::File(f) => f.metadata()?.len(),
-            Source::Compressed(c) => c.index().decompressed_len(),
+            Source::Compressed(c) => c.decompressed_len(),
         })
     }
 }

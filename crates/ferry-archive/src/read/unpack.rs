@@ -209,7 +209,20 @@ pub fn unpack_file(
             // Bounds the first member's headers before its bytes are read.
             header_len(first)?;
             let (n, start, end) = span(&group.index[done..]);
-            let bytes = archive.read_into(start, end - start, buf)?;
+            let bytes = match archive.read_into(start, end - start, buf) {
+                Ok(bytes) => bytes,
+                // Data that cannot be read (a damaged frame of a compressed archive) is
+                // an error of each member it holds; the others are placed.
+                Err(ArchiveError::Io(err)) => {
+                    for (_, entry, _) in group.members(done).take(n) {
+                        let why = io::Error::new(err.kind(), format!("read archive: {err}"));
+                        ex.reporter.error(&Error::new(&entry.path, "unpack", why));
+                    }
+                    done += n;
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
             for (e, entry, clash) in group.members(done).take(n) {
                 let at = (e.header_offset - start) as usize;
                 let bytes = bytes.get(at..).unwrap_or_default();
