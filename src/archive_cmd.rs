@@ -49,6 +49,7 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         hash: args.hash,
         filter: crate::filters::compile(&args.filter)?,
         one_file_system: args.one_file_system,
+        dereference: args.dereference,
         ..PackOptions::default()
     };
     let to_stdout = is_dash(&args.archive);

@@ -159,6 +159,11 @@ pub struct PackArgs {
     /// packed empty, as `tar --one-file-system` does.
     #[arg(short = 'x', long)]
     pub one_file_system: bool,
+    /// Follow symlinks in SRC: pack what each points to (a directory's tree, a file's
+    /// data), as `tar -h` does; a symlink to nothing or to a directory above it (a
+    /// loop) is reported and left out.
+    #[arg(short = 'L', long)]
+    pub dereference: bool,
     /// Walker threads [default: 1, which keeps each directory's subtree together; files
     /// are read ahead by prefetch threads].
     #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 1)]
@@ -258,6 +263,11 @@ pub struct CopyArgs {
     /// made in DST, empty, as `cp -x` and `rsync -x` make it.
     #[arg(short = 'x', long)]
     pub one_file_system: bool,
+    /// Follow symlinks in SRC: copy what each points to (a directory's tree, a file's
+    /// data), as `cp -L` and `rsync -L` do; a symlink to nothing or to a directory
+    /// above it (a loop) is reported and left out.
+    #[arg(short = 'L', long)]
+    pub dereference: bool,
     /// Worker threads [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,

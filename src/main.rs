@@ -123,6 +123,7 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         dry_run: args.mirror.dry_run,
         keep_newer: args.update,
         one_file_system: args.one_file_system,
+        dereference: args.dereference,
     };
     Ok(job.or_fatal(copy_job(&args, &opts, &job)))
 }

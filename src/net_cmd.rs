@@ -41,6 +41,7 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         (args.srcs.len() > 1, "several SRCs"),
         (args.update, "-u/--update"),
         (args.one_file_system, "-x/--one-file-system"),
+        (args.dereference, "-L/--dereference"),
     ];
     if let Some((_, flag)) = unsupported.iter().find(|(given, _)| *given) {
         anyhow::bail!("{flag}: not supported for a copy over ssh yet");

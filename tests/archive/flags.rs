@@ -1,19 +1,12 @@
 //! The everyday flags of `ferry pack` (issue 25): `-C DIR` and `-x/--one-file-system`.
 
 use crate::common::build::*;
-use crate::common::mount::mount_ramfs;
+use crate::common::mount::bind_ramfs;
 use crate::common::{scratch, skip};
 use crate::ferry;
 use std::process::Command;
 
-/// The member names `ferry ls` prints, sorted.
-fn listed(archive: &std::path::Path) -> Vec<String> {
-    let r = ferry(&[&"ls", &archive]);
-    r.assert_ok();
-    let mut names: Vec<String> = r.stdout.lines().map(str::to_owned).collect();
-    names.sort();
-    names
-}
+use crate::commands::members as listed;
 
 #[test]
 fn pack_dash_c_finds_src_in_dir_as_tar_c_does() {
@@ -42,36 +35,15 @@ fn pack_one_file_system_leaves_a_mount_point_empty_as_gnu_tar_does() {
     let s = scratch();
     write(&s.src.join("top"), b"top");
     mkdirs(&s.src.join("mnt"));
-    let mounted = match mount_ramfs() {
-        Ok(m) => m,
+    let _bound = match bind_ramfs(&s.src.join("mnt")) {
+        Ok(b) => b,
         Err(why) => return skip(&why),
     };
-    let status = Command::new("mount")
-        .arg("--bind")
-        .arg(mounted.path())
-        .arg(s.src.join("mnt"))
-        .status()
-        .expect("run mount");
-    assert!(status.success(), "mount --bind failed");
-    let _unbind = Unmount(s.src.join("mnt"));
     write(&s.src.join("mnt/inside"), b"on the ramfs");
     let (ours, theirs) = (s.tmp.path().join("x.far"), s.tmp.path().join("x.tar"));
     ferry(&[&"pack", &"-x", &s.src, &ours]).assert_ok();
-    let tar = Command::new("tar")
-        .args(["--one-file-system", "-C"])
-        .arg(&s.src)
-        .arg("-cf")
-        .arg(&theirs)
-        .arg(".")
-        .output()
-        .expect("run tar");
-    assert!(tar.status.success(), "{tar:?}");
-    let tar_names = Command::new("tar")
-        .arg("-tf")
-        .arg(&theirs)
-        .output()
-        .expect("tar -t");
-    let mut tar_names: Vec<String> = String::from_utf8_lossy(&tar_names.stdout)
+    gnu_tar(&[&"--one-file-system", &"-C", &s.src, &"-cf", &theirs, &"."]);
+    let mut tar_names: Vec<String> = gnu_tar(&[&"-tf", &theirs])
         .lines()
         .map(|l| l.strip_prefix("./").unwrap_or(l).to_owned())
         .map(|l| if l.is_empty() { "./".to_owned() } else { l })
@@ -84,27 +56,22 @@ fn pack_one_file_system_leaves_a_mount_point_empty_as_gnu_tar_does() {
     assert!(listed(&all).contains(&"mnt/inside".to_owned()));
 }
 
-/// Unmounts a bind mount when dropped.
-struct Unmount(std::path::PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+/// Runs GNU tar with `args`, which must succeed; returns what it printed.
+fn gnu_tar(args: &[&dyn AsRef<std::ffi::OsStr>]) -> String {
+    let mut cmd = Command::new("tar");
+    for a in args {
+        cmd.arg(a);
     }
+    let out = cmd.output().expect("run tar");
+    assert!(out.status.success(), "{cmd:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Extracts `archive` into a new `dst` with GNU tar and `--strip-components N`.
 fn gnu_tar_strip(archive: &std::path::Path, dst: &std::path::Path, n: usize) {
     mkdirs(dst);
-    let out = Command::new("tar")
-        .arg("-C")
-        .arg(dst)
-        .arg(format!("--strip-components={n}"))
-        .arg("-xf")
-        .arg(archive)
-        .output()
-        .expect("run tar");
-    assert!(out.status.success(), "{out:?}");
+    let strip = format!("--strip-components={n}");
+    gnu_tar(&[&"-C", &dst, &strip, &"-xf", &archive]);
 }
 
 #[test]
@@ -125,15 +92,7 @@ fn strip_components_unpacks_what_gnu_tar_does() {
     ferry(&[&"pack", &s.src, &far]).assert_ok();
     // GNU tar's own archive, its names starting `./`, read as a plain tar.
     let tar = s.tmp.path().join("a.tar");
-    let made = Command::new("tar")
-        .arg("-C")
-        .arg(&s.src)
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .status()
-        .expect("run tar");
-    assert!(made.success());
+    gnu_tar(&[&"-C", &s.src, &"-cf", &tar, &"."]);
     let opts = Options {
         skip_atime: true,
         skip_root_meta: true,
@@ -193,4 +152,31 @@ fn strip_components_refuses_a_name_that_climbs_out_once_stripped() {
     }
     assert!(!s.tmp.path().join("evil").exists() && !s.tmp.path().join("in/evil").exists());
     assert!(!s.tmp.path().join("evil2").exists() && !s.tmp.path().join("in/evil2").exists());
+}
+
+#[test]
+fn pack_dereference_packs_what_symlinks_point_to_as_tar_h_does() {
+    let s = scratch();
+    mkdirs(&s.src.join("real"));
+    write(&s.src.join("real/f"), b"f");
+    symlink("real", &s.src.join("to-dir"));
+    symlink("real/f", &s.src.join("to-file"));
+    let ours = s.tmp.path().join("l.far");
+    ferry(&[&"pack", &"-L", &s.src, &ours]).assert_ok();
+    let theirs = s.tmp.path().join("h.tar");
+    gnu_tar(&[&"-h", &"-C", &s.src, &"-cf", &theirs, &"."]);
+    let tar_says = gnu_tar(&[&"-tvf", &theirs]);
+    assert!(
+        !tar_says.contains(" -> "),
+        "tar -h kept a symlink: {tar_says}"
+    );
+    assert_eq!(
+        listed(&ours),
+        ["./", "real/", "real/f", "to-dir/", "to-dir/f", "to-file"]
+    );
+    let r = ferry(&[&"ls", &"-l", &ours]);
+    assert!(!r.stdout.contains(" -> "), "{r}");
+    let out = ferry(&[&"cat", &ours, &"to-dir/f"]);
+    out.assert_ok();
+    assert_eq!(out.stdout, "f");
 }

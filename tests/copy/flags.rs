@@ -3,7 +3,7 @@
 
 use crate::common::build::*;
 use crate::common::compare::assert_same_tree;
-use crate::common::mount::mount_ramfs;
+use crate::common::mount::bind_ramfs;
 use crate::common::run::{copy_ok, run, FERRY};
 use crate::common::{scratch, skip, trees};
 use std::process::Command;
@@ -102,19 +102,10 @@ fn one_file_system_makes_a_mount_point_empty_as_cp_x_does() {
     let s = scratch();
     write(&s.src.join("top"), b"top");
     mkdirs(&s.src.join("mnt"));
-    let mounted = match mount_ramfs() {
-        Ok(m) => m,
+    let _bound = match bind_ramfs(&s.src.join("mnt")) {
+        Ok(b) => b,
         Err(why) => return skip(&why),
     };
-    // Bind the ramfs into SRC: a directory of another filesystem inside the tree.
-    let status = Command::new("mount")
-        .arg("--bind")
-        .arg(mounted.path())
-        .arg(s.src.join("mnt"))
-        .status()
-        .expect("run mount");
-    assert!(status.success(), "mount --bind failed");
-    let _unbind = Unmount(s.src.join("mnt"));
     write(&s.src.join("mnt/inside"), b"on the ramfs");
     let with_x = s.tmp.path().join("x");
     copy_ok(&s.src, &with_x, &["-x"]);
@@ -140,15 +131,6 @@ fn one_file_system_makes_a_mount_point_empty_as_cp_x_does() {
     );
 }
 
-/// Unmounts a bind mount when dropped.
-struct Unmount(std::path::PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn progress_off_a_terminal_is_lines_and_only_when_asked() {
     let s = scratch();
@@ -163,4 +145,79 @@ fn progress_off_a_terminal_is_lines_and_only_when_asked() {
     assert!(lines.iter().all(|l| l.contains(" entries")), "{r}");
     let r = copy_ok(&s.src, &s.tmp.path().join("again"), &[]);
     assert!(!r.stderr.contains("progress: "), "{r}");
+}
+
+#[test]
+fn dereference_copies_what_symlinks_point_to_as_rsync_al_does() {
+    let s = scratch();
+    mkdirs(&s.src.join("real/sub"));
+    write(&s.src.join("real/sub/f"), b"in a linked directory");
+    write(&s.src.join("file"), b"a file");
+    let outside = s.tmp.path().join("outside");
+    mkdirs(&outside);
+    write(&outside.join("o"), b"outside the tree");
+    symlink("file", &s.src.join("to-file"));
+    symlink("real", &s.src.join("to-dir"));
+    symlink(&outside, &s.src.join("to-outside"));
+    copy_ok(&s.src, &s.dst, &["-L"]);
+    // Each link is what it points to, with its metadata: the linked directory's tree,
+    // the linked file (two files, as rsync -L and tar -h make them; cp -aL makes one
+    // inode of a file and a link to it, keeping hard links by inode).
+    assert_same_tree(&s.src.join("real"), &s.dst.join("to-dir"));
+    assert_same_tree(&s.src.join("real"), &s.dst.join("real"));
+    assert_same_tree(&outside, &s.dst.join("to-outside"));
+    let meta = |p: &std::path::Path| std::fs::symlink_metadata(p).expect("stat");
+    use std::os::unix::fs::MetadataExt;
+    let (file, link) = (meta(&s.src.join("file")), meta(&s.dst.join("to-file")));
+    assert!(link.is_file() && link.mode() == file.mode() && link.mtime() == file.mtime());
+    assert_ne!(meta(&s.dst.join("file")).ino(), link.ino());
+    // The same names as rsync -aL gives.
+    let theirs = s.tmp.path().join("rsync");
+    let rsync = Command::new("rsync")
+        .arg("-aL")
+        .arg(format!("{}/", s.src.display()))
+        .arg(&theirs)
+        .status()
+        .expect("run rsync");
+    assert!(rsync.success(), "rsync -aL failed");
+    let names = |root: &std::path::Path| {
+        let out = Command::new("find")
+            .arg(".")
+            .current_dir(root)
+            .output()
+            .expect("find");
+        let mut n: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&s.dst), names(&theirs));
+    // Without -L, links stay links.
+    let plain = s.tmp.path().join("plain");
+    copy_ok(&s.src, &plain, &[]);
+    assert!(plain.join("to-dir").is_symlink());
+}
+
+#[test]
+fn dereference_reports_loops_and_dangling_links_and_copies_the_rest() {
+    let s = scratch();
+    mkdirs(&s.src.join("a/b"));
+    write(&s.src.join("a/b/f"), b"f");
+    symlink("..", &s.src.join("a/b/up"));
+    symlink("nowhere", &s.src.join("dangling"));
+    let r = crate::common::run::copy(&s.src, &s.dst, &["-L"]);
+    r.assert_status(1);
+    let errors = r.errors();
+    assert!(
+        errors
+            .iter()
+            .any(|l| l.contains("a/b/up") && l.contains("loop")),
+        "{r}"
+    );
+    assert!(errors.iter().any(|l| l.contains("dangling")), "{r}");
+    assert_eq!(errors.len(), 2, "{r}");
+    assert_eq!(std::fs::read(s.dst.join("a/b/f")).expect("read"), b"f");
+    assert!(!s.dst.join("a/b/up").exists() && !s.dst.join("dangling").exists());
 }

@@ -10,7 +10,7 @@ use crate::filter::Filter;
 use crate::local::{LocalTreeSink, Update};
 use crate::preview::{PreviewDir, PreviewSink};
 use crate::stats::Stats;
-use crate::walk::{held_levels_within, is_tree, walk, walk_one, WalkConfig};
+use crate::walk::{held_levels_within, walk, walk_one, WalkConfig};
 use rustix::fs::{Mode, OFlags};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -49,6 +49,8 @@ pub struct CopyOptions {
     pub keep_newer: bool,
     /// Stay on the source root's filesystem (see [`WalkConfig::one_file_system`]).
     pub one_file_system: bool,
+    /// Follow symlinks (see [`WalkConfig::dereference`]).
+    pub dereference: bool,
 }
 
 impl Default for CopyOptions {
@@ -67,6 +69,7 @@ impl Default for CopyOptions {
             dry_run: false,
             keep_newer: false,
             one_file_system: false,
+            dereference: false,
         }
     }
 }
@@ -114,7 +117,11 @@ pub fn copy_tree(
 ) -> Result<()> {
     let not_there = |e| Error::new(&RelPath::root(), "open source", e);
     std::fs::symlink_metadata(src).map_err(not_there)?;
-    if !is_tree(src) {
+    let following = WalkConfig {
+        dereference: opts.dereference,
+        ..WalkConfig::default()
+    };
+    if !following.walks_as_tree(src) {
         return copy_one(src, dst, opts, stats, reporter);
     }
     let src_real = src.canonicalize().map_err(not_there)?;
@@ -147,6 +154,7 @@ pub fn copy_tree(
         unreadable_dirs: true,
         filter: opts.filter.clone(),
         one_file_system: opts.one_file_system,
+        dereference: opts.dereference,
         ..WalkConfig::default()
     };
     let stat_dst = |fd| {

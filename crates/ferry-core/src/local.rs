@@ -732,6 +732,13 @@ pub(crate) fn open_dir(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<Owne
     )
 }
 
+/// Opens the directory `name` in `parent`, or the one it points to if it is a symlink
+/// (`-L`).
+pub(crate) fn open_dir_following(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rfs::openat(parent, name, flags, Mode::empty())
+}
+
 /// The destination root, and hardlinks by name.
 impl LocalTreeSink<'_> {
     /// Makes the destination root when missing (with its missing parents, as `mkdir
