@@ -49,7 +49,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Pack the tree SRC into a ferry archive (a tar with 4 KiB-aligned data and an
     /// index); a SRC that is not a directory is packed as one member named as it is.
-    /// ARCHIVE `-` writes to standard output.
+    /// ARCHIVE `-` writes to standard output. With --zstd, or an ARCHIVE name ending in
+    /// .zst, compressed in independent zstd frames that ls, cat and unpack read apart.
     Pack(PackArgs),
     /// Unpack an archive (ferry's, or any tar; compressed with gzip, zstd, xz or bzip2
     /// too) into DST. ARCHIVE `-` reads standard input; a ferry archive read so is
