@@ -1,8 +1,7 @@
 //! The everyday flags of `ferry pack` (issue 25): `-C DIR` and `-x/--one-file-system`.
 
 use crate::common::build::*;
-use crate::common::mount::bind_ramfs;
-use crate::common::{scratch, skip};
+use crate::common::scratch;
 use crate::ferry;
 use std::process::Command;
 
@@ -33,13 +32,9 @@ fn pack_dash_c_finds_src_in_dir_as_tar_c_does() {
 #[test]
 fn pack_one_file_system_leaves_a_mount_point_empty_as_gnu_tar_does() {
     let s = scratch();
-    write(&s.src.join("top"), b"top");
-    mkdirs(&s.src.join("mnt"));
-    let _bound = match bind_ramfs(&s.src.join("mnt")) {
-        Ok(b) => b,
-        Err(why) => return skip(&why),
+    let Some(_bound) = crate::common::trees::with_a_mount_point(&s.src) else {
+        return;
     };
-    write(&s.src.join("mnt/inside"), b"on the ramfs");
     let (ours, theirs) = (s.tmp.path().join("x.far"), s.tmp.path().join("x.tar"));
     ferry(&[&"pack", &"-x", &s.src, &ours]).assert_ok();
     gnu_tar(&[&"--one-file-system", &"-C", &s.src, &"-cf", &theirs, &"."]);

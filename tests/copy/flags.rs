@@ -3,9 +3,8 @@
 
 use crate::common::build::*;
 use crate::common::compare::assert_same_tree;
-use crate::common::mount::bind_ramfs;
 use crate::common::run::{copy_ok, run, FERRY};
-use crate::common::{scratch, skip, trees};
+use crate::common::{scratch, trees};
 use std::process::Command;
 
 #[test]
@@ -100,13 +99,9 @@ fn update_keeps_files_newer_in_dst_and_replaces_older_ones() {
 #[test]
 fn one_file_system_makes_a_mount_point_empty_as_cp_x_does() {
     let s = scratch();
-    write(&s.src.join("top"), b"top");
-    mkdirs(&s.src.join("mnt"));
-    let _bound = match bind_ramfs(&s.src.join("mnt")) {
-        Ok(b) => b,
-        Err(why) => return skip(&why),
+    let Some(_bound) = crate::common::trees::with_a_mount_point(&s.src) else {
+        return;
     };
-    write(&s.src.join("mnt/inside"), b"on the ramfs");
     let with_x = s.tmp.path().join("x");
     copy_ok(&s.src, &with_x, &["-x"]);
     assert!(with_x.join("top").exists());
