@@ -199,7 +199,9 @@ pub struct UnpackArgs {
     /// Where to unpack it (created if missing).
     pub dst: PathBuf,
     /// Unpack only these members, each with everything below it (as `tar -xf A
-    /// NAME...`). A hardlink whose target is left out gets the target's data.
+    /// NAME...`). A name with `*`, `?` or `[` is a glob, as with `tar --wildcards`
+    /// (`*` crosses `/`; quote it from the shell): 'dir/*', '*.c'. A hardlink whose
+    /// target is left out gets the target's data.
     #[arg(value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
     /// Drop the first N components of every member's name (and of hardlink targets),
@@ -226,7 +228,8 @@ pub struct UnpackArgs {
 pub struct LsArgs {
     /// The archive (`-` for standard input).
     pub archive: PathBuf,
-    /// List only these members, each with everything below it.
+    /// List only these members, each with everything below it; a name with `*`, `?`
+    /// or `[` is a glob, as for `unpack`.
     #[arg(value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
     /// Long form: mode, owner and group (names where the archive has them, else ids),

@@ -175,3 +175,58 @@ fn pack_dereference_packs_what_symlinks_point_to_as_tar_h_does() {
     out.assert_ok();
     assert_eq!(out.stdout, "f");
 }
+
+#[test]
+fn member_globs_select_what_gnu_tar_wildcards_do() {
+    let s = scratch();
+    mkdirs(&s.src.join("d/sub"));
+    mkdirs(&s.src.join("e"));
+    write(&s.src.join("d/x.c"), b"x");
+    write(&s.src.join("d/sub/y.c"), b"y");
+    write(&s.src.join("d/sub/z.h"), b"z");
+    write(&s.src.join("e/w.c"), b"w");
+    write(&s.src.join("top.h"), b"t");
+    let far = s.tmp.path().join("a.far");
+    ferry(&[&"pack", &s.src, &far]).assert_ok();
+    let names = |root: &std::path::Path| {
+        let out = Command::new("find")
+            .arg(".")
+            .current_dir(root)
+            .output()
+            .expect("find");
+        let mut n: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        n.sort();
+        n
+    };
+    for (i, pattern) in ["d/*", "*.c", "d/sub/?.h", "[de]/*.c"]
+        .into_iter()
+        .enumerate()
+    {
+        let (ours, theirs) = (
+            s.tmp.path().join(format!("f{i}")),
+            s.tmp.path().join(format!("t{i}")),
+        );
+        ferry(&[&"unpack", &far, &ours, &pattern]).assert_ok();
+        mkdirs(&theirs);
+        gnu_tar(&[&"--wildcards", &"-C", &theirs, &"-xf", &far, &pattern]);
+        assert_eq!(names(&ours), names(&theirs), "{pattern}");
+        let mut listed: Vec<String> = ferry(&[&"ls", &far, &pattern])
+            .stdout
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let mut tar_listed: Vec<String> = gnu_tar(&[&"--wildcards", &"-tf", &far, &pattern])
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        listed.sort();
+        tar_listed.sort();
+        assert_eq!(listed, tar_listed, "ls {pattern}");
+    }
+    let r = ferry(&[&"ls", &far, &"nothing*"]);
+    r.assert_status(1);
+    assert!(r.stderr.contains("nothing*"), "{r}");
+}
