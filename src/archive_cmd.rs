@@ -7,6 +7,7 @@ use crate::job::Job;
 use crate::progress;
 use crate::report::StderrReporter;
 use anyhow::Context;
+use ferry_archive::read::archive::Source;
 use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
 use ferry_archive::read::select::Selection;
 use ferry_archive::read::tail::{check_tail, TailError};
@@ -29,7 +30,10 @@ fn is_dash(p: &Path) -> bool {
 }
 
 /// `ferry pack`.
-pub fn run_pack(args: PackArgs) -> anyhow::Result<ExitCode> {
+pub fn run_pack(mut args: PackArgs) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = &args.directory {
+        args.src = dir.join(&args.src);
+    }
     let mut job = Job::new(args.output, &args.src, &args.archive);
     if is_dash(&args.archive) {
         job.summary_on_stderr();
@@ -44,6 +48,8 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         reflink: args.reflink.into(),
         hash: args.hash,
         filter: crate::filters::compile(&args.filter)?,
+        one_file_system: args.one_file_system,
+        dereference: args.dereference,
         ..PackOptions::default()
     };
     let to_stdout = is_dash(&args.archive);
@@ -63,7 +69,22 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     };
     let stream =
         |to: Box<dyn Write + Send>| Output::Stream(Box::new(BufWriter::with_capacity(1 << 20, to)));
+    let zstd = args.zstd || (!to_stdout && crate::zstd_out::implied_by_name(&args.archive));
+    let mut compressing = None;
     let (out, skip) = match &archive_out {
+        _ if zstd => {
+            let to: Box<dyn Write + Send> = match &archive_out {
+                None => Box::new(io::stdout()),
+                Some(file) => Box::new(BufWriter::with_capacity(1 << 20, file.file().try_clone()?)),
+            };
+            let shared = crate::zstd_out::Shared::new(to, args.level)?;
+            compressing = Some(shared.clone());
+            let skip = match &archive_out {
+                Some(file) if file.is_positional() => file.inodes()?,
+                _ => Vec::new(),
+            };
+            (Output::Stream(Box::new(shared)), skip)
+        }
         None => (stream(Box::new(io::stdout())), Vec::new()),
         // A fifo, a pipe, a terminal: written in order, as tar writes them.
         Some(file) if !file.is_positional() => {
@@ -81,6 +102,14 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     let counting = job.counting();
     let packed = progress::with_progress(job.show_progress(), &args.src, &job.stats, || {
         pack(&args.src, out, &skip, &opts, &job.stats, &counting)
+    });
+    // The last frame and the seek table, once pack has written everything.
+    let packed = packed.and_then(|stats| match &compressing {
+        Some(shared) => shared
+            .finish()
+            .map(|_| stats)
+            .map_err(|e| Error::new(&RelPath::root(), "write archive", e)),
+        None => Ok(stats),
     });
     // Per-file failures were reported and leave a usable archive, as with tar.
     let packed = packed.map_err(|e| job.reporter.line(&e)).and_then(|_| {
@@ -138,7 +167,22 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
         let n = f
             .read_at_most(&mut head)
             .with_context(|| format!("{}: read archive", path.display()))?;
-        if !is_compressed(&head[..n]).with_context(|| format!("{}", path.display()))? {
+        let compressed =
+            is_compressed(&head[..n]).with_context(|| format!("{}", path.display()))?;
+        // A zstd archive with a seek table (`pack --zstd`) is read where asked, as a
+        // plain one is.
+        let seekable = match compressed {
+            true => ferry_seek::Frames::open(f.try_clone()?)
+                .with_context(|| format!("{}", path.display()))?,
+            false => None,
+        };
+        if let Some(frames) = seekable {
+            let source = Source::Compressed(frames);
+            let archive =
+                Archive::from_source(source).with_context(|| format!("{}", path.display()))?;
+            return Ok(Input::File(archive));
+        }
+        if !compressed {
             let archive = Archive::from_file(f).with_context(|| format!("{}", path.display()))?;
             if let Some(at) = archive.overwritten_at() {
                 crate::report::to_stderr(format_args!(
@@ -182,7 +226,7 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
 
 /// `ferry unpack` as `job`: an error returned means it could not run at all.
 fn unpack_job(args: &UnpackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
-    let select = selection(&args.members)?;
+    let select = selection(&args.members)?.stripping(args.strip_components);
     let opts = UnpackOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
         reflink: args.data.reflink.into(),

@@ -12,7 +12,10 @@ pub fn parse() -> Cli {
     let matches = Cli::command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match (&mut cli.command, matches.subcommand()) {
-        (Command::Copy(a), Some((_, m))) => a.filter.given = FilterArgs::in_order(m),
+        (Command::Copy(a), Some((_, m))) => {
+            a.filter.given = FilterArgs::in_order(m);
+            a.src = a.srcs[0].clone();
+        }
         (Command::Pack(a), Some((_, m))) => a.filter.given = FilterArgs::in_order(m),
         _ => {}
     }
@@ -34,7 +37,8 @@ pub enum Command {
     /// Make DST an exact copy of the tree SRC (like `cp -a SRC/. DST`), updating an
     /// existing DST: files whose size and mtime already match are skipped. A SRC that
     /// is not a directory is copied like `cp -a SRC DST`: to DST, or into it when DST
-    /// is a directory.
+    /// is a directory. With several SRCs, each is copied into DST under its own name,
+    /// as `cp -a SRC1 SRC2 DST/` does (DST is made if missing).
     ///
     /// Either SRC or DST may be remote, `[USER@]HOST:PATH` (the part before the first
     /// `:` without a `/`, as rsync and scp tell it): ferry then runs `ssh HOST ferry
@@ -47,7 +51,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Pack the tree SRC into a ferry archive (a tar with 4 KiB-aligned data and an
     /// index); a SRC that is not a directory is packed as one member named as it is.
-    /// ARCHIVE `-` writes to standard output.
+    /// ARCHIVE `-` writes to standard output. With --zstd, or an ARCHIVE name ending in
+    /// .zst, compressed in independent zstd frames that ls, cat and unpack read apart.
     Pack(PackArgs),
     /// Unpack an archive (ferry's, or any tar; compressed with gzip, zstd, xz or bzip2
     /// too) into DST. ARCHIVE `-` reads standard input; a ferry archive read so is
@@ -149,6 +154,19 @@ pub struct PackArgs {
     pub src: PathBuf,
     /// The archive to write (`-` for standard output).
     pub archive: PathBuf,
+    /// Find SRC in DIR (as `tar -C DIR -cf A SRC`): a relative SRC is taken from DIR;
+    /// ARCHIVE is still named from where ferry runs.
+    #[arg(short = 'C', long = "directory", value_name = "DIR")]
+    pub directory: Option<PathBuf>,
+    /// Stay on SRC's filesystem: a directory where another filesystem is mounted is
+    /// packed empty, as `tar --one-file-system` does.
+    #[arg(short = 'x', long)]
+    pub one_file_system: bool,
+    /// Follow symlinks in SRC: pack what each points to (a directory's tree, a file's
+    /// data), as `tar -h` does; a symlink to nothing or to a directory above it (a
+    /// loop) is reported and left out.
+    #[arg(short = 'L', long)]
+    pub dereference: bool,
     /// Walker threads [default: 1, which keeps each directory's subtree together; files
     /// are read ahead by prefetch threads].
     #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 1)]
@@ -159,6 +177,16 @@ pub struct PackArgs {
     /// Hash every file into the index, even data the kernel moves without reading.
     #[arg(long)]
     pub hash: bool,
+    /// Compress with zstd, in independent frames of about 4 MiB of tar each, with a
+    /// seek table at the end, so `ls`, `cat` and `unpack` read only what they need
+    /// (`zstd -d`, `tar --zstd` read it as any .tar.zst). Implied by an ARCHIVE name
+    /// ending in .zst or .tzst. Nothing is cloned into a compressed archive, nor out.
+    #[arg(long)]
+    pub zstd: bool,
+    /// The zstd level for --zstd (1-19; higher is smaller and slower).
+    #[arg(long, value_name = "N", default_value_t = crate::zstd_out::DEFAULT_LEVEL,
+          value_parser = clap::value_parser!(i32).range(1..=19))]
+    pub level: i32,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
@@ -173,9 +201,16 @@ pub struct UnpackArgs {
     /// Where to unpack it (created if missing).
     pub dst: PathBuf,
     /// Unpack only these members, each with everything below it (as `tar -xf A
-    /// NAME...`). A hardlink whose target is left out gets the target's data.
+    /// NAME...`). A name with `*`, `?` or `[` is a glob, as with `tar --wildcards`
+    /// (`*` crosses `/`; quote it from the shell): 'dir/*', '*.c'. A hardlink whose
+    /// target is left out gets the target's data.
     #[arg(value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
+    /// Drop the first N components of every member's name (and of hardlink targets),
+    /// as `tar --strip-components N`: `.` counts as one; a member with nothing left of
+    /// its name is skipped. MEMBER names are matched against what is left.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub strip_components: usize,
     /// Workers for a ferry archive read through its index [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
@@ -195,7 +230,8 @@ pub struct UnpackArgs {
 pub struct LsArgs {
     /// The archive (`-` for standard input).
     pub archive: PathBuf,
-    /// List only these members, each with everything below it.
+    /// List only these members, each with everything below it; a name with `*`, `?`
+    /// or `[` is a glob, as for `unpack`.
     #[arg(value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
     /// Long form: mode, owner and group (names where the archive has them, else ids),
@@ -216,10 +252,28 @@ pub struct CatArgs {
 /// Flags of `ferry copy`.
 #[derive(Args, Debug)]
 pub struct CopyArgs {
-    /// The tree (or single file) to copy.
-    pub src: PathBuf,
+    /// The tree (or single file) to copy; several: each goes into DST under its own
+    /// name.
+    #[arg(value_name = "SRC", required = true, num_args = 1..)]
+    pub srcs: Vec<PathBuf>,
     /// Where to copy it (created if missing, with its parents).
     pub dst: PathBuf,
+    /// The one SRC being copied (filled in for each SRC in turn).
+    #[arg(skip)]
+    pub src: PathBuf,
+    /// Keep files in DST whose mtime is newer than SRC's (rsync's and `cp`'s
+    /// `--update`): they are skipped, counted as up to date.
+    #[arg(short = 'u', long)]
+    pub update: bool,
+    /// Stay on SRC's filesystem: a directory where another filesystem is mounted is
+    /// made in DST, empty, as `cp -x` and `rsync -x` make it.
+    #[arg(short = 'x', long)]
+    pub one_file_system: bool,
+    /// Follow symlinks in SRC: copy what each points to (a directory's tree, a file's
+    /// data), as `cp -L` and `rsync -L` do; a symlink to nothing or to a directory
+    /// above it (a loop) is reported and left out.
+    #[arg(short = 'L', long)]
+    pub dereference: bool,
     /// Worker threads [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
@@ -253,6 +307,10 @@ impl CopyArgs {
                 "--dry-run, -i and -v",
             ),
             (!self.filter.given.is_empty(), "--exclude and --include"),
+            (self.srcs.len() > 1, "several SRCs"),
+            (self.update, "-u/--update"),
+            (self.one_file_system, "-x/--one-file-system"),
+            (self.dereference, "-L/--dereference"),
         ];
         unsupported.iter().find(|(given, _)| *given).map(|u| u.1)
     }
@@ -489,8 +547,12 @@ pub struct OutputArgs {
     #[arg(long)]
     pub json: bool,
     /// Never show the progress bar.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "progress")]
     pub no_progress: bool,
+    /// Show progress also where standard error is not a terminal (a log, a pipe): one
+    /// line every few seconds instead of the bar.
+    #[arg(long)]
+    pub progress: bool,
 }
 
 /// Flags of `ferry demo`.

@@ -54,9 +54,10 @@ impl<'a> Job<'a> {
         self.stdout_taken = true;
     }
 
-    /// Whether to draw a progress bar: on a terminal, unless told not to or printing JSON.
+    /// Whether to show progress: a bar on a terminal, unless told not to or printing
+    /// JSON; with `--progress`, always (lines every few seconds off a terminal).
     pub fn show_progress(&self) -> bool {
-        self.terminal && !self.output.no_progress && !self.output.json
+        self.output.progress || (self.terminal && !self.output.no_progress && !self.output.json)
     }
 
     /// The reporter, counting the errors it passes on.

@@ -20,10 +20,13 @@ mod report;
 mod s3_cmd;
 mod serve_cmd;
 mod utc;
+mod zstd_out;
 
+use anyhow::Context;
 use cli::{Command, CopyArgs};
 use ferry_core::{copy_tree, CopyOptions};
 use job::Job;
+use report::StderrReporter;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -123,6 +126,9 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         delete_excluded: args.mirror.delete_excluded,
         changes: itemize::printer(&args.mirror, args.output.json),
         dry_run: args.mirror.dry_run,
+        keep_newer: args.update,
+        one_file_system: args.one_file_system,
+        dereference: args.dereference,
     };
     Ok(job.or_fatal(copy_job(&args, &opts, &job)))
 }
@@ -130,11 +136,48 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
 /// `ferry copy` as `job`: an error returned means it could not run at all.
 fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
-    let copied = progress::with_progress(job.show_progress(), &args.src, &job.stats, || {
-        copy_tree(&args.src, &args.dst, opts, &job.stats, &job.reporter)
-    });
-    Ok(match copied {
-        Ok(()) => job.finish(),
-        Err(e) => job.fatal(&job.reporter.line(&e)),
-    })
+    if let [src] = &args.srcs[..] {
+        let copied = progress::with_progress(job.show_progress(), src, &job.stats, || {
+            copy_tree(src, &args.dst, opts, &job.stats, &job.reporter)
+        });
+        return Ok(match copied {
+            Ok(()) => job.finish(),
+            Err(e) => job.fatal(&job.reporter.line(&e)),
+        });
+    }
+    // Several SRCs: each into DST under its own name, as `cp -a A B DST/`.
+    std::fs::create_dir_all(&args.dst)
+        .with_context(|| format!("{}: make destination", args.dst.display()))?;
+    for src in &args.srcs {
+        let Some(name) = own_name(src) else {
+            anyhow::bail!(
+                "{}: with several SRCs each needs a name of its own to take in DST",
+                src.display()
+            );
+        };
+        let into = args.dst.join(name);
+        let reporter = StderrReporter {
+            src,
+            dst: &into,
+            src_is_archive: false,
+        };
+        let copied = progress::with_progress(job.show_progress(), src, &job.stats, || {
+            copy_tree(src, &into, opts, &job.stats, &reporter)
+        });
+        // One SRC that cannot be copied at all is reported; the others are copied.
+        if let Err(e) = copied {
+            report::to_stderr(format_args!("ferry: {}", reporter.line(&e)));
+            ferry_core::Stats::bump(&job.stats.errors);
+        }
+    }
+    Ok(job.finish())
+}
+
+/// The name a SRC takes in DST when several are copied: its last component (`a/b/`
+/// is `b`); none for `/`, `.` or `..`.
+fn own_name(src: &std::path::Path) -> Option<&std::ffi::OsStr> {
+    match src.components().next_back()? {
+        std::path::Component::Normal(name) => Some(name),
+        _ => None,
+    }
 }

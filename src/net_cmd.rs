@@ -37,7 +37,7 @@ fn place(arg: &OsStr) -> anyhow::Result<Place> {
 /// Whether SRC or DST names a remote path.
 pub fn is_remote(args: &CopyArgs) -> bool {
     let remote = |p: &std::path::Path| !matches!(place(p.as_os_str()), Ok(Place::Local));
-    remote(&args.src) || remote(&args.dst)
+    args.srcs.iter().any(|p| remote(p)) || remote(&args.dst)
 }
 
 /// A connection to the other end: ssh's child, or a daemon's socket.

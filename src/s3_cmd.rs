@@ -22,7 +22,7 @@ pub fn is_s3(p: &Path) -> bool {
 
 /// Whether `copy` goes to or from S3.
 pub fn is_s3_copy(args: &CopyArgs) -> bool {
-    is_s3(&args.src) || is_s3(&args.dst)
+    args.srcs.iter().any(|p| is_s3(p)) || is_s3(&args.dst)
 }
 
 fn open(p: &Path) -> anyhow::Result<Arc<Store>> {

@@ -496,7 +496,7 @@ fn names_in(dir: &std::path::Path) -> Vec<String> {
 }
 
 /// The members `ferry ls` lists, sorted (pack writes a directory's in inode order).
-fn members(archive: &std::path::Path) -> Vec<String> {
+pub(crate) fn members(archive: &std::path::Path) -> Vec<String> {
     let r = ferry(&[&"ls", &archive]);
     r.assert_ok();
     let mut names: Vec<String> = r.stdout.lines().map(str::to_owned).collect();

@@ -9,6 +9,7 @@ mod commands;
 mod edit;
 mod errors;
 mod filters;
+mod flags;
 mod hostile;
 mod interop;
 mod json;
@@ -17,6 +18,7 @@ mod parallel;
 mod reflink;
 mod select;
 mod streams;
+mod zstd;
 
 use common::run::{run, Run, FERRY};
 use std::path::Path;

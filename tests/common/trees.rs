@@ -400,3 +400,20 @@ pub fn count(root: &Path) -> Counts {
     });
     c
 }
+
+/// `top` (a file) and `mnt`, a directory where a ramfs is bound, holding `inside`: a tree
+/// that crosses into another filesystem (`--one-file-system`). None, after saying why
+/// the test skips, where no ramfs can be mounted; the mount lives as long as the guard.
+pub fn with_a_mount_point(root: &Path) -> Option<crate::common::mount::BoundRamfs> {
+    write(&root.join("top"), b"top");
+    mkdirs(&root.join("mnt"));
+    let bound = match crate::common::mount::bind_ramfs(&root.join("mnt")) {
+        Ok(b) => b,
+        Err(why) => {
+            crate::common::skip(&why);
+            return None;
+        }
+    };
+    write(&root.join("mnt/inside"), b"on the ramfs");
+    Some(bound)
+}

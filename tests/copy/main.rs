@@ -15,6 +15,7 @@ mod deep;
 mod delete;
 mod dry_run;
 mod filters;
+mod flags;
 mod kinds;
 mod names;
 mod pseudo;

@@ -142,3 +142,22 @@ fn compressed_tars_mount_and_say_when_reads_are_sequential() {
         assert_same_tree_with(&s.src, &m.at, &opts);
     }
 }
+
+#[test]
+fn a_zstd_ferry_archive_mounts_as_the_tree_it_was_packed_from() {
+    if !fuse_here() {
+        return;
+    }
+    let s = scratch();
+    every_kind_and_odd_names(&s.src);
+    write(
+        &s.src.join("large"),
+        &super::common::build::pattern(4, 9 << 20),
+    );
+    stamp_times(&s.src);
+    let archive = s.tmp.path().join("t.tar.zst");
+    let cache = s.tmp.path().join("cache");
+    pack(&cache, &s.src, &archive);
+    let m = Mounted::new(&cache, &archive, &s.tmp.path().join("mnt"));
+    assert_same_tree_with(&s.src, &m.at, &Options::default());
+}

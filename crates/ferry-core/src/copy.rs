@@ -10,7 +10,7 @@ use crate::filter::Filter;
 use crate::local::{LocalTreeSink, Update};
 use crate::preview::{PreviewDir, PreviewSink};
 use crate::stats::Stats;
-use crate::walk::{held_levels_within, is_tree, walk, walk_one, WalkConfig};
+use crate::walk::{held_levels_within, walk, walk_one, WalkConfig};
 use rustix::fs::{Mode, OFlags};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -44,6 +44,13 @@ pub struct CopyOptions {
     /// Write nothing: only tell `changes` (and count) what the copy would do
     /// (`--dry-run`; see [`crate::preview`]).
     pub dry_run: bool,
+    /// Leave alone a file in the destination whose mtime is newer than the source's
+    /// (`-u`, `--update`, as rsync and `cp -u` keep it).
+    pub keep_newer: bool,
+    /// Stay on the source root's filesystem (see [`WalkConfig::one_file_system`]).
+    pub one_file_system: bool,
+    /// Follow symlinks (see [`WalkConfig::dereference`]).
+    pub dereference: bool,
 }
 
 impl Default for CopyOptions {
@@ -60,6 +67,9 @@ impl Default for CopyOptions {
             delete_excluded: false,
             changes: None,
             dry_run: false,
+            keep_newer: false,
+            one_file_system: false,
+            dereference: false,
         }
     }
 }
@@ -107,7 +117,11 @@ pub fn copy_tree(
 ) -> Result<()> {
     let not_there = |e| Error::new(&RelPath::root(), "open source", e);
     std::fs::symlink_metadata(src).map_err(not_there)?;
-    if !is_tree(src) {
+    let following = WalkConfig {
+        dereference: opts.dereference,
+        ..WalkConfig::default()
+    };
+    if !following.walks_as_tree(src) {
         return copy_one(src, dst, opts, stats, reporter);
     }
     let src_real = src.canonicalize().map_err(not_there)?;
@@ -139,6 +153,8 @@ pub fn copy_tree(
         held_levels: held_levels_for(threads),
         unreadable_dirs: true,
         filter: opts.filter.clone(),
+        one_file_system: opts.one_file_system,
+        dereference: opts.dereference,
         ..WalkConfig::default()
     };
     let stat_dst = |fd| {
@@ -157,7 +173,8 @@ pub fn copy_tree(
         };
         let st = root.as_ref().map(stat_dst).transpose()?;
         let changes = opts.changes.as_deref();
-        let sink = PreviewSink::new(PreviewDir::new(root), opts.checksum, stats, changes);
+        let sink = PreviewSink::new(PreviewDir::new(root), opts.checksum, stats, changes)
+            .keeping_newer(opts.keep_newer);
         walk(src, &sink, &cfg(st.as_ref()), &noted)?;
     } else {
         let mover = mover(opts);
@@ -244,7 +261,8 @@ fn copy_one(
             Err(e) => return Err(one.named(Error::dst(&root, "open destination", e))),
         };
         let changes = opts.changes.as_deref();
-        let sink = PreviewSink::new(into.clone(), opts.checksum, stats, changes);
+        let sink = PreviewSink::new(into.clone(), opts.checksum, stats, changes)
+            .keeping_newer(opts.keep_newer);
         if let Err(e) = walk_one(src, Some(name), &sink, into, &cfg, &counting) {
             counting.error(&e);
         }
@@ -272,6 +290,7 @@ fn update(opts: &CopyOptions) -> Update {
     Update {
         checksum: opts.checksum,
         verify: opts.verify,
+        keep_newer: opts.keep_newer,
     }
 }
 

@@ -39,6 +39,8 @@ pub struct Update {
     pub checksum: bool,
     /// Re-read every file written and compare its hash with the source's.
     pub verify: bool,
+    /// Leave alone a destination file whose mtime is newer than the source's (`-u`).
+    pub keep_newer: bool,
 }
 
 /// Writes a tree under a destination directory.
@@ -343,7 +345,13 @@ impl<'a> LocalTreeSink<'a> {
         let path = &entry.path;
         let was = self.existing(dir, name, path)?;
         if let Some(st) = &was {
-            if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+            let is_file = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+            if is_file && self.update.keep_newer && meta::mtime_of(st) > entry.meta.mtime {
+                Stats::bump(&self.stats.skipped);
+                self.stats.skipped_bytes.fetch_add(size, Relaxed);
+                return Ok(());
+            }
+            if is_file
                 && self.up_to_date(dir, name, st, entry, &data)?
                 && self.settle(dir, name, st, entry, false)?
             {
@@ -725,6 +733,13 @@ pub(crate) fn open_dir(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<Owne
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
+}
+
+/// Opens the directory `name` in `parent`, or the one it points to if it is a symlink
+/// (`-L`).
+pub(crate) fn open_dir_following(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rfs::openat(parent, name, flags, Mode::empty())
 }
 
 /// The destination root, and hardlinks by name.

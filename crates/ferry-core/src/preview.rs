@@ -34,6 +34,8 @@ pub struct PreviewSink<'a> {
     meta: MetaWriter,
     stats: &'a Stats,
     changes: Option<&'a dyn Changes>,
+    /// Files newer in the destination are left alone (`-u`).
+    keep_newer: bool,
 }
 
 /// A destination directory as a preview sees it: open if it exists (and is a
@@ -94,7 +96,14 @@ impl<'a> PreviewSink<'a> {
             meta: MetaWriter::new(),
             stats,
             changes,
+            keep_newer: false,
         }
+    }
+
+    /// Files newer in the destination are left alone (`-u`): the preview says so.
+    pub fn keeping_newer(mut self, keep: bool) -> Self {
+        self.keep_newer = keep;
+        self
     }
 
     fn tell(&self, entry: &Entry, what: What) {
@@ -234,6 +243,15 @@ impl TreeSink for PreviewSink<'_> {
             }
             other => other.at_dst(&entry.path, "stat destination")?,
         };
+        let is_file = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+        if let (EntryKind::File { size }, true) = (&entry.kind, is_file) {
+            if self.keep_newer && meta::mtime_of(&st) > entry.meta.mtime {
+                // `-u`: left alone, as the copy leaves it.
+                Stats::bump(&self.stats.skipped);
+                self.stats.skipped_bytes.fetch_add(*size, Relaxed);
+                return Ok(());
+            }
+        }
         let changed = self.content_reasons(dir, &name, &st, entry, data.as_ref())?;
         if !changed.is_empty() {
             self.made(entry, What::Updated(changed));

@@ -23,7 +23,7 @@
 use crate::entry::{Entry, EntryKind, InodeKey, RelPath};
 use crate::error::{Context, Error, Reporter, Result};
 use crate::filter::Filter;
-use crate::local::open_dir;
+use crate::local::{open_dir, open_dir_following};
 use crate::meta;
 use crate::prefetch::Prefetch;
 use crate::pseudo;
@@ -69,6 +69,17 @@ pub struct WalkConfig {
     /// Which entries to take (see [`crate::filter`]): a name it leaves out is not
     /// looked at any further (an excluded directory is not opened). None: all.
     pub filter: Option<Arc<Filter>>,
+    /// Stay on the filesystem of the root (`-x`, `--one-file-system`): a directory on
+    /// another one (a mount point) is pushed into the sink, with its metadata, but not
+    /// read, as `cp -x`, `rsync -x` and `tar --one-file-system` leave it.
+    pub one_file_system: bool,
+    /// Follow symlinks (`-L`, `--dereference`): a symlink is walked as what it points
+    /// to (a directory as a directory, a file as a file), as `cp -L`, `rsync -L` and
+    /// `tar -h` take it. A symlink to nothing, or to a directory above it (a loop), is
+    /// reported and left out. Every directory then keeps its descriptors until its
+    /// subtree is done (`..` of a linked directory is not the directory it was
+    /// entered from), so the depth walked is bounded by the limit on open files.
+    pub dereference: bool,
 }
 
 /// While workers have nothing to do, a directory's leaves are shared in chunks of at
@@ -106,7 +117,17 @@ impl Default for WalkConfig {
             held_levels: HELD_LEVELS,
             unreadable_dirs: false,
             filter: None,
+            one_file_system: false,
+            dereference: false,
         }
+    }
+}
+
+impl WalkConfig {
+    /// Whether `src` is walked as a tree: see [`is_tree`]; with
+    /// [`WalkConfig::dereference`], a symlink to a directory is one too.
+    pub fn walks_as_tree(&self, src: &Path) -> bool {
+        is_tree(src) || (self.dereference && src.is_dir())
     }
 }
 
@@ -223,7 +244,15 @@ pub fn walk<S: TreeSink>(
     let st = rfs::fstat(&fd).at(&root_path, "stat")?;
     let entry = dir_entry(&fd, &st, root_path)?;
     let dst = Arc::new(sink.root(&entry)?);
-    let walker = Walker::new(sink, cfg, reporter);
+    // A directory entered through a symlink is not below its parent: never let go of
+    // one, as it could not be found again through `..`.
+    let held = WalkConfig {
+        held_levels: usize::MAX,
+        ..cfg.clone()
+    };
+    let cfg = if cfg.dereference { &held } else { cfg };
+    let mut walker = Walker::new(sink, cfg, reporter);
+    walker.root_dev = st.st_dev;
     // Open all along: every directory opened again can be reached down from here.
     let open = Arc::new(OpenDir {
         src: Arc::new(fd),
@@ -301,7 +330,11 @@ pub fn walk_one<S: TreeSink>(
     )
     .map_err(|e| at_root(e.into()))?;
     let path = RelPath::from_bytes(name.unwrap_or(src_name.as_bytes()).to_vec());
-    let st = rfs::statat(&dir, src_name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).at(&path, "stat")?;
+    let follow = match cfg.dereference {
+        true => AtFlags::empty(),
+        false => AtFlags::SYMLINK_NOFOLLOW,
+    };
+    let st = rfs::statat(&dir, src_name.as_c_str(), follow).at(&path, "stat")?;
     let kind = FileType::from_raw_mode(st.st_mode);
     if kind == FileType::Directory {
         return Err(Error::new(
@@ -335,6 +368,8 @@ struct Walker<'a, S: TreeSink> {
     queue: Queue<S::Dir>,
     opener: FileOpener,
     prefetch: Option<Prefetch>,
+    /// The device of the root of the walk (for [`WalkConfig::one_file_system`]).
+    root_dev: u64,
 }
 
 /// The entry of directory `fd`, whose status is `st`.
@@ -361,6 +396,7 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             },
             opener: FileOpener::default(),
             prefetch: (cfg.prefetch > 0).then(Prefetch::default),
+            root_dev: 0,
         }
     }
 
@@ -417,7 +453,10 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             }
         };
         let path = parent.entry.path.join(name.as_bytes());
-        let opened = open_dir(&open.src, name.as_c_str());
+        let opened = match self.cfg.dereference {
+            true => open_dir_following(&open.src, name.as_c_str()),
+            false => open_dir(&open.src, name.as_c_str()),
+        };
         if matches!(opened, Err(Errno::ACCESS)) && self.cfg.unreadable_dirs {
             self.unreadable_dir(&open, &name, &path);
             self.complete(parent, Some(open.dst.clone()));
@@ -430,6 +469,10 @@ impl<'a, S: TreeSink> Walker<'a, S> {
                 self.skipped(&path);
                 return Ok(None);
             }
+            if self.cfg.dereference && parent.is_or_is_below(InodeKey::of(&st)) {
+                let why = std::io::Error::other("a symlink to a directory above it (a loop)");
+                return Err(Error::new(&path, "follow symlink", why));
+            }
             let entry = dir_entry(&fd, &st, path.clone())?;
             let dst = Arc::new(self.sink.dir(&open.dst, &entry)?);
             let opened = Arc::new(OpenDir {
@@ -438,10 +481,17 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             });
             let key = InodeKey::of(&st);
             let node = Node::child(&parent, entry, key, &opened, self.cfg.held_levels);
-            Ok(Some((Arc::new(node), opened)))
+            let other_fs = self.cfg.one_file_system && st.st_dev != self.root_dev;
+            Ok(Some((Arc::new(node), opened, other_fs)))
         });
         match made {
-            Ok(Some((node, opened))) => {
+            Ok(Some((node, opened, true))) => {
+                // A mount point with -x: made, not read.
+                drop(open);
+                self.complete(node.clone(), Some(opened.dst.clone()));
+                Some((node, opened))
+            }
+            Ok(Some((node, opened, false))) => {
                 // The parent's descriptors are not needed any more.
                 drop(open);
                 self.read_dir(&node, &opened);
@@ -497,6 +547,9 @@ impl<'a, S: TreeSink> Walker<'a, S> {
     /// Hands out one batch of a directory's names: subdirectories and shared chunks of
     /// leaves go on the stack, the first chunk of leaves is pushed into the sink here.
     fn spread(&self, node: &Arc<Node<S::Dir>>, open: &Opened<S::Dir>, mut names: Vec<Name>) {
+        if self.cfg.dereference {
+            names.retain_mut(|n| self.follow(node, open, n));
+        }
         if let Some(filter) = &self.cfg.filter {
             let dir = node.entry.path.as_bytes();
             names.retain(|n| {
@@ -539,6 +592,25 @@ impl<'a, S: TreeSink> Walker<'a, S> {
         }));
         self.queue.push(shared);
         self.leaves(node, open, &leaves);
+    }
+
+    /// With [`WalkConfig::dereference`]: gives the symlink `n` of `node` the kind of
+    /// what it points to. False (reported) for a symlink to nothing.
+    fn follow(&self, node: &Node<S::Dir>, open: &Opened<S::Dir>, n: &mut Name) -> bool {
+        if n.kind != FileType::Symlink {
+            return true;
+        }
+        match rfs::statat(&*open.src, n.name.as_c_str(), AtFlags::empty()) {
+            Ok(st) => {
+                n.kind = FileType::from_raw_mode(st.st_mode);
+                true
+            }
+            Err(e) => {
+                let path = node.entry.path.join(n.name.as_bytes());
+                self.report(&Error::new(&path, "follow symlink", e));
+                false
+            }
+        }
     }
 
     /// Pushes a run of `node`'s non-directory entries into the sink, with its regular
@@ -601,7 +673,11 @@ impl<'a, S: TreeSink> Walker<'a, S> {
 
     fn leaf_inner(&self, open: &OpenDir<S::Dir>, n: &Name, path: &RelPath) -> Result<()> {
         if n.kind == FileType::RegularFile && self.sink.wants_data() {
-            let fd = self.opener.open(&*open.src, &n.name).at(path, "open")?;
+            let fd = match self.cfg.dereference {
+                true => self.opener.open_following(&*open.src, &n.name),
+                false => self.opener.open(&*open.src, &n.name),
+            }
+            .at(path, "open")?;
             if let Some(p) = &self.prefetch {
                 p.watch(&fd);
             }
@@ -637,8 +713,11 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             let data = FileData::File { fd, maybe_sparse };
             return self.sink.leaf(&open.dst, &entry, Some(data));
         }
-        let st = rfs::statat(&*open.src, n.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
-            .at(path, "stat")?;
+        let follow = match self.cfg.dereference {
+            true => AtFlags::empty(),
+            false => AtFlags::SYMLINK_NOFOLLOW,
+        };
+        let st = rfs::statat(&*open.src, n.name.as_c_str(), follow).at(path, "stat")?;
         let mut meta = meta::from_stat(&st);
         let kind = match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile => EntryKind::File {
@@ -701,7 +780,16 @@ pub struct FileOpener {
 impl FileOpener {
     /// Opens `name` in `dir`.
     pub fn open(&self, dir: impl AsFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        self.open_with(dir, name, OFlags::NOFOLLOW)
+    }
+
+    /// Opens `name` in `dir`, following it if it is a symlink (`-L`).
+    pub fn open_following(&self, dir: impl AsFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
+        self.open_with(dir, name, OFlags::empty())
+    }
+
+    fn open_with(&self, dir: impl AsFd, name: &CStr, more: OFlags) -> rustix::io::Result<OwnedFd> {
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | more;
         if !self.noatime_refused.load(Ordering::Relaxed) {
             match rfs::openat(&dir, name, flags | OFlags::NOATIME, Mode::empty()) {
                 Err(Errno::PERM) => self.noatime_refused.store(true, Ordering::Relaxed),

@@ -58,16 +58,20 @@
 
 mod access;
 mod bzip2;
+mod frames;
 mod gzip;
 mod index;
 mod indexing;
 mod input;
+pub mod seekable;
 mod xz;
 mod zstd;
 
 pub use access::{Compressed, POOL};
+pub use frames::Frames;
 pub use index::{SeekIndex, RANDOM_ACCESS_GAP};
 pub use indexing::Indexing;
+pub use seekable::{seek_table, SeekableWriter};
 
 /// A good default distance between seek points: 4 MiB of output. Measured here on the
 /// first 1.4 GB of a tar of /usr/lib and /usr/share (`examples/measure.rs`): pigz -6 gives

@@ -111,3 +111,32 @@ pub fn mount_ramfs() -> Result<Mounted, String> {
         _lock: None,
     })
 }
+
+/// A ramfs bound onto a directory of a tree (a mount point inside it, for
+/// `--one-file-system`); unbound, then unmounted, when dropped.
+pub struct BoundRamfs {
+    at: std::path::PathBuf,
+    _ramfs: Mounted,
+}
+
+impl Drop for BoundRamfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.at).status();
+    }
+}
+
+/// Mounts a ramfs and binds it onto the existing directory `at`. `Err` says why it
+/// cannot be done here (the caller skips).
+pub fn bind_ramfs(at: &Path) -> Result<BoundRamfs, String> {
+    let ramfs = mount_ramfs()?;
+    try_run(
+        Command::new("mount")
+            .arg("--bind")
+            .arg(ramfs.path())
+            .arg(at),
+    )?;
+    Ok(BoundRamfs {
+        at: at.to_path_buf(),
+        _ramfs: ramfs,
+    })
+}

@@ -5,7 +5,7 @@
 //! the tar stream does, from offset 0 to the end-of-archive blocks. Before a member's
 //! data is used, its tar header is parsed and must agree with its index entry.
 
-use super::convert::safe_path;
+use super::convert::stripped_path;
 use crate::index::{Entries, Footer, Index, IndexEntry, Kind, FOOTER_LEN};
 use crate::tar::{Reader, TarEntry, TarError, TarKind};
 use ferry_core::entry::RelPath;
@@ -49,9 +49,65 @@ pub enum ArchiveError {
     },
 }
 
+/// Where an archive's bytes are read from.
+pub enum Source {
+    /// A plain archive file: data may be cloned or copied by the kernel out of it.
+    File(File),
+    /// A zstd archive with a seek table (`ferry pack --zstd`): read by decompressing the
+    /// frames that hold what is asked for; offsets are those of the tar inside.
+    Compressed(ferry_seek::Frames),
+}
+
+/// Reads at an offset, from a file or what stands for one.
+pub trait ReadAt {
+    /// Reads into `buf` from `offset`; short only at the end.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+}
+
+impl ReadAt for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        FileExt::read_at(self, buf, offset)
+    }
+}
+
+impl ReadAt for Source {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        match self {
+            Source::File(f) => FileExt::read_at(f, buf, offset),
+            Source::Compressed(c) => c.read_at(buf, offset),
+        }
+    }
+}
+
+impl Source {
+    /// Fills `buf` from `offset`; an error if the archive ends first.
+    pub fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match ReadAt::read_at(self, buf, offset) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The archive's length: of the tar inside, for a compressed one.
+    fn len(&self) -> io::Result<u64> {
+        Ok(match self {
+            Source::File(f) => f.metadata()?.len(),
+            Source::Compressed(c) => c.decompressed_len(),
+        })
+    }
+}
+
 /// An archive file opened for reading.
 pub struct Archive {
-    file: File,
+    file: Source,
     len: u64,
     index: Option<Index>,
     /// Where tar data was written over the end-of-archive blocks the footer names.
@@ -67,7 +123,12 @@ impl Archive {
 
     /// Uses an open archive file.
     pub fn from_file(file: File) -> Result<Archive, ArchiveError> {
-        let len = file.metadata()?.len();
+        Archive::from_source(Source::File(file))
+    }
+
+    /// Uses an archive read from `file`, a plain archive or a compressed one.
+    pub fn from_source(file: Source) -> Result<Archive, ArchiveError> {
+        let len = file.len()?;
         let (index, overwritten_at) = match read_index(&file, len)? {
             Indexed::Yes(index) => (Some(index), None),
             Indexed::No => (None, None),
@@ -124,9 +185,11 @@ impl Archive {
     /// entry of that path that starts before the index position asked with it, and its
     /// position: the member an extraction would have left at that path by then. One
     /// pass through the index, however many paths; an archive without one finds none.
+    /// Member paths lose their first `strip` components first (`--strip-components`).
     pub fn last_named(
         &self,
         asked: &HashMap<RelPath, u64>,
+        strip: usize,
     ) -> Result<HashMap<RelPath, (u64, IndexEntry)>, ArchiveError> {
         let mut found = HashMap::new();
         let end = asked.values().copied().max().unwrap_or(0);
@@ -135,7 +198,7 @@ impl Archive {
             if pos >= end {
                 break;
             }
-            if let Ok(path) = safe_path(&e.path) {
+            if let Ok(path) = stripped_path(&e.path, strip) {
                 if asked.get(&path).is_some_and(|&before| pos < before) {
                     found.insert(path, (pos, e));
                 }
@@ -150,9 +213,18 @@ impl Archive {
         reader_at(&self.file, 0, SCAN_WINDOW)
     }
 
-    /// The open archive file.
-    pub fn file(&self) -> &File {
+    /// Where the archive is read from.
+    pub fn source(&self) -> &Source {
         &self.file
+    }
+
+    /// The open archive file; None for a compressed archive, whose data must be
+    /// decompressed (it cannot be cloned or copied by the kernel).
+    pub fn file(&self) -> Option<&File> {
+        match &self.file {
+            Source::File(f) => Some(f),
+            Source::Compressed(_) => None,
+        }
     }
 
     /// The archive's length in bytes.
@@ -305,7 +377,7 @@ pub fn tar_kind(k: Kind) -> TarKind {
 /// Reads an archive file from a position with `pread`.
 pub struct At<'a> {
     /// The file.
-    pub file: &'a File,
+    pub file: &'a dyn ReadAt,
     /// The next offset to read.
     pub pos: u64,
 }
@@ -331,7 +403,7 @@ enum Indexed {
 
 /// Reads the footer and, if there is one, goes through the whole index once: every
 /// entry checked, and the checksum at the end.
-fn read_index(file: &File, len: u64) -> Result<Indexed, ArchiveError> {
+fn read_index(file: &Source, len: u64) -> Result<Indexed, ArchiveError> {
     if len < FOOTER_LEN + 1024 {
         return Ok(Indexed::No);
     }
@@ -448,6 +520,6 @@ const INDEX_WINDOW: usize = 256 << 10;
 const ENTRY_WINDOW: usize = 4096;
 
 /// Reads the archive from `pos` on, `window` bytes at a time.
-fn reader_at(file: &File, pos: u64, window: usize) -> BufReader<At<'_>> {
+fn reader_at(file: &dyn ReadAt, pos: u64, window: usize) -> BufReader<At<'_>> {
     BufReader::with_capacity(window, At { file, pos })
 }

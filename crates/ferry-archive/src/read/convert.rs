@@ -22,6 +22,34 @@ pub fn safe_path(raw: &[u8]) -> Result<RelPath, &'static str> {
     Ok(out)
 }
 
+/// Why a member is left out without a word: `--strip-components` took its whole name
+/// (as GNU tar skips such members).
+pub const STRIPPED: &str = "no name left once its leading components are stripped";
+
+/// A member path with its first `strip` components dropped (as `tar
+/// --strip-components` counts them: `.` is one, empty ones are not), then made safe
+/// as [`safe_path`] makes it. A path with nothing left but the root is [`STRIPPED`].
+pub fn stripped_path(raw: &[u8], strip: usize) -> Result<RelPath, &'static str> {
+    if strip == 0 {
+        return safe_path(raw);
+    }
+    let mut rest = raw;
+    for _ in 0..strip {
+        while let Some(r) = rest.strip_prefix(b"/") {
+            rest = r;
+        }
+        match rest.iter().position(|&b| b == b'/') {
+            Some(at) => rest = &rest[at..],
+            None => return Err(STRIPPED),
+        }
+    }
+    let path = safe_path(rest)?;
+    match path.is_root() {
+        true => Err(STRIPPED),
+        false => Ok(path),
+    }
+}
+
 fn time((sec, nsec): (i64, u32)) -> Timestamp {
     Timestamp { sec, nsec }
 }
@@ -50,7 +78,13 @@ fn meta(
     }
 }
 
-fn kind(k: TarKind, size: u64, link: Option<&[u8]>, rdev: u64) -> Result<EntryKind, &'static str> {
+fn kind(
+    k: TarKind,
+    size: u64,
+    link: Option<&[u8]>,
+    rdev: u64,
+    strip: usize,
+) -> Result<EntryKind, &'static str> {
     let target = || {
         link.filter(|l| !l.is_empty())
             .ok_or("link without a target")
@@ -62,7 +96,7 @@ fn kind(k: TarKind, size: u64, link: Option<&[u8]>, rdev: u64) -> Result<EntryKi
             target: target()?.to_vec(),
         },
         TarKind::HardLink => {
-            let t = safe_path(target()?)?;
+            let t = stripped_path(target()?, strip)?;
             if t.is_root() {
                 return Err("hardlink to the destination root");
             }
@@ -74,12 +108,13 @@ fn kind(k: TarKind, size: u64, link: Option<&[u8]>, rdev: u64) -> Result<EntryKi
     })
 }
 
-/// The entry a tar member describes, with a safe path.
-pub fn from_tar(t: &TarEntry) -> Result<Entry, &'static str> {
+/// The entry a tar member describes, with a safe path, its first `strip` components
+/// dropped (see [`stripped_path`]; a hardlink's target too).
+pub fn from_tar(t: &TarEntry, strip: usize) -> Result<Entry, &'static str> {
     let rdev = t.rdev.map_or(0, |(ma, mi)| rustix::fs::makedev(ma, mi));
     Ok(Entry {
-        path: safe_path(&t.path)?,
-        kind: kind(t.kind, t.size, t.link_target.as_deref(), rdev)?,
+        path: stripped_path(&t.path, strip)?,
+        kind: kind(t.kind, t.size, t.link_target.as_deref(), rdev, strip)?,
         meta: meta(
             t.mode,
             t.uid,
@@ -98,11 +133,12 @@ fn tar_kind(k: Kind) -> TarKind {
     crate::read::archive::tar_kind(k)
 }
 
-/// The entry an index entry describes, with a safe path.
-pub fn from_index(e: &IndexEntry) -> Result<Entry, &'static str> {
+/// The entry an index entry describes, with a safe path, its first `strip` components
+/// dropped (see [`stripped_path`]; a hardlink's target too).
+pub fn from_index(e: &IndexEntry, strip: usize) -> Result<Entry, &'static str> {
     Ok(Entry {
-        path: safe_path(&e.path)?,
-        kind: kind(tar_kind(e.kind), e.size, Some(&e.link), e.rdev)?,
+        path: stripped_path(&e.path, strip)?,
+        kind: kind(tar_kind(e.kind), e.size, Some(&e.link), e.rdev, strip)?,
         meta: meta(e.mode, e.uid, e.gid, e.mtime, e.atime, &e.xattrs),
         links: None,
     })
@@ -135,5 +171,30 @@ mod tests {
         assert!(safe_path(b"a/../../x").is_err());
         assert!(safe_path(b"..").is_err());
         assert!(safe_path(b"a/..b/c").is_ok());
+    }
+
+    #[test]
+    fn stripping_counts_components_as_gnu_tar_does() {
+        let strip = |raw: &[u8], n| stripped_path(raw, n).map(|p| p.as_bytes().to_vec());
+        assert_eq!(
+            strip(b"./d/f", 1),
+            Ok(b"d/f".to_vec()),
+            "`.` is a component"
+        );
+        assert_eq!(strip(b"/a//b/c", 2), Ok(b"c".to_vec()));
+        assert_eq!(strip(b"a/b/", 1), Ok(b"b".to_vec()));
+        assert_eq!(strip(b"a/", 1), Err(STRIPPED), "nothing left: skipped");
+        assert_eq!(strip(b"./", 1), Err(STRIPPED));
+        assert_eq!(strip(b"a/.", 1), Err(STRIPPED), "only the root left");
+        assert_eq!(strip(b"a", 3), Err(STRIPPED));
+        assert!(
+            strip(b"a/../../x", 1).is_err(),
+            "`..` after stripping is refused"
+        );
+        assert_eq!(
+            strip(b"../x", 1),
+            Ok(b"x".to_vec()),
+            "stripped away with the rest"
+        );
     }
 }

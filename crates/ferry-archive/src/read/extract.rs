@@ -76,6 +76,7 @@ impl<'a> Extractor<'a> {
             Update {
                 checksum: opts.checksum,
                 verify: opts.verify,
+                keep_newer: false,
             },
             stats,
             reporter,

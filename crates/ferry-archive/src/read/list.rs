@@ -10,7 +10,6 @@ use crate::tar::{Reader, TarEntry, TarKind};
 use ferry_core::entry::RelPath;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
 use xxhash_rust::xxh3::Xxh3;
 
 /// What a listing shows of one member.
@@ -169,7 +168,10 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
     if e.kind != Kind::File {
         return Err(not_a_file(path, tar_kind(e.kind)));
     }
-    archive.check_member(&e)?;
+    archive.check_member(&e).map_err(|err| match err {
+        ArchiveError::Io(io) => refused(path, format!("read its headers: {io}")),
+        other => other,
+    })?;
     let runs = runs_of(e.sparse_map(), e.size);
     let mut stored_at = e.data_offset;
     let mut out = Hashing {
@@ -177,7 +179,11 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
         hash: Xxh3::new(),
     };
     write_runs(&runs, e.size, &mut out, |buf| {
-        archive.file().read_exact_at(buf, stored_at)?;
+        // Damaged data (a compressed archive's frame) is told with the member's name.
+        archive
+            .source()
+            .read_exact_at(buf, stored_at)
+            .map_err(|e| io::Error::new(e.kind(), format!("member {want}: read its data: {e}")))?;
         stored_at += buf.len() as u64;
         Ok(())
     })?;
@@ -216,7 +222,7 @@ fn last_named(
     before: u64,
 ) -> Result<Option<(u64, IndexEntry)>, ArchiveError> {
     let asked = HashMap::from([(path.clone(), before)]);
-    Ok(archive.last_named(&asked)?.remove(path))
+    Ok(archive.last_named(&asked, 0)?.remove(path))
 }
 
 /// Writes a file given as runs: zeros for the holes, the runs' bytes from `read`.

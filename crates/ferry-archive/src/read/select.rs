@@ -3,18 +3,90 @@
 //! Names are compared as member paths are made safe (`./a/b/`, `/a/b` and `a//b` are
 //! all `a/b`). Each name remembers whether it selected anything, so a name that matched
 //! no member can be reported, as GNU tar reports "Not found in archive".
+//!
+//! A name with `*`, `?` or `[` in it is a glob, as `tar --wildcards` takes it: `*` and
+//! `?` match any bytes, `/` included, `[...]` a class, `\` the next character as it
+//! is; it selects each member whose path it matches, and everything below one (`'dir/*'`
+//! selects what is below `dir`, `'*.c'` every `.c` file at any depth).
 
 use super::convert::safe_path;
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// One name given: a member path, or a glob.
+#[derive(Debug)]
+enum Wanted {
+    /// The member at this path, and what lies below it.
+    Path(RelPath),
+    /// The members whose path the glob matches (`shown`, as given), and what lies
+    /// below them.
+    Glob {
+        shown: RelPath,
+        glob: globset::GlobMatcher,
+    },
+}
+
+impl Wanted {
+    /// The name as given, for messages.
+    fn shown(&self) -> &RelPath {
+        match self {
+            Wanted::Path(p) | Wanted::Glob { shown: p, .. } => p,
+        }
+    }
+
+    /// Whether it selects the member at `path`.
+    fn takes(&self, path: &RelPath) -> bool {
+        match self {
+            Wanted::Path(name) => is_within(path, name),
+            Wanted::Glob { glob, .. } => {
+                let p = path.as_bytes();
+                // The path itself, or one of its ancestors.
+                let ends = p
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &b)| b == b'/')
+                    .map(|(i, _)| i);
+                ends.chain([p.len()]).any(|end| {
+                    let at = std::path::Path::new(std::ffi::OsStr::from_bytes(&p[..end]));
+                    glob.is_match(at)
+                })
+            }
+        }
+    }
+}
+
+/// A name with glob characters, made a matcher for member paths as they are made
+/// safe (without a leading `/` or `./`).
+fn glob_of(raw: &[u8]) -> Result<Option<Wanted>, String> {
+    if !raw.iter().any(|b| b"*?[".contains(b)) {
+        return Ok(None);
+    }
+    let shown = RelPath::from_bytes(raw.to_vec());
+    let text = std::str::from_utf8(raw).map_err(|_| format!("{shown}: a glob must be UTF-8"))?;
+    let mut text = text.trim_start_matches('/');
+    while let Some(rest) = text.strip_prefix("./") {
+        text = rest.trim_start_matches('/');
+    }
+    let glob = globset::GlobBuilder::new(text.trim_end_matches('/'))
+        .literal_separator(false)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| format!("{shown}: {e}"))?
+        .compile_matcher();
+    Ok(Some(Wanted::Glob { shown, glob }))
+}
 
 /// The members asked for: all of them, or those at or below some names.
 #[derive(Debug, Default)]
 pub struct Selection {
     /// The names given, each with whether a member matched it. Empty: every member.
-    names: Vec<(RelPath, AtomicBool)>,
+    names: Vec<(Wanted, AtomicBool)>,
+    /// Leading components dropped from every member's name before it is selected
+    /// and made (`--strip-components`).
+    strip: usize,
 }
 
 impl Selection {
@@ -30,12 +102,27 @@ impl Selection {
             .iter()
             .map(|raw| {
                 let raw = raw.as_ref();
+                if let Some(glob) = glob_of(raw)? {
+                    return Ok((glob, AtomicBool::new(false)));
+                }
                 safe_path(raw)
-                    .map(|path| (path, AtomicBool::new(false)))
+                    .map(|path| (Wanted::Path(path), AtomicBool::new(false)))
                     .map_err(|why| format!("{}: {why}", RelPath::from_bytes(raw.to_vec())))
             })
             .collect::<Result<_, _>>()?;
-        Ok(Selection { names })
+        Ok(Selection { names, strip: 0 })
+    }
+
+    /// The same selection of members whose names lose their first `n` components
+    /// (`tar --strip-components N`); names given are matched against what is left.
+    pub fn stripping(mut self, n: usize) -> Selection {
+        self.strip = n;
+        self
+    }
+
+    /// The leading components dropped from member names.
+    pub fn strip(&self) -> usize {
+        self.strip
     }
 
     /// Whether every member is selected.
@@ -51,7 +138,7 @@ impl Selection {
         }
         let mut selected = false;
         for (name, matched) in &self.names {
-            if is_within(path, name) {
+            if name.takes(path) {
                 matched.store(true, Relaxed);
                 selected = true;
             }
@@ -61,7 +148,7 @@ impl Selection {
 
     /// Whether the member at `path` is selected, without marking any name.
     pub fn covers(&self, path: &RelPath) -> bool {
-        self.is_all() || self.names.iter().any(|(name, _)| is_within(path, name))
+        self.is_all() || self.names.iter().any(|(name, _)| name.takes(path))
     }
 
     /// Reports each name that selected no member as an error of `op` naming it, as GNU
@@ -81,7 +168,7 @@ impl Selection {
         self.names
             .iter()
             .filter(|(_, matched)| !matched.load(Relaxed))
-            .map(|(name, _)| name)
+            .map(|(name, _)| name.shown())
     }
 }
 
@@ -123,6 +210,28 @@ mod tests {
         let root = Selection::of(&["."]).unwrap();
         assert!(root.selects(&path("any/thing")));
         assert_eq!(root.unmatched().count(), 0);
+    }
+
+    #[test]
+    fn a_glob_selects_what_it_matches_and_what_lies_below() {
+        let s = Selection::of(&["./dir/*", "*.c", "x?z", "none*"]).unwrap();
+        assert!(s.selects(&path("dir/a")));
+        assert!(
+            s.selects(&path("dir/a/b")),
+            "`*` crosses `/`, as tar's does"
+        );
+        assert!(
+            !s.selects(&path("dir")),
+            "the directory itself is not below it"
+        );
+        assert!(s.selects(&path("src/deep/f.c")));
+        assert!(s.selects(&path("xyz/below")), "below a matched directory");
+        assert!(!s.selects(&path("other/f.h")));
+        let unmatched: Vec<_> = s.unmatched().map(|p| p.to_string()).collect();
+        assert_eq!(unmatched, ["none*"]);
+        assert!(Selection::of(&["[z-a]"])
+            .unwrap_err()
+            .starts_with("[z-a]: "));
     }
 
     #[test]

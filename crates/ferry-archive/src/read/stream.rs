@@ -25,7 +25,7 @@
 //! no file of it, and the reader reports the break once, naming the member.
 
 use super::acl;
-use super::convert::{from_tar, runs_of};
+use super::convert::{from_tar, runs_of, STRIPPED};
 use super::extract::{workers_within_open_files, DirCache, Extractor};
 use super::order::Clash;
 use super::schedule::{self, Batch, Handout, InFlight, Route, Router};
@@ -387,8 +387,9 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
     /// What member `t` says to make, if it is to be made: converted, selected, with
     /// its ACLs and owner; None after reporting why not, or if not selected.
     fn entry(&mut self, t: &TarEntry) -> Option<Entry> {
-        let entry = match from_tar(t) {
+        let entry = match from_tar(t, self.select.strip()) {
             Ok(entry) => entry,
+            Err(STRIPPED) => return None,
             Err(why) => {
                 self.reporter.error(&refused(&t.path, why));
                 return None;

@@ -14,8 +14,8 @@
 //! escapes), so a symlink in the archive cannot redirect a later member. Directory
 //! metadata is applied last, each directory after all below it.
 
-use super::archive::{header_len, member_in, Archive, ArchiveError};
-use super::convert::{from_index, runs_of};
+use super::archive::{header_len, member_in, Archive, ArchiveError, At};
+use super::convert::{from_index, runs_of, STRIPPED};
 use super::extract::{workers_within_open_files, DirCache, Extractor};
 use super::order::Clash;
 use super::schedule::{self, Batch, Handout, InFlight, Route, Router, GROUP};
@@ -120,7 +120,11 @@ pub(super) fn refused(raw: &[u8], why: &'static str) -> Error {
 /// a cold cache the workers then wait on one batch of reads, not one random read each.
 fn prefetch_headers(archive: &Archive) {
     use rustix::fs::{fadvise, Advice};
-    let fd = archive.file().as_fd();
+    // A compressed archive is read by decompressing: nothing for the kernel to read.
+    let Some(file) = archive.file() else {
+        return;
+    };
+    let fd = file.as_fd();
     let advise = |(start, end): (u64, u64)| {
         let _ = fadvise(
             fd,
@@ -152,6 +156,9 @@ fn prefetch_headers(archive: &Archive) {
 
 /// Members up to this size are read with their headers in one call.
 const SMALL_MEMBER: u64 = 32 << 10;
+
+/// Bytes of a compressed archive's member data decompressed at a time for one file.
+const STREAM_BUFFER: usize = 256 << 10;
 
 /// Whether a member's data is read with its headers.
 fn read_whole(e: &IndexEntry) -> bool {
@@ -207,7 +214,20 @@ pub fn unpack_file(
             // Bounds the first member's headers before its bytes are read.
             header_len(first)?;
             let (n, start, end) = span(&group.index[done..]);
-            let bytes = archive.read_into(start, end - start, buf)?;
+            let bytes = match archive.read_into(start, end - start, buf) {
+                Ok(bytes) => bytes,
+                // Data that cannot be read (a damaged frame of a compressed archive) is
+                // an error of each member it holds; the others are placed.
+                Err(ArchiveError::Io(err)) => {
+                    for (_, entry, _) in group.members(done).take(n) {
+                        let why = io::Error::new(err.kind(), format!("read archive: {err}"));
+                        ex.reporter.error(&Error::new(&entry.path, "unpack", why));
+                    }
+                    done += n;
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
             for (e, entry, clash) in group.members(done).take(n) {
                 let at = (e.header_offset - start) as usize;
                 let bytes = bytes.get(at..).unwrap_or_default();
@@ -278,7 +298,7 @@ pub fn unpack_file(
     let dirs = later.dirs.into_iter().rev().filter_map(|pos| {
         match archive.entry_at(pos) {
             // Converted once already; a member that failed then was reported.
-            Ok(e) => from_index(&e)
+            Ok(e) => from_index(&e, select.strip())
                 .ok()
                 .filter(|entry| !later.in_order || finished.insert(entry.path.clone()))
                 .map(|entry| match &by_name {
@@ -322,13 +342,17 @@ fn place_links(
     let mut first_links = HashMap::<RelPath, u64>::new();
     for &pos in links {
         let e = archive.entry_at(pos)?;
-        if let Some(target) = from_index(&e).ok().as_ref().and_then(target_of) {
+        if let Some(target) = from_index(&e, select.strip())
+            .ok()
+            .as_ref()
+            .and_then(target_of)
+        {
             first_links.entry(target).or_insert(pos);
         }
     }
     let members = match first_links.is_empty() {
         true => HashMap::new(),
-        false => archive.last_named(&first_links)?,
+        false => archive.last_named(&first_links, select.strip())?,
     };
     // The link made from each target's member, which its other links link to.
     let mut made = HashMap::<RelPath, RelPath>::new();
@@ -338,7 +362,7 @@ fn place_links(
             let clash = clashes.get(n * GROUP + i).copied().unwrap_or_default();
             let e = archive.entry_at(pos)?;
             // Converted once already; a member that failed then was reported.
-            let Ok(mut entry) = from_index(&e) else {
+            let Ok(mut entry) = from_index(&e, select.strip()) else {
                 continue;
             };
             let Some(target) = target_of(&entry) else {
@@ -355,7 +379,7 @@ fn place_links(
             let member = members.get(&target).map(|(_, t)| t);
             match member
                 .filter(|t| t.kind != Kind::HardLink)
-                .map(|t| (t, from_index(t)))
+                .map(|t| (t, from_index(t, select.strip())))
             {
                 Some((t, Ok(copy))) => {
                     made.insert(target, entry.path.clone());
@@ -529,8 +553,9 @@ fn walk_index(
                 return Err(err.into());
             }
         };
-        let entry = match from_index(&e) {
+        let entry = match from_index(&e, select.strip()) {
             Ok(entry) => entry,
+            Err(STRIPPED) => continue,
             Err(why) => {
                 reporter.error(&refused(&e.path, why));
                 continue;
@@ -663,17 +688,29 @@ fn place_member(
     let owned = by_name.and_then(|b| b.owned(user, group, entry));
     let entry = owned.as_ref().unwrap_or(entry);
     let runs = runs_of(e.sparse_map(), e.size);
-    let data = match (&entry.kind, small) {
-        (EntryKind::File { .. }, Some(bytes)) => Some(FileData::Bytes {
+    // A compressed archive's data is decompressed as it is read: never cloned.
+    let mut decompressing = archive.file().is_none().then(|| {
+        let at = At {
+            file: archive.source(),
+            pos: e.data_offset,
+        };
+        io::BufReader::with_capacity(STREAM_BUFFER, at)
+    });
+    let data = match (&entry.kind, small, archive.file(), &mut decompressing) {
+        (EntryKind::File { .. }, Some(bytes), ..) => Some(FileData::Bytes {
             bytes,
             runs: &runs,
             recorded_hash: e.hash,
         }),
-        (EntryKind::File { .. }, None) => Some(FileData::Range {
-            fd: archive.file().as_fd(),
+        (EntryKind::File { .. }, None, Some(file), _) => Some(FileData::Range {
+            fd: file.as_fd(),
             offset: e.data_offset,
             runs: &runs,
             recorded_hash: e.hash,
+        }),
+        (EntryKind::File { .. }, None, None, Some(reader)) => Some(FileData::Stream {
+            reader,
+            runs: &runs,
         }),
         _ => None,
     };

@@ -23,7 +23,7 @@ use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, OneEntry, Reporter, Result};
 use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::sink::{FileData, TreeSink};
-use ferry_core::walk::{is_tree, walk, walk_one, WalkConfig, HELD_LEVELS};
+use ferry_core::walk::{walk, walk_one, WalkConfig, HELD_LEVELS};
 use ferry_core::Stats;
 use std::collections::hash_map::Entry::{Occupied, Vacant};
 use std::collections::HashMap;
@@ -58,6 +58,10 @@ pub struct PackOptions {
     pub index_memory: usize,
     /// Which entries to pack (`--exclude`, `--include`); None: all.
     pub filter: Option<std::sync::Arc<ferry_core::filter::Filter>>,
+    /// Stay on the filesystem of SRC (`-x`): a mount point is packed, empty.
+    pub one_file_system: bool,
+    /// Follow symlinks (`-L`): see [`WalkConfig::dereference`].
+    pub dereference: bool,
 }
 
 impl Default for PackOptions {
@@ -68,6 +72,8 @@ impl Default for PackOptions {
             hash: false,
             index_memory: INDEX_MEMORY,
             filter: None,
+            one_file_system: false,
+            dereference: false,
         }
     }
 }
@@ -778,12 +784,14 @@ pub fn pack_omitting(
             prefetch: if threads == 1 { PREFETCH } else { 0 },
             held_levels: held_levels(threads, filler_count, per_block, walkers_hold),
             filter: opts.filter.clone(),
+            one_file_system: opts.one_file_system,
+            dereference: opts.dereference,
             ..WalkConfig::default()
         };
         let index = IndexWriter::with_memory_limit(opts.index_memory);
         let stream = stream.map(|w| StreamOut::start(scope, w, &stream_shared, stats, reporter));
         let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, omit);
-        let walked = if is_tree(src) {
+        let walked = if cfg.walks_as_tree(src) {
             walk(src, &sink, &cfg, reporter)
         } else {
             pack_one(src, &sink, &cfg, reporter)

@@ -139,6 +139,18 @@ impl<D: DirHandle> Node<D> {
         }
     }
 
+    /// Whether the source directory `key` is this one or one above it.
+    pub fn is_or_is_below(&self, key: InodeKey) -> bool {
+        let mut at = Some(self);
+        while let Some(node) = at {
+            if node.src_key == key {
+                return true;
+            }
+            at = node.parent.as_deref();
+        }
+        false
+    }
+
     /// Its descriptors for a job that starts in it: open already, or opened again,
     /// through `..` from `near` (a directory the worker has open, if below this one),
     /// else down from the nearest directory above that is open.

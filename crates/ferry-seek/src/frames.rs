@@ -1,0 +1,171 @@
+//! Random access to a seekable zstd file (see [`crate::seekable`]) by whole frames: a
+//! read decompresses the frames it touches, each at once and whole, and keeps the
+//! last few decompressed, so readers going through the file side by side (unpack's
+//! workers) each decompress a frame once between them. A frame being decompressed by
+//! one reader is waited for by the others that want it, not decompressed again.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::seekable::{frames, Frame};
+
+/// Frames kept decompressed at most (each a few MiB as `ferry pack --zstd` writes them).
+pub const CACHED_FRAMES: usize = 24;
+
+/// A frame decompressed, or why it could not be.
+type Slot = Arc<OnceLock<Result<Arc<[u8]>, String>>>;
+
+/// The frames kept, and in which order they came.
+#[derive(Default)]
+struct Cache {
+    slots: HashMap<usize, Slot>,
+    order: VecDeque<usize>,
+}
+
+/// A seekable zstd file, read by decompressed offset. `read_at` takes `&self` and may
+/// be called from many threads at once.
+pub struct Frames {
+    file: File,
+    frames: Vec<Frame>,
+    len: u64,
+    cache: Mutex<Cache>,
+}
+
+impl Frames {
+    /// `file` read through its seek table; `None` if it has none (see
+    /// [`crate::seekable::frames`] for a table that is refused).
+    pub fn open(file: File) -> io::Result<Option<Frames>> {
+        let Some(frames) = frames(&file)? else {
+            return Ok(None);
+        };
+        let len = frames
+            .last()
+            .map_or(0, |f| f.out + u64::from(f.decompressed));
+        Ok(Some(Frames {
+            file,
+            frames,
+            len,
+            cache: Mutex::default(),
+        }))
+    }
+
+    /// The length of the decompressed data.
+    pub fn decompressed_len(&self) -> u64 {
+        self.len
+    }
+
+    /// How many frames there are.
+    pub fn count(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Fills `buf` from decompressed `offset`; short only at the end of the data.
+    /// A damaged frame is an error naming it and saying what is wrong.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = offset + done as u64;
+            if pos >= self.len {
+                break;
+            }
+            let i = self
+                .frames
+                .partition_point(|f| f.out + u64::from(f.decompressed) <= pos);
+            let data = self.frame(i)?;
+            let from = (pos - self.frames[i].out) as usize;
+            let n = (data.len() - from).min(buf.len() - done);
+            buf[done..done + n].copy_from_slice(&data[from..from + n]);
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Frame `i`, decompressed: from the cache, or now.
+    fn frame(&self, i: usize) -> io::Result<Arc<[u8]>> {
+        let slot = {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            let cache = &mut *cache;
+            if !cache.slots.contains_key(&i) {
+                cache.order.push_back(i);
+                while cache.order.len() > CACHED_FRAMES {
+                    if let Some(old) = cache.order.pop_front() {
+                        cache.slots.remove(&old);
+                    }
+                }
+            }
+            cache.slots.entry(i).or_default().clone()
+        };
+        slot.get_or_init(|| self.decompress(i))
+            .clone()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    fn decompress(&self, i: usize) -> Result<Arc<[u8]>, String> {
+        let f = self.frames[i];
+        let end = f.inp + u64::from(f.compressed);
+        let say = |what: String| format!("zstd frame {i} (bytes {}..{end}): {what}", f.inp);
+        let mut raw = vec![0u8; f.compressed as usize];
+        self.file
+            .read_exact_at(&mut raw, f.inp)
+            .map_err(|e| say(e.to_string()))?;
+        let data = zstd::bulk::decompress(&raw, f.decompressed as usize)
+            .map_err(|e| say(format!("damaged: {e}")))?;
+        if data.len() != f.decompressed as usize {
+            return Err(say(format!(
+                "holds {} bytes, the seek table says {}",
+                data.len(),
+                f.decompressed
+            )));
+        }
+        Ok(data.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SeekableWriter;
+    use std::io::Write;
+
+    #[test]
+    fn reads_across_frames_and_names_a_damaged_one() {
+        let data: Vec<u8> = (0..2_000_000u32)
+            .map(|i| (i % 253) as u8 ^ (i >> 15) as u8)
+            .collect();
+        let file = tempfile::NamedTempFile::new().expect("temp");
+        let mut w = SeekableWriter::new(file.reopen().expect("reopen"), 3, 100_000, 2).expect("w");
+        for piece in data.chunks(50_000) {
+            w.write_all(piece).expect("write");
+        }
+        w.finish().expect("finish");
+        let frames = Frames::open(file.reopen().expect("reopen"))
+            .expect("open")
+            .expect("table");
+        assert_eq!(frames.decompressed_len(), data.len() as u64);
+        assert!(frames.count() >= 10);
+        let mut buf = vec![0u8; 300_000];
+        assert_eq!(frames.read_at(&mut buf, 1_650_000).expect("read"), 300_000);
+        assert_eq!(buf, data[1_650_000..1_950_000]);
+        assert_eq!(frames.read_at(&mut buf, 1_900_000).expect("read"), 100_000);
+        // A byte flipped in the middle of the file: the frame there is named.
+        let mut bytes = std::fs::read(file.path()).expect("read");
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0xff;
+        std::fs::write(file.path(), &bytes).expect("write");
+        let frames = Frames::open(file.reopen().expect("reopen"))
+            .expect("open")
+            .expect("table");
+        let err = (0..data.len() as u64)
+            .step_by(50_000)
+            .find_map(|at| frames.read_at(&mut buf[..1000], at).err())
+            .expect("some frame is damaged");
+        assert!(err.to_string().starts_with("zstd frame "), "{err}");
+        assert!(
+            frames.read_at(&mut buf[..1000], 0).is_ok(),
+            "the first frame still reads"
+        );
+    }
+}
