@@ -35,7 +35,7 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     if !notify && kernel_mode(&args)? {
         match run_kernel(&args) {
             Err(e) if args.mode == MountMode::Auto => to_stderr(format_args!(
-                "ferry: the kernel could not mount it ({e:#}); mounting with FUSE"
+                "ferry: warning: the kernel could not mount it ({e:#}); mounting with FUSE"
             )),
             done => return done,
         }
@@ -237,7 +237,7 @@ fn kernel_mode(args: &MountArgs) -> anyhow::Result<bool> {
                 None
             };
             if let Some(why) = why_not {
-                to_stderr(format_args!("ferry: mounting with FUSE ({why})"));
+                println!("mounting with FUSE ({why})");
             }
             Ok(why_not.is_none())
         }
@@ -269,12 +269,12 @@ fn run_kernel(args: &MountArgs) -> anyhow::Result<ExitCode> {
             format!("image of {inodes} inodes built in {} ms", took.as_millis())
         }
     };
-    to_stderr(format_args!(
-        "ferry: {} mounted on {} by the kernel (EROFS, {how}; {from}: {})",
+    println!(
+        "{} mounted on {} by the kernel (EROFS, {how}; {from}: {})",
         args.archive.display(),
         args.mountpoint.display(),
         image.path.display()
-    ));
+    );
     Ok(ExitCode::SUCCESS)
 }
 

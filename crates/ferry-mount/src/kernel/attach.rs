@@ -116,11 +116,10 @@ fn kernel_log(fs: &OwnedFd) -> String {
         match rustix::io::read(fs, &mut buf) {
             Ok(n) if n > 0 => {
                 let line = String::from_utf8_lossy(&buf[..n]);
+                // "e erofs: ...": a level letter, then the message.
+                let msg = line.split_once(' ').map_or(&*line, |(_, m)| m);
                 out.push_str(": ");
-                out.push_str(
-                    line.trim_start_matches(|c| c == 'e' || c == 'w' || c == 'i')
-                        .trim(),
-                );
+                out.push_str(msg.trim());
             }
             _ => break,
         }
