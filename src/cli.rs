@@ -60,7 +60,7 @@ pub enum Command {
     /// Mount an archive read-only (FUSE): a ferry archive at once from its index, any
     /// other tar after one scan of its headers (kept in the cache for the next time).
     /// Returns once the mount answers; the mount runs on in the background. As root,
-    /// `--kernel` has the kernel mount it (EROFS), at native speed.
+    /// `--kernel` has the kernel mount it (EROFS), with no FUSE process in between.
     Mount(MountArgs),
     /// Unmount what `ferry mount` mounted (also when its process has died).
     Umount(UmountArgs),
