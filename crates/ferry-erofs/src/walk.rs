@@ -123,3 +123,93 @@ impl Walked {
 fn damaged(e: ferry_archive::tree::TreeError) -> ErofsError {
     ErofsError(format!("the archive's tree: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_archive::tree::{Trailer, TRAILER_LEN};
+    use std::io::Write;
+
+    /// A table of `nodes` (kind code, `a`, `b`, size) and `dirents` (name, kind code,
+    /// node), names in the heap, with valid checksums: what a crafted archive may carry.
+    fn table(nodes: &[(u8, u64, u64, u64)], dirents: &[(&[u8], u8, u32)]) -> Table {
+        let mut heap = Vec::new();
+        let mut body = Vec::new();
+        for &(kind, a, b, size) in nodes {
+            let mut n = [0u8; 112];
+            n[0] = kind;
+            n[4..8].copy_from_slice(&0o755u32.to_le_bytes());
+            n[40..48].copy_from_slice(&size.to_le_bytes());
+            n[48..56].copy_from_slice(&a.to_le_bytes());
+            n[56..64].copy_from_slice(&b.to_le_bytes());
+            n[68..72].copy_from_slice(&1u32.to_le_bytes());
+            body.extend_from_slice(&n);
+        }
+        for &(name, kind, node) in dirents {
+            let mut d = [0u8; 16];
+            d[..8].copy_from_slice(&(heap.len() as u64).to_le_bytes());
+            d[8..10].copy_from_slice(&(name.len() as u16).to_le_bytes());
+            d[10] = kind;
+            d[12..16].copy_from_slice(&node.to_le_bytes());
+            heap.extend_from_slice(name);
+            body.extend_from_slice(&d);
+        }
+        body.extend_from_slice(&heap);
+        let trailer = Trailer {
+            nodes: nodes.len() as u64,
+            dirents: dirents.len() as u64,
+            heap: heap.len() as u64,
+            data_end: 1 << 20,
+            body_hash: xxhash_rust::xxh3::xxh3_64(&body),
+        };
+        let mut f = tempfile::tempfile().expect("temp");
+        f.write_all(&body)
+            .and_then(|()| f.write_all(&trailer.encode()))
+            .expect("write");
+        Table::open(f, 0, body.len() as u64 + TRAILER_LEN, true).expect("a well-formed table")
+    }
+
+    #[test]
+    fn a_tree_is_walked_with_the_link_counts_it_has() {
+        // / holds a (dir) and f, g (one file under two names); a holds nothing.
+        let t = table(
+            &[(1, 0, 3, 0), (1, 3, 0, 0), (0, 0, 5, 5)],
+            &[(b"a", 1, 1), (b"f", 0, 2), (b"g", 0, 2)],
+        );
+        let w = walk(&t).expect("walk");
+        assert_eq!(w.order, [0, 1, 2]);
+        assert_eq!(w.nlink, [3, 2, 2]);
+        assert_eq!(w.parent[1], 0);
+    }
+
+    #[test]
+    fn a_directory_reached_twice_is_refused() {
+        // / names directory 1 as a and as b: a loop or a second parent for the kernel.
+        let t = table(&[(1, 0, 2, 0), (1, 2, 0, 0)], &[(b"a", 1, 1), (b"b", 1, 1)]);
+        let e = walk(&t).err().expect("refused").to_string();
+        assert!(e.contains("/b") && e.contains("reached twice"), "{e}");
+        // / -> a -> / again (the root is never an entry; a cycle through a child is).
+        let t = table(
+            &[(1, 0, 1, 0), (1, 1, 1, 0), (1, 2, 1, 0)],
+            &[(b"a", 1, 1), (b"b", 1, 2), (b"c", 1, 1)],
+        );
+        assert!(walk(&t).is_err());
+    }
+
+    #[test]
+    fn names_out_of_order_or_too_long_are_refused() {
+        let t = table(&[(1, 0, 2, 0), (0, 0, 0, 0)], &[(b"b", 0, 1), (b"a", 0, 1)]);
+        assert!(walk(&t)
+            .err()
+            .expect("refused")
+            .to_string()
+            .contains("out of order"));
+        let long = [b'x'; 256];
+        let t = table(&[(1, 0, 1, 0), (0, 0, 0, 0)], &[(&long, 0, 1)]);
+        assert!(walk(&t)
+            .err()
+            .expect("refused")
+            .to_string()
+            .contains("255 bytes"));
+    }
+}
