@@ -12,6 +12,10 @@ GNU tar (`tar -C SRC -cf kernel.tar .`) and by ferry (`ferry pack SRC kernel.far
   ratarmount     ratarmount kernel.tar                 no .index.sqlite     index kept
                  (--index-minimum-file-count 0: an index file even for the small --quick tree)
   archivemount   archivemount -o ro kernel.tar         (it keeps no index: every mount is a first)
+  ferry-kernel   ferry mount --kernel kernel.far       empty --cache-dir    the image kept
+                 (issue 26: an EROFS image of the tree, mounted by the kernel, the archive
+                 as its data device; root only)
+  ferry-kernel-tar  ferry mount --kernel kernel.tar    empty --cache-dir    the image kept
 
 For each cache mode (-c warm,cold), repetition (-r) and tool, each operation runs on a
 fresh mount (so the kernel's dentry/attribute caches of the FUSE mount start empty and
@@ -27,6 +31,8 @@ what is measured is the filesystem, not the kernel's cache of it):
                  against the same pipeline on the tree); --read-limit (archivemount:
                  --archivemount-read-limit) stops it, reported as "> N s (stopped)"
   index          `ferry index` of the GNU tar into an empty cache dir (ferry-tar only)
+  image          ferry-kernel*: the time ferry says it took to build the EROFS image on the
+                 first mount (for ferry-kernel-tar it includes the scan of the tar)
 
 cold = `sync; echo 3 > /proc/sys/vm/drop_caches` right before every timed step (also
 after the untimed mount that precedes find / read all / first byte); warm = the archive
@@ -69,7 +75,8 @@ import benchlib as B  # noqa: E402
 import copy_bench as C  # noqa: E402  (kernel_tarball, fmt)
 import rss_million as R  # noqa: E402  (make_tree)
 
-TOOLS = ["native", "ferry", "ferry-tar", "ratarmount", "archivemount"]
+TOOLS = ["native", "ferry", "ferry-tar", "ratarmount", "archivemount", "ferry-kernel", "ferry-kernel-tar"]
+KERNEL_TOOLS = ("ferry-kernel", "ferry-kernel-tar")
 MOUNTERS = ["ferry", "ferry-tar", "ratarmount", "archivemount"]
 RATARMOUNT_VENV = os.path.join(B.HERE, ".build", "ratarmount-venv")
 MiB = 1 << 20
@@ -95,7 +102,7 @@ def tool_version(tool, args):
 
 
 def archive_of(tool, ws):
-    return ws["far"] if tool == "ferry" else ws["tar"]
+    return ws["far"] if tool in ("ferry", "ferry-kernel") else ws["tar"]
 
 
 def clear_index(tool, ws):
@@ -118,6 +125,8 @@ def clear_index(tool, ws):
 
 def mount_cmd(tool, ws, mnt, args):
     a = archive_of(tool, ws)
+    if tool in KERNEL_TOOLS:
+        return [args.ferry, "mount", "--kernel", "--cache-dir", ws["cache_dir"], a, mnt]
     if tool.startswith("ferry"):
         return [args.ferry, "mount", "--cache-dir", ws["cache_dir"], "-j", str(args.ferry_jobs),
                 "--log", os.path.join(ws["root"], "ferry-mount.log"), a, mnt]
@@ -259,7 +268,7 @@ class Mount:
             self.result["usable_s"] = None
             self.result["problem"] = failed or "not usable"
             self.result["stopped"] = bool(failed and "stopped" in failed)
-        for _ in range(200):  # the server may still be starting its threads
+        for _ in range(0 if self.tool in KERNEL_TOOLS else 200):  # the server may still be starting its threads
             self.pid = server_pid(self.mnt)
             if self.pid or not is_mounted(self.mnt):
                 break
@@ -476,6 +485,9 @@ def bench_tool(tool, cache, ws, args, rep):
     m["usable_first_stopped"] = mo.result.get("stopped")
     m["rss_after_first_mount_mib"] = mo.result.get("rss_after_mount_mib")
     m["launcher_rss_first_mib"] = mo.result.get("launcher_rss_mib")
+    built = re.search(r"built in (\d+) ms", mo.result.get("output") or "")
+    if tool in KERNEL_TOOLS:
+        m["image_ms"] = int(built.group(1)) if built else None
     if mo.result["usable_s"] is None:
         return m  # no index: the rest cannot run
 
@@ -578,7 +590,7 @@ def fmtv(x):
     return f"{x:.4f}" if isinstance(x, float) else str(x)
 
 
-KEYS = ["usable_first_s", "usable_cached_s", "index_s", "first_byte_ms", "find_s", "read_s",
+KEYS = ["usable_first_s", "usable_cached_s", "index_s", "image_ms", "first_byte_ms", "find_s", "read_s",
         "rss_after_mount_mib", "launcher_rss_first_mib", "find_server_cpu_s", "read_server_cpu_s"]
 
 
@@ -802,7 +814,7 @@ def print_kernel(results, args):
     t = results["tree"]
     for cache in args.cache:
         summ = k["summary"].get(cache, {})
-        cols = ["tool", "usable 1st s", "usable cached s", "index s", "1st byte ms", "find s", "find/native",
+        cols = ["tool", "usable 1st s", "usable cached s", "index s", "image ms", "1st byte ms", "find s", "find/native",
                 "find/ferry", "read all s", "read/native", "read/ferry", "RSS mount MiB", "peak RSS MiB",
                 "launcher 1st MiB"]
         lines = []
@@ -812,6 +824,7 @@ def print_kernel(results, args):
             if not s:
                 continue
             lines.append([tool, sec(s, "usable_first_s"), sec(s, "usable_cached_s"), F(s.get("index_s"), ".3f"),
+                          F(s.get("image_ms"), ".0f"),
                           F(s.get("first_byte_ms"), ".2f"), sec(s, "find_s"), F(s.get("find_vs_native"), ".2f"),
                           F(s.get("find_vs_ferry"), ".2f"), sec(s, "read_s", ".2f"), F(s.get("read_vs_native"), ".2f"),
                           F(s.get("read_vs_ferry"), ".2f"), F(s.get("rss_after_mount_mib"), ".1f"),
@@ -904,6 +917,27 @@ def targets(results, args):
         lp = f.get("launcher_rss_first_mib")
         add(f"kernel warm: {name}: mount command (first mount) peak RSS < 64 MiB", lp, lp is not None and lp < 64,
             f"{F(lp, '.1f')} MiB")
+    cold = results.get("kernel", {}).get("summary", {}).get("cold", {})
+    for tool in KERNEL_TOOLS:
+        f, c = k.get(tool), cold.get(tool, {})
+        if not f:
+            continue
+        name = "ferry archive" if tool == "ferry-kernel" else "GNU tar (ferry)"
+        if tool == "ferry-kernel":
+            for kind, limit in (("first", 0.5), ("cached", 0.05)):
+                v = f.get(f"usable_{kind}_s")
+                add(f"kernel warm: --kernel, ferry archive usable < {limit * 1000:.0f} ms ({kind} mount)", v,
+                    v is not None and v < limit, f"{F(v and v * 1000, '.1f')} ms")
+        i = f.get("image_ms")
+        add(f"kernel warm: --kernel, {name}: image built well under 1 s", i, i is not None and i < 500,
+            f"{F(i, '.0f')} ms" + (" (with the scan of the tar)" if tool != "ferry-kernel" else ""))
+        for op, what in (("find", "find"), ("read", "read all")):
+            v, n = f.get(f"{op}_vs_native"), f.get(f"{op}_s")
+            add(f"kernel warm: --kernel, {name}: {what} within 1.3x of native", v, v is not None and v <= 1.3,
+                f"{F(n, '.3f')} s = {F(v, '.2f')}x native")
+        v, n = c.get("read_vs_native"), c.get("read_s")
+        add(f"kernel cold: --kernel, {name}: read all within 1.3x of native", v, v is not None and v <= 1.3,
+            f"{F(n, '.3f')} s = {F(v, '.2f')}x native")
     for m in results.get("million", {}).get("runs", []):
         if m["tool"] not in ("ferry", "ferry-tar") or m["cache"] != "warm":
             continue
@@ -924,7 +958,7 @@ def targets(results, args):
 def print_targets(ts):
     if not ts:
         return
-    print("\n== targets (issue 22) ==")
+    print("\n== targets (issues 22, 26) ==")
     lines = [[t["target"], "met" if t["met"] else "NOT MET", t["detail"]] for t in ts]
     print("\n".join(B.format_table(["target", "", "measured"], lines, left=3)))
 
@@ -1039,15 +1073,19 @@ def main():
 
 
 def cleanup_fuse(scratch, quiet=False):
-    """Lazily unmount FUSE mounts left under `scratch` (their servers then exit)."""
+    """Lazily unmount FUSE and EROFS mounts left under `scratch` (FUSE servers then exit)."""
     scratch = os.path.realpath(scratch)
     with open("/proc/mounts") as f:
-        mounts = [line.split()[1] for line in f if line.split()[2].startswith("fuse")]
-    for m in mounts:
+        mounts = [(line.split()[1], line.split()[2]) for line in f
+                  if line.split()[2].startswith("fuse") or line.split()[2] == "erofs"]
+    for m, kind in mounts:
         if m.startswith(scratch + "/"):
             if not quiet:
-                B.log("fusermount -u -z", m)
-            B.sh("fusermount", "-u", "-z", m, check=False, capture=True)
+                B.log("unmount (lazily)", m)
+            if kind == "erofs":
+                B.sh("umount", "-l", m, check=False, capture=True)
+            else:
+                B.sh("fusermount", "-u", "-z", m, check=False, capture=True)
 
 
 if __name__ == "__main__":

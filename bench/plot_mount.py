@@ -19,9 +19,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"native": "0.55", "ferry": "tab:orange", "ferry-tar": "#f5b041", "ratarmount": "tab:blue",
-          "archivemount": "tab:green"}
+          "archivemount": "tab:green", "ferry-kernel": "tab:red", "ferry-kernel-tar": "#f1948a"}
 LABELS = {"native": "native (extracted tree)", "ferry": "ferry (its own archive)", "ferry-tar": "ferry (GNU tar)",
-          "ratarmount": "ratarmount (GNU tar)", "archivemount": "archivemount (GNU tar)"}
+          "ratarmount": "ratarmount (GNU tar)", "archivemount": "archivemount (GNU tar)",
+          "ferry-kernel": "ferry --kernel (its own archive)", "ferry-kernel-tar": "ferry --kernel (GNU tar)"}
 OPS = [("usable_first_s", "usable\n(first mount)"), ("usable_cached_s", "usable\n(cached index)"),
        ("find_s", "find | wc -l"), ("read_s", "read every file")]
 

@@ -66,7 +66,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Mount an archive read-only (FUSE): a ferry archive at once from its index, any
     /// other tar after one scan of its headers (kept in the cache for the next time).
-    /// Returns once the mount answers; the mount runs on in the background.
+    /// Returns once the mount answers; the mount runs on in the background. As root,
+    /// `--kernel` has the kernel mount it (EROFS), with no FUSE process in between.
     Mount(MountArgs),
     /// Unmount what `ferry mount` mounted (also when its process has died).
     Umount(UmountArgs),
@@ -120,6 +121,28 @@ pub struct MountArgs {
     /// Where a background mount logs [default: mount.log in the cache directory].
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// Who serves the mount: `fuse` (ferry's own process), `kernel` (root: an EROFS
+    /// image of the archive's tree, the archive as its data; uncompressed archives
+    /// only), or `auto` (kernel when root and the archive is uncompressed, else FUSE).
+    #[arg(long, value_enum, default_value_t = MountMode::Fuse)]
+    pub mode: MountMode,
+    /// Same as `--mode kernel`.
+    #[arg(long, conflicts_with = "mode")]
+    pub kernel: bool,
+    /// Kernel mode: mount through loop devices even where the kernel can mount files.
+    #[arg(long = "loop")]
+    pub loop_devices: bool,
+}
+
+/// Who serves a mount.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MountMode {
+    /// The kernel when it can (root, an uncompressed archive), else FUSE.
+    Auto,
+    /// ferry's FUSE filesystem.
+    Fuse,
+    /// The kernel's EROFS.
+    Kernel,
 }
 
 /// Where built indexes are kept.

@@ -6,7 +6,7 @@
 //! the first: the child writes `ready` there once the kernel answers the mount (or the
 //! error that stopped it), so `ferry mount` returns only when the mount can be used.
 
-use crate::cli::{IndexArgs, MountArgs, UmountArgs};
+use crate::cli::{IndexArgs, MountArgs, MountMode, UmountArgs};
 use crate::report::to_stderr;
 use anyhow::{anyhow, Context};
 use ferry_mount::fs::{ArchiveFs, Options};
@@ -31,6 +31,14 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
             notify,
             anyhow!("{}: not a directory to mount on", args.mountpoint.display()),
         );
+    }
+    if !notify && kernel_mode(&args)? {
+        match run_kernel(&args) {
+            Err(e) if args.mode == MountMode::Auto => to_stderr(format_args!(
+                "ferry: warning: the kernel could not mount it ({e:#}); mounting with FUSE"
+            )),
+            done => return done,
+        }
     }
     // Built (or found in the cache) before anything else, so its errors come first and
     // the background child finds the index ready.
@@ -200,7 +208,81 @@ fn spawn_background(args: &MountArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Whether this mount is the kernel's: `--kernel`, or `--mode auto` as root for an
+/// uncompressed archive (saying so when auto picks FUSE).
+fn kernel_mode(args: &MountArgs) -> anyhow::Result<bool> {
+    let mode = if args.kernel {
+        MountMode::Kernel
+    } else {
+        args.mode
+    };
+    let root = rustix::process::geteuid().is_root();
+    match mode {
+        MountMode::Fuse => Ok(false),
+        MountMode::Kernel if !root => Err(anyhow!(
+            "--kernel: only root can have the kernel mount an archive; without it, ferry mounts it with FUSE"
+        )),
+        MountMode::Kernel if args.foreground => Err(anyhow!(
+            "--foreground: a kernel mount has no process to stay attached to"
+        )),
+        MountMode::Kernel => Ok(true),
+        MountMode::Auto => {
+            let why_not = if !root {
+                Some("not root")
+            } else if args.foreground {
+                Some("--foreground")
+            } else if !ferry_mount::kernel::image::mountable(&args.archive) {
+                Some("the kernel cannot read this archive in place")
+            } else {
+                None
+            };
+            if let Some(why) = why_not {
+                println!("mounting with FUSE ({why})");
+            }
+            Ok(why_not.is_none())
+        }
+    }
+}
+
+/// Mounts the archive by the kernel: its EROFS image from the cache or built now.
+fn run_kernel(args: &MountArgs) -> anyhow::Result<ExitCode> {
+    use ferry_mount::kernel::{self, Backing, ImageOrigin};
+    let image = kernel::prepare(&args.archive, args.cache.cache_dir.as_deref())?;
+    for s in &image.skipped {
+        to_stderr(format_args!(
+            "ferry: warning: {}: {s}: not shown",
+            args.archive.display()
+        ));
+    }
+    for l in &image.left_out {
+        to_stderr(format_args!("ferry: warning: {l}: not shown"));
+    }
+    let backing = if args.loop_devices {
+        Backing::Loop
+    } else {
+        Backing::Auto
+    };
+    let how = kernel::mount(&image.path, &args.archive, &args.mountpoint, backing)?;
+    let from = match image.origin {
+        ImageOrigin::Cached => "cached image".to_string(),
+        ImageOrigin::Built(took, inodes) => {
+            format!("image of {inodes} inodes built in {} ms", took.as_millis())
+        }
+    };
+    println!(
+        "{} mounted on {} by the kernel (EROFS, {how}; {from}: {})",
+        args.archive.display(),
+        args.mountpoint.display(),
+        image.path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run_umount(args: UmountArgs) -> anyhow::Result<ExitCode> {
+    if ferry_mount::kernel::is_kernel_mount(&args.mountpoint) {
+        ferry_mount::kernel::unmount(&args.mountpoint)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     session::unmount(&args.mountpoint)?;
     Ok(ExitCode::SUCCESS)
 }

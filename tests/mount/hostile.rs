@@ -77,6 +77,19 @@ fn hostile_member_names_stay_inside_the_mount() {
     }
     let s = scratch();
     let archive = s.tmp.path().join("hostile.tar");
+    hostile_tar(&archive);
+    let cache = s.tmp.path().join("cache");
+    let m = Mounted::new(&cache, &archive, &s.tmp.path().join("mnt"));
+    assert_shown_as_unpacked(&m.at);
+    assert!(
+        !s.tmp.path().join("escape").exists()
+            && !s.tmp.path().parent().expect("up").join("escape").exists()
+    );
+}
+
+/// Writes a tar with members named `../escape`, `a/../../escape2`, `/etc/abs`, one
+/// below the symlink `lnk`, and the ordinary `sub/` and `ok`.
+pub(super) fn hostile_tar(archive: &std::path::Path) {
     run_python(
         r#"
 import io, sys, tarfile
@@ -92,26 +105,26 @@ with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
     add("lnk/through", b"through the link")
     add("ok", b"fine")
 "#,
-        &archive,
+        archive,
     );
-    let cache = s.tmp.path().join("cache");
-    let m = Mounted::new(&cache, &archive, &s.tmp.path().join("mnt"));
-    let mut names: Vec<String> = std::fs::read_dir(&m.at)
+}
+
+/// Checks that the mount at `at` of [`hostile_tar`] shows what `unpack` would place:
+/// `etc/abs`, `lnk`, `ok` and `sub`, nothing more.
+pub(super) fn assert_shown_as_unpacked(at: &std::path::Path) {
+    let mut names: Vec<String> = std::fs::read_dir(at)
         .expect("list")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
     assert_eq!(names, ["etc", "lnk", "ok", "sub"]);
     assert_eq!(
-        std::fs::read(m.at.join("etc/abs")).expect("read"),
+        std::fs::read(at.join("etc/abs")).expect("read"),
         b"absolute"
     );
+    assert_eq!(std::fs::read(at.join("ok")).expect("read"), b"fine");
     assert_eq!(
-        std::fs::read_link(m.at.join("lnk")).expect("link").to_str(),
+        std::fs::read_link(at.join("lnk")).expect("link").to_str(),
         Some("/etc")
-    );
-    assert!(
-        !s.tmp.path().join("escape").exists()
-            && !s.tmp.path().parent().expect("up").join("escape").exists()
     );
 }

@@ -11,6 +11,7 @@
 mod common;
 
 mod hostile;
+mod kernel;
 mod lifecycle;
 mod trees;
 

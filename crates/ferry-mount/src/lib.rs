@@ -16,6 +16,10 @@
 //! not match the hash its table records is an I/O error, never wrong bytes.
 //! [`session`] mounts, waits for the kernel's first request and unmounts.
 //!
+//! [`kernel`] is the other way to serve the same table: as root, an EROFS image of it
+//! (built by `ferry-erofs`, kept in the same cache) mounted by the kernel itself, the
+//! archive as its data device, with no process in between.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use ferry_mount::{fs, session, source};
@@ -32,6 +36,7 @@ pub mod cache;
 pub mod data;
 pub mod fs;
 pub mod fusermount;
+pub mod kernel;
 pub mod scan;
 pub mod session;
 pub mod source;

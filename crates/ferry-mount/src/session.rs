@@ -154,10 +154,27 @@ pub fn is_mounted(path: &Path) -> bool {
     let Ok(abs) = std::fs::canonicalize(path) else {
         return path.parent().is_some_and(|p| p.exists());
     };
+    mountinfo_line(&abs).is_some()
+}
+
+/// The filesystem type of what is mounted at `path` (the topmost mount), as
+/// /proc/self/mountinfo names it (`fuse.ferry`, `erofs` ...).
+pub fn fs_type(path: &Path) -> Option<String> {
+    let abs = std::fs::canonicalize(path).ok()?;
+    let line = mountinfo_line(&abs)?;
+    // Fields after the optional ones: "-", the type, the source, the options.
+    let mut fields = line.split(|&b| b == b' ').skip_while(|f| *f != b"-");
+    fields.next()?;
+    Some(String::from_utf8_lossy(fields.next()?).into_owned())
+}
+
+/// The last line of /proc/self/mountinfo whose mountpoint is `abs`.
+fn mountinfo_line(abs: &Path) -> Option<Vec<u8>> {
     let info = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
     let want = escape_mountinfo(abs.as_os_str().as_encoded_bytes());
     info.split(|&b| b == b'\n')
-        .any(|l| l.split(|&b| b == b' ').nth(4) == Some(want.as_slice()))
+        .rfind(|l| l.split(|&b| b == b' ').nth(4) == Some(want.as_slice()))
+        .map(<[u8]>::to_vec)
 }
 
 /// A path as /proc/self/mountinfo writes it: space, tab, newline and backslash as

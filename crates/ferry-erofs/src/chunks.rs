@@ -1,0 +1,138 @@
+//! A file's chunk map: how a chunk-based inode finds its data in the archive.
+//!
+//! A chunk-based inode divides its file into chunks of one power-of-two size, each
+//! mapped by an 8-byte index to a block of a device, or to nothing (a hole, read as
+//! zeros). A file stored whole in the archive is one run of data starting on a 512-byte
+//! boundary (every tar member's data does): one chunk as large as the file covers it.
+//! A sparse file's runs are stored one after another; the chunk size is then the
+//! largest power of two that every run's start and end is a multiple of, so that each
+//! chunk is all data or all hole.
+
+use crate::format::{BLOCK, BLOCK_BITS, MAX_CHUNK_BITS, NULL_ADDR};
+
+/// The most chunks one file may have (its indexes take 8 bytes each in the image).
+pub const MAX_CHUNKS: u64 = 1 << 24;
+
+/// A file's chunks: their size, and each one's block on the archive device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkMap {
+    /// log2 of the chunk size over the block size.
+    pub bits: u32,
+    /// Each chunk's first block on the archive device ([`NULL_ADDR`]: a hole).
+    pub blocks: Vec<u32>,
+}
+
+/// The chunk map of a file of `size` bytes whose data `runs` (logical offset, length,
+/// sorted) are stored one after another from byte `start` of an archive of
+/// `archive_len` bytes. The error says why the kernel could not be shown the file.
+pub fn map(
+    size: u64,
+    start: u64,
+    runs: &[(u64, u64)],
+    archive_len: u64,
+) -> Result<ChunkMap, String> {
+    let stored: u64 = runs.iter().map(|r| r.1).sum();
+    if start
+        .checked_add(stored)
+        .is_none_or(|end| end > archive_len)
+    {
+        return Err("its data lies past the end of the archive".into());
+    }
+    if stored > 0 && start % BLOCK != 0 {
+        return Err(format!(
+            "its data starts at byte {start} of the archive, not on a 512-byte boundary"
+        ));
+    }
+    let mut chunk = BLOCK << MAX_CHUNK_BITS;
+    for &(off, len) in runs.iter().filter(|r| r.1 > 0) {
+        for edge in [off, off + len] {
+            if edge != 0 && edge < size {
+                chunk = chunk.min(1 << edge.trailing_zeros());
+            }
+        }
+    }
+    if chunk < BLOCK {
+        return Err("a sparse region does not start or end on a 512-byte boundary".into());
+    }
+    chunk = chunk.min(size.next_power_of_two().max(BLOCK));
+    let count = size.div_ceil(chunk);
+    if count > MAX_CHUNKS {
+        return Err(format!(
+            "{count} chunks of {chunk} bytes (more than {MAX_CHUNKS})"
+        ));
+    }
+    let mut blocks = Vec::with_capacity(count as usize);
+    let (mut run, mut phys) = (0usize, start);
+    for k in 0..count {
+        let at = k * chunk;
+        while run < runs.len() && runs[run].0 + runs[run].1 <= at {
+            phys += runs[run].1;
+            run += 1;
+        }
+        let addr = match runs.get(run) {
+            Some(&(off, _)) if off <= at => {
+                let block = (phys + (at - off)) >> BLOCK_BITS;
+                u32::try_from(block)
+                    .ok()
+                    .filter(|&b| b != NULL_ADDR)
+                    .ok_or("its data lies past the 2 TiB a 512-byte block address reaches")?
+            }
+            _ => NULL_ADDR,
+        };
+        blocks.push(addr);
+    }
+    Ok(ChunkMap {
+        bits: (chunk >> BLOCK_BITS).trailing_zeros(),
+        blocks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_file_is_one_chunk_at_its_data() {
+        let m = map(10_000, 4096, &[(0, 10_000)], 1 << 20).unwrap();
+        assert_eq!(m.bits, 5); // 16 KiB chunk = 512 << 5
+        assert_eq!(m.blocks, [8]);
+        let small = map(1, 512, &[(0, 1)], 1024).unwrap();
+        assert_eq!((small.bits, small.blocks), (0, vec![1]));
+    }
+
+    #[test]
+    fn holes_are_null_chunks_and_data_chunks_follow_the_stored_runs() {
+        // 3 MiB: data at 1 MiB (4 KiB) and 2 MiB (4 KiB), stored from byte 1536.
+        let runs = [(1 << 20, 4096), (2 << 20, 4096)];
+        let m = map(3 << 20, 1536, &runs, 1 << 30).unwrap();
+        assert_eq!(m.bits, 3); // 4 KiB chunks
+        assert_eq!(m.blocks.len(), 768);
+        assert_eq!(m.blocks[256], 3);
+        assert_eq!(m.blocks[512], 3 + 8);
+        assert_eq!(m.blocks.iter().filter(|&&b| b != NULL_ADDR).count(), 2);
+    }
+
+    #[test]
+    fn a_last_run_may_end_anywhere_and_an_all_hole_file_has_no_data() {
+        let m = map(5000, 0, &[(4096, 904)], 1 << 20).unwrap();
+        assert_eq!(m.blocks, [NULL_ADDR, 0]);
+        let empty = map(1 << 30, 0, &[], 0).unwrap();
+        assert!(empty.blocks.iter().all(|&b| b == NULL_ADDR));
+    }
+
+    #[test]
+    fn what_the_kernel_cannot_be_shown_is_an_error() {
+        assert!(map(100, 100, &[(0, 100)], 1000)
+            .unwrap_err()
+            .contains("512-byte"));
+        assert!(map(100, 512, &[(0, 100)], 600)
+            .unwrap_err()
+            .contains("past the end"));
+        let odd = map(2000, 0, &[(0, 100), (1000, 100)], 1 << 20);
+        assert!(odd.unwrap_err().contains("sparse region"));
+        let huge = map(1 << 50, 0, &[(4096, 4096)], 1 << 20);
+        assert!(huge.unwrap_err().contains("chunks"));
+        let far = map(1024, 1 << 41, &[(0, 1024)], 1 << 42);
+        assert!(far.unwrap_err().contains("2 TiB"));
+    }
+}

@@ -1,0 +1,164 @@
+//! The EROFS image of an archive, kept in the cache beside the FUSE mount's tables
+//! ([`crate::cache`]), named after the archive's path (`….erofs`), valid while the
+//! archive's size and modification time are those it was built from.
+//!
+//! The image's first 1,024 bytes are EROFS's own padding (left to boot sectors); its
+//! first 64 hold ferry's header, which the kernel does not read:
+//!
+//! ```text
+//! "FERRYIMG" u32 version u32 zero, u64 archive size, i64 mtime seconds,
+//! u32 mtime nanoseconds u32 zero, u64 image length, u64 xxh3-64 of the image from
+//! byte 1024 on, u64 xxh3-64 of the first 56 bytes
+//! ```
+//!
+//! An image is only ever built by ferry from a table it checked, and a cached one is
+//! mounted only if its checksum holds, so the kernel is never handed an image someone
+//! else wrote.
+
+use crate::cache::{self, Stamp};
+use crate::source::{self, Origin};
+use crate::MountError;
+use ferry_archive::tree::Skipped;
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
+
+const MAGIC: &[u8; 8] = b"FERRYIMG";
+const VERSION: u32 = 1;
+/// Bytes at the image's start that EROFS leaves alone.
+const PAD: usize = 1024;
+
+/// Where the image came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImageOrigin {
+    /// Found in the cache, built by an earlier mount.
+    Cached,
+    /// Built now, in this long, holding this many inodes.
+    Built(Duration, u64),
+}
+
+/// An image ready to mount.
+#[derive(Debug)]
+pub struct Image {
+    /// The image file.
+    pub path: PathBuf,
+    /// Where it came from.
+    pub origin: ImageOrigin,
+    /// Members the tree leaves out (as `unpack` would), when its table was built now.
+    pub skipped: Vec<Skipped>,
+    /// What the image leaves out (xattrs EROFS cannot hold), with the path.
+    pub left_out: Vec<String>,
+}
+
+/// Finds the image of `archive` in the cache (`cache_dir`, default [`cache::dir`]), or
+/// builds it there. A compressed archive is refused: the kernel reads data in place.
+pub fn prepare(archive: &Path, cache_dir: Option<&Path>) -> Result<Image, MountError> {
+    let (file, stamp) = open_plain(archive)?;
+    drop(file);
+    let dir = cache_dir
+        .map(Path::to_path_buf)
+        .or_else(cache::dir)
+        .ok_or_else(|| {
+            MountError("no cache directory for the image (set XDG_CACHE_HOME or HOME)".into())
+        })?;
+    let path = cache::path_for(&dir, archive)
+        .map_err(|e| MountError::at(archive, format!("resolve its path: {e}")))?
+        .with_extension("erofs");
+    if valid(&path, stamp) {
+        return Ok(Image {
+            path,
+            origin: ImageOrigin::Cached,
+            skipped: Vec::new(),
+            left_out: Vec::new(),
+        });
+    }
+    let start = Instant::now();
+    let opened = source::open(archive, cache_dir)?;
+    if let Origin::Unsaved(why) = &opened.origin {
+        return Err(MountError(format!("the index could not be kept: {why}")));
+    }
+    if let Some(check) = opened.check_later {
+        check().map_err(|e| MountError::at(archive, e))?;
+    }
+    let opts = ferry_erofs::Options {
+        uuid: xxh3_128(path.as_os_str().as_encoded_bytes()).to_le_bytes(),
+        volume_name: *b"ferry\0\0\0\0\0\0\0\0\0\0\0",
+    };
+    let mut built = ferry_erofs::build(&opened.table, opened.stamp.size, &opts)
+        .map_err(|e| MountError::at(archive, e))?;
+    let h = header(opened.stamp, &built.image);
+    built.image[..h.len()].copy_from_slice(&h);
+    store(&path, &built.image)?;
+    Ok(Image {
+        path,
+        origin: ImageOrigin::Built(start.elapsed(), built.inodes),
+        skipped: opened.skipped,
+        left_out: built.left_out,
+    })
+}
+
+/// Opens `archive`, refusing what is not a regular file or is compressed.
+fn open_plain(archive: &Path) -> Result<(File, Stamp), MountError> {
+    let mut file =
+        File::open(archive).map_err(|e| MountError::at(archive, format!("open: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| MountError::at(archive, format!("stat: {e}")))?;
+    if !meta.is_file() {
+        return Err(MountError::at(archive, "not a regular file"));
+    }
+    let mut head = [0u8; 6];
+    let n = file.read(&mut head).unwrap_or(0);
+    if let Some(codec) = ferry_seek::detect(&head[..n]) {
+        return Err(MountError::at(
+            archive,
+            format!(
+                "compressed ({codec}): the kernel reads an archive in place, so it cannot \
+                 mount a compressed one; use FUSE mode (--mode fuse), or decompress it first"
+            ),
+        ));
+    }
+    Ok((file, Stamp::of(&meta)))
+}
+
+/// Whether the archive at `archive` can be mounted by the kernel: uncompressed.
+pub fn mountable(archive: &Path) -> bool {
+    open_plain(archive).is_ok()
+}
+
+/// ferry's header for an image of an archive of `stamp`.
+fn header(stamp: Stamp, image: &[u8]) -> [u8; 64] {
+    let mut h = [0u8; 64];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[16..24].copy_from_slice(&stamp.size.to_le_bytes());
+    h[24..32].copy_from_slice(&stamp.mtime.0.to_le_bytes());
+    h[32..36].copy_from_slice(&stamp.mtime.1.to_le_bytes());
+    h[40..48].copy_from_slice(&(image.len() as u64).to_le_bytes());
+    h[48..56].copy_from_slice(&xxh3_64(image.get(PAD..).unwrap_or_default()).to_le_bytes());
+    let own = xxh3_64(&h[..56]);
+    h[56..].copy_from_slice(&own.to_le_bytes());
+    h
+}
+
+/// Whether the image at `path` was built by ferry from the archive of `stamp`, whole.
+fn valid(path: &Path, stamp: Stamp) -> bool {
+    let Ok(image) = fs::read(path) else {
+        return false;
+    };
+    image.len() > PAD && image[..64] == header(stamp, &image)
+}
+
+/// Writes the image at `path` atomically (a temporary file renamed over it).
+fn store(path: &Path, image: &[u8]) -> Result<(), MountError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let fail = |e: std::io::Error| MountError::at(path, format!("write the image: {e}"));
+    fs::create_dir_all(dir)
+        .map_err(|e| MountError::at(dir, format!("create the cache directory: {e}")))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
+    tmp.write_all(image).map_err(fail)?;
+    tmp.persist(path).map_err(|e| fail(e.error))?;
+    Ok(())
+}
