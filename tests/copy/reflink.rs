@@ -70,8 +70,12 @@ fn copy_cloning(s: &Scratch, args: &[&str], cloned: u64) {
             "{args:?}: the filesystem grew by {grown} bytes for 4 MiB of clones"
         );
     } else {
+        // Not all 4 MiB: XFS's free-space count moves by itself meanwhile (once, on a
+        // loaded machine, the copies showed as 118,784 bytes short of 4 MiB; likely
+        // space set aside past the end of files written before and given back); a copy
+        // still grows it by far more than the clones' 1 MiB bound.
         assert!(
-            grown >= 4 * MIB as u64,
+            grown >= 3 * MIB as u64,
             "{args:?}: the filesystem grew by only {grown} bytes for 4 MiB of copies"
         );
     }
