@@ -188,19 +188,7 @@ fn member_globs_select_what_gnu_tar_wildcards_do() {
     write(&s.src.join("top.h"), b"t");
     let far = s.tmp.path().join("a.far");
     ferry(&[&"pack", &s.src, &far]).assert_ok();
-    let names = |root: &std::path::Path| {
-        let out = Command::new("find")
-            .arg(".")
-            .current_dir(root)
-            .output()
-            .expect("find");
-        let mut n: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_owned)
-            .collect();
-        n.sort();
-        n
-    };
+    let names = crate::common::trees::found_names;
     for (i, pattern) in ["d/*", "*.c", "d/sub/?.h", "[de]/*.c"]
         .into_iter()
         .enumerate()

@@ -417,3 +417,19 @@ pub fn with_a_mount_point(root: &Path) -> Option<crate::common::mount::BoundRamf
     write(&root.join("mnt/inside"), b"on the ramfs");
     Some(bound)
 }
+
+/// Every path below `root` as `find .` lists it, sorted: what a tool made, to compare
+/// with what another made.
+pub fn found_names(root: &Path) -> Vec<String> {
+    let out = std::process::Command::new("find")
+        .arg(".")
+        .current_dir(root)
+        .output()
+        .expect("run find");
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names
+}

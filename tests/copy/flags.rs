@@ -175,19 +175,7 @@ fn dereference_copies_what_symlinks_point_to_as_rsync_al_does() {
         .status()
         .expect("run rsync");
     assert!(rsync.success(), "rsync -aL failed");
-    let names = |root: &std::path::Path| {
-        let out = Command::new("find")
-            .arg(".")
-            .current_dir(root)
-            .output()
-            .expect("find");
-        let mut n: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_owned)
-            .collect();
-        n.sort();
-        n
-    };
+    let names = crate::common::trees::found_names;
     assert_eq!(names(&s.dst), names(&theirs));
     // Without -L, links stay links.
     let plain = s.tmp.path().join("plain");
