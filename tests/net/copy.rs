@@ -2,7 +2,7 @@
 
 use crate::common::build::*;
 use crate::common::compare::{assert_same_tree, read_noatime};
-use crate::common::run::FERRY;
+use crate::common::run::{Run, FERRY};
 use crate::common::{scratch, trees, Scratch};
 use crate::sshd::Sshd;
 use std::os::unix::fs::MetadataExt;
@@ -103,6 +103,17 @@ fn cutting_script(sshd: &Sshd, upload: bool, bytes: u64) -> String {
     script.display().to_string()
 }
 
+/// A rerun after a cut transfer (`again`) succeeded, left out what the cut one had
+/// already placed, and made `dst` the same tree as `src`.
+pub fn assert_resumed(again: &Run, src: &Path, dst: &Path) {
+    again.assert_ok();
+    assert!(
+        again.json().count("skipped") > 0,
+        "nothing resumed: {again}"
+    );
+    assert_same_tree(src, dst);
+}
+
 /// Every file in `dst` that looks complete (the size and mtime of its source) holds
 /// the source's content.
 pub fn nothing_partial_looks_complete(src: &Path, dst: &Path) {
@@ -157,12 +168,7 @@ fn a_cut_transfer_run_again_gives_the_exact_tree() {
     assert!(r.stderr.contains("middle of a frame"), "{r}");
     nothing_partial_looks_complete(&sc.src, &back);
     let again = sshd.copy(&sshd.remote(&sc.src), s(&back), &[]);
-    again.assert_ok();
-    assert!(
-        again.json().count("skipped") > 0,
-        "nothing resumed: {again}"
-    );
-    assert_same_tree(&sc.src, &back);
+    assert_resumed(&again, &sc.src, &back);
 }
 
 #[test]

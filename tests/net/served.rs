@@ -6,7 +6,9 @@
 use crate::common::build::*;
 use crate::common::compare::assert_same_tree;
 use crate::common::{scratch, Scratch};
-use crate::copy::{assert_whole_copy, every_kind, nothing_partial_looks_complete, s};
+use crate::copy::{
+    assert_resumed, assert_whole_copy, every_kind, nothing_partial_looks_complete, s,
+};
 use crate::daemon::{cutting_proxy, free_port, Daemon};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -109,12 +111,7 @@ fn a_connection_cut_mid_file_then_rerun_sends_only_the_rest() {
     let dst = d.root.join("up");
     nothing_partial_looks_complete(&sc.src, &dst);
     let again = d.copy(s(&sc.src), &d.url("up"), &[]);
-    again.assert_ok();
-    assert!(
-        again.json().count("skipped") > 0,
-        "nothing resumed: {again}"
-    );
-    assert_same_tree(&sc.src, &dst);
+    assert_resumed(&again, &sc.src, &dst);
     // Download: cut after 10 MB from the server, inside a large file.
     let back = sc.tmp.path().join("back");
     let proxy = cutting_proxy(d.port, u64::MAX, 10 * MIB as u64);
@@ -123,12 +120,7 @@ fn a_connection_cut_mid_file_then_rerun_sends_only_the_rest() {
     assert!(r.stderr.contains("closed the connection"), "{r}");
     nothing_partial_looks_complete(&sc.src, &back);
     let again = d.copy(&d.url("up"), s(&back), &[]);
-    again.assert_ok();
-    assert!(
-        again.json().count("skipped") > 0,
-        "nothing resumed: {again}"
-    );
-    assert_same_tree(&sc.src, &back);
+    assert_resumed(&again, &sc.src, &back);
 }
 
 #[test]
@@ -148,12 +140,7 @@ fn a_server_killed_mid_upload_and_restarted_finishes_on_rerun() {
     d.restart();
     // The same identity: the pinned certificate is still the server's.
     let again = d.copy(s(&sc.src), &d.url("up"), &[]);
-    again.assert_ok();
-    assert!(
-        again.json().count("skipped") > 0,
-        "nothing resumed: {again}"
-    );
-    assert_same_tree(&sc.src, &d.root.join("up"));
+    assert_resumed(&again, &sc.src, &d.root.join("up"));
 }
 
 #[test]
