@@ -270,6 +270,15 @@ mod tests {
         }
     }
 
+    /// Serves what a client sent as `bytes`, with one worker, answering into nothing.
+    fn serve_bytes(bytes: &[u8]) -> Result<Served, NetError> {
+        let config = ServeConfig {
+            threads: 1,
+            ..ServeConfig::default()
+        };
+        serve(bytes, Vec::new(), &config)
+    }
+
     #[test]
     fn garbage_ends_in_an_error_never_a_panic() {
         for seed in 0..200u64 {
@@ -286,14 +295,7 @@ mod tests {
                 send_hello(&mut hello).expect("hello");
                 bytes.splice(0..0, hello);
             }
-            let served = serve(
-                bytes.as_slice(),
-                Vec::new(),
-                &ServeConfig {
-                    threads: 1,
-                    ..ServeConfig::default()
-                },
-            );
+            let served = serve_bytes(&bytes);
             assert!(
                 !matches!(served, Ok(Served::Done { .. })),
                 "seed {seed} was served"
@@ -323,14 +325,7 @@ mod tests {
             let junk: Vec<u8> = (0..rng.usize(0..3000)).map(|_| rng.u8(..)).collect();
             write_frame(&mut bytes, kind, &junk).expect("frame");
             bytes.extend((0..rng.usize(0..100)).map(|_| rng.u8(..)));
-            let served = serve(
-                bytes.as_slice(),
-                Vec::new(),
-                &ServeConfig {
-                    threads: 1,
-                    ..ServeConfig::default()
-                },
-            );
+            let served = serve_bytes(&bytes);
             assert!(
                 matches!(served, Ok(Served::Stopped(_))),
                 "seed {seed}: {served:?}"
