@@ -156,6 +156,29 @@ fn admit(
     }
 }
 
+/// What one upload may use of the daemon's workers and buffers, given the jobs running
+/// when it starts: the whole of both alone, an even part of them among many (at least
+/// one worker and, where several are allowed, two buffers, so reading and writing
+/// overlap). More writers than cores only contend for them: with 128 clients of four
+/// workers and eight buffers each, the daemon spent twice the CPU of one buffer each.
+struct FairShare {
+    threads: usize,
+    buffers: usize,
+}
+
+impl FairShare {
+    fn now(config: &ServeConfig) -> Self {
+        let jobs = config.admission.as_ref().map_or(1, |a| a.taken().max(1));
+        let threads = (config.threads / jobs).max(1);
+        let buffers = match &config.pool {
+            Some((pool, cap)) if *cap > 1 => (*cap).min((pool.capacity() / jobs).max(2)),
+            Some((_, cap)) => *cap,
+            None => 1,
+        };
+        FairShare { threads, buffers }
+    }
+}
+
 /// Compares secrets in time independent of where they differ.
 fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
@@ -216,12 +239,13 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
                 send_manifest(&path, request.checksum, config.threads, &send)?;
                 lock(&out).frame(Kind::ManifestEnd, &[])?;
                 let mut inbound = Inbound::new(&mut input, &reporter);
+                let fair = FairShare::now(config);
                 let share = config
                     .pool
                     .as_ref()
-                    .map(|(p, cap)| Share::new(p.clone(), *cap));
+                    .map(|(p, _)| Share::new(p.clone(), fair.buffers));
                 let opts = ReceiveOptions {
-                    threads: config.threads,
+                    threads: fair.threads,
                     checksum: request.checksum,
                     verify: request.verify,
                 };

@@ -122,11 +122,23 @@ const RECORD: usize = 8 + 16;
 /// Records held in memory before they move to a temporary file (1.5 MiB).
 const HELD_RECORDS: usize = 64 << 10;
 
+/// A record as held: the hash in two halves, so a record takes 24 bytes rather than
+/// the 32 a `u128`'s alignment makes of it (a daemon holds one list per upload).
+type Held = (u64, [u64; 2]);
+
+fn held((at, hash): (u64, u128)) -> Held {
+    (at, [hash as u64, (hash >> 64) as u64])
+}
+
+fn record((at, [low, high]): Held) -> (u64, u128) {
+    (at, u128::from(high) << 64 | u128::from(low))
+}
+
 /// The content hashes of the members a stream carried, by header offset, in archive
 /// order (see the module's doc).
 #[derive(Default)]
 pub struct StreamHashes {
-    held: Vec<(u64, u128)>,
+    held: Vec<Held>,
     spill: Option<BufWriter<File>>,
     /// The first failure to write the spill file: the hashes are then incomplete, and
     /// nothing is checked.
@@ -145,7 +157,7 @@ impl StreamHashes {
         if self.failed.is_some() {
             return;
         }
-        self.held.push((header_offset, hash));
+        self.held.push(held((header_offset, hash)));
         if self.held.len() >= HELD_RECORDS {
             if let Err(e) = self.spill_held() {
                 self.failed = Some(e);
@@ -171,7 +183,7 @@ impl StreamHashes {
             Some(out) => out,
             none => none.insert(BufWriter::new(tempfile::tempfile()?)),
         };
-        for (at, hash) in self.held.drain(..) {
+        for (at, hash) in self.held.drain(..).map(record) {
             out.write_all(&at.to_le_bytes())?;
             out.write_all(&hash.to_le_bytes())?;
         }
@@ -202,7 +214,7 @@ impl StreamHashes {
 /// The records of [`StreamHashes`], read back in order.
 struct Records {
     spilled: Option<BufReader<File>>,
-    held: std::vec::IntoIter<(u64, u128)>,
+    held: std::vec::IntoIter<Held>,
     left_out: Vec<u64>,
 }
 
@@ -232,7 +244,7 @@ impl Records {
                 Err(e) => return Err(e),
             }
         }
-        Ok(self.held.next())
+        Ok(self.held.next().map(record))
     }
 }
 
@@ -379,6 +391,13 @@ mod tests {
 
     fn digest(content: &[u8]) -> u128 {
         xxhash_rust::xxh3::xxh3_128(content)
+    }
+
+    #[test]
+    fn a_held_record_gives_back_its_offset_and_whole_hash() {
+        let hash = digest(b"both halves") | 1 << 127 | 1;
+        assert_eq!(record(held((u64::MAX - 7, hash))), (u64::MAX - 7, hash));
+        assert_eq!(std::mem::size_of::<Held>(), RECORD);
     }
 
     /// Fed in any chunks, the hash is that of the logical content, holes as zeros.
