@@ -16,3 +16,4 @@ mod copy;
 mod errors;
 mod garage;
 mod objects;
+mod profile;
