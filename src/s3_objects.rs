@@ -34,7 +34,7 @@ pub fn upload(
     };
     let done = upload_objects(&args.src, store, &opts, stats, reporter)?;
     crate::report::to_stderr(format_args!(
-        "ferry s3: {} objects: {} sent ({} bytes), {} there already{}",
+        "ferry s3: {} objects: {} sent ({} bytes), {} there already{}{}",
         done.objects,
         done.sent,
         done.bytes,
@@ -42,6 +42,10 @@ pub fn upload(
         match done.left_out {
             0 => String::new(),
             n => format!("; {n} fifos, sockets or devices left out"),
+        },
+        match done.aborted {
+            0 => String::new(),
+            n => format!("; {n} unfinished uploads of an earlier run aborted"),
         }
     ));
     Ok(())

@@ -148,6 +148,25 @@ fn objects_round_trip_with_metadata_and_reruns_skip_what_is_there() {
 }
 
 #[test]
+fn a_killed_objects_upload_run_again_aborts_what_it_left_and_completes() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    for i in 0..4 {
+        write(&sc.src.join(format!("big{i}")), &pattern(i, 24 * MIB));
+    }
+    stamp_times(&sc.src);
+    let url = g.url("objs/killed");
+    let upload = ["copy", s(&sc.src), &url, "--layout=objects"];
+    let mut child = g.spawn_until_multipart(&[&upload[..], &["--transfers", "1"]].concat());
+    child.kill().expect("kill ferry");
+    child.wait().expect("wait");
+    g.rerun_aborting_what_was_left(&upload);
+    g.ferry(&["copy", &url, s(&sc.dst)]).assert_ok();
+    let names = ["big0", "big1", "big2", "big3"];
+    assert_same_nodes(&sc.src, &sc.dst, &names, true);
+}
+
+#[test]
 fn rclone_reads_what_ferry_wrote_and_ferry_reads_what_rclone_wrote() {
     let Some(g) = Garage::start() else { return };
     let sc = scratch();

@@ -19,7 +19,9 @@ pub use upload::{upload_objects, ObjectsOptions, SentObjects};
 pub fn holds_plain_objects(store: &crate::Store) -> crate::Result<bool> {
     use object_store::ObjectStoreExt;
     let key = store.key(crate::manifest::NAME);
-    match store.rt.block_on(store.s3.head(&key)) {
+    // A GET of one byte, not a HEAD: errors of a HEAD have no body to tell a wrong
+    // region or key by.
+    match store.rt.block_on(store.s3.get_range(&key, 0..1)) {
         Ok(_) => Ok(false),
         Err(object_store::Error::NotFound { .. }) => match download::any_objects(store)? {
             true => Ok(true),

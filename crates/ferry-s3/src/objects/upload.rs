@@ -1,10 +1,11 @@
 //! `ferry copy SRC s3://BUCKET/PREFIX --layout=objects`: one walk of SRC, one LIST of
 //! the prefix, then one object per file, many PUTs in flight.
 //!
-//! A file up to the smallest part goes up in one PUT; a larger one as a multipart
-//! upload whose parts (sized by [`crate::parts`]) are read and sent while other
-//! objects go up. Every byte read waits for its share of one memory budget first, so
-//! memory stays within it whatever the transfers in flight and the file sizes.
+//! A file below the smallest part goes up in one PUT, read whole once it has its share
+//! of half the memory budget; a larger one as a multipart upload ([`crate::put`], as
+//! shards go: recorded while it runs, aborted by the next run if this one is killed)
+//! whose parts are read and sent while other objects go up, as many parts in flight
+//! over all files as the other half of the budget holds.
 //!
 //! A file already there is not sent again: the LIST gives each object's size and when
 //! it was written; an object of the file's size written at or after the file's mtime
@@ -16,8 +17,10 @@
 
 use super::keys::key_of;
 use super::metadata::{encode, S_IFLNK, S_IFREG};
-use crate::parts::{part_size, ranges, MIN_PART};
+use crate::parts::{MIN_PART, PREFERRED_PART};
+use crate::pending;
 use crate::plan::{walk_tree, Planned};
+use crate::put::{put_file, PutFailure};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use chrono::{DateTime, Utc};
@@ -26,11 +29,10 @@ use ferry_core::error::{Error, Reporter};
 use ferry_core::Stats;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as Key;
-use object_store::{Attributes, ObjectStore, PutMultipartOptions, PutOptions, PutPayload};
+use object_store::{Attributes, ObjectStore, PutOptions, PutPayload};
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -62,6 +64,8 @@ pub struct SentObjects {
     pub kept: usize,
     /// Nodes with no object form (fifos, sockets, devices), left out.
     pub left_out: usize,
+    /// Unfinished multipart uploads of a killed run aborted.
+    pub aborted: usize,
 }
 
 /// One object to send.
@@ -169,7 +173,10 @@ pub fn upload_objects(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<SentObjects> {
-    let mut out = SentObjects::default();
+    let mut out = SentObjects {
+        aborted: store.rt.block_on(pending::abort_left(&store)),
+        ..SentObjects::default()
+    };
     let list = walk_tree(src, opts.threads, reporter)?;
     let there = store.rt.block_on(listing(&store))?;
     let mut todo = Vec::new();
@@ -186,15 +193,20 @@ pub fn upload_objects(
             todo.push(upload);
         }
     }
-    let memory = Arc::new(Budget::new(opts.memory.max(MIN_PART)));
+    // Half the budget for small objects read whole, half for the parts of large ones.
+    let memory = Arc::new(Budget::new(opts.memory / 2));
+    let parts = Arc::new(Semaphore::new(
+        (opts.memory / 2 / PREFERRED_PART).max(1) as usize
+    ));
     let src = src.to_path_buf();
     let sent = store.rt.block_on(async {
         let mut puts = futures::stream::iter(todo)
             .map(|u| {
                 let (store, memory, src) = (store.clone(), memory.clone(), src.clone());
+                let parts = parts.clone();
                 async move {
                     let path = RelPath::from_bytes(u.path.clone());
-                    let sent = put_object(&store, &src, u, &memory).await;
+                    let sent = put_object(&store, &src, u, &memory, &parts).await;
                     (path, sent)
                 }
             })
@@ -249,107 +261,42 @@ impl Budget {
     }
 }
 
-/// Reads `range` of the file at `path` on a blocking thread.
-async fn read_range(path: PathBuf, range: std::ops::Range<u64>) -> std::io::Result<Vec<u8>> {
-    tokio::task::spawn_blocking(move || {
-        let file = std::fs::File::open(&path)?;
-        let mut buf = vec![0; (range.end - range.start) as usize];
-        file.read_exact_at(&mut buf, range.start)?;
-        Ok(buf)
-    })
-    .await
-    .map_err(std::io::Error::other)?
-}
-
 /// Sends one object; returns its size.
 async fn put_object(
-    store: &Store,
+    store: &Arc<Store>,
     src: &Path,
     u: Upload,
     memory: &Budget,
+    parts: &Arc<Semaphore>,
 ) -> std::result::Result<u64, Failure> {
     let key = Key::parse(&u.key).map_err(|e| Failure::Local(std::io::Error::other(e)))?;
-    let file = src.join(std::ffi::OsStr::from_bytes(&u.path));
-    let failed = |what: &str| {
-        let key = key.clone();
-        let what = what.to_string();
-        move |e: object_store::Error| Failure::Store(store.error(&key, &what, &e))
+    // A small object is read whole first: its share of the budget; a large one's parts
+    // each take a place of `parts`.
+    let _permit = match u.size < MIN_PART {
+        true => Some(memory.take(u.size).await?),
+        false => None,
     };
-    if u.target.is_some() || u.size <= MIN_PART {
-        let _permit = memory.take(u.size).await?;
-        let bytes = match u.target {
-            Some(t) => t,
-            None => read_range(file, 0..u.size).await.map_err(Failure::Local)?,
-        };
+    if let Some(target) = u.target {
         let opts = PutOptions {
             attributes: u.attributes,
             ..PutOptions::default()
         };
         store
             .s3
-            .put_opts(&key, PutPayload::from(bytes), opts)
+            .put_opts(&key, PutPayload::from(target), opts)
             .await
-            .map_err(failed("put"))?;
+            .map_err(|e| Failure::Store(store.error(&key, "put", &e)))?;
         return Ok(u.size);
     }
-    let part = part_size(u.size).ok_or_else(|| {
-        Failure::Store(S3Error::new(format!(
-            "{key}: {} bytes is more than one object holds",
-            u.size
-        )))
-    })?;
-    let opts = PutMultipartOptions {
-        attributes: u.attributes,
-        ..PutMultipartOptions::default()
-    };
-    let mut upload = store
-        .s3
-        .put_multipart_opts(&key, opts)
+    let path = src.join(std::ffi::OsStr::from_bytes(&u.path));
+    let file = tokio::task::spawn_blocking(move || std::fs::File::open(path))
         .await
-        .map_err(failed("start a multipart upload"))?;
-    let mut parts = tokio::task::JoinSet::new();
-    let mut result = Ok(());
-    for range in ranges(u.size, part) {
-        let permit = match memory.take(range.end - range.start).await {
-            Ok(p) => p,
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        };
-        let bytes = match read_range(file.clone(), range).await {
-            Ok(b) => b,
-            Err(e) => {
-                result = Err(Failure::Local(e));
-                break;
-            }
-        };
-        let sending = upload.put_part(PutPayload::from(bytes));
-        parts.spawn(async move {
-            let sent = sending.await;
-            drop(permit);
-            sent
-        });
+        .map_err(std::io::Error::other)
+        .and_then(|r| r)
+        .map_err(Failure::Local)?;
+    match put_file(store, &key, Arc::new(file), u.size, parts, u.attributes).await {
+        Ok(_) => Ok(u.size),
+        Err(PutFailure::Read(e)) => Err(Failure::Local(std::io::Error::other(e.0))),
+        Err(PutFailure::Store(e)) => Err(Failure::Store(e)),
     }
-    while let Some(sent) = parts.join_next().await {
-        let sent = sent.map_err(|e| object_store::Error::Generic {
-            store: "S3",
-            source: Box::new(e),
-        });
-        if let Err(e) = sent.and_then(|r| r) {
-            if result.is_ok() {
-                result = Err(failed("send a part")(e));
-            }
-        }
-    }
-    if let Err(e) = result {
-        // Parts already sent are dropped with the upload.
-        let _ = upload.abort().await;
-        return Err(e);
-    }
-    upload
-        .complete()
-        .await
-        .map_err(failed("complete the multipart upload"))?;
-    Ok(u.size)
 }
