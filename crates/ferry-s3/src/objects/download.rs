@@ -15,7 +15,7 @@
 //! brings the metadata, and the body is then not read.
 
 use super::keys::{listed, Listed};
-use super::metadata::{decode, is_kind, S_IFLNK, S_IFREG};
+use super::metadata::{decode, is_kind, UserMeta, S_IFLNK, S_IFREG};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use bytes::Bytes;
@@ -104,7 +104,7 @@ fn nodes(store: &Store, reporter: &dyn Reporter) -> Result<Vec<Wanted>> {
             Ok(node) => wanted.push(Wanted { node, meta }),
             Err(why) => reporter.error(&Error::new(
                 &RelPath::from_bytes(key.into_bytes()),
-                "take object",
+                "refuse object key",
                 std::io::Error::other(why),
             )),
         }
@@ -127,12 +127,13 @@ fn path_of(node: &Listed) -> &RelPath {
     }
 }
 
-/// The entry an object stands for, from its user metadata.
+/// The entry an object stands for, from its user metadata (`user`) and, where that
+/// says nothing, its listing.
 fn entry_of(
     path: &RelPath,
     kind: EntryKind,
-    attrs: &ObjectMeta,
-    user: &super::metadata::ObjectMeta,
+    listed: &ObjectMeta,
+    user: &UserMeta,
     umask: u32,
 ) -> Entry {
     let type_bits = match kind {
@@ -140,8 +141,8 @@ fn entry_of(
         _ => S_IFREG,
     };
     let written = Timestamp {
-        sec: attrs.last_modified.timestamp(),
-        nsec: attrs
+        sec: listed.last_modified.timestamp(),
+        nsec: listed
             .last_modified
             .timestamp_subsec_nanos()
             .min(999_999_999),

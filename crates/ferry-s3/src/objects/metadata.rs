@@ -23,7 +23,7 @@ const S_IFMT: u32 = 0o170000;
 
 /// What the user metadata of one object says (each field when present and valid).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ObjectMeta {
+pub struct UserMeta {
     /// Last modification.
     pub mtime: Option<Timestamp>,
     /// Last access.
@@ -101,14 +101,14 @@ pub fn encode(mtime: Timestamp, atime: Timestamp, mode: u32, uid: u32, gid: u32)
 }
 
 /// What `attrs` (of a GET) say.
-pub fn decode(attrs: &Attributes) -> ObjectMeta {
+pub fn decode(attrs: &Attributes) -> UserMeta {
     let get = |k: &'static str| {
         attrs
             .get(&Attribute::Metadata(k.into()))
             .map(|v| v.as_ref().trim().to_string())
     };
     let id = |k| get(k).and_then(|v| v.parse::<u32>().ok());
-    ObjectMeta {
+    UserMeta {
         mtime: get("mtime").and_then(|v| parse_seconds(&v)),
         atime: get("atime").and_then(|v| parse_rfc3339(&v)),
         mode: get("mode")
@@ -172,7 +172,7 @@ mod tests {
         let m = decode(&a);
         assert_eq!(
             m,
-            ObjectMeta {
+            UserMeta {
                 mtime: Some(ts(10, 20)),
                 atime: Some(ts(30, 40)),
                 mode: Some(S_IFREG | 0o4755),
@@ -189,7 +189,7 @@ mod tests {
         ] {
             bad.insert(Attribute::Metadata(k.into()), v.into());
         }
-        assert_eq!(decode(&bad), ObjectMeta::default());
+        assert_eq!(decode(&bad), UserMeta::default());
         // rclone's local backend writes atime with an offset.
         let mut r = Attributes::new();
         r.insert(
