@@ -135,23 +135,30 @@ fn a_wrong_key_missing_bucket_wrong_region_and_missing_profile_each_say_so() {
     let conf = home.join(".aws/config");
     let copy = ["copy", s(&sc.src), "s3://ferry-test/p"];
     let line = one_error(&ferry(&g, &home, &[("AWS_PROFILE", "wrongkey")], &copy));
-    let want = format!(
+    let want_key = format!(
         "access denied (check aws_access_key_id and aws_secret_access_key of profile wrongkey in {})",
         creds.display()
     );
-    assert!(line.contains(&want), "{line}");
+    assert!(line.contains(&want_key), "{line}");
     let line = one_error(&ferry(&g, &home, &[("AWS_PROFILE", "wrongregion")], &copy));
     let want = format!(
         "wrong region (check region of profile wrongregion in {})",
         conf.display()
     );
     assert!(line.contains(&want), "{line}");
+    // The objects layout's first request (a LIST) says the same.
+    let objects = ["copy", s(&sc.src), "s3://ferry-test/p", "--layout=objects"];
+    let line = one_error(&ferry(&g, &home, &[("AWS_PROFILE", "wrongkey")], &objects));
+    assert!(line.contains(&want_key), "{line}");
     let missing = ["copy", s(&sc.src), "s3://no-such-bucket/p"];
-    let line = one_error(&ferry(&g, &home, &[("AWS_PROFILE", "good")], &missing));
-    assert!(
-        line.contains("s3://no-such-bucket/") && line.contains("the bucket does not exist"),
-        "{line}"
-    );
+    let objects_missing = [&missing[..], &["--layout=objects"]].concat();
+    for args in [&missing[..], &objects_missing] {
+        let line = one_error(&ferry(&g, &home, &[("AWS_PROFILE", "good")], args));
+        assert!(
+            line.contains("s3://no-such-bucket/") && line.contains("the bucket does not exist"),
+            "{line}"
+        );
+    }
     let line = one_error(&ferry(&g, &home, &[("AWS_PROFILE", "nope")], &copy));
     assert!(
         line.contains("AWS_PROFILE=nope: no such profile")
