@@ -13,6 +13,8 @@ to its own prefix and downloads it back into a fresh DST:
   rclone64       the same with --transfers 64 (--checkers 64)
   tar+rcat       tar -C SRC -cf - . | rclone rcat garage:B/tar-SET.tar
                  / rclone cat garage:B/tar-SET.tar | tar -C DST -xf -
+  objects        ferry copy SRC s3://B/objects-SET --layout=objects (one plain object
+                 per file, 64 in flight) / ferry copy s3://B/objects-SET DST
 
 Each upload goes to a prefix emptied before it (a fresh upload, not a resume). Warm
 cache (the source is read before every upload). Seconds are wall time, median of -r
@@ -42,7 +44,7 @@ KEY_ID = "GK0123456789abcdef01234567"
 SECRET = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 BUCKET = "bench"
 SETS = {"net": "drivers/net", "kernel": "."}
-TOOLS = ["ferry", "rclone", "rclone64", "tar+rcat"]
+TOOLS = ["ferry", "rclone", "rclone64", "tar+rcat", "objects"]
 
 
 def free_port():
@@ -104,6 +106,9 @@ def commands(tool, name, src, dst, args):
     f = args.ferry
     if tool == "ferry":
         return (f"{f} copy {src} s3://{BUCKET}/ferry-{name}", f"{f} copy s3://{BUCKET}/ferry-{name} {dst}")
+    if tool == "objects":
+        return (f"{f} copy {src} s3://{BUCKET}/objects-{name} --layout=objects",
+                f"{f} copy s3://{BUCKET}/objects-{name} {dst}")
     if tool in ("rclone", "rclone64"):
         flags = "--transfers 64 --checkers 64" if tool == "rclone64" else ""
         return (f"rclone copy {flags} {src} garage:{BUCKET}/{tool}-{name}",

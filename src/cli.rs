@@ -424,9 +424,25 @@ pub struct S3Args {
     #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_size)]
     pub shard_size: u64,
     /// Multipart upload parts (5 MiB each, more for objects above 50 GB) or ranged GETs
-    /// (4 MiB each) in flight at once.
-    #[arg(long, value_name = "N", default_value_t = 16)]
-    pub transfers: usize,
+    /// (4 MiB each) in flight at once; with plain objects (`--layout=objects`, or a
+    /// download of a prefix without a manifest), objects in flight [default: 16; 64
+    /// with plain objects].
+    #[arg(long, value_name = "N")]
+    pub transfers: Option<usize>,
+    /// How an upload is stored: `shards` (packed, indexed ferry archives and a
+    /// manifest) or `objects` (one plain object per file, metadata as rclone keeps it,
+    /// for other S3 tools). A download finds out which by itself.
+    #[arg(long, value_name = "LAYOUT", default_value = "shards")]
+    pub layout: Layout,
+}
+
+/// How an upload to S3 is stored (see docs/s3.md).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Packed, indexed shards and a manifest.
+    Shards,
+    /// One plain object per file.
+    Objects,
 }
 
 /// How a remote SRC or DST is reached.

@@ -18,6 +18,7 @@ mod progress;
 mod read_ahead;
 mod report;
 mod s3_cmd;
+mod s3_objects;
 mod serve_cmd;
 mod utc;
 mod zstd_out;

@@ -1,7 +1,7 @@
 //! `ferry copy` to and from `s3://BUCKET/PREFIX`, `ferry ls s3://...` and `ferry cat
 //! s3://... PATH`: flags into ferry-s3's options, and the job's summary.
 
-use crate::cli::{CatArgs, CopyArgs, LsArgs};
+use crate::cli::{CatArgs, CopyArgs, Layout, LsArgs};
 use crate::job::Job;
 use anyhow::Context;
 use ferry_archive::read::unpack::UnpackOptions;
@@ -63,11 +63,14 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     }
     let threads = args.jobs.unwrap_or_else(ferry_core::copy::default_threads);
     let counting = job.counting();
-    if is_s3(&args.dst) {
+    if is_s3(&args.dst) && args.s3.layout == Layout::Objects {
+        let store = open(&args.dst)?;
+        crate::s3_objects::upload(args, store, threads, &job.stats, &counting)?;
+    } else if is_s3(&args.dst) {
         let store = open(&args.dst)?;
         let opts = UploadOptions {
             shard_size: args.s3.shard_size,
-            parts_in_flight: args.s3.transfers,
+            parts_in_flight: args.s3.transfers.unwrap_or(16),
             shards_in_flight: 2,
             tmp: tmp_dir(),
             pack: PackShard {
@@ -98,6 +101,10 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         ));
     } else {
         let store = open(&args.src)?;
+        if !crate::s3_objects::has_manifest(&store)? {
+            crate::s3_objects::download(args, &store, &job.stats, &counting)?;
+            return Ok(job.finish());
+        }
         let opts = DownloadOptions {
             unpack: UnpackOptions {
                 threads,
@@ -109,7 +116,7 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
                 dir_metadata: true,
             },
             shards_in_flight: 2,
-            ranges_in_flight: args.s3.transfers,
+            ranges_in_flight: args.s3.transfers.unwrap_or(16),
             tmp: tmp_dir(),
         };
         download(store, &args.dst, &opts, &job.stats, &counting)?;

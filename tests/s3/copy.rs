@@ -6,7 +6,6 @@ use crate::common::compare::assert_same_tree;
 use crate::common::{scratch, trees, Scratch};
 use crate::garage::Garage;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
 
@@ -103,22 +102,6 @@ fn incremental_upload_sends_only_changed_shards_and_deletes_old_ones() {
     assert_same_tree(&sc.src, &sc.dst);
 }
 
-/// Waits until ferry has a multipart upload in progress (recorded in its cache).
-fn wait_for_multipart(g: &Garage, child: &mut std::process::Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if g.pending() > 0 {
-            return;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the upload ended before a multipart began"
-        );
-        assert!(Instant::now() < deadline, "no multipart upload began");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Starts an upload of 60 MiB in 12 MiB shards, one part in flight, to `url`, and
 /// returns once its first multipart upload has begun.
 fn start_slow_upload(g: &Garage, sc: &Scratch, url: &str) -> std::process::Child {
@@ -133,14 +116,7 @@ fn start_slow_upload(g: &Garage, sc: &Scratch, url: &str) -> std::process::Child
         "--transfers",
         "1",
     ];
-    let mut child = g
-        .command(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start ferry");
-    wait_for_multipart(g, &mut child);
-    child
+    g.spawn_until_multipart(&args)
 }
 
 #[test]
@@ -154,15 +130,7 @@ fn a_killed_upload_run_again_resumes_and_aborts_what_it_left() {
     // Nothing is readable yet: the manifest is written last.
     let ls = g.ferry(&["ls", &url]);
     assert!(ls.stderr.contains("no ferry upload here"), "{ls}");
-    let again = g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "12M"]);
-    again.assert_ok();
-    assert!(
-        again
-            .stderr
-            .contains("unfinished uploads of an earlier run aborted"),
-        "{again}"
-    );
-    assert_eq!(g.pending(), 0, "records of aborted uploads left");
+    g.rerun_aborting_what_was_left(&["copy", s(&sc.src), &url, "--shard-size", "12M"]);
     g.ferry(&["copy", &url, s(&sc.dst)]).assert_ok();
     assert_same_tree(&sc.src, &sc.dst);
 }

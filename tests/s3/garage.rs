@@ -259,4 +259,47 @@ impl Garage {
                 .count()
         })
     }
+
+    /// Waits until ferry (running as `child`) has a multipart upload in progress
+    /// (recorded in its cache).
+    pub fn wait_for_multipart(&self, child: &mut Child) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if self.pending() > 0 {
+                return;
+            }
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the upload ended before a multipart began"
+            );
+            assert!(Instant::now() < deadline, "no multipart upload began");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Starts ferry with `args` and returns once it has a multipart upload in progress.
+    pub fn spawn_until_multipart(&self, args: &[&str]) -> Child {
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ferry");
+        self.wait_for_multipart(&mut child);
+        child
+    }
+
+    /// Runs the upload `args` again after a killed one: it must succeed, say it aborted
+    /// the multipart uploads the killed run left, and leave no record of them.
+    pub fn rerun_aborting_what_was_left(&self, args: &[&str]) {
+        let again = self.ferry(args);
+        again.assert_ok();
+        assert!(
+            again
+                .stderr
+                .contains("unfinished uploads of an earlier run aborted"),
+            "{again}"
+        );
+        assert_eq!(self.pending(), 0, "records of aborted uploads left");
+    }
 }

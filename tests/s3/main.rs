@@ -15,3 +15,5 @@ mod cluster;
 mod copy;
 mod errors;
 mod garage;
+mod objects;
+mod profile;

@@ -63,6 +63,25 @@ mod tests {
     }
 
     #[test]
+    fn every_part_but_the_last_is_within_limits() {
+        for len in [
+            MIN_PART + 1,
+            12 << 20,
+            PREFERRED_PART * MAX_PARTS + 1,
+            3 << 40,
+        ] {
+            let part = part_size(len).expect("within limits");
+            let r: Vec<_> = ranges(len, part).collect();
+            assert!(r.len() as u64 <= MAX_PARTS, "{len}: {} parts", r.len());
+            let (last, rest) = r.split_last().expect("parts");
+            assert!(rest
+                .iter()
+                .all(|p| (MIN_PART..=MAX_PART).contains(&(p.end - p.start))));
+            assert!(last.end == len && last.end - last.start <= part);
+        }
+    }
+
+    #[test]
     fn ranges_cover_the_object_once() {
         let r: Vec<_> = ranges(20 << 20, 8 << 20).collect();
         assert_eq!(r, vec![0..8 << 20, 8 << 20..16 << 20, 16 << 20..20 << 20]);

@@ -33,6 +33,8 @@ pub struct Planned {
     pub size: u64,
     /// Its mtime.
     pub mtime: (i64, u32),
+    /// Its atime (not part of a shard's fingerprint).
+    pub atime: (i64, u32),
     /// Its permission bits.
     pub mode: u32,
     /// Owner and group.
@@ -82,6 +84,7 @@ impl Collect {
             kind,
             size,
             mtime: (e.meta.mtime.sec, e.meta.mtime.nsec),
+            atime: (e.meta.atime.sec, e.meta.atime.nsec),
             mode: e.meta.mode,
             owner: (e.meta.uid, e.meta.gid),
             link,
@@ -269,6 +272,7 @@ mod tests {
             kind: 0,
             size,
             mtime: (1, 0),
+            atime: (1, 0),
             mode: 0o644,
             owner: (0, 0),
             link: Vec::new(),

@@ -1,8 +1,9 @@
 //! Where the objects are: `s3://BUCKET/PREFIX` parsed, and a client for it built the
 //! standard way (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-//! `AWS_REGION` and the other `AWS_*` variables `object_store` reads), with retries and
-//! backoff on 5xx, SlowDown and timeouts. Failures are turned into one line each:
-//! a wrong key, a missing bucket and a wrong region say so.
+//! `AWS_REGION` and the other `AWS_*` variables `object_store` reads, completed from
+//! the profile of the AWS shared files, [`crate::profile`]), with retries and backoff
+//! on 5xx, SlowDown and timeouts. Failures are turned into one line each: a wrong key,
+//! a missing bucket and a wrong region say so, and where the key or region came from.
 
 use crate::{Result, S3Error};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
@@ -55,11 +56,32 @@ pub struct Store {
     pub loc: Location,
     /// The runtime requests run on.
     pub rt: tokio::runtime::Runtime,
+    /// Where the key and region came from, for messages.
+    pub hints: Hints,
+}
+
+/// Where the settings a failure may be due to came from, as a user finds them.
+#[derive(Clone, Debug)]
+pub struct Hints {
+    /// E.g. `AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`.
+    pub keys: String,
+    /// E.g. `AWS_REGION`.
+    pub region: String,
+}
+
+impl Default for Hints {
+    fn default() -> Hints {
+        Hints {
+            keys: "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".into(),
+            region: "AWS_REGION".into(),
+        }
+    }
 }
 
 impl Store {
-    /// A client for `loc` from the environment.
+    /// A client for `loc` from the environment and the AWS profile.
     pub fn open(loc: &Location) -> Result<Store> {
+        let profile = crate::profile::load()?;
         let mut b = AmazonS3Builder::from_env()
             .with_bucket_name(&loc.bucket)
             .with_retry(RetryConfig {
@@ -71,9 +93,22 @@ impl Store {
                 max_retries: 6,
                 retry_timeout: Duration::from_secs(120),
             });
+        if let Some((id, secret, token)) = &profile.keys {
+            b = b.with_access_key_id(id).with_secret_access_key(secret);
+            if let Some(token) = token {
+                b = b.with_token(token);
+            }
+        }
+        if let Some(region) = &profile.region {
+            b = b.with_region(region);
+        }
+        if let Some(endpoint) = &profile.endpoint {
+            b = b.with_endpoint(endpoint);
+        }
         let endpoint = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
             .iter()
-            .find_map(|k| std::env::var(k).ok());
+            .find_map(|k| std::env::var(k).ok())
+            .or(profile.endpoint.clone());
         if endpoint
             .as_deref()
             .is_some_and(|e| e.starts_with("http://"))
@@ -89,6 +124,10 @@ impl Store {
         let s3 = b
             .build()
             .map_err(|e| S3Error::new(format!("{loc}: {}", short(&e))))?;
+        let hints = Hints {
+            keys: profile.keys_from,
+            region: profile.region_from,
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(4)
             .enable_all()
@@ -98,6 +137,7 @@ impl Store {
             s3: Arc::new(s3),
             loc: loc.clone(),
             rt,
+            hints,
         })
     }
 
@@ -115,16 +155,22 @@ impl Store {
         S3Error::new(format!(
             "s3://{}/{key}: {what}: {}",
             self.loc.bucket,
-            explain(e)
+            explain_with(e, &self.hints)
         ))
     }
 }
 
-/// What went wrong, in words a user acts on, then the server's own.
+/// What went wrong, in words a user acts on, then the server's own (the settings
+/// named as they are when they come from the environment).
 pub fn explain(e: &object_store::Error) -> String {
+    explain_with(e, &Hints::default())
+}
+
+/// [`explain`], naming the settings where `hints` says they came from.
+pub fn explain_with(e: &object_store::Error, hints: &Hints) -> String {
     let text = short(e);
-    let hint = if text.contains("NoSuchBucket") {
-        "the bucket does not exist"
+    let hint: String = if text.contains("NoSuchBucket") {
+        "the bucket does not exist".into()
     } else if text.contains("InvalidAccessKeyId")
         || text.contains("SignatureDoesNotMatch")
         || text.contains("AccessDenied")
@@ -135,14 +181,14 @@ pub fn explain(e: &object_store::Error) -> String {
                 | object_store::Error::PermissionDenied { .. }
         )
     {
-        "access denied (check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+        format!("access denied (check {})", hints.keys)
     } else if text.contains("AuthorizationHeaderMalformed")
         || text.contains("region")
         || text.contains("PermanentRedirect")
     {
-        "wrong region (check AWS_REGION)"
+        format!("wrong region (check {})", hints.region)
     } else if matches!(e, object_store::Error::NotFound { .. }) {
-        "not found"
+        "not found".into()
     } else {
         return text;
     };

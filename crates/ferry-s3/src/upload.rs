@@ -168,7 +168,9 @@ fn send_shards(
                         Arc::new(file.reopen().map_err(|e| {
                             S3Error::new(format!("{}: {e}", file.path().display()))
                         })?);
-                    let put = put_file(&store, &key, handle, shard.size, &parts).await?;
+                    let put =
+                        put_file(&store, &key, handle, shard.size, &parts, Default::default())
+                            .await?;
                     shard.etag = put.e_tag;
                     let record = Manifest {
                         format: FORMAT.into(),

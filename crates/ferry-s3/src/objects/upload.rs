@@ -1,0 +1,302 @@
+//! `ferry copy SRC s3://BUCKET/PREFIX --layout=objects`: one walk of SRC, one LIST of
+//! the prefix, then one object per file, many PUTs in flight.
+//!
+//! A file below the smallest part goes up in one PUT, read whole once it has its share
+//! of half the memory budget; a larger one as a multipart upload ([`crate::put`], as
+//! shards go: recorded while it runs, aborted by the next run if this one is killed)
+//! whose parts are read and sent while other objects go up, as many parts in flight
+//! over all files as the other half of the budget holds.
+//!
+//! A file already there is not sent again: the LIST gives each object's size and when
+//! it was written; an object of the file's size written at or after the file's mtime
+//! is taken as up to date (rclone's `--update --use-server-modtime`), with no request
+//! per file. Symlinks go up as `PATH.rclonelink` objects holding their targets;
+//! directories are not objects (as in rclone); fifos, sockets and devices have no
+//! object form and are left out with a warning; each name of a hardlinked file is an
+//! object of its own.
+
+use super::keys::key_of;
+use super::metadata::{encode, S_IFLNK, S_IFREG};
+use crate::parts::{MIN_PART, PREFERRED_PART};
+use crate::pending;
+use crate::plan::{walk_tree, Planned};
+use crate::put::{put_file, PutFailure};
+use crate::store::Store;
+use crate::{Result, S3Error};
+use chrono::{DateTime, Utc};
+use ferry_core::entry::{RelPath, Timestamp};
+use ferry_core::error::{Error, Reporter};
+use ferry_core::Stats;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path as Key;
+use object_store::{Attributes, ObjectStore, PutOptions, PutPayload};
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Bytes one permit of the memory budget stands for.
+const PERMIT: u64 = 64 << 10;
+
+/// How to upload one object per file.
+#[derive(Clone, Debug)]
+pub struct ObjectsOptions {
+    /// Objects (and parts of large ones) in flight at once.
+    pub transfers: usize,
+    /// Bytes read and not yet sent, at most (at least one part's worth is allowed).
+    pub memory: u64,
+    /// Walker threads.
+    pub threads: usize,
+}
+
+/// What an upload of objects did.
+#[derive(Clone, Debug, Default)]
+pub struct SentObjects {
+    /// Objects the tree makes.
+    pub objects: usize,
+    /// Objects sent by this run.
+    pub sent: usize,
+    /// Bytes of them.
+    pub bytes: u64,
+    /// Objects up to date there already.
+    pub kept: usize,
+    /// Nodes with no object form (fifos, sockets, devices), left out.
+    pub left_out: usize,
+    /// Unfinished multipart uploads of a killed run aborted.
+    pub aborted: usize,
+}
+
+/// One object to send.
+struct Upload {
+    key: String,
+    /// The node's path below SRC.
+    path: Vec<u8>,
+    size: u64,
+    /// A symlink's target, which is the object's content.
+    target: Option<Vec<u8>>,
+    attributes: Attributes,
+}
+
+/// When the object for `p` must have been written to be up to date.
+fn not_before(t: (i64, u32)) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.0, t.1)
+}
+
+/// The objects `list` makes under `prefix`; the rest reported and counted.
+fn objects_of(
+    list: &[Planned],
+    prefix: &str,
+    out: &mut SentObjects,
+    reporter: &dyn Reporter,
+) -> Vec<(Upload, (i64, u32))> {
+    let by_path: HashMap<&[u8], &Planned> = list
+        .iter()
+        .filter(|p| p.kind == 0)
+        .map(|p| (p.path.as_slice(), p))
+        .collect();
+    let mut uploads = Vec::new();
+    for p in list {
+        // A later name of a hardlinked file: the first name's metadata, its own key.
+        let (node, link) = match p.kind {
+            0 => (p, false),
+            2 => (p, true),
+            3 => match by_path.get(p.link.as_slice()) {
+                Some(first) => (*first, false),
+                None => continue,
+            },
+            1 => continue,
+            _ => {
+                out.left_out += 1;
+                reporter.warn(&format!(
+                    "{}: a fifo, socket or device has no object form; left out",
+                    RelPath::from_bytes(p.path.clone())
+                ));
+                continue;
+            }
+        };
+        let path = RelPath::from_bytes(p.path.clone());
+        let key = match key_of(prefix, &p.path, link) {
+            Ok(k) => k,
+            Err(why) => {
+                reporter.error(&Error::new(
+                    &path,
+                    "name an object",
+                    std::io::Error::other(why),
+                ));
+                continue;
+            }
+        };
+        let (kind, size) = match link {
+            true => (S_IFLNK, p.link.len() as u64),
+            false => (S_IFREG, node.size),
+        };
+        let t = |(sec, nsec)| Timestamp { sec, nsec };
+        let attributes = encode(
+            t(node.mtime),
+            t(node.atime),
+            kind | node.mode,
+            node.owner.0,
+            node.owner.1,
+        );
+        let target = link.then(|| p.link.clone());
+        let upload = Upload {
+            key,
+            path: p.path.clone(),
+            size,
+            target,
+            attributes,
+        };
+        uploads.push((upload, node.mtime));
+    }
+    uploads
+}
+
+/// Every object under the prefix: its size and when it was written.
+async fn listing(store: &Store) -> Result<HashMap<String, (u64, DateTime<Utc>)>> {
+    let prefix = (!store.loc.prefix.is_empty()).then(|| Key::from(store.loc.prefix.as_str()));
+    store
+        .s3
+        .list(prefix.as_ref())
+        .map_ok(|m| (m.location.to_string(), (m.size, m.last_modified)))
+        .try_collect()
+        .await
+        .map_err(|e| store.error(&prefix.clone().unwrap_or_default(), "list", &e))
+}
+
+/// Uploads the tree `src` as one object per file.
+pub fn upload_objects(
+    src: &Path,
+    store: Arc<Store>,
+    opts: &ObjectsOptions,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<SentObjects> {
+    let mut out = SentObjects {
+        aborted: store.rt.block_on(pending::abort_left(&store)),
+        ..SentObjects::default()
+    };
+    let list = walk_tree(src, opts.threads, reporter)?;
+    let there = store.rt.block_on(listing(&store))?;
+    let mut todo = Vec::new();
+    for (upload, mtime) in objects_of(&list, &store.loc.prefix, &mut out, reporter) {
+        out.objects += 1;
+        let up_to_date = there.get(&upload.key).is_some_and(|(size, written)| {
+            *size == upload.size && not_before(mtime).is_some_and(|m| *written >= m)
+        });
+        if up_to_date {
+            out.kept += 1;
+            stats.skipped.fetch_add(1, Relaxed);
+            stats.skipped_bytes.fetch_add(upload.size, Relaxed);
+        } else {
+            todo.push(upload);
+        }
+    }
+    // Half the budget for small objects read whole, half for the parts of large ones.
+    let memory = Arc::new(Budget::new(opts.memory / 2));
+    let parts = Arc::new(Semaphore::new(
+        (opts.memory / 2 / PREFERRED_PART).max(1) as usize
+    ));
+    let src = src.to_path_buf();
+    let sent = store.rt.block_on(async {
+        let mut puts = futures::stream::iter(todo)
+            .map(|u| {
+                let (store, memory, src) = (store.clone(), memory.clone(), src.clone());
+                let parts = parts.clone();
+                async move {
+                    let path = RelPath::from_bytes(u.path.clone());
+                    let sent = put_object(&store, &src, u, &memory, &parts).await;
+                    (path, sent)
+                }
+            })
+            .buffer_unordered(opts.transfers.max(1));
+        while let Some((path, sent)) = puts.next().await {
+            match sent {
+                Ok(bytes) => {
+                    out.sent += 1;
+                    out.bytes += bytes;
+                    stats.files.fetch_add(1, Relaxed);
+                    stats.bytes.fetch_add(bytes, Relaxed);
+                }
+                Err(Failure::Local(e)) => reporter.error(&Error::new(&path, "read", e)),
+                Err(Failure::Store(e)) => return Err(e),
+            }
+        }
+        Ok(())
+    });
+    sent.map(|()| out)
+}
+
+/// Why an object did not go up: the local file (the job goes on) or the store (it
+/// stops: the next request would most likely fail the same way).
+enum Failure {
+    Local(std::io::Error),
+    Store(S3Error),
+}
+
+/// Bytes read and not yet sent, bounded: each read waits for its share first.
+struct Budget {
+    permits: Arc<Semaphore>,
+    total: u64,
+}
+
+impl Budget {
+    fn new(bytes: u64) -> Budget {
+        let total = bytes.div_ceil(PERMIT).clamp(1, u32::MAX as u64 / 2);
+        Budget {
+            permits: Arc::new(Semaphore::new(total as usize)),
+            total,
+        }
+    }
+
+    /// Waits for the share of `len` bytes (the whole budget, when they are more).
+    async fn take(&self, len: u64) -> std::result::Result<OwnedSemaphorePermit, Failure> {
+        let want = len.div_ceil(PERMIT).clamp(1, self.total) as u32;
+        self.permits
+            .clone()
+            .acquire_many_owned(want)
+            .await
+            .map_err(|e| Failure::Store(S3Error::new(e.to_string())))
+    }
+}
+
+/// Sends one object; returns its size.
+async fn put_object(
+    store: &Arc<Store>,
+    src: &Path,
+    u: Upload,
+    memory: &Budget,
+    parts: &Arc<Semaphore>,
+) -> std::result::Result<u64, Failure> {
+    let key = Key::parse(&u.key).map_err(|e| Failure::Local(std::io::Error::other(e)))?;
+    // A small object is read whole first: its share of the budget; a large one's parts
+    // each take a place of `parts`.
+    let _permit = match u.size < MIN_PART {
+        true => Some(memory.take(u.size).await?),
+        false => None,
+    };
+    if let Some(target) = u.target {
+        let opts = PutOptions {
+            attributes: u.attributes,
+            ..PutOptions::default()
+        };
+        store
+            .s3
+            .put_opts(&key, PutPayload::from(target), opts)
+            .await
+            .map_err(|e| Failure::Store(store.error(&key, "put", &e)))?;
+        return Ok(u.size);
+    }
+    let path = src.join(std::ffi::OsStr::from_bytes(&u.path));
+    let file = tokio::task::spawn_blocking(move || std::fs::File::open(path))
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r| r)
+        .map_err(Failure::Local)?;
+    match put_file(store, &key, Arc::new(file), u.size, parts, u.attributes).await {
+        Ok(_) => Ok(u.size),
+        Err(PutFailure::Read(e)) => Err(Failure::Local(std::io::Error::other(e.0))),
+        Err(PutFailure::Store(e)) => Err(Failure::Store(e)),
+    }
+}
