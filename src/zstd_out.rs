@@ -11,6 +11,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// of one member decompresses about this much).
 pub const FRAME_TARGET: usize = 4 << 20;
 
+/// Input bytes a frame of the index gathers: a lookup in the tree table (`cat`) reads
+/// a few 64 KiB pages of it, each then costing one small frame's decompression.
+pub const INDEX_FRAME_TARGET: usize = 128 << 10;
+
 /// The zstd level `--zstd` packs at by default (what `zstd` and `tar -I zstd` use).
 pub const DEFAULT_LEVEL: i32 = 3;
 
@@ -59,7 +63,17 @@ impl<W: Write> Write for Shared<W> {
         }
     }
 
+    /// Pack flushes once the tar data has ended, before the index: the frame ends
+    /// there, and the index goes in small frames.
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            Some(w) => w.end_frame(INDEX_FRAME_TARGET),
+            None => Ok(()),
+        }
     }
 }

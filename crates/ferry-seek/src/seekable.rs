@@ -130,6 +130,14 @@ impl<W: Write> SeekableWriter<W> {
         Ok(out)
     }
 
+    /// Ends the current frame here (if it holds anything), and makes the frames after
+    /// it of about `target` bytes: what follows is read in smaller pieces (an index).
+    pub fn end_frame(&mut self, target: usize) -> io::Result<()> {
+        self.submit()?;
+        self.target = target.clamp(1, 512 << 20);
+        Ok(())
+    }
+
     /// The frames written so far, `(compressed, decompressed)` sizes.
     pub fn frames(&self) -> &[(u32, u32)] {
         &self.frames
