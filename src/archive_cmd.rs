@@ -2,6 +2,7 @@
 
 use crate::archive_out::ArchiveOut;
 use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
+use crate::frames_out::Compress;
 use crate::compression::{after_the_end, decompressed, is_compressed, read_to_end, HEAD_LEN};
 use crate::job::Job;
 use crate::progress;
@@ -80,6 +81,16 @@ fn pack_job(
              file, or pipe it on"
         );
     }
+    let compress = match (args.zstd, args.gzip) {
+        (true, _) => Some(Compress::Zstd),
+        (_, true) => Some(Compress::Gzip),
+        _ if to_stdout => None,
+        _ => Compress::implied_by_name(&args.archive),
+    };
+    let format = compress.map(|c| c.format(args.level)).transpose()?;
+    if format.is_none() && args.level.is_some() {
+        anyhow::bail!("--level is for a compressed archive: add --zstd or -z");
+    }
     let archive_out = match to_stdout {
         true => {
             crate::end_quietly_on_closed_pipe();
@@ -90,15 +101,14 @@ fn pack_job(
     };
     let stream =
         |to: Box<dyn Write + Send>| Output::Stream(Box::new(BufWriter::with_capacity(1 << 20, to)));
-    let zstd = args.zstd || (!to_stdout && crate::zstd_out::implied_by_name(&args.archive));
     let mut compressing = None;
-    let (out, skip) = match &archive_out {
-        _ if zstd => {
+    let (out, skip) = match (&archive_out, format) {
+        (_, Some(format)) => {
             let to: Box<dyn Write + Send> = match &archive_out {
                 None => Box::new(io::stdout()),
                 Some(file) => Box::new(BufWriter::with_capacity(1 << 20, file.file().try_clone()?)),
             };
-            let shared = crate::zstd_out::Shared::new(to, args.level)?;
+            let shared = crate::frames_out::Shared::new(to, format)?;
             compressing = Some(shared.clone());
             let skip = match &archive_out {
                 Some(file) if file.is_positional() => file.inodes()?,
@@ -106,13 +116,13 @@ fn pack_job(
             };
             (Output::Stream(Box::new(shared)), skip)
         }
-        None => (stream(Box::new(io::stdout())), Vec::new()),
+        (None, None) => (stream(Box::new(io::stdout())), Vec::new()),
         // A fifo, a pipe, a terminal: written in order, as tar writes them.
-        Some(file) if !file.is_positional() => {
+        (Some(file), None) if !file.is_positional() => {
             crate::archive_out::widen_pipe(file.file());
             (stream(Box::new(file.file().try_clone()?)), Vec::new())
         }
-        Some(file) => (
+        (Some(file), None) => (
             Output::File(file.file().try_clone()?.into()),
             file.inodes()?,
         ),

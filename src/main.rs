@@ -10,6 +10,7 @@ mod compression;
 mod demo;
 mod docs_cmd;
 mod filters;
+mod frames_out;
 mod itemize;
 mod job;
 mod mount_cmd;
@@ -21,7 +22,6 @@ mod s3_cmd;
 mod serve_cmd;
 mod several;
 mod utc;
-mod zstd_out;
 
 use anyhow::Context;
 use cli::{Command, CopyArgs};

@@ -12,7 +12,7 @@ use std::process::Command;
 
 /// The test tree: every kind, a sparse file, and two 6 MiB files of incompressible data
 /// (so the archive has several frames, and the files lie in different ones).
-fn tree(root: &Path) {
+pub(crate) fn tree(root: &Path) {
     trees::mixed(root);
     build::sparse_file(
         &root.join("holey"),
@@ -25,7 +25,7 @@ fn tree(root: &Path) {
     build::stamp_times(root);
 }
 
-fn no_atime() -> Options {
+pub(crate) fn no_atime() -> Options {
     Options {
         skip_atime: true,
         ..Options::default()
@@ -33,7 +33,7 @@ fn no_atime() -> Options {
 }
 
 /// `SRC` packed into `DIR/NAME` with `ARGS`.
-fn packed(src: &Path, dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+pub(crate) fn packed(src: &Path, dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
     let archive = dir.join(name);
     let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"pack"];
     all.extend(args.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
