@@ -70,6 +70,12 @@ impl ReadAt for File {
     }
 }
 
+impl ReadAt for ferry_seek::Frames {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        ferry_seek::Frames::read_at(self, buf, offset)
+    }
+}
+
 impl<T: ReadAt + ?Sized> ReadAt for &T {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         (**self).read_at(buf, offset)
@@ -502,9 +508,9 @@ impl EmbeddedTree {
 
     /// Reads the whole index (entries and table) once and compares it with the
     /// footer's checksum, keeping none of it.
-    pub fn check_index(&self, file: &File) -> Result<(), ArchiveError> {
+    pub fn check_index(&self, file: &(impl ReadAt + ?Sized)) -> Result<(), ArchiveError> {
         let mut r =
-            reader_at(file, self.footer.index_offset, INDEX_WINDOW).take(self.footer.index_len);
+            reader_at(&file, self.footer.index_offset, INDEX_WINDOW).take(self.footer.index_len);
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
         let mut buf = vec![0u8; INDEX_WINDOW];
         let mut seen = 0u64;

@@ -21,7 +21,7 @@ pub fn cat_by_tree(source: &Source, path: &[u8], out: &mut dyn Write) -> Result<
     let Some(tree) = embedded_tree(source, source.len()?)? else {
         return Ok(false);
     };
-    let table = Table::open_paged(source, tree.at, tree.len).map_err(index_error)?;
+    let table: Table<&Source> = Table::open_paged(source, tree.at, tree.len).map_err(index_error)?;
     if !table.is_paged() {
         return Ok(false);
     }

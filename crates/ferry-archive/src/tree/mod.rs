@@ -61,7 +61,7 @@ mod nodes;
 pub mod read;
 
 pub use build::{entry_of_tar, DirDefaults, Skipped, TreeBuilder};
-pub use read::{Dirent, Node, NodeKind, Table, TreeError};
+pub use read::{Dirent, Node, NodeKind, Table, TableFile, TreeError};
 
 /// Magic bytes that open the trailer.
 pub const TREE_MAGIC: &[u8; 8] = b"FERRYTRE";

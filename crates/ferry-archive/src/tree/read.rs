@@ -152,8 +152,32 @@ pub struct Extras {
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
+/// What a table is read from: a file of its own, or anything read at an offset,
+/// shared (a compressed archive's decompressed stream).
+pub enum TableFile {
+    /// A file (an archive, or a cache file).
+    File(File),
+    /// Shared with others (the archive's data readers).
+    Shared(Arc<dyn ReadAt + Send + Sync>),
+}
+
+impl From<File> for TableFile {
+    fn from(f: File) -> TableFile {
+        TableFile::File(f)
+    }
+}
+
+impl ReadAt for TableFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        match self {
+            TableFile::File(f) => ReadAt::read_at(f, buf, offset),
+            TableFile::Shared(r) => r.read_at(buf, offset),
+        }
+    }
+}
+
 /// A tree table opened for reading (see the module's doc).
-pub struct Table<R: ReadAt = File> {
+pub struct Table<R: ReadAt = TableFile> {
     file: R,
     /// Where the table starts in `file`, and its bytes before the trailer.
     base: u64,
@@ -190,8 +214,8 @@ impl<R: ReadAt> Table<R> {
     /// Opens the table that occupies `len` bytes of `file` from `base` (its trailer is
     /// the last 64). With `verify`, the whole body is read once and its checksums
     /// compared (reading, not keeping it: the memory used does not grow with the table).
-    pub fn open(file: R, base: u64, len: u64, verify: bool) -> Result<Table<R>, TreeError> {
-        let table = Table::open_unchecked(file, base, len)?;
+    pub fn open(file: impl Into<R>, base: u64, len: u64, verify: bool) -> Result<Table<R>, TreeError> {
+        let table = Table::open_unchecked(file.into(), base, len)?;
         if verify {
             table.verify()?;
         }
@@ -200,8 +224,8 @@ impl<R: ReadAt> Table<R> {
 
     /// Opens the table as [`Table::open`] does, to be checked as it is read: each page
     /// the first time it is read (a table from before page sums is checked whole now).
-    pub fn open_paged(file: R, base: u64, len: u64) -> Result<Table<R>, TreeError> {
-        let mut table = Table::open_unchecked(file, base, len)?;
+    pub fn open_paged(file: impl Into<R>, base: u64, len: u64) -> Result<Table<R>, TreeError> {
+        let mut table = Table::open_unchecked(file.into(), base, len)?;
         match table.trailer.version {
             1 => table.verify()?,
             _ => {
