@@ -2,8 +2,8 @@
 
 use crate::archive_out::ArchiveOut;
 use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
-use crate::frames_out::Compress;
 use crate::compression::{after_the_end, decompressed, is_compressed, read_to_end, HEAD_LEN};
+use crate::frames_out::Compress;
 use crate::job::Job;
 use crate::progress;
 use crate::report::StderrReporter;
@@ -132,12 +132,11 @@ fn pack_job(
     }
     let counting = job.counting();
     let srcs: Vec<&Path> = args.srcs.iter().map(PathBuf::as_path).collect();
-    let packed = progress::with_progress_of(job.show_progress(), &srcs, &job.stats, || {
-        match named {
+    let packed =
+        progress::with_progress_of(job.show_progress(), &srcs, &job.stats, || match named {
             Some(srcs) => pack_named(srcs, out, &skip, &opts, &job.stats, &counting),
             None => pack(&args.src, out, &skip, &opts, &job.stats, &counting),
-        }
-    });
+        });
     // The last frame and the seek table, once pack has written everything.
     let packed = packed.and_then(|stats| match &compressing {
         Some(shared) => shared
@@ -223,8 +222,8 @@ fn open_source(path: &Path) -> anyhow::Result<Opened> {
         }
         // A zstd archive with a seek table (`pack --zstd`) is read where asked, as a
         // plain one is.
-        if let Some(frames) =
-            ferry_seek::Frames::open(f.try_clone()?).with_context(|| format!("{}", path.display()))?
+        if let Some(frames) = ferry_seek::Frames::open(f.try_clone()?)
+            .with_context(|| format!("{}", path.display()))?
         {
             return Ok(Opened::Source(Source::Compressed(frames)));
         }

@@ -96,7 +96,9 @@ impl<W: Write> Write for Shared<W> {
             .as_mut()
         {
             Some(w) => w.write(buf),
-            None => Err(io::Error::other("the compressed output is already finished")),
+            None => Err(io::Error::other(
+                "the compressed output is already finished",
+            )),
         }
     }
 

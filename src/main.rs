@@ -173,4 +173,3 @@ fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Resul
     }
     Ok(job.finish())
 }
-

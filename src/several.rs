@@ -44,7 +44,10 @@ pub fn named_sources(srcs: &[PathBuf]) -> anyhow::Result<Vec<(Vec<u8>, PathBuf)>
 /// path), so they are told as the members they become.
 pub fn common_parent(named: &[(Vec<u8>, PathBuf)]) -> PathBuf {
     let parent = |src: &PathBuf| src.parent().map(Path::to_path_buf).unwrap_or_default();
-    let first = named.first().map(|(_, src)| parent(src)).unwrap_or_default();
+    let first = named
+        .first()
+        .map(|(_, src)| parent(src))
+        .unwrap_or_default();
     match named.iter().all(|(_, src)| parent(src) == first) {
         true => first,
         false => PathBuf::new(),
@@ -64,10 +67,16 @@ mod tests {
         assert_eq!(common_parent(&named), PathBuf::new());
         let twice: Vec<PathBuf> = ["x/a", "y/a"].iter().map(PathBuf::from).collect();
         let err = named_sources(&twice).unwrap_err().to_string();
-        assert!(err.contains("x/a and y/a") && err.contains("name a"), "{err}");
+        assert!(
+            err.contains("x/a and y/a") && err.contains("name a"),
+            "{err}"
+        );
         let dots: Vec<PathBuf> = ["a", ".."].iter().map(PathBuf::from).collect();
         assert!(named_sources(&dots).is_err());
         let shared: Vec<PathBuf> = ["d/a", "d/b"].iter().map(PathBuf::from).collect();
-        assert_eq!(common_parent(&named_sources(&shared).expect("named")), PathBuf::from("d"));
+        assert_eq!(
+            common_parent(&named_sources(&shared).expect("named")),
+            PathBuf::from("d")
+        );
     }
 }

@@ -48,7 +48,13 @@ fn pack_of_several_srcs_puts_each_under_its_name_as_tar_does() {
     for name in ["s.far", "s.tar.zst"] {
         let archive = s.tmp.path().join(name);
         ferry(&[
-            &"pack", &"-C", &s.src.join("one"), &"a", &"../two/b", &"single", &archive,
+            &"pack",
+            &"-C",
+            &s.src.join("one"),
+            &"a",
+            &"../two/b",
+            &"single",
+            &archive,
         ])
         .assert_ok();
         let mut tar_names: Vec<String> = gnu_tar(&[&"--auto-compress", &"-tf", &archive])
@@ -62,7 +68,10 @@ fn pack_of_several_srcs_puts_each_under_its_name_as_tar_does() {
             ["a/", "a/deep/", "a/deep/f", "a/h", "b/", "b/g", "single"],
             "{name}"
         );
-        for (who, dst) in [("ferry", s.tmp.path().join("f")), ("tar", s.tmp.path().join("t"))] {
+        for (who, dst) in [
+            ("ferry", s.tmp.path().join("f")),
+            ("tar", s.tmp.path().join("t")),
+        ] {
             match who {
                 "ferry" => ferry(&[&"unpack", &archive, &dst]).assert_ok(),
                 _ => {

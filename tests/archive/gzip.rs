@@ -20,12 +20,23 @@ fn gnu_tar_gzip_and_ferry_read_a_gzip_archive() {
     tree(&s.src);
     let archive = packed(&s.src, s.tmp.path(), "a.tar.gz", &[]);
     let bytes = std::fs::read(&archive).expect("read");
-    assert_eq!(bytes[..4], [0x1f, 0x8b, 8, 4], "a .gz name implies -z: a gzip member with an extra field");
+    assert_eq!(
+        bytes[..4],
+        [0x1f, 0x8b, 8, 4],
+        "a .gz name implies -z: a gzip member with an extra field"
+    );
     let gnu = s.tmp.path().join("gnu");
     build::mkdirs(&gnu);
     peer(
         "tar",
-        &[&"--xattrs", &"--xattrs-include=*", &"-C", &gnu, &"-xzf", &archive],
+        &[
+            &"--xattrs",
+            &"--xattrs-include=*",
+            &"-C",
+            &gnu,
+            &"-xzf",
+            &archive,
+        ],
     );
     assert_same_tree_with(&s.src, &gnu, &no_atime());
     let piped = s.tmp.path().join("piped");
@@ -61,7 +72,14 @@ fn gnu_tar_gzip_and_ferry_read_a_gzip_archive() {
         let want = std::fs::read(s.src.join(name)).expect("read");
         assert!(r.stdout == String::from_utf8_lossy(&want), "{name}");
     }
-    let r = ferry(&[&"pack", &"-z", &"--level", &"10", &s.src, &s.tmp.path().join("c.gz")]);
+    let r = ferry(&[
+        &"pack",
+        &"-z",
+        &"--level",
+        &"10",
+        &s.src,
+        &s.tmp.path().join("c.gz"),
+    ]);
     r.assert_status(2);
     assert!(r.stderr.contains("gzip levels go from 1 to 9"), "{r}");
 }
@@ -114,5 +132,8 @@ fn a_damaged_gzip_member_names_its_tar_member_and_leaves_the_others_readable() {
     std::fs::write(&cut, &bytes[..bytes.len() - 100]).expect("write");
     let r = ferry(&[&"ls", &cut]);
     r.assert_status(2);
-    assert!(r.stderr.contains("cut.tgz") && r.stderr.contains("gzip members"), "{r}");
+    assert!(
+        r.stderr.contains("cut.tgz") && r.stderr.contains("gzip members"),
+        "{r}"
+    );
 }

@@ -246,17 +246,31 @@ fn cat_looks_members_up_in_the_index_s_small_frames() {
         small >= 1 && small < frames.len(),
         "the index in frames of at most 128 KiB: {frames:?}"
     );
-    for name in ["one", "a/b/c/d/deep.txt", "a/b/hard3", "big/first", "holey", "empty"] {
+    for name in [
+        "one",
+        "a/b/c/d/deep.txt",
+        "a/b/hard3",
+        "big/first",
+        "holey",
+        "empty",
+    ] {
         let want = std::fs::read(s.src.join(name)).expect("read");
         for a in [&archive, &plain] {
             let r = ferry(&[&"cat", a, &name]);
             r.assert_ok();
-            assert!(r.stdout == String::from_utf8_lossy(&want), "{name} from {a:?}");
+            assert!(
+                r.stdout == String::from_utf8_lossy(&want),
+                "{name} from {a:?}"
+            );
         }
     }
     let r = ferry(&[&"cat", &archive, &"a/b"]);
     r.assert_status(2);
-    assert!(r.stderr.contains("member a/b: not a regular file but a directory"), "{r}");
+    assert!(
+        r.stderr
+            .contains("member a/b: not a regular file but a directory"),
+        "{r}"
+    );
     let r = ferry(&[&"cat", &archive, &"one/x"]);
     r.assert_status(2);
     assert!(r.stderr.contains("member one/x: no such member"), "{r}");
@@ -267,5 +281,8 @@ fn cat_looks_members_up_in_the_index_s_small_frames() {
     std::fs::write(&archive, &bytes).expect("write");
     let r = ferry(&[&"cat", &archive, &"one"]);
     r.assert_status(2);
-    assert!(r.stdout.is_empty() && r.stderr.contains("zstd frame"), "{r}");
+    assert!(
+        r.stdout.is_empty() && r.stderr.contains("zstd frame"),
+        "{r}"
+    );
 }

@@ -170,6 +170,10 @@ fn a_zstd_or_gzip_ferry_archive_mounts_from_its_own_index() {
         assert_eq!(kept, ["mount.log"], "{name}: nothing built");
         let said = ferry(&cache, &[&"index", &archive]);
         said.assert_ok();
-        assert!(said.stdout.contains("carries its own index"), "{name}: {}", said.stdout);
+        assert!(
+            said.stdout.contains("carries its own index"),
+            "{name}: {}",
+            said.stdout
+        );
     }
 }

@@ -165,8 +165,8 @@ mod tests {
             .map(|i| (i % 253) as u8 ^ (i >> 15) as u8)
             .collect();
         let file = tempfile::NamedTempFile::new().expect("temp");
-        let mut w = SeekableWriter::new(file.reopen().expect("reopen"), format, 100_000, 2)
-            .expect("w");
+        let mut w =
+            SeekableWriter::new(file.reopen().expect("reopen"), format, 100_000, 2).expect("w");
         for piece in data.chunks(50_000) {
             w.write_all(piece).expect("write");
         }

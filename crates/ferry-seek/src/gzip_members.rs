@@ -46,8 +46,8 @@ pub fn member(data: &[u8], level: u32) -> io::Result<Vec<u8>> {
     crc.update(data);
     out.extend_from_slice(&crc.sum().to_le_bytes());
     out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    let total = u32::try_from(out.len())
-        .map_err(|_| io::Error::other("a gzip member of 4 GiB or more"))?;
+    let total =
+        u32::try_from(out.len()).map_err(|_| io::Error::other("a gzip member of 4 GiB or more"))?;
     let size = u32::try_from(data.len())
         .map_err(|_| io::Error::other("a gzip member of 4 GiB or more of data"))?;
     out[HEAD.len()..HEAD.len() + 4].copy_from_slice(&total.to_le_bytes());
@@ -60,7 +60,8 @@ pub fn member(data: &[u8], level: u32) -> io::Result<Vec<u8>> {
 pub fn inflate(raw: &[u8], decompressed: u32) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(decompressed as usize);
     let mut d = flate2::read::GzDecoder::new(raw);
-    d.read_to_end(&mut out).map_err(|e| format!("damaged: {e}"))?;
+    d.read_to_end(&mut out)
+        .map_err(|e| format!("damaged: {e}"))?;
     if out.len() != decompressed as usize {
         return Err(format!(
             "holds {} bytes, its header says {decompressed}",
@@ -97,7 +98,8 @@ pub fn members(file: &File) -> io::Result<Option<Vec<Frame>>> {
                 ))),
             };
         }
-        let word = |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+        let word =
+            |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
         let (compressed, decompressed) = (word(HEAD.len()), word(HEAD.len() + 4));
         if (compressed as usize) < HEADER_LEN + TRAILER_LEN || inp + u64::from(compressed) > len {
             return Err(bad(format!(
@@ -125,7 +127,10 @@ mod tests {
     fn members_read_as_gzip_and_list_from_their_headers() {
         let parts: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 70_000 + usize::from(i)]).collect();
         let file = tempfile::NamedTempFile::new().expect("temp");
-        let bytes: Vec<u8> = parts.iter().flat_map(|p| member(p, 6).expect("member")).collect();
+        let bytes: Vec<u8> = parts
+            .iter()
+            .flat_map(|p| member(p, 6).expect("member"))
+            .collect();
         std::fs::write(file.path(), &bytes).expect("write");
         let mut whole = Vec::new();
         flate2::read::MultiGzDecoder::new(&bytes[..])
@@ -148,7 +153,9 @@ mod tests {
         let mut plain = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
         plain.write_all(b"plain").expect("gzip");
         std::fs::write(file.path(), plain.finish().expect("gzip")).expect("write");
-        assert!(members(&file.reopen().expect("reopen")).expect("read").is_none());
+        assert!(members(&file.reopen().expect("reopen"))
+            .expect("read")
+            .is_none());
         // A damaged member is told by inflate.
         let f = frames[2];
         let mut raw = bytes[f.inp as usize..(f.inp + u64::from(f.compressed)) as usize].to_vec();

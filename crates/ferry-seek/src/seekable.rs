@@ -33,6 +33,9 @@ const FOOTER_LEN: u64 = 9;
 /// A frame's data to compress, and where to send the frame.
 type Job = (Vec<u8>, SyncSender<io::Result<Vec<u8>>>);
 
+/// Compresses one frame's data into the whole frame.
+type Compressor = Box<dyn FnMut(&[u8]) -> io::Result<Vec<u8>> + Send>;
+
 /// What [`SeekableWriter`] writes its frames as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameFormat {
@@ -45,7 +48,7 @@ pub enum FrameFormat {
 
 impl FrameFormat {
     /// A compressor of whole frames, for one worker.
-    fn compressor(self) -> io::Result<Box<dyn FnMut(&[u8]) -> io::Result<Vec<u8>> + Send>> {
+    fn compressor(self) -> io::Result<Compressor> {
         Ok(match self {
             FrameFormat::Zstd(level) => {
                 let mut zc = zstd::bulk::Compressor::new(level)?;
@@ -137,8 +140,8 @@ impl<W: Write> SeekableWriter<W> {
         let frame = frame
             .recv()
             .map_err(|_| io::Error::other("a compressing worker died"))??;
-        let compressed = u32::try_from(frame.len())
-            .map_err(|_| io::Error::other("a frame of 4 GiB or more"))?;
+        let compressed =
+            u32::try_from(frame.len()).map_err(|_| io::Error::other("a frame of 4 GiB or more"))?;
         self.out.as_mut().ok_or_else(finished)?.write_all(&frame)?;
         self.frames.push((compressed, size));
         Ok(())
@@ -347,9 +350,13 @@ mod tests {
 
     fn written(data: &[u8], target: usize, pieces: usize) -> (tempfile::NamedTempFile, usize) {
         let file = tempfile::NamedTempFile::new().expect("temp");
-        let mut w =
-            SeekableWriter::new(file.reopen().expect("reopen"), FrameFormat::Zstd(3), target, 2)
-                .expect("writer");
+        let mut w = SeekableWriter::new(
+            file.reopen().expect("reopen"),
+            FrameFormat::Zstd(3),
+            target,
+            2,
+        )
+        .expect("writer");
         for piece in data.chunks(data.len().div_ceil(pieces).max(1)) {
             w.write_all(piece).expect("write");
         }

@@ -83,7 +83,11 @@ impl<T: ReadAt + ?Sized> ReadAt for &T {
 }
 
 /// Fills `buf` from `offset` of `file`; an error if it ends first.
-pub fn fill_at(file: &(impl ReadAt + ?Sized), mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+pub fn fill_at(
+    file: &(impl ReadAt + ?Sized),
+    mut buf: &mut [u8],
+    mut offset: u64,
+) -> io::Result<()> {
     while !buf.is_empty() {
         match file.read_at(buf, offset) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
@@ -114,7 +118,7 @@ impl Source {
     }
 
     /// The archive's length: of the tar inside, for a compressed one.
-    pub fn len(&self) -> io::Result<u64> {
+    pub fn data_len(&self) -> io::Result<u64> {
         Ok(match self {
             Source::File(f) => f.metadata()?.len(),
             Source::Compressed(c) => c.decompressed_len(),
@@ -145,7 +149,7 @@ impl Archive {
 
     /// Uses an archive read from `file`, a plain archive or a compressed one.
     pub fn from_source(file: Source) -> Result<Archive, ArchiveError> {
-        let len = file.len()?;
+        let len = file.data_len()?;
         let (index, overwritten_at) = match read_index(&file, len)? {
             Indexed::Yes(index) => (Some(index), None),
             Indexed::No => (None, None),

@@ -17,11 +17,16 @@ use xxhash_rust::xxh3::Xxh3;
 /// would) if the archive has a tree table with page sums; `Ok(false)` if it has none
 /// (a plain tar, an archive from before them, one appended to since), for the caller
 /// to read it the long way.
-pub fn cat_by_tree(source: &Source, path: &[u8], out: &mut dyn Write) -> Result<bool, ArchiveError> {
-    let Some(tree) = embedded_tree(source, source.len()?)? else {
+pub fn cat_by_tree(
+    source: &Source,
+    path: &[u8],
+    out: &mut dyn Write,
+) -> Result<bool, ArchiveError> {
+    let Some(tree) = embedded_tree(source, source.data_len()?)? else {
         return Ok(false);
     };
-    let table: Table<&Source> = Table::open_paged(source, tree.at, tree.len).map_err(index_error)?;
+    let table: Table<&Source> =
+        Table::open_paged(source, tree.at, tree.len).map_err(index_error)?;
     if !table.is_paged() {
         return Ok(false);
     }

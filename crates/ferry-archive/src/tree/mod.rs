@@ -116,7 +116,8 @@ impl Trailer {
 
     /// Bytes of body before the trailer: the records, then the page sums.
     pub fn body_len(&self) -> Option<u64> {
-        self.records_len()?.checked_add(self.pages()?.checked_mul(8)?)
+        self.records_len()?
+            .checked_add(self.pages()?.checked_mul(8)?)
     }
 
     /// The trailer's 64 bytes.

@@ -330,13 +330,7 @@ impl<'a> HashingWriter<'a> {
 
     /// Writes the page sums and the trailer for a table of `nodes`, `dirents` and
     /// `heap` bytes; returns the table's length.
-    pub fn finish(
-        mut self,
-        nodes: u64,
-        dirents: u64,
-        heap: u64,
-        data_end: u64,
-    ) -> io::Result<u64> {
+    pub fn finish(mut self, nodes: u64, dirents: u64, heap: u64, data_end: u64) -> io::Result<u64> {
         if self.in_page > 0 {
             self.end_page();
         }

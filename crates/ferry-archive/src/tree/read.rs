@@ -214,7 +214,12 @@ impl<R: ReadAt> Table<R> {
     /// Opens the table that occupies `len` bytes of `file` from `base` (its trailer is
     /// the last 64). With `verify`, the whole body is read once and its checksums
     /// compared (reading, not keeping it: the memory used does not grow with the table).
-    pub fn open(file: impl Into<R>, base: u64, len: u64, verify: bool) -> Result<Table<R>, TreeError> {
+    pub fn open(
+        file: impl Into<R>,
+        base: u64,
+        len: u64,
+        verify: bool,
+    ) -> Result<Table<R>, TreeError> {
         let table = Table::open_unchecked(file.into(), base, len)?;
         if verify {
             table.verify()?;
@@ -292,7 +297,8 @@ impl<R: ReadAt> Table<R> {
             self.read_raw(&mut buf[..n], self.base + at, "body")?;
             match &sums {
                 Some(sums) => {
-                    if sums.get((at / PAGE_LEN) as usize) != Some(&xxhash_rust::xxh3::xxh3_64(&buf[..n]))
+                    if sums.get((at / PAGE_LEN) as usize)
+                        != Some(&xxhash_rust::xxh3::xxh3_64(&buf[..n]))
                     {
                         return Err(damaged());
                     }
@@ -327,8 +333,17 @@ impl<R: ReadAt> Table<R> {
     }
 
     /// Page `page` of the records, checked against its sum (kept once checked).
-    fn page(&self, page: u64, sums: &[u64], kept: &Mutex<HashMap<u64, Arc<[u8]>>>) -> Result<Arc<[u8]>, TreeError> {
-        if let Some(p) = kept.lock().unwrap_or_else(PoisonError::into_inner).get(&page) {
+    fn page(
+        &self,
+        page: u64,
+        sums: &[u64],
+        kept: &Mutex<HashMap<u64, Arc<[u8]>>>,
+    ) -> Result<Arc<[u8]>, TreeError> {
+        if let Some(p) = kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&page)
+        {
             return Ok(p.clone());
         }
         let from = page * PAGE_LEN;
@@ -663,7 +678,8 @@ impl<R: ReadAt> Table<R> {
     }
 
     fn read_raw(&self, buf: &mut [u8], at: u64, what: &str) -> Result<(), TreeError> {
-        fill_at(&self.file, buf, at).map_err(|e| io_error(&format!("read the tree table's {what}"), e))
+        fill_at(&self.file, buf, at)
+            .map_err(|e| io_error(&format!("read the tree table's {what}"), e))
     }
 }
 

@@ -218,7 +218,10 @@ fn a_table_read_page_by_page_checks_the_pages_it_reads() {
     let whole = open_bytes(&bytes, true).expect("open");
     let records = whole.trailer().records_len().expect("records") as usize;
     assert!(records > 4 * PAGE_LEN as usize, "several pages: {records}");
-    let names: Vec<String> = (0..3000).step_by(7).map(|i| format!("big/f{i:05}")).collect();
+    let names: Vec<String> = (0..3000)
+        .step_by(7)
+        .map(|i| format!("big/f{i:05}"))
+        .collect();
     let paged = open_paged(&bytes).expect("open paged");
     for name in &names {
         assert_eq!(at(&paged, name), at(&whole, name), "{name}");
@@ -234,7 +237,10 @@ fn a_table_read_page_by_page_checks_the_pages_it_reads() {
         let d = t.lookup(&t.node(0).expect("root"), b"big").expect("big");
         let big = t.node(d.expect("big").node).expect("big's node");
         let leaf = name.strip_prefix("big/").expect("in big").as_bytes();
-        match t.lookup(&big, leaf).and_then(|d| t.node(d.expect("listed").node)) {
+        match t
+            .lookup(&big, leaf)
+            .and_then(|d| t.node(d.expect("listed").node))
+        {
             Ok(n) => assert_eq!(Some(n), at(&whole, name), "{name}: another answer"),
             Err(e) => {
                 assert!(e.0.contains("checksum mismatch"), "{e}");
