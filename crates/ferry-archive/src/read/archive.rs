@@ -490,6 +490,7 @@ pub fn embedded_tree(
     Ok(Some(EmbeddedTree {
         at: index_end - table_len,
         len: table_len,
+        paged: t.pages().is_some_and(|p| p > 0),
         footer: f,
     }))
 }
@@ -501,6 +502,8 @@ pub struct EmbeddedTree {
     pub at: u64,
     /// Its length, trailer included.
     pub len: u64,
+    /// Whether it has page sums (version 2), so a reader can check only what it reads.
+    pub paged: bool,
     footer: Footer,
 }
 

@@ -367,11 +367,6 @@ impl<R: ReadAt> Table<R> {
         self.body + TRAILER_LEN
     }
 
-    /// Whether the table has page sums (and each file's header length): version 2.
-    pub fn is_paged(&self) -> bool {
-        self.trailer.version >= 2
-    }
-
     /// What the trailer says.
     pub fn trailer(&self) -> &Trailer {
         &self.trailer
