@@ -58,8 +58,10 @@ pub fn member(data: &[u8], level: u32) -> io::Result<Vec<u8>> {
 /// The data of member `raw` (as [`member`] writes it), which must decompress to
 /// `decompressed` bytes whose CRC-32 and length match its trailer.
 pub fn inflate(raw: &[u8], decompressed: u32) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(decompressed as usize);
-    let mut d = flate2::read::GzDecoder::new(raw);
+    // The header's size is not trusted: memory grows with what the data holds, and no
+    // more than one byte past what the header says is inflated.
+    let mut out = Vec::with_capacity((decompressed as usize).min(8 << 20));
+    let mut d = flate2::read::GzDecoder::new(raw).take(u64::from(decompressed) + 1);
     d.read_to_end(&mut out)
         .map_err(|e| format!("damaged: {e}"))?;
     if out.len() != decompressed as usize {
@@ -162,5 +164,13 @@ mod tests {
         let mid = raw.len() / 2;
         raw[mid] ^= 0x55;
         assert!(inflate(&raw, f.decompressed).is_err());
+        // A header that says less (or more) than the data holds.
+        let raw = &bytes[f.inp as usize..(f.inp + u64::from(f.compressed)) as usize];
+        assert!(inflate(raw, f.decompressed - 1)
+            .unwrap_err()
+            .contains("header says"));
+        assert!(inflate(raw, f.decompressed + 1)
+            .unwrap_err()
+            .contains("header says"));
     }
 }
