@@ -9,10 +9,11 @@ tool unpacks its own archive, then one member is printed from each archive:
   tool       pack                                   unpack                          cat of one member
   ferry      ferry pack SRC A.tar.zst               ferry unpack A.tar.zst DST      ferry cat A.tar.zst MEMBER
   tar-zstd   tar -C SRC -I 'zstd -T0' -cf A .       tar -C DST -I zstd -xf A        tar -I zstd -xOf A ./MEMBER
+  ferry-gzip ferry pack SRC A.tar.gz                ferry unpack A.tar.gz DST       ferry cat A.tar.gz MEMBER
   tar-gzip   tar -C SRC -czf A .                    tar -C DST -xzf A               tar -xzOf A ./MEMBER
 
 ferry's archive is independent zstd frames (level 3, like zstd's default) with a seek
-table; tar's is one zstd frame (zstd -T0 compresses it on every core but writes one
+table, or (ferry-gzip) independent gzip members (level 6, like gzip's) carrying their sizes; tar's is one zstd frame (zstd -T0 compresses it on every core but writes one
 frame), which can only be read from its start. Size is the archive's bytes.
 
 For each cache mode (-c warm,cold) and repetition (-r 3) the tools take turns; cold =
@@ -35,8 +36,9 @@ import benchlib as B  # noqa: E402
 import archive_bench as A  # noqa: E402  (extract_source, read_file, timed)
 import copy_bench as C  # noqa: E402  (kernel_tarball, warm_source)
 
-TOOLS = ["ferry", "tar-zstd", "tar-gzip"]
-SUFFIX = {"ferry": "tar.zst", "tar-zstd": "tar.zst", "tar-gzip": "tar.gz"}
+TOOLS = ["ferry", "tar-zstd", "ferry-gzip", "tar-gzip"]
+SUFFIX = {"ferry": "tar.zst", "tar-zstd": "tar.zst", "ferry-gzip": "tar.gz", "tar-gzip": "tar.gz"}
+FERRY = ("ferry", "ferry-gzip")
 # A member well into the tree, in every archive (below the tarball's top directory).
 MEMBER = "kernel/sched/core.c"
 
@@ -49,21 +51,21 @@ def member_in(src):
 
 
 def pack_cmd(tool, ferry, src, archive):
-    if tool == "ferry":
+    if tool in FERRY:
         return [ferry, "pack", "--no-progress", src, archive]
     flags = ["-I", "zstd -T0"] if tool == "tar-zstd" else ["-z"]
     return ["tar", "-C", src, *flags, "-cf", archive, "."]
 
 
 def unpack_cmd(tool, ferry, archive, dst):
-    if tool == "ferry":
+    if tool in FERRY:
         return [ferry, "unpack", "--no-progress", archive, dst]
     flags = "-I zstd" if tool == "tar-zstd" else "-z"
     return ["sh", "-c", f'mkdir "$1" && tar -C "$1" {flags} -xf "$2"', "sh", dst, archive]
 
 
 def cat_cmd(tool, ferry, archive, member):
-    if tool == "ferry":
+    if tool in FERRY:
         return [ferry, "cat", archive, member]
     flags = ["-I", "zstd"] if tool == "tar-zstd" else ["-z"]
     return ["tar", *flags, "-xOf", archive, f"./{member}"]

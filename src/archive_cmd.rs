@@ -3,25 +3,27 @@
 use crate::archive_out::ArchiveOut;
 use crate::cli::{CatArgs, LsArgs, PackArgs, UnpackArgs};
 use crate::compression::{after_the_end, decompressed, is_compressed, read_to_end, HEAD_LEN};
+use crate::frames_out::Compress;
 use crate::job::Job;
 use crate::progress;
 use crate::report::StderrReporter;
 use anyhow::Context;
 use ferry_archive::read::archive::Source;
 use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
+use ferry_archive::read::lookup::cat_by_tree;
 use ferry_archive::read::select::Selection;
 use ferry_archive::read::tail::{check_tail, TailError};
 use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
 use ferry_archive::read::{Archive, ArchiveError};
 use ferry_archive::tar::TarKind;
-use ferry_archive::write::pack::{pack, Output, PackOptions};
+use ferry_archive::write::pack::{pack, pack_named, Output, PackOptions};
 use ferry_core::data::Reflink;
 use ferry_core::entry::{escaped, RelPath};
 use ferry_core::error::{Error, Reporter};
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -31,18 +33,38 @@ fn is_dash(p: &Path) -> bool {
 
 /// `ferry pack`.
 pub fn run_pack(mut args: PackArgs) -> anyhow::Result<ExitCode> {
+    // Names as given (`-C DIR .` has none), paths found in DIR.
+    let mut named = match args.srcs.len() {
+        1 => None,
+        _ => Some(crate::several::named_sources(&args.srcs)?),
+    };
     if let Some(dir) = &args.directory {
-        args.src = dir.join(&args.src);
+        args.srcs = args.srcs.iter().map(|src| dir.join(src)).collect();
+        args.src = args.srcs[0].clone();
+        for (_, src) in named.iter_mut().flatten() {
+            *src = dir.join(&*src);
+        }
     }
-    let mut job = Job::new(args.output, &args.src, &args.archive);
+    // Several SRCs: paths below them are told from the directory they share, or as
+    // the members they become when they share none.
+    let root = match &named {
+        Some(named) => crate::several::common_parent(named),
+        None => args.src.clone(),
+    };
+    let mut job = Job::new(args.output, &root, &args.archive);
     if is_dash(&args.archive) {
         job.summary_on_stderr();
     }
-    Ok(job.or_fatal(pack_job(&args, &job)))
+    Ok(job.or_fatal(pack_job(&args, named.as_deref(), &job)))
 }
 
-/// `ferry pack` as `job`: an error returned means it could not run at all.
-fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
+/// `ferry pack` as `job` (of the one SRC, or of `named` sources): an error returned
+/// means it could not run at all.
+fn pack_job(
+    args: &PackArgs,
+    named: Option<&[(Vec<u8>, PathBuf)]>,
+    job: &Job<'_>,
+) -> anyhow::Result<ExitCode> {
     let opts = PackOptions {
         threads: args.jobs,
         reflink: args.reflink.into(),
@@ -59,6 +81,16 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
              file, or pipe it on"
         );
     }
+    let compress = match (args.zstd, args.gzip) {
+        (true, _) => Some(Compress::Zstd),
+        (_, true) => Some(Compress::Gzip),
+        _ if to_stdout => None,
+        _ => Compress::implied_by_name(&args.archive),
+    };
+    let format = compress.map(|c| c.format(args.level)).transpose()?;
+    if format.is_none() && args.level.is_some() {
+        anyhow::bail!("--level is for a compressed archive: add --zstd or -z");
+    }
     let archive_out = match to_stdout {
         true => {
             crate::end_quietly_on_closed_pipe();
@@ -69,15 +101,14 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     };
     let stream =
         |to: Box<dyn Write + Send>| Output::Stream(Box::new(BufWriter::with_capacity(1 << 20, to)));
-    let zstd = args.zstd || (!to_stdout && crate::zstd_out::implied_by_name(&args.archive));
     let mut compressing = None;
-    let (out, skip) = match &archive_out {
-        _ if zstd => {
+    let (out, skip) = match (&archive_out, format) {
+        (_, Some(format)) => {
             let to: Box<dyn Write + Send> = match &archive_out {
                 None => Box::new(io::stdout()),
                 Some(file) => Box::new(BufWriter::with_capacity(1 << 20, file.file().try_clone()?)),
             };
-            let shared = crate::zstd_out::Shared::new(to, args.level)?;
+            let shared = crate::frames_out::Shared::new(to, format)?;
             compressing = Some(shared.clone());
             let skip = match &archive_out {
                 Some(file) if file.is_positional() => file.inodes()?,
@@ -85,13 +116,13 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
             };
             (Output::Stream(Box::new(shared)), skip)
         }
-        None => (stream(Box::new(io::stdout())), Vec::new()),
+        (None, None) => (stream(Box::new(io::stdout())), Vec::new()),
         // A fifo, a pipe, a terminal: written in order, as tar writes them.
-        Some(file) if !file.is_positional() => {
+        (Some(file), None) if !file.is_positional() => {
             crate::archive_out::widen_pipe(file.file());
             (stream(Box::new(file.file().try_clone()?)), Vec::new())
         }
-        Some(file) => (
+        (Some(file), None) => (
             Output::File(file.file().try_clone()?.into()),
             file.inodes()?,
         ),
@@ -100,9 +131,12 @@ fn pack_job(args: &PackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         no_clones_through_a_stream(opts.reflink, &args.archive, "written")?;
     }
     let counting = job.counting();
-    let packed = progress::with_progress(job.show_progress(), &args.src, &job.stats, || {
-        pack(&args.src, out, &skip, &opts, &job.stats, &counting)
-    });
+    let srcs: Vec<&Path> = args.srcs.iter().map(PathBuf::as_path).collect();
+    let packed =
+        progress::with_progress_of(job.show_progress(), &srcs, &job.stats, || match named {
+            Some(srcs) => pack_named(srcs, out, &skip, &opts, &job.stats, &counting),
+            None => pack(&args.src, out, &skip, &opts, &job.stats, &counting),
+        });
     // The last frame and the seek table, once pack has written everything.
     let packed = packed.and_then(|stats| match &compressing {
         Some(shared) => shared
@@ -144,6 +178,20 @@ enum Input {
 }
 
 fn open_input(path: &Path) -> anyhow::Result<Input> {
+    match open_source(path)? {
+        Opened::Source(source) => open_archive(source, path).map(Input::File),
+        Opened::Stream(r) => Ok(Input::Stream(r)),
+    }
+}
+
+/// An archive input before its index is read: an archive file read where asked (plain,
+/// or zstd with a seek table), or a stream.
+enum Opened {
+    Source(Source),
+    Stream(Box<dyn Read>),
+}
+
+fn open_source(path: &Path) -> anyhow::Result<Opened> {
     let raw: Box<dyn Read + Send> = if is_dash(path) {
         crate::archive_out::widen_pipe(io::stdin());
         Box::new(io::stdin())
@@ -159,7 +207,7 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
         // A fifo, a pipe (`<(...)`), a character device: read as a stream, as `-` is.
         if !crate::archive_out::is_positional(&kind) {
             crate::archive_out::widen_pipe(&f);
-            return Ok(Input::Stream(
+            return Ok(Opened::Stream(
                 decompressed(Box::new(f)).with_context(|| format!("{}", path.display()))?,
             ));
         }
@@ -169,36 +217,36 @@ fn open_input(path: &Path) -> anyhow::Result<Input> {
             .with_context(|| format!("{}: read archive", path.display()))?;
         let compressed =
             is_compressed(&head[..n]).with_context(|| format!("{}", path.display()))?;
+        if !compressed {
+            return Ok(Opened::Source(Source::File(f)));
+        }
         // A zstd archive with a seek table (`pack --zstd`) is read where asked, as a
         // plain one is.
-        let seekable = match compressed {
-            true => ferry_seek::Frames::open(f.try_clone()?)
-                .with_context(|| format!("{}", path.display()))?,
-            false => None,
-        };
-        if let Some(frames) = seekable {
-            let source = Source::Compressed(frames);
-            let archive =
-                Archive::from_source(source).with_context(|| format!("{}", path.display()))?;
-            return Ok(Input::File(archive));
-        }
-        if !compressed {
-            let archive = Archive::from_file(f).with_context(|| format!("{}", path.display()))?;
-            if let Some(at) = archive.overwritten_at() {
-                crate::report::to_stderr(format_args!(
-                    "ferry: warning: {}: data at offset {at} was written over the end of \
-                     the archive after its index (members appended by tar -r?): reading it \
-                     as a plain tar, without the index",
-                    path.display()
-                ));
-            }
-            return Ok(Input::File(archive));
+        if let Some(frames) = ferry_seek::Frames::open(f.try_clone()?)
+            .with_context(|| format!("{}", path.display()))?
+        {
+            return Ok(Opened::Source(Source::Compressed(frames)));
         }
         Box::new(f)
     };
-    Ok(Input::Stream(
+    Ok(Opened::Stream(
         decompressed(raw).with_context(|| format!("{}", path.display()))?,
     ))
+}
+
+/// The archive read from `source`, its index (if any) read and checked whole.
+fn open_archive(source: Source, path: &Path) -> anyhow::Result<Archive> {
+    let plain = matches!(source, Source::File(_));
+    let archive = Archive::from_source(source).with_context(|| format!("{}", path.display()))?;
+    if let Some(at) = archive.overwritten_at().filter(|_| plain) {
+        crate::report::to_stderr(format_args!(
+            "ferry: warning: {}: data at offset {at} was written over the end of \
+             the archive after its index (members appended by tar -r?): reading it \
+             as a plain tar, without the index",
+            path.display()
+        ));
+    }
+    Ok(archive)
 }
 
 /// Reads the first bytes of a file without moving its offset.
@@ -374,9 +422,15 @@ pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     let path = args.path.as_os_str().as_bytes();
-    let done = match open_input(&args.archive)? {
-        Input::File(a) => cat(&a, path, &mut out),
-        Input::Stream(mut r) => cat_stream(&mut r, path, &mut out, |target| {
+    let done = match open_source(&args.archive)? {
+        // Looked up through the tree table where the archive has one; read whole
+        // (its index checked, or scanned) otherwise.
+        Opened::Source(source) => match cat_by_tree(&source, path, &mut out) {
+            Ok(true) => Ok(()),
+            Ok(false) => cat(&open_archive(source, &args.archive)?, path, &mut out),
+            Err(e) => Err(e),
+        },
+        Opened::Stream(mut r) => cat_stream(&mut r, path, &mut out, |target| {
             stream_again(&args.archive, path, target)
         })
         .and_then(|hashes| {

@@ -16,7 +16,10 @@ pub fn parse() -> Cli {
             a.filter.given = FilterArgs::in_order(m);
             a.src = a.srcs[0].clone();
         }
-        (Command::Pack(a), Some((_, m))) => a.filter.given = FilterArgs::in_order(m),
+        (Command::Pack(a), Some((_, m))) => {
+            a.filter.given = FilterArgs::in_order(m);
+            a.src = a.srcs[0].clone();
+        }
         _ => {}
     }
     cli
@@ -51,6 +54,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Pack the tree SRC into a ferry archive (a tar with 4 KiB-aligned data and an
     /// index); a SRC that is not a directory is packed as one member named as it is.
+    /// With several SRCs, each goes in under its own name, as `tar -cf A SRC1 SRC2`.
+    /// With -z, or an ARCHIVE name ending in .gz, compressed in gzip members alike.
     /// ARCHIVE `-` writes to standard output. With --zstd, or an ARCHIVE name ending in
     /// .zst, compressed in independent zstd frames that ls, cat and unpack read apart.
     Pack(PackArgs),
@@ -173,10 +178,15 @@ pub struct IndexArgs {
 /// Flags of `ferry pack`.
 #[derive(Args, Debug)]
 pub struct PackArgs {
-    /// The tree (or single file) to pack.
-    pub src: PathBuf,
+    /// The tree (or single file) to pack; several: each goes in under its own name
+    /// (its last component), as `tar -cf A SRC1 SRC2` makes them.
+    #[arg(value_name = "SRC", required = true, num_args = 1..)]
+    pub srcs: Vec<PathBuf>,
     /// The archive to write (`-` for standard output).
     pub archive: PathBuf,
+    /// The one SRC, or the first of several (filled in from SRCs).
+    #[arg(skip)]
+    pub src: PathBuf,
     /// Find SRC in DIR (as `tar -C DIR -cf A SRC`): a relative SRC is taken from DIR;
     /// ARCHIVE is still named from where ferry runs.
     #[arg(short = 'C', long = "directory", value_name = "DIR")]
@@ -204,12 +214,17 @@ pub struct PackArgs {
     /// seek table at the end, so `ls`, `cat` and `unpack` read only what they need
     /// (`zstd -d`, `tar --zstd` read it as any .tar.zst). Implied by an ARCHIVE name
     /// ending in .zst or .tzst. Nothing is cloned into a compressed archive, nor out.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "gzip")]
     pub zstd: bool,
-    /// The zstd level for --zstd (1-19; higher is smaller and slower).
-    #[arg(long, value_name = "N", default_value_t = crate::zstd_out::DEFAULT_LEVEL,
-          value_parser = clap::value_parser!(i32).range(1..=19))]
-    pub level: i32,
+    /// Compress with gzip, in independent members of about 4 MiB of tar each that
+    /// carry their sizes in their headers, so `ls`, `cat` and `unpack` read only what
+    /// they need (`gzip -d`, `tar -xzf` read it as any .tar.gz). Implied by an ARCHIVE
+    /// name ending in .gz or .tgz.
+    #[arg(short = 'z', long)]
+    pub gzip: bool,
+    /// The compression level (zstd 1-19, default 3; gzip 1-9, default 6).
+    #[arg(long, value_name = "N")]
+    pub level: Option<u32>,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

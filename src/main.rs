@@ -10,6 +10,7 @@ mod compression;
 mod demo;
 mod docs_cmd;
 mod filters;
+mod frames_out;
 mod itemize;
 mod job;
 mod mount_cmd;
@@ -20,8 +21,8 @@ mod report;
 mod s3_cmd;
 mod s3_objects;
 mod serve_cmd;
+mod several;
 mod utc;
-mod zstd_out;
 
 use anyhow::Context;
 use cli::{Command, CopyArgs};
@@ -150,7 +151,7 @@ fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Resul
     std::fs::create_dir_all(&args.dst)
         .with_context(|| format!("{}: make destination", args.dst.display()))?;
     for src in &args.srcs {
-        let Some(name) = own_name(src) else {
+        let Some(name) = several::own_name(src) else {
             anyhow::bail!(
                 "{}: with several SRCs each needs a name of its own to take in DST",
                 src.display()
@@ -172,13 +173,4 @@ fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Resul
         }
     }
     Ok(job.finish())
-}
-
-/// The name a SRC takes in DST when several are copied: its last component (`a/b/`
-/// is `b`); none for `/`, `.` or `..`.
-fn own_name(src: &std::path::Path) -> Option<&std::ffi::OsStr> {
-    match src.components().next_back()? {
-        std::path::Component::Normal(name) => Some(name),
-        _ => None,
-    }
 }

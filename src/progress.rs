@@ -4,7 +4,7 @@
 //! as one line every few seconds. The total is counted by a second walk running alongside the job, so the job
 //! never waits.
 
-use ferry_core::count::{count_tree, Totals};
+use ferry_core::count::{count_trees, Totals};
 use ferry_core::Stats;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -17,7 +17,17 @@ use crate::report::human_bytes;
 /// Runs `job` while a progress bar (when `enabled`) shows `stats` against the totals of
 /// the tree at `src`.
 pub fn with_progress<T>(enabled: bool, src: &Path, stats: &Stats, job: impl FnOnce() -> T) -> T {
-    with_totals(enabled, |totals| count_tree(src, totals), stats, job)
+    with_progress_of(enabled, &[src], stats, job)
+}
+
+/// [`with_progress`] of a job over several trees (`ferry pack a b A`).
+pub fn with_progress_of<T>(
+    enabled: bool,
+    srcs: &[&Path],
+    stats: &Stats,
+    job: impl FnOnce() -> T,
+) -> T {
+    with_totals(enabled, |totals| count_trees(srcs, totals), stats, job)
 }
 
 /// Runs `job` while a progress bar (when `enabled`) shows `stats` against the totals

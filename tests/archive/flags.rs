@@ -1,4 +1,5 @@
-//! The everyday flags of `ferry pack` (issue 25): `-C DIR` and `-x/--one-file-system`.
+//! The everyday flags of `ferry pack` (issue 25): `-C DIR`, several SRCs and
+//! `-x/--one-file-system`.
 
 use crate::common::build::*;
 use crate::common::scratch;
@@ -27,6 +28,78 @@ fn pack_dash_c_finds_src_in_dir_as_tar_c_does() {
     ]);
     r.assert_status(2);
     assert!(r.stderr.contains("missing"), "{r}");
+}
+
+/// `ferry pack a b f A` puts each SRC under its own name as `tar -cf A a b f` does
+/// (with `-C`, and from different directories): ls lists what GNU tar lists, ferry
+/// and GNU tar unpack the trees (a hardlink inside one kept), to a file or compressed;
+/// two SRCs of the same name, or one without a name, are refused before anything is
+/// written.
+#[test]
+fn pack_of_several_srcs_puts_each_under_its_name_as_tar_does() {
+    let s = scratch();
+    mkdirs(&s.src.join("one/a/deep"));
+    write(&s.src.join("one/a/deep/f"), b"f");
+    hardlink(&s.src.join("one/a/deep/f"), &s.src.join("one/a/h"));
+    mkdirs(&s.src.join("two/b"));
+    write(&s.src.join("two/b/g"), b"g");
+    write(&s.src.join("one/single"), b"single");
+    crate::common::build::stamp_times(&s.src);
+    for name in ["s.far", "s.tar.zst"] {
+        let archive = s.tmp.path().join(name);
+        ferry(&[
+            &"pack",
+            &"-C",
+            &s.src.join("one"),
+            &"a",
+            &"../two/b",
+            &"single",
+            &archive,
+        ])
+        .assert_ok();
+        let mut tar_names: Vec<String> = gnu_tar(&[&"--auto-compress", &"-tf", &archive])
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        tar_names.sort();
+        assert_eq!(listed(&archive), tar_names, "{name}");
+        assert_eq!(
+            listed(&archive),
+            ["a/", "a/deep/", "a/deep/f", "a/h", "b/", "b/g", "single"],
+            "{name}"
+        );
+        for (who, dst) in [
+            ("ferry", s.tmp.path().join("f")),
+            ("tar", s.tmp.path().join("t")),
+        ] {
+            match who {
+                "ferry" => ferry(&[&"unpack", &archive, &dst]).assert_ok(),
+                _ => {
+                    mkdirs(&dst);
+                    gnu_tar(&[&"-C", &dst, &"--auto-compress", &"-xf", &archive]);
+                }
+            }
+            // GNU tar leaves the access times as extraction made them.
+            let opts = crate::common::compare::Options {
+                skip_atime: who == "tar",
+                ..Default::default()
+            };
+            for top in ["one/a", "two/b"] {
+                let dst_top = dst.join(&top[4..]);
+                crate::common::compare::assert_same_tree_with(&s.src.join(top), &dst_top, &opts);
+            }
+            assert_eq!(std::fs::read(dst.join("single")).expect("read"), b"single");
+            std::fs::remove_dir_all(&dst).expect("clean");
+        }
+    }
+    let refused = s.tmp.path().join("r.far");
+    for srcs in [["one/a", "two/a"], ["one", "."]] {
+        std::fs::create_dir_all(s.src.join("two/a")).expect("mkdir");
+        let r = ferry(&[&"pack", &"-C", &s.src, &srcs[0], &srcs[1], &refused]);
+        r.assert_status(2);
+        assert!(r.stderr.contains(srcs[1]), "{r}");
+        assert!(!refused.exists(), "nothing written: {r}");
+    }
 }
 
 #[test]

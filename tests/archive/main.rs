@@ -10,6 +10,7 @@ mod edit;
 mod errors;
 mod filters;
 mod flags;
+mod gzip;
 mod hostile;
 mod interop;
 mod json;

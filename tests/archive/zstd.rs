@@ -12,7 +12,7 @@ use std::process::Command;
 
 /// The test tree: every kind, a sparse file, and two 6 MiB files of incompressible data
 /// (so the archive has several frames, and the files lie in different ones).
-fn tree(root: &Path) {
+pub(crate) fn tree(root: &Path) {
     trees::mixed(root);
     build::sparse_file(
         &root.join("holey"),
@@ -25,7 +25,7 @@ fn tree(root: &Path) {
     build::stamp_times(root);
 }
 
-fn no_atime() -> Options {
+pub(crate) fn no_atime() -> Options {
     Options {
         skip_atime: true,
         ..Options::default()
@@ -33,7 +33,7 @@ fn no_atime() -> Options {
 }
 
 /// `SRC` packed into `DIR/NAME` with `ARGS`.
-fn packed(src: &Path, dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+pub(crate) fn packed(src: &Path, dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
     let archive = dir.join(name);
     let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"pack"];
     all.extend(args.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
@@ -222,4 +222,67 @@ fn zstd_archives_refuse_cloning_and_go_to_standard_output_too() {
     let cat = ferry(&[&"cat", &out, &"f"]);
     cat.assert_ok();
     assert!(cat.stdout == String::from_utf8_lossy(&pattern(3, 100_000)));
+}
+
+/// `cat` finds a member through the tree table at the end of the index, which pack
+/// writes in small frames (the tar data's last frame ends where the index begins):
+/// every file prints as it is in the source, from a zstd archive and a plain one. A
+/// damaged frame of the table is an error (the zstd frame named), never other bytes.
+#[test]
+fn cat_looks_members_up_in_the_index_s_small_frames() {
+    let s = scratch();
+    tree(&s.src);
+    let archive = packed(&s.src, s.tmp.path(), "a.tar.zst", &[]);
+    let plain = packed(&s.src, s.tmp.path(), "a.far", &[]);
+    let frames = ferry_seek::seekable::frames(&std::fs::File::open(&archive).expect("open"))
+        .expect("read")
+        .expect("a seek table");
+    let small = frames
+        .iter()
+        .rev()
+        .take_while(|f| f.decompressed <= 128 << 10)
+        .count();
+    assert!(
+        small >= 1 && small < frames.len(),
+        "the index in frames of at most 128 KiB: {frames:?}"
+    );
+    for name in [
+        "one",
+        "a/b/c/d/deep.txt",
+        "a/b/hard3",
+        "big/first",
+        "holey",
+        "empty",
+    ] {
+        let want = std::fs::read(s.src.join(name)).expect("read");
+        for a in [&archive, &plain] {
+            let r = ferry(&[&"cat", a, &name]);
+            r.assert_ok();
+            assert!(
+                r.stdout == String::from_utf8_lossy(&want),
+                "{name} from {a:?}"
+            );
+        }
+    }
+    let r = ferry(&[&"cat", &archive, &"a/b"]);
+    r.assert_status(2);
+    assert!(
+        r.stderr
+            .contains("member a/b: not a regular file but a directory"),
+        "{r}"
+    );
+    let r = ferry(&[&"cat", &archive, &"one/x"]);
+    r.assert_status(2);
+    assert!(r.stderr.contains("member one/x: no such member"), "{r}");
+    // The last frame holds the table's trailer: every lookup reads it.
+    let mut bytes = std::fs::read(&archive).expect("read");
+    let last = frames.last().expect("frames");
+    bytes[(last.inp + u64::from(last.compressed) / 2) as usize] ^= 0x5a;
+    std::fs::write(&archive, &bytes).expect("write");
+    let r = ferry(&[&"cat", &archive, &"one"]);
+    r.assert_status(2);
+    assert!(
+        r.stdout.is_empty() && r.stderr.contains("zstd frame"),
+        "{r}"
+    );
 }

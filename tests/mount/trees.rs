@@ -143,8 +143,10 @@ fn compressed_tars_mount_and_say_when_reads_are_sequential() {
     }
 }
 
+/// A ferry archive compressed in frames (zstd, gzip) is served from its own index,
+/// read through its frames: nothing is scanned or built into the cache.
 #[test]
-fn a_zstd_ferry_archive_mounts_as_the_tree_it_was_packed_from() {
+fn a_zstd_or_gzip_ferry_archive_mounts_from_its_own_index() {
     if !fuse_here() {
         return;
     }
@@ -155,9 +157,23 @@ fn a_zstd_ferry_archive_mounts_as_the_tree_it_was_packed_from() {
         &super::common::build::pattern(4, 9 << 20),
     );
     stamp_times(&s.src);
-    let archive = s.tmp.path().join("t.tar.zst");
-    let cache = s.tmp.path().join("cache");
-    pack(&cache, &s.src, &archive);
-    let m = Mounted::new(&cache, &archive, &s.tmp.path().join("mnt"));
-    assert_same_tree_with(&s.src, &m.at, &Options::default());
+    for name in ["t.tar.zst", "t.tar.gz"] {
+        let archive = s.tmp.path().join(name);
+        let cache = s.tmp.path().join(format!("cache-{name}"));
+        pack(&cache, &s.src, &archive);
+        let m = Mounted::new(&cache, &archive, &s.tmp.path().join(format!("mnt-{name}")));
+        assert_same_tree_with(&s.src, &m.at, &Options::default());
+        let kept: Vec<_> = std::fs::read_dir(cache.join("ferry"))
+            .expect("the cache holds the log")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(kept, ["mount.log"], "{name}: nothing built");
+        let said = ferry(&cache, &[&"index", &archive]);
+        said.assert_ok();
+        assert!(
+            said.stdout.contains("carries its own index"),
+            "{name}: {}",
+            said.stdout
+        );
+    }
 }

@@ -51,16 +51,23 @@ impl Reporter for Silent {
 /// Counts the tree at `root` into `totals` on one thread (a `root` that is not a
 /// directory is one entry); errors are the job's to report.
 pub fn count_tree(root: &Path, totals: &Totals) {
-    if is_tree(root) {
-        let cfg = WalkConfig {
-            threads: 1,
-            ..WalkConfig::default()
-        };
-        let _ = walk(root, &CountSink(totals), &cfg, &Silent);
-    } else if let Ok(m) = std::fs::symlink_metadata(root) {
-        totals.entries.fetch_add(1, Relaxed);
-        if m.is_file() {
-            totals.bytes.fetch_add(m.len(), Relaxed);
+    count_trees(&[root], totals)
+}
+
+/// [`count_tree`] of several trees (or files) into the same totals.
+pub fn count_trees(roots: &[&Path], totals: &Totals) {
+    for &root in roots {
+        if is_tree(root) {
+            let cfg = WalkConfig {
+                threads: 1,
+                ..WalkConfig::default()
+            };
+            let _ = walk(root, &CountSink(totals), &cfg, &Silent);
+        } else if let Ok(m) = std::fs::symlink_metadata(root) {
+            totals.entries.fetch_add(1, Relaxed);
+            if m.is_file() {
+                totals.bytes.fetch_add(m.len(), Relaxed);
+            }
         }
     }
     totals.complete.store(true, Relaxed);

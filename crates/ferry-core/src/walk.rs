@@ -234,13 +234,26 @@ pub fn walk<S: TreeSink>(
     cfg: &WalkConfig,
     reporter: &dyn Reporter,
 ) -> Result<()> {
-    let root_path = RelPath::root();
+    walk_as(root, RelPath::root(), sink, cfg, reporter)
+}
+
+/// [`walk`], with the tree's root pushed as the entry `name` (not the root) and every
+/// path below it: one of several trees pushed into one sink each under its own name
+/// (`ferry pack a b A`, as `tar -cf A a b`). Filters see these paths.
+pub fn walk_as<S: TreeSink>(
+    root: &Path,
+    name: RelPath,
+    sink: &S,
+    cfg: &WalkConfig,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let root_path = name;
     let fd = rfs::open(
         root,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| Error::new(&RelPath::root(), "open source", e))?;
+    .map_err(|e| Error::new(&root_path, "open source", e))?;
     let st = rfs::fstat(&fd).at(&root_path, "stat")?;
     let entry = dir_entry(&fd, &st, root_path)?;
     let dst = Arc::new(sink.root(&entry)?);

@@ -156,6 +156,7 @@ mod tests {
         }
         body.extend_from_slice(&heap);
         let trailer = Trailer {
+            version: 1,
             nodes: nodes.len() as u64,
             dirents: dirents.len() as u64,
             heap: heap.len() as u64,

@@ -45,6 +45,14 @@ impl DataAt for ferry_seek::Compressed {
     }
 }
 
+/// A ferry archive compressed in frames (`pack --zstd`, `-z`): the tar data is read by
+/// decompressing the frames that hold it.
+impl DataAt for ferry_seek::Frames {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        ferry_seek::Frames::read_at(self, buf, offset)
+    }
+}
+
 /// Fills `buf` with the logical bytes of a member from `offset`: its stored runs read
 /// through `data` (the first stored byte at `stored_at`), zeros in its holes. `runs` are
 /// (logical offset, length), in order, stored one after another; `size` is the logical

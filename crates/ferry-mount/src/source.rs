@@ -1,6 +1,7 @@
 //! From an archive's path to what a mount serves: its tree table and its data.
 //!
-//! A ferry archive carries its table in its index, and is served from it at once. For
+//! A ferry archive carries its table in its index, and is served from it at once (one
+//! compressed in frames by `ferry pack --zstd` or `-z` too, through its frames). For
 //! any other tar (or a ferry archive from before the table, or one compressed whole)
 //! the table comes from the cache ([`crate::cache`]) when one was built from this
 //! version of the archive; else it is built now ([`crate::scan`]) and kept in the cache
@@ -10,8 +11,8 @@ use crate::cache::{self, Stamp};
 use crate::data::{DataAt, PlainFile};
 use crate::scan::{build, Built};
 use crate::MountError;
-use ferry_archive::read::archive::{embedded_tree, EmbeddedTree};
-use ferry_archive::tree::{Skipped, Table, TreeBuilder};
+use ferry_archive::read::archive::{embedded_tree, EmbeddedTree, ReadAt};
+use ferry_archive::tree::{Skipped, Table, TableFile, TreeBuilder};
 use ferry_seek::{Compressed, SeekIndex};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -74,8 +75,25 @@ pub fn open(path: &Path, cache_dir: Option<&Path>) -> Result<Opened, MountError>
         return Err(MountError::at(path, "not a regular file"));
     }
     let stamp = Stamp::of(&meta);
-    let served = match embedded_tree(&archive, stamp.size).map_err(|e| MountError::at(path, e))? {
-        Some(tree) => serve_embedded(&archive, path, tree)?,
+    // A ferry archive compressed in frames (`pack --zstd`, `-z`) is read through its
+    // frames, as a plain one is: its own table, no scan.
+    let frames = ferry_seek::Frames::open(clone(&archive, path)?)
+        .map_err(|e| MountError::at(path, e))?
+        .map(Arc::new);
+    let source: Arc<dyn ReadAt + Send + Sync> = match &frames {
+        Some(frames) => frames.clone(),
+        None => Arc::new(clone(&archive, path)?),
+    };
+    let data_len = frames.as_ref().map_or(stamp.size, |f| f.decompressed_len());
+    let embedded = embedded_tree(&*source, data_len).map_err(|e| MountError::at(path, e))?;
+    let served = match embedded {
+        Some(tree) => {
+            let data: Arc<dyn DataAt> = match frames {
+                Some(frames) => frames,
+                None => Arc::new(PlainFile(clone(&archive, path)?)),
+            };
+            serve_embedded(source, data, path, tree)?
+        }
         None => serve_built(&archive, &meta, path, cache_dir)?,
     };
     Ok(Opened {
@@ -101,23 +119,29 @@ struct Served {
     check_later: Option<LaterCheck>,
 }
 
-/// Serves a ferry archive's own table: the whole index is checked before the mount
-/// answers when it is small, else by a thread once mounted.
-fn serve_embedded(archive: &File, path: &Path, tree: EmbeddedTree) -> Result<Served, MountError> {
+/// Serves a ferry archive's own table, read from `source` (the archive file, or its
+/// decompressed frames), its members' data from `data`: the whole index is checked
+/// before the mount answers when it is small, else by a thread once mounted.
+fn serve_embedded(
+    source: Arc<dyn ReadAt + Send + Sync>,
+    data: Arc<dyn DataAt>,
+    path: &Path,
+    tree: EmbeddedTree,
+) -> Result<Served, MountError> {
     let mut check_later: Option<LaterCheck> = None;
     if tree.index_len() <= VERIFY_AT_ONCE {
-        tree.check_index(archive)
+        tree.check_index(&*source)
             .map_err(|e| MountError::at(path, e))?;
     } else {
-        let file = clone(archive, path)?;
+        let source = source.clone();
         check_later = Some(Box::new(move || {
-            tree.check_index(&file).map_err(|e| e.to_string())
+            tree.check_index(&*source).map_err(|e| e.to_string())
         }));
     }
     Ok(Served {
-        table: Table::open(clone(archive, path)?, tree.at, tree.len, false)
+        table: Table::open(TableFile::Shared(source), tree.at, tree.len, false)
             .map_err(|e| MountError::at(path, e))?,
-        data: Arc::new(PlainFile(clone(archive, path)?)),
+        data,
         origin: Origin::Embedded,
         skipped: Vec::new(),
         advice: None,

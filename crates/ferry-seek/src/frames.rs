@@ -1,5 +1,6 @@
-//! Random access to a seekable zstd file (see [`crate::seekable`]) by whole frames: a
-//! read decompresses the frames it touches, each at once and whole, and keeps the
+//! Random access to a file of independent frames by whole frames: a seekable zstd file
+//! (see [`crate::seekable`]) or gzip members that carry their sizes (see
+//! [`crate::gzip_members`]). A read decompresses the frames it touches, each at once and whole, and keeps the
 //! last few decompressed, so readers going through the file side by side (unpack's
 //! workers) each decompress a frame once between them. A frame being decompressed by
 //! one reader is waited for by the others that want it, not decompressed again.
@@ -11,6 +12,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::seekable::{frames, Frame};
+use crate::{gzip_members, Codec};
 
 /// Frames kept decompressed at most (each a few MiB as `ferry pack --zstd` writes them).
 pub const CACHED_FRAMES: usize = 24;
@@ -25,10 +27,11 @@ struct Cache {
     order: VecDeque<usize>,
 }
 
-/// A seekable zstd file, read by decompressed offset. `read_at` takes `&self` and may
-/// be called from many threads at once.
+/// A file of independent frames, read by decompressed offset. `read_at` takes `&self`
+/// and may be called from many threads at once.
 pub struct Frames {
     file: File,
+    codec: Codec,
     frames: Vec<Frame>,
     len: u64,
     cache: Mutex<Cache>,
@@ -38,14 +41,19 @@ impl Frames {
     /// `file` read through its seek table; `None` if it has none (see
     /// [`crate::seekable::frames`] for a table that is refused).
     pub fn open(file: File) -> io::Result<Option<Frames>> {
-        let Some(frames) = frames(&file)? else {
-            return Ok(None);
+        let (codec, frames) = match frames(&file)? {
+            Some(frames) => (Codec::Zstd, frames),
+            None => match gzip_members::members(&file)? {
+                Some(frames) => (Codec::Gzip, frames),
+                None => return Ok(None),
+            },
         };
         let len = frames
             .last()
             .map_or(0, |f| f.out + u64::from(f.decompressed));
         Ok(Some(Frames {
             file,
+            codec,
             frames,
             len,
             cache: Mutex::default(),
@@ -55,6 +63,11 @@ impl Frames {
     /// The length of the decompressed data.
     pub fn decompressed_len(&self) -> u64 {
         self.len
+    }
+
+    /// What the frames are compressed with: zstd or gzip.
+    pub fn codec(&self) -> Codec {
+        self.codec
     }
 
     /// How many frames there are.
@@ -106,13 +119,20 @@ impl Frames {
     fn decompress(&self, i: usize) -> Result<Arc<[u8]>, String> {
         let f = self.frames[i];
         let end = f.inp + u64::from(f.compressed);
-        let say = |what: String| format!("zstd frame {i} (bytes {}..{end}): {what}", f.inp);
+        let frame = match self.codec {
+            Codec::Gzip => "gzip member",
+            _ => "zstd frame",
+        };
+        let say = |what: String| format!("{frame} {i} (bytes {}..{end}): {what}", f.inp);
         let mut raw = vec![0u8; f.compressed as usize];
         self.file
             .read_exact_at(&mut raw, f.inp)
             .map_err(|e| say(e.to_string()))?;
-        let data = zstd::bulk::decompress(&raw, f.decompressed as usize)
-            .map_err(|e| say(format!("damaged: {e}")))?;
+        let data = match self.codec {
+            Codec::Gzip => gzip_members::inflate(&raw, f.decompressed).map_err(say)?,
+            _ => zstd::bulk::decompress(&raw, f.decompressed as usize)
+                .map_err(|e| say(format!("damaged: {e}")))?,
+        };
         if data.len() != f.decompressed as usize {
             return Err(say(format!(
                 "holds {} bytes, the seek table says {}",
@@ -127,16 +147,26 @@ impl Frames {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SeekableWriter;
+    use crate::{FrameFormat, SeekableWriter};
     use std::io::Write;
 
     #[test]
     fn reads_across_frames_and_names_a_damaged_one() {
+        for (format, codec, named) in [
+            (FrameFormat::Zstd(3), Codec::Zstd, "zstd frame "),
+            (FrameFormat::Gzip(6), Codec::Gzip, "gzip member "),
+        ] {
+            reads_across_frames_of(format, codec, named);
+        }
+    }
+
+    fn reads_across_frames_of(format: FrameFormat, codec: Codec, named: &str) {
         let data: Vec<u8> = (0..2_000_000u32)
             .map(|i| (i % 253) as u8 ^ (i >> 15) as u8)
             .collect();
         let file = tempfile::NamedTempFile::new().expect("temp");
-        let mut w = SeekableWriter::new(file.reopen().expect("reopen"), 3, 100_000, 2).expect("w");
+        let mut w =
+            SeekableWriter::new(file.reopen().expect("reopen"), format, 100_000, 2).expect("w");
         for piece in data.chunks(50_000) {
             w.write_all(piece).expect("write");
         }
@@ -144,6 +174,7 @@ mod tests {
         let frames = Frames::open(file.reopen().expect("reopen"))
             .expect("open")
             .expect("table");
+        assert_eq!(frames.codec(), codec);
         assert_eq!(frames.decompressed_len(), data.len() as u64);
         assert!(frames.count() >= 10);
         let mut buf = vec![0u8; 300_000];
@@ -162,7 +193,7 @@ mod tests {
             .step_by(50_000)
             .find_map(|at| frames.read_at(&mut buf[..1000], at).err())
             .expect("some frame is damaged");
-        assert!(err.to_string().starts_with("zstd frame "), "{err}");
+        assert!(err.to_string().starts_with(named), "{err}");
         assert!(
             frames.read_at(&mut buf[..1000], 0).is_ok(),
             "the first frame still reads"

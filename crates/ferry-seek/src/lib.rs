@@ -60,6 +60,7 @@ mod access;
 mod bzip2;
 mod frames;
 mod gzip;
+pub mod gzip_members;
 mod index;
 mod indexing;
 mod input;
@@ -71,7 +72,7 @@ pub use access::{Compressed, POOL};
 pub use frames::Frames;
 pub use index::{SeekIndex, RANDOM_ACCESS_GAP};
 pub use indexing::Indexing;
-pub use seekable::{seek_table, SeekableWriter};
+pub use seekable::{seek_table, FrameFormat, SeekableWriter};
 
 /// A good default distance between seek points: 4 MiB of output. Measured here on the
 /// first 1.4 GB of a tar of /usr/lib and /usr/share (`examples/measure.rs`): pigz -6 gives

@@ -33,10 +33,42 @@ const FOOTER_LEN: u64 = 9;
 /// A frame's data to compress, and where to send the frame.
 type Job = (Vec<u8>, SyncSender<io::Result<Vec<u8>>>);
 
-/// Writes the zstd seekable format into `W`: what it is given, in frames compressed in
-/// parallel and written in order. [`SeekableWriter::finish`] writes the seek table;
+/// Compresses one frame's data into the whole frame.
+type Compressor = Box<dyn FnMut(&[u8]) -> io::Result<Vec<u8>> + Send>;
+
+/// What [`SeekableWriter`] writes its frames as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameFormat {
+    /// zstd frames at this level (with their checksums and sizes), then the seek table.
+    Zstd(i32),
+    /// gzip members at this level (0-9), each with its sizes in its header (see
+    /// [`crate::gzip_members`]); no table after them.
+    Gzip(u32),
+}
+
+impl FrameFormat {
+    /// A compressor of whole frames, for one worker.
+    fn compressor(self) -> io::Result<Compressor> {
+        Ok(match self {
+            FrameFormat::Zstd(level) => {
+                let mut zc = zstd::bulk::Compressor::new(level)?;
+                zc.include_checksum(true)?;
+                zc.include_contentsize(true)?;
+                Box::new(move |data| zc.compress(data))
+            }
+            FrameFormat::Gzip(level) => {
+                Box::new(move |data| crate::gzip_members::member(data, level.min(9)))
+            }
+        })
+    }
+}
+
+/// Writes independent frames into `W`: what it is given, compressed in parallel and
+/// written in order, in the zstd seekable format or as gzip members that carry their
+/// sizes ([`FrameFormat`]). [`SeekableWriter::finish`] writes the zstd seek table;
 /// without it the output is still a valid zstd stream, but without a table.
 pub struct SeekableWriter<W: Write> {
+    format: FrameFormat,
     out: Option<W>,
     chunk: Vec<u8>,
     target: usize,
@@ -51,9 +83,9 @@ pub struct SeekableWriter<W: Write> {
 
 impl<W: Write> SeekableWriter<W> {
     /// A writer into `out` making frames of about `target` bytes of input (at most
-    /// twice that, `target` at most 512 MiB), each compressed at zstd `level` with its
-    /// content checksum, by `threads` workers.
-    pub fn new(out: W, level: i32, target: usize, threads: usize) -> io::Result<Self> {
+    /// twice that, `target` at most 512 MiB), each compressed as `format` says (zstd
+    /// frames with their content checksums, or gzip members), by `threads` workers.
+    pub fn new(out: W, format: FrameFormat, target: usize, threads: usize) -> io::Result<Self> {
         let target = target.clamp(1, 512 << 20);
         let threads = threads.max(1);
         let (tx, rx) = sync_channel::<Job>(threads);
@@ -61,16 +93,15 @@ impl<W: Write> SeekableWriter<W> {
         let mut workers = Vec::new();
         for _ in 0..threads {
             let rx = rx.clone();
-            let mut zc = zstd::bulk::Compressor::new(level)?;
-            zc.include_checksum(true)?;
-            zc.include_contentsize(true)?;
+            let mut compress = format.compressor()?;
             workers.push(std::thread::spawn(move || loop {
                 let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
                 let Ok((data, reply)) = job else { return };
-                let _ = reply.send(zc.compress(&data));
+                let _ = reply.send(compress(&data));
             }));
         }
         Ok(SeekableWriter {
+            format,
             out: Some(out),
             chunk: Vec::with_capacity(target * 2),
             target,
@@ -93,7 +124,7 @@ impl<W: Write> SeekableWriter<W> {
         let (reply, frame) = sync_channel(1);
         let jobs = self.jobs.as_ref().ok_or_else(finished)?;
         jobs.send((data, reply))
-            .map_err(|_| io::Error::other("the zstd workers are gone"))?;
+            .map_err(|_| io::Error::other("the compressing workers are gone"))?;
         self.pending.push_back((size, frame));
         while self.pending.len() > self.max_pending {
             self.write_one()?;
@@ -108,9 +139,9 @@ impl<W: Write> SeekableWriter<W> {
         };
         let frame = frame
             .recv()
-            .map_err(|_| io::Error::other("a zstd worker died"))??;
-        let compressed = u32::try_from(frame.len())
-            .map_err(|_| io::Error::other("a zstd frame of 4 GiB or more"))?;
+            .map_err(|_| io::Error::other("a compressing worker died"))??;
+        let compressed =
+            u32::try_from(frame.len()).map_err(|_| io::Error::other("a frame of 4 GiB or more"))?;
         self.out.as_mut().ok_or_else(finished)?.write_all(&frame)?;
         self.frames.push((compressed, size));
         Ok(())
@@ -123,11 +154,20 @@ impl<W: Write> SeekableWriter<W> {
         while !self.pending.is_empty() {
             self.write_one()?;
         }
-        let table = table_bytes(&self.frames);
         let mut out = self.out.take().ok_or_else(finished)?;
-        out.write_all(&table)?;
+        if let FrameFormat::Zstd(_) = self.format {
+            out.write_all(&table_bytes(&self.frames))?;
+        }
         out.flush()?;
         Ok(out)
+    }
+
+    /// Ends the current frame here (if it holds anything), and makes the frames after
+    /// it of about `target` bytes: what follows is read in smaller pieces (an index).
+    pub fn end_frame(&mut self, target: usize) -> io::Result<()> {
+        self.submit()?;
+        self.target = target.clamp(1, 512 << 20);
+        Ok(())
     }
 
     /// The frames written so far, `(compressed, decompressed)` sizes.
@@ -310,8 +350,13 @@ mod tests {
 
     fn written(data: &[u8], target: usize, pieces: usize) -> (tempfile::NamedTempFile, usize) {
         let file = tempfile::NamedTempFile::new().expect("temp");
-        let mut w =
-            SeekableWriter::new(file.reopen().expect("reopen"), 3, target, 2).expect("writer");
+        let mut w = SeekableWriter::new(
+            file.reopen().expect("reopen"),
+            FrameFormat::Zstd(3),
+            target,
+            2,
+        )
+        .expect("writer");
         for piece in data.chunks(data.len().div_ceil(pieces).max(1)) {
             w.write_all(piece).expect("write");
         }

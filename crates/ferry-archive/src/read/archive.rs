@@ -70,6 +70,38 @@ impl ReadAt for File {
     }
 }
 
+impl ReadAt for ferry_seek::Frames {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        ferry_seek::Frames::read_at(self, buf, offset)
+    }
+}
+
+impl<T: ReadAt + ?Sized> ReadAt for &T {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        (**self).read_at(buf, offset)
+    }
+}
+
+/// Fills `buf` from `offset` of `file`; an error if it ends first.
+pub fn fill_at(
+    file: &(impl ReadAt + ?Sized),
+    mut buf: &mut [u8],
+    mut offset: u64,
+) -> io::Result<()> {
+    while !buf.is_empty() {
+        match file.read_at(buf, offset) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 impl ReadAt for Source {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         match self {
@@ -81,23 +113,12 @@ impl ReadAt for Source {
 
 impl Source {
     /// Fills `buf` from `offset`; an error if the archive ends first.
-    pub fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
-        while !buf.is_empty() {
-            match ReadAt::read_at(self, buf, offset) {
-                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => {
-                    buf = &mut buf[n..];
-                    offset += n as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        fill_at(self, buf, offset)
     }
 
     /// The archive's length: of the tar inside, for a compressed one.
-    fn len(&self) -> io::Result<u64> {
+    pub fn data_len(&self) -> io::Result<u64> {
         Ok(match self {
             Source::File(f) => f.metadata()?.len(),
             Source::Compressed(c) => c.decompressed_len(),
@@ -128,7 +149,7 @@ impl Archive {
 
     /// Uses an archive read from `file`, a plain archive or a compressed one.
     pub fn from_source(file: Source) -> Result<Archive, ArchiveError> {
-        let len = file.len()?;
+        let len = file.data_len()?;
         let (index, overwritten_at) = match read_index(&file, len)? {
             Indexed::Yes(index) => (Some(index), None),
             Indexed::No => (None, None),
@@ -306,7 +327,7 @@ pub fn member_in<'b>(
 }
 
 /// The most header bytes (pax records, long names, sparse map) one member may have.
-const MAX_HEADERS: u64 = 16 << 20;
+pub(crate) const MAX_HEADERS: u64 = 16 << 20;
 
 /// Whether a parsed tar entry says what its index entry says; if not, what differs.
 fn agree(t: &TarEntry, e: &IndexEntry) -> Result<(), &'static str> {
@@ -436,17 +457,20 @@ fn read_index(file: &Source, len: u64) -> Result<Indexed, ArchiveError> {
 /// footer, an index from before the table (version 2 and older), or an archive that
 /// `tar -r` appended to since its index was made. Only the footer's and the trailer's
 /// own checksums are checked here; [`crate::tree::Table::open`] checks the table.
-pub fn embedded_tree(file: &File, len: u64) -> Result<Option<EmbeddedTree>, ArchiveError> {
+pub fn embedded_tree(
+    file: &(impl ReadAt + ?Sized),
+    len: u64,
+) -> Result<Option<EmbeddedTree>, ArchiveError> {
     if len < FOOTER_LEN + 1024 {
         return Ok(None);
     }
     let mut footer = [0u8; FOOTER_LEN as usize];
-    file.read_exact_at(&mut footer, len - FOOTER_LEN)?;
+    fill_at(file, &mut footer, len - FOOTER_LEN)?;
     let Some(f) = Footer::parse(&footer, len)? else {
         return Ok(None);
     };
     let mut end = [0u8; 1024];
-    file.read_exact_at(&mut end, f.tar_end - 1024)?;
+    fill_at(file, &mut end, f.tar_end - 1024)?;
     if f.version < crate::index::TREE_SINCE || end.iter().any(|&b| b != 0) {
         return Ok(None);
     }
@@ -456,7 +480,7 @@ pub fn embedded_tree(file: &File, len: u64) -> Result<Option<EmbeddedTree>, Arch
         .checked_sub(crate::tree::TRAILER_LEN)
         .filter(|&at| at >= f.index_offset)
         .ok_or_else(|| crate::index::IndexError("no tree table at the index's end".into()))?;
-    file.read_exact_at(&mut raw, trailer_at)?;
+    fill_at(file, &mut raw, trailer_at)?;
     let t = crate::tree::Trailer::decode(&raw).map_err(|e| crate::index::IndexError(e.0))?;
     let table_len = t
         .body_len()
@@ -466,6 +490,7 @@ pub fn embedded_tree(file: &File, len: u64) -> Result<Option<EmbeddedTree>, Arch
     Ok(Some(EmbeddedTree {
         at: index_end - table_len,
         len: table_len,
+        paged: t.pages().is_some_and(|p| p > 0),
         footer: f,
     }))
 }
@@ -477,6 +502,8 @@ pub struct EmbeddedTree {
     pub at: u64,
     /// Its length, trailer included.
     pub len: u64,
+    /// Whether it has page sums (version 2), so a reader can check only what it reads.
+    pub paged: bool,
     footer: Footer,
 }
 
@@ -488,9 +515,9 @@ impl EmbeddedTree {
 
     /// Reads the whole index (entries and table) once and compares it with the
     /// footer's checksum, keeping none of it.
-    pub fn check_index(&self, file: &File) -> Result<(), ArchiveError> {
+    pub fn check_index(&self, file: &(impl ReadAt + ?Sized)) -> Result<(), ArchiveError> {
         let mut r =
-            reader_at(file, self.footer.index_offset, INDEX_WINDOW).take(self.footer.index_len);
+            reader_at(&file, self.footer.index_offset, INDEX_WINDOW).take(self.footer.index_len);
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
         let mut buf = vec![0u8; INDEX_WINDOW];
         let mut seen = 0u64;

@@ -118,7 +118,7 @@ pub fn list_stream(
 }
 
 /// Why `cat` printed nothing: the member asked for, and what is wrong with it.
-fn refused(path: &[u8], why: impl std::fmt::Display) -> ArchiveError {
+pub(crate) fn refused(path: &[u8], why: impl std::fmt::Display) -> ArchiveError {
     ArchiveError::Member {
         path: RelPath::from_bytes(path.to_vec()).to_string(),
         why: why.to_string(),
@@ -143,7 +143,7 @@ fn kind_name(kind: TarKind) -> &'static str {
     }
 }
 
-fn not_a_file(path: &[u8], kind: TarKind) -> ArchiveError {
+pub(crate) fn not_a_file(path: &[u8], kind: TarKind) -> ArchiveError {
     refused(path, format!("not a regular file but {}", kind_name(kind)))
 }
 
@@ -197,9 +197,9 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
 }
 
 /// Passes what is written on to `out`, hashing it.
-struct Hashing<'w> {
-    out: &'w mut dyn Write,
-    hash: Xxh3,
+pub(crate) struct Hashing<'w> {
+    pub out: &'w mut dyn Write,
+    pub hash: Xxh3,
 }
 
 impl Write for Hashing<'_> {
@@ -226,7 +226,7 @@ fn last_named(
 }
 
 /// Writes a file given as runs: zeros for the holes, the runs' bytes from `read`.
-fn write_runs(
+pub(crate) fn write_runs(
     runs: &[(u64, u64)],
     size: u64,
     out: &mut dyn Write,

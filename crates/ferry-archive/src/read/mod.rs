@@ -6,6 +6,7 @@ pub mod archive;
 pub mod convert;
 mod extract;
 pub mod list;
+pub mod lookup;
 pub mod order;
 mod schedule;
 pub mod select;

@@ -18,18 +18,27 @@
 //! dirents  dirent count x 16 bytes: each directory's entries together, sorted by
 //!          name (bytewise), so a lookup is a binary search.
 //! heap     names, symlink targets and each node's extras (sparse runs, xattrs).
+//! sums     (version 2) a u64 xxh3-64 of each 64 KiB page of nodes, dirents and heap
+//!          together (the last page as long as what is left).
 //! trailer  64 bytes: "FERRYTRE" u32 version u32 node size, u64 node count,
-//!          u64 dirent count, u64 heap length, u64 data end, u64 xxh3-64 of all the
-//!          bytes before the trailer, u64 xxh3-64 of the trailer's first 56 bytes.
+//!          u64 dirent count, u64 heap length, u64 data end, u64 xxh3-64 of the sums
+//!          (version 1: of all the bytes before the trailer), u64 xxh3-64 of the
+//!          trailer's first 56 bytes.
 //! ```
+//!
+//! The page sums let a reader check only what it reads: one lookup (`ferry cat`)
+//! reads the trailer, the sums and the few pages its path goes through, each checked
+//! before it is used, instead of reading the whole table. Version 1 (no sums) is
+//! still read, checked whole.
 //!
 //! A node (112 bytes): u8 kind (the index's codes: 0 file, 1 dir, 2 symlink, 4 fifo,
 //! 5 char device, 6 block device), u8 flags (1: has a content hash), u16 name length,
 //! u32 mode, u32 uid, u32 gid, i64 mtime seconds, u32 mtime nanoseconds, u32 atime
 //! nanoseconds, i64 atime seconds, u64 size, u64 `a`, u64 `b`, u32 parent node,
 //! u32 link count, u64 name offset (in the heap: the name under which it was first
-//! reached), u64 extras offset, u32 extras length, u32 zero, u128 xxh3-128 content
-//! hash. `a` and `b` are, for a file, where its stored data starts in the (uncompressed)
+//! reached), u64 extras offset, u32 extras length, u32 head (version 2, a file: how
+//! many bytes of tar headers its member has before its data, so its headers start at
+//! `a` minus that; 0 otherwise), u128 xxh3-128 content hash. `a` and `b` are, for a file, where its stored data starts in the (uncompressed)
 //! archive and how many bytes are stored; for a directory, its first dirent and how many;
 //! for a symlink, where its target is in the heap and its length; for a device, its
 //! device number (in `a`).
@@ -52,12 +61,14 @@ mod nodes;
 pub mod read;
 
 pub use build::{entry_of_tar, DirDefaults, Skipped, TreeBuilder};
-pub use read::{Dirent, Node, NodeKind, Table, TreeError};
+pub use read::{Dirent, Node, NodeKind, Table, TableFile, TreeError};
 
 /// Magic bytes that open the trailer.
 pub const TREE_MAGIC: &[u8; 8] = b"FERRYTRE";
-/// The table version written and read.
-pub const TREE_VERSION: u32 = 1;
+/// The table version written (with page sums); version 1 (without) is read too.
+pub const TREE_VERSION: u32 = 2;
+/// Bytes of body each page sum covers (version 2).
+pub const PAGE_LEN: u64 = 64 << 10;
 /// Size of one node record.
 pub const NODE_LEN: u64 = 112;
 /// Size of one dirent record.
@@ -72,6 +83,8 @@ const FLAG_HASH: u8 = 1;
 /// The trailer of a table: what its body holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Trailer {
+    /// The table's version: 1 without page sums, 2 with.
+    pub version: u32,
     /// Number of nodes.
     pub nodes: u64,
     /// Number of dirents.
@@ -80,24 +93,38 @@ pub struct Trailer {
     pub heap: u64,
     /// No file's stored data reaches past this offset of the (uncompressed) archive.
     pub data_end: u64,
-    /// xxh3-64 of the body (everything before the trailer).
+    /// Version 2: xxh3-64 of the page sums; version 1: of the whole body.
     pub body_hash: u64,
 }
 
 impl Trailer {
-    /// Bytes of body before the trailer.
-    pub fn body_len(&self) -> Option<u64> {
+    /// Bytes of nodes, dirents and heap.
+    pub fn records_len(&self) -> Option<u64> {
         self.nodes
             .checked_mul(NODE_LEN)?
             .checked_add(self.dirents.checked_mul(DIRENT_LEN)?)?
             .checked_add(self.heap)
     }
 
+    /// How many page sums follow the heap (none in version 1).
+    pub fn pages(&self) -> Option<u64> {
+        match self.version {
+            1 => Some(0),
+            _ => Some(self.records_len()?.div_ceil(PAGE_LEN)),
+        }
+    }
+
+    /// Bytes of body before the trailer: the records, then the page sums.
+    pub fn body_len(&self) -> Option<u64> {
+        self.records_len()?
+            .checked_add(self.pages()?.checked_mul(8)?)
+    }
+
     /// The trailer's 64 bytes.
     pub fn encode(&self) -> [u8; TRAILER_LEN as usize] {
         let mut out = [0u8; TRAILER_LEN as usize];
         out[..8].copy_from_slice(TREE_MAGIC);
-        out[8..12].copy_from_slice(&TREE_VERSION.to_le_bytes());
+        out[8..12].copy_from_slice(&self.version.to_le_bytes());
         out[12..16].copy_from_slice(&(NODE_LEN as u32).to_le_bytes());
         let words = [
             self.nodes,
@@ -130,7 +157,7 @@ impl Trailer {
             return Err(TreeError::new("tree table trailer: checksum mismatch"));
         }
         let version = u32::from_le_bytes(b[8..12].try_into().unwrap_or_default());
-        if version != TREE_VERSION {
+        if version != 1 && version != TREE_VERSION {
             return Err(TreeError::new(format!(
                 "tree table: unknown version {version}"
             )));
@@ -139,6 +166,7 @@ impl Trailer {
             return Err(TreeError::new("tree table: unknown node size"));
         }
         let t = Trailer {
+            version,
             nodes: word(0),
             dirents: word(1),
             heap: word(2),

@@ -25,6 +25,8 @@ pub(super) struct Meta {
     a: u64,
     /// File: stored bytes.
     b: u64,
+    /// File: bytes of its member's headers, before its data (0: too many to say).
+    head: u32,
     hash: Option<u128>,
 }
 
@@ -47,6 +49,12 @@ impl Meta {
             size,
             a,
             b,
+            head: match kind {
+                NodeKind::File => {
+                    u32::try_from(e.data_offset.saturating_sub(e.header_offset)).unwrap_or(0)
+                }
+                _ => 0,
+            },
             hash: e.hash.filter(|_| kind == NodeKind::File),
         }
     }
@@ -63,6 +71,7 @@ impl Meta {
             size: 0,
             a: 0,
             b: 0,
+            head: 0,
             hash: None,
         }
     }
@@ -201,6 +210,7 @@ impl NodeStore {
             rec[80..88].copy_from_slice(&(at + target.len() as u64).to_le_bytes());
             rec[88..92].copy_from_slice(&(extras.len() as u32).to_le_bytes());
         }
+        rec[92..96].copy_from_slice(&meta.head.to_le_bytes());
         rec[96..112].copy_from_slice(&meta.hash.unwrap_or(0).to_le_bytes());
         rec
     }
@@ -276,10 +286,13 @@ pub(super) fn encode_extras(runs: &[(u64, u64)], xattrs: &[(Vec<u8>, Vec<u8>)]) 
     out
 }
 
-/// Passes writes on, hashing and counting them.
+/// Passes writes on, counting them and summing each page of them (see the module
+/// [`super`]'s layout: a sum per [`super::PAGE_LEN`] bytes).
 pub(super) struct HashingWriter<'a> {
     out: &'a mut dyn Write,
-    hash: Xxh3,
+    page: Xxh3,
+    in_page: u64,
+    sums: Vec<u8>,
     written: u64,
 }
 
@@ -287,29 +300,50 @@ impl<'a> HashingWriter<'a> {
     pub fn new(out: &'a mut dyn Write) -> Self {
         HashingWriter {
             out,
-            hash: Xxh3::new(),
+            page: Xxh3::new(),
+            in_page: 0,
+            sums: Vec::new(),
             written: 0,
         }
     }
 
-    pub fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+    pub fn write_all(&mut self, mut b: &[u8]) -> io::Result<()> {
         self.out.write_all(b)?;
-        self.hash.update(b);
         self.written += b.len() as u64;
+        while !b.is_empty() {
+            let n = b.len().min((super::PAGE_LEN - self.in_page) as usize);
+            self.page.update(&b[..n]);
+            self.in_page += n as u64;
+            b = &b[n..];
+            if self.in_page == super::PAGE_LEN {
+                self.end_page();
+            }
+        }
         Ok(())
     }
 
-    /// Writes the trailer for a table of `nodes`, `dirents` and `heap` bytes; returns
-    /// the table's length.
-    pub fn finish(self, nodes: u64, dirents: u64, heap: u64, data_end: u64) -> io::Result<u64> {
+    fn end_page(&mut self) {
+        self.sums.extend(self.page.digest().to_le_bytes());
+        self.page.reset();
+        self.in_page = 0;
+    }
+
+    /// Writes the page sums and the trailer for a table of `nodes`, `dirents` and
+    /// `heap` bytes; returns the table's length.
+    pub fn finish(mut self, nodes: u64, dirents: u64, heap: u64, data_end: u64) -> io::Result<u64> {
+        if self.in_page > 0 {
+            self.end_page();
+        }
         let trailer = super::Trailer {
+            version: super::TREE_VERSION,
             nodes,
             dirents,
             heap,
             data_end,
-            body_hash: self.hash.digest(),
+            body_hash: xxhash_rust::xxh3::xxh3_64(&self.sums),
         };
+        self.out.write_all(&self.sums)?;
         self.out.write_all(&trailer.encode())?;
-        Ok(self.written + super::TRAILER_LEN)
+        Ok(self.written + self.sums.len() as u64 + super::TRAILER_LEN)
     }
 }

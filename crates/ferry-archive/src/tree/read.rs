@@ -1,12 +1,20 @@
 //! Reading a tree table in place: each node, dirent or name is read from the file
 //! when it is asked for (by `pread`, so a file changed or cut short underneath is an
-//! error, not a crash), and checked before it is returned.
+//! error, not a crash), and checked before it is returned. The file may be any
+//! [`ReadAt`]: a plain archive, or a compressed one read through its seek table.
+//!
+//! A table is trusted as a whole (checked once when opened, or by whoever opens it),
+//! or, opened with [`Table::open_paged`], page by page: each 64 KiB page is checked
+//! against its sum the first time it is read, so a lookup reads and checks a few pages
+//! and a damaged one is still an error, never a wrong answer.
 
-use super::{Trailer, DIRENT_LEN, FLAG_HASH, NODE_LEN, TRAILER_LEN};
+use super::{Trailer, DIRENT_LEN, FLAG_HASH, NODE_LEN, PAGE_LEN, TRAILER_LEN};
+use crate::read::archive::{fill_at, ReadAt};
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A tree table that is damaged, or could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +110,9 @@ pub struct Node {
     pub name: (u64, u16),
     /// Where its extras are in the heap, and how long (0: none).
     pub extras: (u64, u32),
+    /// A file: bytes of its member's tar headers before its data (0: not recorded,
+    /// as in a version 1 table).
+    pub head: u32,
     /// xxh3-128 of its content, where it was recorded.
     pub hash: Option<u128>,
 }
@@ -141,9 +152,33 @@ pub struct Extras {
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
+/// What a table is read from: a file of its own, or anything read at an offset,
+/// shared (a compressed archive's decompressed stream).
+pub enum TableFile {
+    /// A file (an archive, or a cache file).
+    File(File),
+    /// Shared with others (the archive's data readers).
+    Shared(Arc<dyn ReadAt + Send + Sync>),
+}
+
+impl From<File> for TableFile {
+    fn from(f: File) -> TableFile {
+        TableFile::File(f)
+    }
+}
+
+impl ReadAt for TableFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        match self {
+            TableFile::File(f) => ReadAt::read_at(f, buf, offset),
+            TableFile::Shared(r) => r.read_at(buf, offset),
+        }
+    }
+}
+
 /// A tree table opened for reading (see the module's doc).
-pub struct Table {
-    file: File,
+pub struct Table<R: ReadAt = TableFile> {
+    file: R,
     /// Where the table starts in `file`, and its bytes before the trailer.
     base: u64,
     body: u64,
@@ -152,24 +187,78 @@ pub struct Table {
     dirents_at: u64,
     heap_at: u64,
     trailer: Trailer,
+    checked: Checked,
 }
+
+/// How what is read of a table is checked.
+enum Checked {
+    /// Not on each read: the table was checked whole (or is trusted by its opener).
+    Whole,
+    /// Page by page, each the first time it is read, against these sums; the pages
+    /// checked are kept (at most [`PAGES_KEPT`]).
+    Pages {
+        sums: Vec<u64>,
+        kept: Mutex<HashMap<u64, Arc<[u8]>>>,
+    },
+}
+
+/// Checked pages kept at most (4 MiB): a lookup touches a few.
+const PAGES_KEPT: usize = 64;
 
 /// Directories with at most this many entries are read whole for a lookup.
 const SMALL_DIR: u64 = 256;
 /// Largest block of names read at once when listing a directory.
 const NAME_BLOCK: u64 = 256 << 10;
 
-impl Table {
+impl<R: ReadAt> Table<R> {
     /// Opens the table that occupies `len` bytes of `file` from `base` (its trailer is
-    /// the last 64). With `verify`, the whole body is read once and its checksum
+    /// the last 64). With `verify`, the whole body is read once and its checksums
     /// compared (reading, not keeping it: the memory used does not grow with the table).
-    pub fn open(file: File, base: u64, len: u64, verify: bool) -> Result<Table, TreeError> {
+    pub fn open(
+        file: impl Into<R>,
+        base: u64,
+        len: u64,
+        verify: bool,
+    ) -> Result<Table<R>, TreeError> {
+        let table = Table::open_unchecked(file.into(), base, len)?;
+        if verify {
+            table.verify()?;
+        }
+        table.check_root()
+    }
+
+    /// Opens the table as [`Table::open`] does, to be checked as it is read: each page
+    /// the first time it is read (a table from before page sums is checked whole now).
+    pub fn open_paged(file: impl Into<R>, base: u64, len: u64) -> Result<Table<R>, TreeError> {
+        let mut table = Table::open_unchecked(file.into(), base, len)?;
+        match table.trailer.version {
+            1 => table.verify()?,
+            _ => {
+                table.checked = Checked::Pages {
+                    sums: table.sums()?,
+                    kept: Mutex::default(),
+                }
+            }
+        }
+        table.check_root()
+    }
+
+    fn check_root(self) -> Result<Table<R>, TreeError> {
+        let root = self.node(0)?;
+        if root.kind != NodeKind::Dir {
+            return Err(TreeError::new("tree table: the root is not a directory"));
+        }
+        Ok(self)
+    }
+
+    /// The table with its trailer read and checked, nothing else.
+    fn open_unchecked(file: R, base: u64, len: u64) -> Result<Table<R>, TreeError> {
         if len < TRAILER_LEN {
             return Err(TreeError::new("tree table: shorter than its trailer"));
         }
         let mut raw = [0u8; TRAILER_LEN as usize];
         let trailer_at = base + len - TRAILER_LEN;
-        file.read_exact_at(&mut raw, trailer_at)
+        fill_at(&file, &mut raw, trailer_at)
             .map_err(|e| io_error("read the tree table's trailer", e))?;
         let trailer = Trailer::decode(&raw)?;
         let body = trailer
@@ -179,7 +268,7 @@ impl Table {
         let nodes_at = base;
         let dirents_at = nodes_at + trailer.nodes * NODE_LEN;
         let heap_at = dirents_at + trailer.dirents * DIRENT_LEN;
-        let table = Table {
+        Ok(Table {
             file,
             base,
             body,
@@ -187,33 +276,90 @@ impl Table {
             dirents_at,
             heap_at,
             trailer,
-        };
-        if verify {
-            table.verify()?;
-        }
-        let root = table.node(0)?;
-        if root.kind != NodeKind::Dir {
-            return Err(TreeError::new("tree table: the root is not a directory"));
-        }
-        Ok(table)
+            checked: Checked::Whole,
+        })
     }
 
-    /// Reads the whole body once and compares its checksum with the trailer's (the
+    /// Reads the whole body once and compares its checksums with the trailer's (the
     /// memory used does not grow with the table).
     pub fn verify(&self) -> Result<(), TreeError> {
-        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-        let mut buf = vec![0u8; (1 << 20).min(self.body as usize).max(1)];
+        let records = self.records_len();
+        let sums = match self.trailer.version {
+            1 => None,
+            _ => Some(self.sums()?),
+        };
+        let mut whole = xxhash_rust::xxh3::Xxh3::new();
+        let mut buf = vec![0u8; PAGE_LEN.min(self.body).max(1) as usize];
         let mut at = 0;
-        while at < self.body {
-            let n = buf.len().min((self.body - at) as usize);
-            self.read(&mut buf[..n], self.base + at, "body")?;
-            hasher.update(&buf[..n]);
+        let end = if sums.is_some() { records } else { self.body };
+        while at < end {
+            let n = buf.len().min((end - at) as usize);
+            self.read_raw(&mut buf[..n], self.base + at, "body")?;
+            match &sums {
+                Some(sums) => {
+                    if sums.get((at / PAGE_LEN) as usize)
+                        != Some(&xxhash_rust::xxh3::xxh3_64(&buf[..n]))
+                    {
+                        return Err(damaged());
+                    }
+                }
+                None => whole.update(&buf[..n]),
+            }
             at += n as u64;
         }
-        if hasher.digest() != self.trailer.body_hash {
-            return Err(TreeError::new("tree table: checksum mismatch (damaged)"));
+        if sums.is_none() && whole.digest() != self.trailer.body_hash {
+            return Err(damaged());
         }
         Ok(())
+    }
+
+    /// Bytes of nodes, dirents and heap.
+    fn records_len(&self) -> u64 {
+        self.trailer.records_len().unwrap_or(self.body)
+    }
+
+    /// The page sums, checked against the trailer.
+    fn sums(&self) -> Result<Vec<u64>, TreeError> {
+        let records = self.records_len();
+        let mut raw = vec![0u8; (self.body - records) as usize];
+        self.read_raw(&mut raw, self.base + records, "page sums")?;
+        if xxhash_rust::xxh3::xxh3_64(&raw) != self.trailer.body_hash {
+            return Err(damaged());
+        }
+        Ok(raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect())
+    }
+
+    /// Page `page` of the records, checked against its sum (kept once checked).
+    fn page(
+        &self,
+        page: u64,
+        sums: &[u64],
+        kept: &Mutex<HashMap<u64, Arc<[u8]>>>,
+    ) -> Result<Arc<[u8]>, TreeError> {
+        if let Some(p) = kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&page)
+        {
+            return Ok(p.clone());
+        }
+        let from = page * PAGE_LEN;
+        let len = PAGE_LEN.min(self.records_len().saturating_sub(from));
+        let mut raw = vec![0u8; len as usize];
+        self.read_raw(&mut raw, self.base + from, "body")?;
+        if sums.get(page as usize) != Some(&xxhash_rust::xxh3::xxh3_64(&raw)) {
+            return Err(damaged());
+        }
+        let raw: Arc<[u8]> = raw.into();
+        let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() >= PAGES_KEPT {
+            kept.clear();
+        }
+        kept.insert(page, raw.clone());
+        Ok(raw)
     }
 
     /// Bytes of the table, trailer included.
@@ -285,6 +431,7 @@ impl Table {
             nlink: u32at(68),
             name: (u64at(72), u16at(2)),
             extras: (u64at(80), u32at(88)),
+            head: u32at(92),
             hash: (r[1] & FLAG_HASH != 0)
                 .then(|| u128::from_le_bytes(r[96..112].try_into().unwrap_or_default())),
         };
@@ -302,6 +449,7 @@ impl Table {
             NodeKind::File => {
                 within(n.a.checked_add(n.b), self.trailer.data_end)
                     && (n.extras.1 > 0 || n.b == n.size || n.b == 0)
+                    && u64::from(n.head) <= n.a
             }
             NodeKind::Dir => within(n.a.checked_add(n.b), self.trailer.dirents),
             NodeKind::Symlink => {
@@ -500,11 +648,38 @@ impl Table {
         parts.join(&b'/')
     }
 
+    /// Reads `buf` at `at`, checked as the table is (see [`Checked`]).
     fn read(&self, buf: &mut [u8], at: u64, what: &str) -> Result<(), TreeError> {
-        self.file
-            .read_exact_at(buf, at)
+        let Checked::Pages { sums, kept } = &self.checked else {
+            return self.read_raw(buf, at, what);
+        };
+        let mut rel = at - self.base;
+        let mut done = 0;
+        while done < buf.len() {
+            let page = self.page(rel / PAGE_LEN, sums, kept)?;
+            let from = (rel % PAGE_LEN) as usize;
+            let n = (buf.len() - done).min(page.len().saturating_sub(from));
+            if n == 0 {
+                return Err(io_error(
+                    &format!("read the tree table's {what}"),
+                    io::ErrorKind::UnexpectedEof.into(),
+                ));
+            }
+            buf[done..done + n].copy_from_slice(&page[from..from + n]);
+            done += n;
+            rel += n as u64;
+        }
+        Ok(())
+    }
+
+    fn read_raw(&self, buf: &mut [u8], at: u64, what: &str) -> Result<(), TreeError> {
+        fill_at(&self.file, buf, at)
             .map_err(|e| io_error(&format!("read the tree table's {what}"), e))
     }
+}
+
+fn damaged() -> TreeError {
+    TreeError::new("tree table: checksum mismatch (damaged)")
 }
 
 fn io_error(what: &str, e: io::Error) -> TreeError {

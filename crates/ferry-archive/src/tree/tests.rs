@@ -67,6 +67,13 @@ fn open_bytes(bytes: &[u8], verify: bool) -> Result<Table, TreeError> {
     Table::open(f, 3, bytes.len() as u64, verify)
 }
 
+fn open_paged(bytes: &[u8]) -> Result<Table, TreeError> {
+    let mut f = tempfile::tempfile().expect("tempfile");
+    f.write_all(b"xyz").expect("write");
+    f.write_all(bytes).expect("write");
+    Table::open_paged(f, 3, bytes.len() as u64)
+}
+
 fn at(t: &Table, path: &str) -> Option<Node> {
     let mut n = t.node(0).expect("root");
     for c in path.split('/').filter(|c| !c.is_empty()) {
@@ -178,6 +185,12 @@ fn every_damaged_byte_is_refused_or_harmless() {
             open_bytes(&bad, true).is_err(),
             "byte {i} flipped passed the checks"
         );
+        // One page holds the whole table: opened to be checked as read, the root's
+        // read checks it.
+        assert!(
+            open_paged(&bad).is_err(),
+            "byte {i} flipped passed the page checks"
+        );
         // Without the body checksum every read must still be checked, never panic.
         if let Ok(t) = open_bytes(&bad, false) {
             walk(&t, 0, 0);
@@ -185,6 +198,62 @@ fn every_damaged_byte_is_refused_or_harmless() {
     }
     assert!(open_bytes(&bytes[..bytes.len() - 1], true).is_err());
     assert!(open_bytes(&bytes[1..], true).is_err());
+}
+
+/// A table opened page by page answers as one checked whole; a byte flipped in one
+/// page fails the reads of that page only (no lookup gives another answer), and one
+/// flipped in the page sums fails the opening.
+#[test]
+fn a_table_read_page_by_page_checks_the_pages_it_reads() {
+    let mut entries = vec![member("big/", Kind::Dir)];
+    for i in 0..3000 {
+        entries.push(file(&format!("big/f{i:05}"), 512 * i, 1));
+    }
+    let mut b = TreeBuilder::new(DEFAULTS);
+    for e in &entries {
+        b.add(e).expect("add");
+    }
+    let mut bytes = Vec::new();
+    b.write(1 << 32, &mut bytes).expect("write");
+    let whole = open_bytes(&bytes, true).expect("open");
+    let records = whole.trailer().records_len().expect("records") as usize;
+    assert!(records > 4 * PAGE_LEN as usize, "several pages: {records}");
+    let names: Vec<String> = (0..3000)
+        .step_by(7)
+        .map(|i| format!("big/f{i:05}"))
+        .collect();
+    let paged = open_paged(&bytes).expect("open paged");
+    for name in &names {
+        assert_eq!(at(&paged, name), at(&whole, name), "{name}");
+    }
+    // A node in the middle, whose page holds nodes only: the root and big/ lie in the
+    // first page, dirents and names in the last ones, so it opens and lookups run.
+    let mid_node = (whole.len() as usize / 2) * NODE_LEN as usize;
+    let mut bad = bytes.clone();
+    bad[mid_node + 40] ^= 1;
+    let t = open_paged(&bad).expect("the damage is in a page not read yet");
+    let mut failed = 0;
+    for name in &names {
+        let d = t.lookup(&t.node(0).expect("root"), b"big").expect("big");
+        let big = t.node(d.expect("big").node).expect("big's node");
+        let leaf = name.strip_prefix("big/").expect("in big").as_bytes();
+        match t
+            .lookup(&big, leaf)
+            .and_then(|d| t.node(d.expect("listed").node))
+        {
+            Ok(n) => assert_eq!(Some(n), at(&whole, name), "{name}: another answer"),
+            Err(e) => {
+                assert!(e.0.contains("checksum mismatch"), "{e}");
+                failed += 1;
+            }
+        }
+    }
+    assert!(failed > 0, "no lookup read the damaged page");
+    assert!(failed < names.len(), "every lookup failed");
+    // The sums themselves.
+    let mut bad = bytes.clone();
+    bad[records + 3] ^= 1;
+    assert!(open_paged(&bad).is_err());
 }
 
 /// Reads everything reachable, ignoring errors (bounded depth).

@@ -23,13 +23,13 @@ use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, OneEntry, Reporter, Result};
 use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::sink::{FileData, TreeSink};
-use ferry_core::walk::{walk, walk_one, WalkConfig, HELD_LEVELS};
+use ferry_core::walk::{walk, walk_as, walk_one, WalkConfig, HELD_LEVELS};
 use ferry_core::Stats;
 use std::collections::hash_map::Entry::{Occupied, Vacant};
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, PoisonError};
@@ -573,6 +573,9 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             }
             (None, Some(w)) => {
                 w.write_all(&END_BLOCKS)?;
+                // The tar data ends here: a compressing writer may end its frame, so
+                // the index is read without decompressing members (`pack --zstd`).
+                w.flush()?;
                 let len = index.finish(tar_end, |bytes| w.write_all(bytes))?;
                 w.flush()?;
                 tar_end + len
@@ -748,9 +751,43 @@ pub fn pack(
     pack_omitting(src, out, skip, opts, None, stats, reporter)
 }
 
+/// Packs several trees (or single files) into one archive, each under its own name
+/// (`ferry pack a b A`, as `tar -cf A a b`): `srcs` gives each name and where it is.
+/// There is no root member. The names must differ (the caller checks).
+pub fn pack_named(
+    srcs: &[(Vec<u8>, PathBuf)],
+    out: Output,
+    skip: &[InodeKey],
+    opts: &PackOptions,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<u64> {
+    pack_roots(Roots::Named(srcs), out, skip, opts, None, stats, reporter)
+}
+
+/// What a pack walks: one tree, its root the archive's; or several, each under a name.
+#[derive(Clone, Copy)]
+enum Roots<'a> {
+    One(&'a Path),
+    Named(&'a [(Vec<u8>, PathBuf)]),
+}
+
 /// [`pack`], leaving out the members `omit` says the receiver has.
 pub fn pack_omitting(
     src: &Path,
+    out: Output,
+    skip: &[InodeKey],
+    opts: &PackOptions,
+    omit: Option<&dyn Omit>,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<u64> {
+    pack_roots(Roots::One(src), out, skip, opts, omit, stats, reporter)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pack_roots(
+    roots: Roots<'_>,
     out: Output,
     skip: &[InodeKey],
     opts: &PackOptions,
@@ -791,10 +828,17 @@ pub fn pack_omitting(
         let index = IndexWriter::with_memory_limit(opts.index_memory);
         let stream = stream.map(|w| StreamOut::start(scope, w, &stream_shared, stats, reporter));
         let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, omit);
-        let walked = if cfg.walks_as_tree(src) {
-            walk(src, &sink, &cfg, reporter)
-        } else {
-            pack_one(src, &sink, &cfg, reporter)
+        let walked = match roots {
+            Roots::One(src) if cfg.walks_as_tree(src) => walk(src, &sink, &cfg, reporter),
+            Roots::One(src) => pack_one(src, None, &sink, &cfg, reporter),
+            Roots::Named(srcs) => srcs.iter().try_for_each(|(name, src)| {
+                if cfg.walks_as_tree(src) {
+                    let name = RelPath::from_bytes(name.clone());
+                    walk_as(src, name, &sink, &cfg, reporter)
+                } else {
+                    pack_one(src, Some(name), &sink, &cfg, reporter)
+                }
+            }),
         };
         let finished = sink
             .finish(file.as_ref().map(|f| f.as_fd()))
@@ -809,6 +853,7 @@ pub fn pack_omitting(
 /// is reported, as a file in a tree is, and leaves an empty archive, as GNU tar does.
 fn pack_one(
     src: &Path,
+    name: Option<&[u8]>,
     sink: &ArchiveSink<'_, '_>,
     cfg: &WalkConfig,
     reporter: &dyn Reporter,
@@ -819,7 +864,7 @@ fn pack_one(
     };
     // A source that is not there is no job at all.
     std::fs::symlink_metadata(src).map_err(|e| Error::new(&RelPath::root(), "open source", e))?;
-    if let Err(e) = walk_one(src, None, sink, (), cfg, &one) {
+    if let Err(e) = walk_one(src, name, sink, (), cfg, &one) {
         one.error(&e);
     }
     Ok(())

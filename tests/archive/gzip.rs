@@ -1,0 +1,139 @@
+//! `pack -z`: independent gzip members, each carrying its sizes in its header. GNU tar
+//! (`-xzf`) and `gzip -d | tar -x` read the archive; ferry's ls, cat and unpack read it
+//! through its index, decompressing only the members they need; a damaged member is an
+//! error naming the tar members in it, and leaves the others readable.
+
+use crate::common::build::{self, pattern};
+use crate::common::compare::{assert_same_tree, assert_same_tree_with};
+use crate::common::scratch;
+use crate::zstd::{no_atime, packed, tree};
+use crate::{ferry, ferry_stdin, missing, peer};
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn gnu_tar_gzip_and_ferry_read_a_gzip_archive() {
+    if missing("tar") || missing("gzip") {
+        return;
+    }
+    let s = scratch();
+    tree(&s.src);
+    let archive = packed(&s.src, s.tmp.path(), "a.tar.gz", &[]);
+    let bytes = std::fs::read(&archive).expect("read");
+    assert_eq!(
+        bytes[..4],
+        [0x1f, 0x8b, 8, 4],
+        "a .gz name implies -z: a gzip member with an extra field"
+    );
+    let gnu = s.tmp.path().join("gnu");
+    build::mkdirs(&gnu);
+    peer(
+        "tar",
+        &[
+            &"--xattrs",
+            &"--xattrs-include=*",
+            &"-C",
+            &gnu,
+            &"-xzf",
+            &archive,
+        ],
+    );
+    assert_same_tree_with(&s.src, &gnu, &no_atime());
+    let piped = s.tmp.path().join("piped");
+    build::mkdirs(&piped);
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"gzip -dc "$1" | tar --xattrs --xattrs-include='*' -C "$2" -xf -"#)
+        .arg("sh")
+        .arg(&archive)
+        .arg(&piped)
+        .output()
+        .expect("run sh");
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    assert_same_tree_with(&s.src, &piped, &no_atime());
+    // ferry: through the index, by several workers; as a stream; ls as a plain one.
+    ferry(&[&"unpack", &"-j", &"4", &archive, &s.dst]).assert_ok();
+    assert_same_tree(&s.src, &s.dst);
+    let streamed = s.tmp.path().join("streamed");
+    ferry_stdin(&[&"unpack", &"-", &streamed], &archive).assert_ok();
+    assert_same_tree(&s.src, &streamed);
+    let plain = packed(&s.src, s.tmp.path(), "a.far", &[]);
+    let ls = |a: &Path| {
+        let r = ferry(&[&"ls", &"-l", &a]);
+        r.assert_ok();
+        r.stdout
+    };
+    assert_eq!(ls(&archive), ls(&plain));
+    let by_flag = packed(&s.src, s.tmp.path(), "b.far", &["-z", "--level", "1"]);
+    assert_eq!(ls(&by_flag), ls(&plain));
+    for name in ["big/last", "one", "a/b/c/d/deep.txt", "holey"] {
+        let r = ferry(&[&"cat", &archive, &name]);
+        r.assert_ok();
+        let want = std::fs::read(s.src.join(name)).expect("read");
+        assert!(r.stdout == String::from_utf8_lossy(&want), "{name}");
+    }
+    let r = ferry(&[
+        &"pack",
+        &"-z",
+        &"--level",
+        &"10",
+        &s.src,
+        &s.tmp.path().join("c.gz"),
+    ]);
+    r.assert_status(2);
+    assert!(r.stderr.contains("gzip levels go from 1 to 9"), "{r}");
+}
+
+#[test]
+fn a_damaged_gzip_member_names_its_tar_member_and_leaves_the_others_readable() {
+    let s = scratch();
+    tree(&s.src);
+    let archive = packed(&s.src, s.tmp.path(), "a.tgz", &[]);
+    // A quarter into the archive: inside the members of whichever of the two
+    // incompressible files comes first, far from the index at the end.
+    let mut bytes = std::fs::read(&archive).expect("read");
+    let at = bytes.len() / 4;
+    for b in &mut bytes[at..at + 64] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&archive, &bytes).expect("write");
+    let cats: Vec<_> = [("big/first", 1), ("big/last", 2)]
+        .into_iter()
+        .map(|(name, seed)| (name, seed, ferry(&[&"cat", &archive, &name])))
+        .collect();
+    let damaged: Vec<_> = cats.iter().filter(|(_, _, r)| r.status != 0).collect();
+    assert_eq!(damaged.len(), 1, "one of the two files is damaged");
+    let (victim, _, r) = damaged[0];
+    r.assert_status(2);
+    assert!(
+        r.stderr.contains(&format!("member {victim}")) && r.stderr.contains("gzip member"),
+        "{r}"
+    );
+    let (other, seed, r) = cats
+        .iter()
+        .find(|(_, _, r)| r.status == 0)
+        .expect("the other");
+    assert!(r.stdout == String::from_utf8_lossy(&pattern(*seed, 6 << 20)));
+    ferry(&[&"ls", &archive]).assert_ok();
+    let r = ferry(&[&"unpack", &archive, &s.dst]);
+    r.assert_status(1);
+    assert!(
+        r.errors()
+            .iter()
+            .any(|l| l.contains(victim) && l.contains("gzip member")),
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read(s.dst.join(other)).expect("read"),
+        pattern(*seed, 6 << 20)
+    );
+    // Sizes in a header that run past the end: refused naming the archive.
+    let cut = s.tmp.path().join("cut.tgz");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).expect("write");
+    let r = ferry(&[&"ls", &cut]);
+    r.assert_status(2);
+    assert!(
+        r.stderr.contains("cut.tgz") && r.stderr.contains("gzip members"),
+        "{r}"
+    );
+}
