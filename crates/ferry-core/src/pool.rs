@@ -231,7 +231,10 @@ mod tests {
         }
         for n in 0..72 {
             let waited = finished.recv_timeout(Duration::from_secs(20));
-            assert!(waited.is_ok(), "{n} of 72 takers finished: the others stalled");
+            assert!(
+                waited.is_ok(),
+                "{n} of 72 takers finished: the others stalled"
+            );
         }
         assert_eq!(pool.in_use(), 0);
         assert!(pool.peak() <= pool.capacity());
