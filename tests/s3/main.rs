@@ -15,3 +15,4 @@ mod cluster;
 mod copy;
 mod errors;
 mod garage;
+mod mount;
