@@ -7,13 +7,13 @@
 //! error that stopped it), so `ferry mount` returns only when the mount can be used.
 
 use crate::cli::{CacheArgs, IndexArgs, MountArgs, MountMode, UmountArgs};
-use crate::s3_cmd::block_options;
-use ferry_s3::mount::blocks::BlockOptions;
 use crate::report::to_stderr;
+use crate::s3_cmd::block_options;
 use anyhow::{anyhow, Context};
 use ferry_mount::fs::{ArchiveFs, Options};
 use ferry_mount::session::{self, MountOptions};
 use ferry_mount::source::{self, Opened, Origin};
+use ferry_s3::mount::blocks::BlockOptions;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -46,7 +46,7 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     // the background child finds the index ready.
     let opened = match open_source(&args.archive, block_options(&args.s3), &args.cache) {
         Ok(o) => o,
-        Err(e) => return fail(notify, e.into()),
+        Err(e) => return fail(notify, e),
     };
     if !args.foreground {
         report(&opened, false);

@@ -15,8 +15,8 @@ mod kernel;
 mod lifecycle;
 mod trees;
 
-use common::run::{run, Run, FERRY};
 use common::fuse_here;
+use common::run::{run, Run, FERRY};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -7,11 +7,11 @@
 
 use crate::common::build::*;
 use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
-use crate::common::{fuse_here, scratch, trees};
 use crate::common::run::FERRY;
+use crate::common::{fuse_here, scratch, trees};
 use crate::garage::Garage;
-use ferry_s3::object_store::path::Path as Key;
 use ferry_mount::session::is_mounted;
+use ferry_s3::object_store::path::Path as Key;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,7 +34,10 @@ impl Mounted {
         let mut all = vec!["mount", url, s(at)];
         all.extend_from_slice(args);
         g.ferry(&all).assert_ok();
-        assert!(is_mounted(at), "ferry mount returned before the mount was there");
+        assert!(
+            is_mounted(at),
+            "ferry mount returned before the mount was there"
+        );
         Mounted {
             at: at.to_path_buf(),
         }
@@ -162,7 +165,9 @@ fn many_shards_and_small_blocks_read_back_whole_and_at_any_offset() {
     let f = std::fs::File::open(m.at.join("large")).expect("open");
     let mut seed = 12345u64;
     for _ in 0..200 {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let at = (seed >> 20) as usize % large.len();
         let len = ((seed >> 8) as usize % 200_000).min(large.len() - at);
         let mut buf = vec![0u8; len];
@@ -188,7 +193,9 @@ fn a_shard_replaced_or_damaged_reads_as_eio_never_other_bytes() {
         .into_iter()
         .find_map(|k| {
             let bytes = g.get(&k);
-            let at = bytes.windows(300_000).position(|w| w.iter().all(|&b| b == 9))?;
+            let at = bytes
+                .windows(300_000)
+                .position(|w| w.iter().all(|&b| b == 9))?;
             Some((k, bytes, at))
         })
         .expect("zbad's shard");
@@ -196,7 +203,10 @@ fn a_shard_replaced_or_damaged_reads_as_eio_never_other_bytes() {
     let mnt = sc.tmp.path().join("mnt");
     {
         let m = Mounted::new(&g, &url, &mnt, &["--block-size", "64K"]);
-        assert_eq!(std::fs::read(m.at.join("good")).expect("good"), vec![7u8; 300_000]);
+        assert_eq!(
+            std::fs::read(m.at.join("good")).expect("good"),
+            vec![7u8; 300_000]
+        );
         // Replaced under the mount: its ETag is not the manifest's any more.
         g.put(&key, bytes.clone());
         assert_eio(&m.at.join("zbad"));
@@ -208,29 +218,71 @@ fn a_shard_replaced_or_damaged_reads_as_eio_never_other_bytes() {
     }
     // The manifest made to name the damaged object (as if its bytes had rotted in
     // place): the mount builds its table anew, and the content hash catches it.
-    let manifest_key = "damage/manifest.ferry";
-    let mut manifest =
-        ferry_s3::manifest::Manifest::decode(&g.get(manifest_key), "manifest").expect("manifest");
-    let etag = {
-        let rt = tokio::runtime::Runtime::new().expect("runtime");
-        use ferry_s3::object_store::ObjectStoreExt;
-        let c = g.client();
-        rt.block_on(c.head(&Key::from(key.as_str())))
-            .expect("head")
-            .e_tag
-    };
-    for shard in &mut manifest.shards {
-        if key.ends_with(&shard.name()) {
-            shard.etag = etag.clone();
-        }
-    }
-    g.put(manifest_key, manifest.encode());
+    name_current_etags(&g, "damage");
     let m = Mounted::new(&g, &url, &mnt, &[]);
-    assert_eq!(std::fs::read(m.at.join("good")).expect("good"), vec![7u8; 300_000]);
+    assert_eq!(
+        std::fs::read(m.at.join("good")).expect("good"),
+        vec![7u8; 300_000]
+    );
     assert_eio(&m.at.join("zbad"));
     assert_eio(&m.at.join("zbad"));
     let l = log(&g);
     assert!(l.contains("zbad: content differs"), "{l}");
+}
+
+/// Rewrites the manifest of the upload at `prefix` to name its shard objects' current
+/// ETags, as if objects changed since had been damaged in place (which the S3 API
+/// cannot do): the mount then reads them.
+fn name_current_etags(g: &Garage, prefix: &str) {
+    let key = format!("{prefix}/manifest.ferry");
+    let mut manifest =
+        ferry_s3::manifest::Manifest::decode(&g.get(&key), "manifest").expect("manifest");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let c = g.client();
+    for shard in &mut manifest.shards {
+        let object = Key::from(format!("{prefix}/{}", shard.name()));
+        use ferry_s3::object_store::ObjectStoreExt;
+        shard.etag = rt.block_on(c.head(&object)).expect("head").e_tag;
+    }
+    g.put(&key, manifest.encode());
+}
+
+#[test]
+fn a_shard_that_is_not_a_ferry_archive_is_refused_at_mount_naming_it() {
+    if !fuse_here() {
+        return;
+    }
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    write(&sc.src.join("a"), &pattern(1, 300_000));
+    write(&sc.src.join("b"), &pattern(2, 300_000));
+    let url = g.url("bad");
+    g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "256K"])
+        .assert_ok();
+    let keys = shards(&g, "bad");
+    let real = g.get(&keys[0]);
+    // One byte of the index changed (its offset is in the footer, the last 64 bytes).
+    let mut index_spoiled = real.clone();
+    let footer = &real[real.len() - 64..];
+    let index_at = u64::from_le_bytes(footer[8..16].try_into().expect("8 bytes")) as usize;
+    index_spoiled[index_at + 40] ^= 0x55;
+    for (spoil, why) in [
+        (vec![0u8; real.len()], "not a ferry archive"),
+        (index_spoiled, "bad index"),
+    ] {
+        g.put(&keys[0], spoil);
+        name_current_etags(&g, "bad");
+        let mnt = sc.tmp.path().join("mnt");
+        std::fs::create_dir_all(&mnt).expect("mountpoint");
+        let r = g.ferry(&["mount", &url, s(&mnt)]);
+        r.assert_status(2);
+        let line = r.errors().join("\n");
+        assert!(
+            line.contains(&format!("s3://ferry-test/{}: {why}", keys[0])),
+            "{r}"
+        );
+        assert!(!is_mounted(&mnt));
+    }
 }
 
 /// Processes whose command line names `path`.
@@ -277,11 +329,14 @@ fn umount_leaves_nothing_behind() {
         .expect("cache")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
-    let tables = kept.iter().filter(|k| k.starts_with("s3-") && k.ends_with(".ftree"));
+    let tables = kept
+        .iter()
+        .filter(|k| k.starts_with("s3-") && k.ends_with(".ftree"));
     assert_eq!(tables.count(), 1, "{kept:?}");
     assert!(
-        kept.iter().all(|k| ["mount.log", "s3", "s3-uploads"].contains(&k.as_str())
-            || (k.starts_with("s3-") && k.ends_with(".ftree"))),
+        kept.iter()
+            .all(|k| ["mount.log", "s3", "s3-uploads"].contains(&k.as_str())
+                || (k.starts_with("s3-") && k.ends_with(".ftree"))),
         "{kept:?}"
     );
     drop(m);
@@ -306,7 +361,10 @@ fn a_server_that_stops_answering_gives_eio_within_the_timeout_not_a_hang() {
         &sc.tmp.path().join("mnt"),
         &["--block-size", "64K", "--timeout", "2"],
     );
-    assert_eq!(std::fs::read(m.at.join("f0")).expect("f0"), pattern(0, 400_000));
+    assert_eq!(
+        std::fs::read(m.at.join("f0")).expect("f0"),
+        pattern(0, 400_000)
+    );
     g.nodes[0].pause(true);
     let started = Instant::now();
     assert_eio(&m.at.join("f1"));
@@ -314,9 +372,15 @@ fn a_server_that_stops_answering_gives_eio_within_the_timeout_not_a_hang() {
     g.nodes[0].pause(false);
     assert!(took < Duration::from_secs(20), "EIO after {took:?}");
     let l = log(&g);
-    assert!(l.contains("f1: ") && l.contains("no answer within 2 s"), "{l}");
+    assert!(
+        l.contains("f1: ") && l.contains("no answer within 2 s"),
+        "{l}"
+    );
     // Answering again: the same file reads (a failed read is not remembered as bad).
-    assert_eq!(std::fs::read(m.at.join("f1")).expect("f1"), pattern(1, 400_000));
+    assert_eq!(
+        std::fs::read(m.at.join("f1")).expect("f1"),
+        pattern(1, 400_000)
+    );
     // Gone for good: EIO too, after object_store's retries or the timeout.
     g.nodes[0].kill();
     let started = Instant::now();

@@ -101,7 +101,9 @@ impl Blocks {
             store,
             shards,
             opts,
-            cache: Mutex::new(LruCache::new(NonZeroUsize::new(count).unwrap_or(NonZeroUsize::MIN))),
+            cache: Mutex::new(LruCache::new(
+                NonZeroUsize::new(count).unwrap_or(NonZeroUsize::MIN),
+            )),
             last,
         }
     }
@@ -143,7 +145,10 @@ impl Blocks {
             return Ok(b.clone());
         }
         let req = self.request(shard, offset);
-        let got = self.store.rt.block_on(slot.get_or_try_init(|| req.fetch()))?;
+        let got = self
+            .store
+            .rt
+            .block_on(slot.get_or_try_init(|| req.fetch()))?;
         Ok(got.clone())
     }
 
@@ -236,12 +241,10 @@ impl Request {
                     self.timeout.as_secs_f32()
                 )))
             }
-            Ok(Err(object_store::Error::Precondition { .. })) => {
-                return Err(fail(
-                    "the object changed since the manifest was written (its ETag differs): mount again"
-                        .into(),
-                ))
-            }
+            Ok(Err(object_store::Error::Precondition { .. })) => return Err(fail(
+                "the object changed since the manifest was written (its ETag differs): mount again"
+                    .into(),
+            )),
             Ok(Err(e)) => return Err(fail(explain(&e))),
             Ok(Ok(b)) => b,
         };
