@@ -1,16 +1,17 @@
 //! An upload's shards as one address space for the mount, read with ranged GETs
 //! through a bounded cache of blocks.
 //!
-//! Shard `i` takes the addresses from `i << 40` on ([`SPAN_BITS`]; a shard is at most
-//! 5 GiB), so an address says its shard and its offset in it with two bit operations,
-//! and the tree table built from the shards' indexes does not depend on the block size.
+//! The shards follow one another in manifest order, each starting at a multiple of
+//! [`ALIGN`] (the largest block size), so any block lies inside one shard and is
+//! aligned within it, and the tree table built from the shards' indexes does not
+//! depend on the block size ([`layout`]).
 //!
 //! Blocks are `block` bytes (a power of two) aligned within their shard; the last one
 //! of a shard is shorter. The cache holds at most `cache_bytes` of them, least recently
 //! used first out. A block is fetched once however many readers want it at the same
 //! time: each is a [`OnceCell`] that the first reader fills and the others wait on.
-//! When reads move from one block of a shard to the next, the block after that is
-//! fetched in the background (readahead). Every GET names the ETag the manifest
+//! When reads move from one block of a shard to the next, the [`READ_AHEAD`] blocks
+//! after it are fetched in the background (readahead). Every GET names the ETag the manifest
 //! recorded for its object (`If-Match`), so an object replaced since is an error, not
 //! other bytes; a GET that does not end within `timeout` (retries included) is an
 //! error too, so a server that stops answering gives EIO, not a hung read.
@@ -30,8 +31,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
-/// Each shard's addresses start at a multiple of `1 << SPAN_BITS`.
-pub const SPAN_BITS: u32 = 40;
+/// Each shard's addresses start at a multiple of this: the largest block size.
+pub const ALIGN: u64 = 256 << 20;
+
+/// Where each shard's addresses start, and where the last one's end, for shards of
+/// these sizes (None if they do not fit in 64 bits).
+pub fn layout(sizes: impl IntoIterator<Item = u64>) -> Option<(Vec<u64>, u64)> {
+    let mut bases = Vec::new();
+    let mut end = 0u64;
+    for size in sizes {
+        bases.push(end);
+        end = end.checked_add(size)?.checked_next_multiple_of(ALIGN)?;
+    }
+    Some((bases, end))
+}
+
+/// Blocks fetched ahead of sequential reads.
+pub const READ_AHEAD: u64 = 4;
 
 /// One shard as the mount reads it.
 #[derive(Clone, Debug)]
@@ -78,34 +94,63 @@ impl BlockOptions {
     }
 }
 
-/// A block being fetched or fetched.
-type Slot = Arc<OnceCell<Bytes>>;
+/// A block being fetched, fetched, or whose fetch failed (every reader that waited on
+/// that fetch gets its error; the slot then leaves the cache, so the next read tries
+/// again).
+type Slot = Arc<OnceCell<Result<Bytes, String>>>;
+
+/// The cache of blocks by their first address.
+type Cache = Arc<Mutex<LruCache<u64, Slot>>>;
+
+/// Fills `slot`, the block at `addr`, with what `req` fetches (or waits for the fetch
+/// already under way); a failed slot leaves `cache`.
+async fn fill(cache: &Cache, addr: u64, slot: &Slot, req: Request) -> io::Result<Bytes> {
+    let fetch = || async { req.fetch().await.map_err(|e| e.to_string()) };
+    match slot.get_or_init(fetch).await {
+        Ok(b) => Ok(b.clone()),
+        Err(e) => {
+            let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+            if c.peek(&addr).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+                c.pop(&addr);
+            }
+            Err(io::Error::other(e.clone()))
+        }
+    }
+}
 
 /// The shards' bytes (see the module's doc).
 pub struct Blocks {
     store: Arc<Store>,
     shards: Vec<ShardObject>,
+    /// Where each shard's addresses start ([`layout`]).
+    bases: Vec<u64>,
     opts: BlockOptions,
     /// Blocks by their first address.
-    cache: Mutex<LruCache<u64, Slot>>,
+    cache: Cache,
     /// Per shard: the block read last, for readahead.
     last: Vec<AtomicU64>,
+    /// How many blocks are read ahead: [`READ_AHEAD`], or fewer in a small cache.
+    ahead: u64,
 }
 
 impl Blocks {
-    /// The shards `shards`, in manifest order, read from `store`.
-    pub fn new(store: Arc<Store>, shards: Vec<ShardObject>, opts: BlockOptions) -> Blocks {
+    /// The shards `shards`, in manifest order, read from `store`; None when their
+    /// sizes do not fit one address space.
+    pub fn new(store: Arc<Store>, shards: Vec<ShardObject>, opts: BlockOptions) -> Option<Blocks> {
+        let (bases, _) = layout(shards.iter().map(|s| s.size))?;
         let count = (opts.cache_bytes / opts.block).max(4) as usize;
         let last = shards.iter().map(|_| AtomicU64::new(u64::MAX)).collect();
-        Blocks {
+        Some(Blocks {
             store,
             shards,
+            bases,
             opts,
-            cache: Mutex::new(LruCache::new(
+            ahead: READ_AHEAD.min(count as u64 / 2),
+            cache: Arc::new(Mutex::new(LruCache::new(
                 NonZeroUsize::new(count).unwrap_or(NonZeroUsize::MIN),
-            )),
+            ))),
             last,
-        }
+        })
     }
 
     /// The bytes of all the shards.
@@ -140,24 +185,23 @@ impl Blocks {
 
     /// The block at `offset` (a multiple of the block size) of shard `shard`.
     fn block(&self, shard: usize, offset: u64) -> io::Result<Bytes> {
-        let slot = self.slot(((shard as u64) << SPAN_BITS) | offset);
-        if let Some(b) = slot.get() {
+        let addr = self.bases[shard] + offset;
+        let slot = self.slot(addr);
+        if let Some(Ok(b)) = slot.get() {
             return Ok(b.clone());
         }
         let req = self.request(shard, offset);
-        let got = self
-            .store
-            .rt
-            .block_on(slot.get_or_try_init(|| req.fetch()))?;
-        Ok(got.clone())
+        self.store.rt.block_on(fill(&self.cache, addr, &slot, req))
     }
 
     /// Notes that block `index` of `shard` is being read; when that follows a read of
-    /// the block before, fetches the block after in the background.
+    /// the block before, fetches the blocks after in the background.
     fn read_ahead(&self, shard: usize, index: u64) {
         let before = self.last[shard].swap(index, Ordering::Relaxed);
         if before.wrapping_add(1) == index {
-            self.prefetch(shard, (index + 1) * self.opts.block);
+            for next in index + 1..=index + self.ahead {
+                self.prefetch(shard, next * self.opts.block);
+            }
         }
     }
 
@@ -171,14 +215,15 @@ impl Blocks {
             return;
         }
         let start = offset / self.opts.block * self.opts.block;
-        let slot = self.slot(((shard as u64) << SPAN_BITS) | start);
+        let addr = self.bases[shard] + start;
+        let slot = self.slot(addr);
         if slot.initialized() {
             return;
         }
-        let req = self.request(shard, start);
+        let (req, cache) = (self.request(shard, start), Arc::clone(&self.cache));
         self.store.rt.spawn(async move {
-            // A failure here is left for the read that wants the block to retry.
-            let _ = slot.get_or_try_init(|| req.fetch()).await;
+            // A failure is for the reads waiting on it to report; later ones retry.
+            let _ = fill(&cache, addr, &slot, req).await;
         });
     }
 }
@@ -188,11 +233,11 @@ impl DataAt for Blocks {
         let mut done = 0;
         while done < buf.len() {
             let at = offset + done as u64;
-            let shard = (at >> SPAN_BITS) as usize;
-            let within = at & ((1 << SPAN_BITS) - 1);
-            let Some(s) = self.shards.get(shard) else {
+            let Some(shard) = self.bases.partition_point(|&b| b <= at).checked_sub(1) else {
                 break;
             };
+            let s = &self.shards[shard];
+            let within = at - self.bases[shard];
             if within >= s.size {
                 break;
             }
@@ -257,5 +302,34 @@ impl Request {
             )));
         }
         Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_sizes_are_powers_of_two_within_bounds() {
+        let with = |block| BlockOptions {
+            block,
+            ..BlockOptions::default()
+        };
+        for ok in [64 << 10, 4 << 20, 256 << 20] {
+            assert!(with(ok).check().is_ok(), "{ok}");
+        }
+        for bad in [0, 3 << 20, 32 << 10, 512 << 20, u64::MAX] {
+            let e = with(bad).check().unwrap_err();
+            assert!(e.contains("a power of two from 64K to 256M"), "{e}");
+        }
+    }
+
+    #[test]
+    fn shards_follow_one_another_aligned_for_any_block_size() {
+        let (bases, end) = layout([1, ALIGN, ALIGN + 1, 0, 5]).unwrap();
+        assert_eq!(bases, [0, ALIGN, 2 * ALIGN, 4 * ALIGN, 4 * ALIGN]);
+        assert_eq!(end, 5 * ALIGN);
+        assert_eq!(layout([u64::MAX - 10, 1]), None);
+        assert_eq!(layout([]), Some((vec![], 0)));
     }
 }

@@ -101,8 +101,9 @@ pub fn open(store: Arc<Store>, opts: &MountOptions) -> Result<Opened> {
         let table = Table::open(c.file, c.table.0, c.table.1, true);
         if let (Some(shards), Ok(table)) = (shards, table) {
             let origin = Origin::Cached(kept.clone().unwrap_or_default());
-            let blocks = Blocks::new(store, shards, opts.blocks);
-            return Ok(opened(shown, blocks, table, origin, Vec::new()));
+            if let Some(blocks) = Blocks::new(store.clone(), shards, opts.blocks) {
+                return Ok(opened(shown, blocks, table, origin, Vec::new()));
+            }
         }
     }
     let manifest = Manifest::decode(&fetched.body, &crate::cat::shown_key(&store))?;
@@ -116,7 +117,8 @@ pub fn open(store: Arc<Store>, opts: &MountOptions) -> Result<Opened> {
             etag: s.etag.clone(),
         })
         .collect();
-    let blocks = Blocks::new(Arc::clone(&store), shards.clone(), opts.blocks);
+    let blocks = Blocks::new(Arc::clone(&store), shards.clone(), opts.blocks)
+        .ok_or_else(|| S3Error::new(format!("{}: the shards are too large", shown.display())))?;
     // Every shard's index is at its end: fetch those blocks side by side.
     for (i, s) in shards.iter().enumerate() {
         blocks.prefetch(i, s.size.saturating_sub(1));

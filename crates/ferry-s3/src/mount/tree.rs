@@ -15,7 +15,7 @@
 //! checks a local archive's (bounds, the entries tiling the tar data, the index's
 //! checksum), and a member the builder cannot place is left out and reported.
 
-use super::blocks::{ShardObject, SPAN_BITS};
+use super::blocks::{layout, ShardObject};
 use ferry_archive::index::{Footer, Index, FOOTER_LEN};
 use ferry_archive::tree::{DirDefaults, Skipped, TreeBuilder};
 use ferry_mount::data::DataAt;
@@ -55,11 +55,13 @@ pub fn build(
     shards: &[ShardObject],
     shown: impl Fn(usize) -> String,
 ) -> Result<Built, String> {
+    let (bases, data_end) = layout(shards.iter().map(|s| s.size))
+        .ok_or_else(|| "the shards are larger than 16 EiB".to_string())?;
     let mut builder: Option<TreeBuilder> = None;
     let mut skipped = Vec::new();
     for (i, s) in shards.iter().enumerate() {
         let bad = |e: &dyn std::fmt::Display| format!("{}: {e}", shown(i));
-        let base = (i as u64) << SPAN_BITS;
+        let base = bases[i];
         if s.size < FOOTER_LEN + 1024 {
             return Err(bad(&"not a ferry archive (too short)"));
         }
@@ -110,6 +112,6 @@ pub fn build(
     Ok(Built {
         builder,
         skipped,
-        data_end: (shards.len() as u64).max(1) << SPAN_BITS,
+        data_end,
     })
 }
