@@ -67,6 +67,7 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         threads: args.jobs,
         fsname: args.archive.display().to_string(),
     };
+    let data = std::sync::Arc::clone(&opened.data);
     let fs = ArchiveFs::new(opened, Options::default());
     let served = session::serve(
         fs,
@@ -85,6 +86,9 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         },
         stop_rx,
     );
+    if let Some(said) = data.summary() {
+        to_stderr(format_args!("ferry: {}: {said}", args.archive.display()));
+    }
     match served {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => fail(notify, e.into()),

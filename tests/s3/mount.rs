@@ -177,6 +177,43 @@ fn many_shards_and_small_blocks_read_back_whole_and_at_any_offset() {
 }
 
 #[test]
+fn a_block_read_by_many_at_once_is_fetched_once() {
+    if !fuse_here() {
+        return;
+    }
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    let big = pattern(7, 3 * MIB);
+    write(&sc.src.join("big"), &big);
+    let url = g.url("once");
+    g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "1M"])
+        .assert_ok();
+    let mnt = sc.tmp.path().join("mnt");
+    let m = Mounted::new(&g, &url, &mnt, &["--block-size", "1M"]);
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| assert!(std::fs::read(m.at.join("big")).expect("read") == big));
+        }
+    });
+    g.ferry(&["umount", s(&mnt)]).assert_ok();
+    // The mount was served from the cached table: its GETs are big's shard's blocks
+    // (3 MiB of data and the shard's index: at most 4 of 1 MiB), each once.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let gets = loop {
+        let l = log(&g);
+        if let Some(line) = l.lines().find(|l| l.contains(" ranged GETs, ")) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let at = words.iter().position(|w| *w == "ranged").expect("count");
+            break words[at - 1].parse::<u64>().expect("a count");
+        }
+        assert!(Instant::now() < deadline, "no summary in the log: {l}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!((3..=4).contains(&gets), "{gets} GETs");
+    drop(m);
+}
+
+#[test]
 fn a_shard_replaced_or_damaged_reads_as_eio_never_other_bytes() {
     if !fuse_here() {
         return;

@@ -102,10 +102,30 @@ type Slot = Arc<OnceCell<Result<Bytes, String>>>;
 /// The cache of blocks by their first address.
 type Cache = Arc<Mutex<LruCache<u64, Slot>>>;
 
+/// Counts of the GETs made.
+#[derive(Default)]
+struct Fetched {
+    gets: AtomicU64,
+    bytes: AtomicU64,
+}
+
 /// Fills `slot`, the block at `addr`, with what `req` fetches (or waits for the fetch
-/// already under way); a failed slot leaves `cache`.
-async fn fill(cache: &Cache, addr: u64, slot: &Slot, req: Request) -> io::Result<Bytes> {
-    let fetch = || async { req.fetch().await.map_err(|e| e.to_string()) };
+/// already under way), counting the GET in `counts`; a failed slot leaves `cache`.
+async fn fill(
+    cache: &Cache,
+    counts: &Fetched,
+    addr: u64,
+    slot: &Slot,
+    req: Request,
+) -> io::Result<Bytes> {
+    let fetch = || async {
+        let got = req.fetch().await.map_err(|e| e.to_string());
+        counts.gets.fetch_add(1, Ordering::Relaxed);
+        if let Ok(b) = &got {
+            counts.bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
+        }
+        got
+    };
     match slot.get_or_init(fetch).await {
         Ok(b) => Ok(b.clone()),
         Err(e) => {
@@ -129,6 +149,8 @@ pub struct Blocks {
     cache: Cache,
     /// Per shard: the block read last, for readahead.
     last: Vec<AtomicU64>,
+    /// Ranged GETs that ended, and the bytes they brought.
+    fetched: Arc<Fetched>,
     /// How many blocks are read ahead: [`READ_AHEAD`], or fewer in a small cache.
     ahead: u64,
 }
@@ -150,6 +172,7 @@ impl Blocks {
                 NonZeroUsize::new(count).unwrap_or(NonZeroUsize::MIN),
             ))),
             last,
+            fetched: Arc::default(),
         })
     }
 
@@ -191,7 +214,9 @@ impl Blocks {
             return Ok(b.clone());
         }
         let req = self.request(shard, offset);
-        self.store.rt.block_on(fill(&self.cache, addr, &slot, req))
+        self.store
+            .rt
+            .block_on(fill(&self.cache, &self.fetched, addr, &slot, req))
     }
 
     /// Notes that block `index` of `shard` is being read; when that follows a read of
@@ -221,9 +246,10 @@ impl Blocks {
             return;
         }
         let (req, cache) = (self.request(shard, start), Arc::clone(&self.cache));
+        let counts = Arc::clone(&self.fetched);
         self.store.rt.spawn(async move {
             // A failure is for the reads waiting on it to report; later ones retry.
-            let _ = fill(&cache, addr, &slot, req).await;
+            let _ = fill(&cache, &counts, addr, &slot, req).await;
         });
     }
 }
@@ -254,6 +280,14 @@ impl DataAt for Blocks {
             done += n;
         }
         Ok(done)
+    }
+
+    fn summary(&self) -> Option<String> {
+        Some(format!(
+            "{} ranged GETs, {} bytes fetched",
+            self.fetched.gets.load(Ordering::Relaxed),
+            self.fetched.bytes.load(Ordering::Relaxed)
+        ))
     }
 }
 
