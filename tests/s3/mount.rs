@@ -126,11 +126,19 @@ fn an_upload_mounts_as_the_tree_it_was_uploaded_from() {
         pattern(53, MIB)
     );
     // A new upload to the same place is a new manifest: its table is built anew.
+    // (The mount of the old upload stays.)
     write(&sc.src.join("one"), b"changed");
     g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "1M"])
         .assert_ok();
     let said = g.ferry(&["index", &url]);
     assert!(said.stdout.contains("index built"), "{said}");
+    // The mount of the old upload: the shard that held `one` was deleted by the new one.
+    assert_eio(&m.at.join("one"));
+    let l = log(&g);
+    assert!(
+        l.contains("one: ") && l.contains("the object is gone"),
+        "{l}"
+    );
 }
 
 #[test]

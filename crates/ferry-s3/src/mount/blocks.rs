@@ -324,6 +324,12 @@ impl Request {
                 "the object changed since the manifest was written (its ETag differs): mount again"
                     .into(),
             )),
+            Ok(Err(object_store::Error::NotFound { .. })) => {
+                return Err(fail(
+                    "the object is gone (a newer upload deletes the shards it no longer uses): mount again"
+                        .into(),
+                ))
+            }
             Ok(Err(e)) => return Err(fail(explain(&e))),
             Ok(Ok(b)) => b,
         };
