@@ -11,10 +11,13 @@
 //! used first out. A block is fetched once however many readers want it at the same
 //! time: each is a [`OnceCell`] that the first reader fills and the others wait on.
 //! When reads move from one block of a shard to the next, the [`READ_AHEAD`] blocks
-//! after it are fetched in the background (readahead). Every GET names the ETag the manifest
-//! recorded for its object (`If-Match`), so an object replaced since is an error, not
-//! other bytes; a GET that does not end within `timeout` (retries included) is an
-//! error too, so a server that stops answering gives EIO, not a hung read.
+//! after it are fetched in the background (readahead). A fetch that fails fails every
+//! reader waiting on it, and the next read tries again.
+//!
+//! Every GET names the ETag the manifest recorded for its object (`If-Match`), so an
+//! object replaced since is an error, not other bytes; a GET that does not end within
+//! `timeout` (object_store's retries included) is an error too, so a server that stops
+//! answering gives EIO, not a hung read.
 
 use crate::store::{explain, Store};
 use bytes::Bytes;
