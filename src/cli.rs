@@ -65,7 +65,8 @@ pub enum Command {
     /// Copy a sample tree with ferry and with a one-file-at-a-time copy, side by side.
     Demo(DemoArgs),
     /// Mount an archive read-only (FUSE): a ferry archive at once from its index, any
-    /// other tar after one scan of its headers (kept in the cache for the next time).
+    /// other tar after one scan of its headers (kept in the cache for the next time),
+    /// an upload `s3://BUCKET/PREFIX` with ranged GETs through a block cache.
     /// Returns once the mount answers; the mount runs on in the background. As root,
     /// `--kernel` has the kernel mount it (EROFS), with no FUSE process in between.
     Mount(MountArgs),
