@@ -70,7 +70,8 @@ pub enum Command {
     /// Copy a sample tree with ferry and with a one-file-at-a-time copy, side by side.
     Demo(DemoArgs),
     /// Mount an archive read-only (FUSE): a ferry archive at once from its index, any
-    /// other tar after one scan of its headers (kept in the cache for the next time).
+    /// other tar after one scan of its headers (kept in the cache for the next time),
+    /// an upload `s3://BUCKET/PREFIX` with ranged GETs through a block cache.
     /// Returns once the mount answers; the mount runs on in the background. As root,
     /// `--kernel` has the kernel mount it (EROFS), with no FUSE process in between.
     Mount(MountArgs),
@@ -107,7 +108,7 @@ pub struct ManArgs {
 /// Flags of `ferry mount`.
 #[derive(Args, Debug)]
 pub struct MountArgs {
-    /// The archive to mount.
+    /// The archive to mount, or an upload `s3://BUCKET/PREFIX` (made by `ferry copy`).
     pub archive: PathBuf,
     /// An existing directory to mount it on.
     pub mountpoint: PathBuf,
@@ -137,6 +138,23 @@ pub struct MountArgs {
     /// Kernel mode: mount through loop devices even where the kernel can mount files.
     #[arg(long = "loop")]
     pub loop_devices: bool,
+    #[command(flatten)]
+    pub s3: S3MountArgs,
+}
+
+/// Flags of `ferry mount s3://...`.
+#[derive(Args, Debug, Clone)]
+pub struct S3MountArgs {
+    /// s3:// only: bytes of blocks kept in memory (K, M, G suffixes: powers of 1024).
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_size)]
+    pub cache_size: u64,
+    /// s3:// only: bytes per ranged GET, a power of two from 64K to 256M.
+    #[arg(long, value_name = "BYTES", default_value = "4M", value_parser = parse_size)]
+    pub block_size: u64,
+    /// s3:// only: seconds one ranged GET may take, retries included, before the read
+    /// that waits for it fails with EIO.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub timeout: u64,
 }
 
 /// Who serves a mount.

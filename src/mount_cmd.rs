@@ -6,12 +6,14 @@
 //! the first: the child writes `ready` there once the kernel answers the mount (or the
 //! error that stopped it), so `ferry mount` returns only when the mount can be used.
 
-use crate::cli::{IndexArgs, MountArgs, MountMode, UmountArgs};
+use crate::cli::{CacheArgs, IndexArgs, MountArgs, MountMode, UmountArgs};
 use crate::report::to_stderr;
+use crate::s3_cmd::block_options;
 use anyhow::{anyhow, Context};
 use ferry_mount::fs::{ArchiveFs, Options};
 use ferry_mount::session::{self, MountOptions};
 use ferry_mount::source::{self, Opened, Origin};
+use ferry_s3::mount::blocks::BlockOptions;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -42,9 +44,9 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     }
     // Built (or found in the cache) before anything else, so its errors come first and
     // the background child finds the index ready.
-    let opened = match source::open(&args.archive, args.cache.cache_dir.as_deref()) {
+    let opened = match open_source(&args.archive, block_options(&args.s3), &args.cache) {
         Ok(o) => o,
-        Err(e) => return fail(notify, e.into()),
+        Err(e) => return fail(notify, e),
     };
     if !args.foreground {
         report(&opened, false);
@@ -65,6 +67,7 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         threads: args.jobs,
         fsname: args.archive.display().to_string(),
     };
+    let data = std::sync::Arc::clone(&opened.data);
     let fs = ArchiveFs::new(opened, Options::default());
     let served = session::serve(
         fs,
@@ -83,10 +86,22 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         },
         stop_rx,
     );
+    if let Some(said) = data.summary() {
+        to_stderr(format_args!("ferry: {}: {said}", args.archive.display()));
+    }
     match served {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => fail(notify, e.into()),
     }
+}
+
+/// The archive at `archive`, or the upload at an `s3://` location, opened to be served.
+/// (`blocks`: how an upload's blocks are fetched and cached).
+fn open_source(archive: &Path, blocks: BlockOptions, cache: &CacheArgs) -> anyhow::Result<Opened> {
+    if crate::s3_cmd::is_s3(archive) {
+        return crate::s3_cmd::open_for_mount(archive, blocks, cache.cache_dir.as_deref());
+    }
+    Ok(source::open(archive, cache.cache_dir.as_deref())?)
 }
 
 /// In the background child, an error also goes back to the waiting parent.
@@ -158,6 +173,12 @@ fn spawn_background(args: &MountArgs) -> anyhow::Result<ExitCode> {
         .arg("--foreground")
         .arg("--jobs")
         .arg(args.jobs.to_string())
+        .arg("--cache-size")
+        .arg(args.s3.cache_size.to_string())
+        .arg("--block-size")
+        .arg(args.s3.block_size.to_string())
+        .arg("--timeout")
+        .arg(args.s3.timeout.to_string())
         .arg(&args.archive)
         .arg(&args.mountpoint)
         .env(NOTIFY_ENV, "1")
@@ -217,8 +238,12 @@ fn kernel_mode(args: &MountArgs) -> anyhow::Result<bool> {
         args.mode
     };
     let root = rustix::process::geteuid().is_root();
+    let s3 = crate::s3_cmd::is_s3(&args.archive);
     match mode {
         MountMode::Fuse => Ok(false),
+        MountMode::Kernel if s3 => Err(anyhow!(
+            "--kernel: an s3:// upload is mounted with FUSE only (the kernel reads local files)"
+        )),
         MountMode::Kernel if !root => Err(anyhow!(
             "--kernel: only root can have the kernel mount an archive; without it, ferry mounts it with FUSE"
         )),
@@ -227,7 +252,9 @@ fn kernel_mode(args: &MountArgs) -> anyhow::Result<bool> {
         )),
         MountMode::Kernel => Ok(true),
         MountMode::Auto => {
-            let why_not = if !root {
+            let why_not = if s3 {
+                Some("an s3:// upload")
+            } else if !root {
                 Some("not root")
             } else if args.foreground {
                 Some("--foreground")
@@ -288,7 +315,7 @@ pub fn run_umount(args: UmountArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_index(args: IndexArgs) -> anyhow::Result<ExitCode> {
-    let opened = source::open(&args.archive, args.cache.cache_dir.as_deref())?;
+    let opened = open_source(&args.archive, BlockOptions::default(), &args.cache)?;
     report(&opened, true);
     let (origin, nodes) = (opened.origin, opened.table.len());
     let said = match origin {

@@ -143,3 +143,30 @@ pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
     std::io::Write::flush(&mut out).context("write")?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// `ferry mount s3://...` (and `ferry index s3://...`): the upload opened for
+/// ferry-mount's filesystem, its table from the mount cache or built now and kept there.
+pub fn open_for_mount(
+    url: &Path,
+    blocks: ferry_s3::mount::blocks::BlockOptions,
+    cache_dir: Option<&Path>,
+) -> anyhow::Result<ferry_mount::source::Opened> {
+    map_large_buffers();
+    let store = open(url)?;
+    let opts = ferry_s3::mount::MountOptions {
+        blocks,
+        cache_dir: cache_dir
+            .map(Path::to_path_buf)
+            .or_else(ferry_mount::cache::dir),
+    };
+    Ok(ferry_s3::mount::open(store, &opts)?)
+}
+
+/// The block cache `ferry mount s3://...` asks for.
+pub fn block_options(s3: &crate::cli::S3MountArgs) -> ferry_s3::mount::blocks::BlockOptions {
+    ferry_s3::mount::blocks::BlockOptions {
+        cache_bytes: s3.cache_size,
+        block: s3.block_size,
+        timeout: std::time::Duration::from_secs(s3.timeout.max(1)),
+    }
+}

@@ -14,6 +14,24 @@ pub mod trees;
 
 pub use ferry_testkit::{extents, is_root, mount, skip, skip_unless_root};
 
+/// Whether FUSE mounts can be made here (/dev/fuse and fuse3's fusermount3); if not,
+/// says why the test skips (a failure under FERRY_TEST_NO_SKIP=1).
+pub fn fuse_here() -> bool {
+    if !std::path::Path::new("/dev/fuse").exists() {
+        skip("no /dev/fuse");
+        return false;
+    }
+    if std::process::Command::new("fusermount3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        skip("no fusermount3 (Debian package fuse3)");
+        return false;
+    }
+    true
+}
+
 /// A fresh temporary directory holding `src/` (created) and the path `dst` (not created).
 pub struct Scratch {
     pub tmp: tempfile::TempDir,

@@ -15,24 +15,11 @@ mod kernel;
 mod lifecycle;
 mod trees;
 
+use common::fuse_here;
 use common::run::{run, Run, FERRY};
-use common::skip;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Whether FUSE mounts can be made here; if not, says why the test skips.
-fn fuse_here() -> bool {
-    if !Path::new("/dev/fuse").exists() {
-        skip("no /dev/fuse");
-        return false;
-    }
-    if Command::new("fusermount3").arg("-V").output().is_err() {
-        skip("no fusermount3 (Debian package fuse3)");
-        return false;
-    }
-    true
-}
 
 /// Runs `ferry ARGS..` with the cache in `cache`.
 fn ferry(cache: &Path, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Run {

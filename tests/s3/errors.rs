@@ -4,8 +4,7 @@
 
 use crate::common::build::*;
 use crate::common::scratch;
-use crate::garage::{Garage, BUCKET, KEY_ID, SECRET};
-use ferry_s3::object_store::aws::AmazonS3Builder;
+use crate::garage::Garage;
 use ferry_s3::object_store::path::Path as Key;
 use ferry_s3::object_store::{ObjectStoreExt, PutPayload};
 use std::path::Path;
@@ -54,29 +53,11 @@ fn wrong_key_missing_bucket_and_wrong_region_each_say_so() {
     assert!(!sc.dst.exists());
 }
 
-fn client(g: &Garage) -> ferry_s3::object_store::aws::AmazonS3 {
-    AmazonS3Builder::new()
-        .with_endpoint(format!("http://127.0.0.1:{}", g.nodes[0].s3_port))
-        .with_allow_http(true)
-        .with_access_key_id(KEY_ID)
-        .with_secret_access_key(SECRET)
-        .with_region("garage")
-        .with_bucket_name(BUCKET)
-        .build()
-        .expect("client")
-}
-
-fn put(g: &Garage, key: &str, bytes: Vec<u8>) {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(client(g).put(&Key::from(key), PutPayload::from(bytes)))
-        .expect("put");
-}
-
 #[test]
 fn a_manifest_not_written_by_ferry_is_refused_naming_it() {
     let Some(g) = Garage::start() else { return };
     let sc = scratch();
-    put(&g, "bad/manifest.ferry", b"not a manifest".to_vec());
+    g.put("bad/manifest.ferry", b"not a manifest".to_vec());
     for args in [
         vec!["ls", "s3://ferry-test/bad"],
         vec!["copy", "s3://ferry-test/bad", s(&sc.dst)],
@@ -94,8 +75,7 @@ fn a_manifest_not_written_by_ferry_is_refused_naming_it() {
            "members":[{{"p":"../../escape","k":0,"s":1,"m":[0,0],"mode":420,"o":0,"e":1024}}]}}]}}"#,
         "ab".repeat(16)
     );
-    put(
-        &g,
+    g.put(
         "esc/manifest.ferry",
         zstd::encode_all(json.as_bytes(), 1).unwrap(),
     );
@@ -117,7 +97,7 @@ fn a_shard_that_is_not_the_archive_named_is_refused() {
     g.ferry(&["copy", s(&sc.src), &url]).assert_ok();
     // Every shard replaced by a plain tar of the same length holding `../escape`.
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let c = client(&g);
+    let c = g.client();
     let listed: Vec<_> = rt.block_on(async {
         use futures::TryStreamExt;
         ferry_s3::object_store::ObjectStore::list(&c, Some(&Key::from("swap/shards")))

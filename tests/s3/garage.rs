@@ -5,6 +5,9 @@
 
 use crate::common::run::{run, Run, FERRY};
 use crate::common::skip;
+use ferry_s3::object_store::aws::{AmazonS3, AmazonS3Builder};
+use ferry_s3::object_store::path::Path as Key;
+use ferry_s3::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -119,6 +122,15 @@ impl Node {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// Stops the server (SIGSTOP: it keeps its sockets and answers nothing), or lets it
+    /// go on (SIGCONT).
+    pub fn pause(&self, stop: bool) {
+        use rustix::process::{kill_process, Pid, Signal};
+        let child = self.child.as_ref().expect("the node runs");
+        let sig = if stop { Signal::STOP } else { Signal::CONT };
+        kill_process(Pid::from_child(child), sig).expect("signal garage");
     }
 
     /// The node's `id@addr`.
@@ -243,6 +255,51 @@ impl Garage {
     /// Runs ferry with `args` against this Garage.
     pub fn ferry(&self, args: &[&str]) -> Run {
         run(self.command(args))
+    }
+
+    /// A client of node 0's S3 API with the test key, to make and spoil objects.
+    pub fn client(&self) -> AmazonS3 {
+        AmazonS3Builder::new()
+            .with_endpoint(format!("http://127.0.0.1:{}", self.nodes[0].s3_port))
+            .with_allow_http(true)
+            .with_access_key_id(KEY_ID)
+            .with_secret_access_key(SECRET)
+            .with_region("garage")
+            .with_bucket_name(BUCKET)
+            .build()
+            .expect("client")
+    }
+
+    /// Writes the object `key` of the test bucket.
+    pub fn put(&self, key: &str, bytes: Vec<u8>) {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(self.client().put(&Key::from(key), PutPayload::from(bytes)))
+            .expect("put");
+    }
+
+    /// The object `key` of the test bucket.
+    pub fn get(&self, key: &str) -> Vec<u8> {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let got = self.client().get(&Key::from(key)).await?;
+            got.bytes().await
+        })
+        .expect("get")
+        .to_vec()
+    }
+
+    /// The keys below `prefix` in the test bucket.
+    pub fn list(&self, prefix: &str) -> Vec<String> {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        let c = self.client();
+        rt.block_on(async {
+            use futures::TryStreamExt;
+            ObjectStore::list(&c, Some(&Key::from(prefix)))
+                .map_ok(|m| m.location.to_string())
+                .try_collect()
+                .await
+        })
+        .expect("list")
     }
 
     /// Where ferry records multipart uploads in progress.

@@ -5,7 +5,8 @@
 //!
 //! One test binary: `cargo test --release --test s3`. Without `garage` on PATH (or in
 //! ~/.cargo/bin; scripts/test.sh installs it with `cargo install garage --locked`) the
-//! tests say why and skip; with `FERRY_TEST_NO_SKIP=1` such a skip fails.
+//! tests say why and skip; with `FERRY_TEST_NO_SKIP=1` such a skip fails. The
+//! [`mount`] tests also need /dev/fuse and fusermount3, and skip the same way.
 
 #[allow(unused_imports)] // the helpers of all test binaries
 #[path = "../common/mod.rs"]
@@ -15,5 +16,6 @@ mod cluster;
 mod copy;
 mod errors;
 mod garage;
+mod mount;
 mod objects;
 mod profile;

@@ -34,7 +34,20 @@ pub struct Stamp {
     pub mtime: (i64, u32),
 }
 
+/// The codec byte of a cache file whose blob is not seek points but the list of an
+/// S3 upload's shards (see ferry-s3's `mount`).
+pub const SHARD_LIST: u8 = 0x53;
+
 impl Stamp {
+    /// The stamp of a source known by a tag rather than a file's size and time (an S3
+    /// manifest's ETag): the tag's xxh3-64 in place of the size.
+    pub fn tagged(tag: &[u8]) -> Stamp {
+        Stamp {
+            size: xxh3_64(tag),
+            mtime: (0, 0),
+        }
+    }
+
     /// The stamp of an archive's metadata.
     pub fn of(meta: &fs::Metadata) -> Stamp {
         Stamp {

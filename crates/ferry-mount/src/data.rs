@@ -10,6 +10,12 @@ use std::os::unix::fs::FileExt;
 pub trait DataAt: Send + Sync {
     /// Fills `buf` from `offset`; fewer bytes only at the end of the data.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+
+    /// What reading cost so far, in words for the log when the mount ends (a remote
+    /// source's requests); None for a local file.
+    fn summary(&self) -> Option<String> {
+        None
+    }
 }
 
 /// An uncompressed archive: the tar data is the file.

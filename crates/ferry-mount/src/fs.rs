@@ -10,7 +10,11 @@
 //!
 //! A file whose table records a content hash is read whole and hashed the first time
 //! it is read; a mismatch makes that file EIO for the life of the mount, with one log
-//! line naming it.
+//! line naming it. A read that fails (an I/O error, a server that does not answer) is
+//! EIO with a log line naming the file, and is tried again by the next read.
+//!
+//! The data comes through [`DataAt`]: the archive file, its decompressed stream, or
+//! (ferry-s3) an upload's shards read with ranged GETs through a block cache.
 
 mod ahead;
 
@@ -61,7 +65,8 @@ pub struct ArchiveFs {
     notifier: Arc<OnceLock<Notifier>>,
     table: Table,
     data: Arc<dyn DataAt>,
-    archive: File,
+    /// The archive file, watched for changes (None: the data source checks itself).
+    archive: Option<File>,
     stamp: Stamp,
     ctime: (i64, i64),
     /// Four bits per node: checked against its hash, found bad, (a directory) its
@@ -83,7 +88,8 @@ impl ArchiveFs {
         let check_later = opened.check_later;
         let ctime = opened
             .archive
-            .metadata()
+            .as_ref()
+            .and_then(|a| a.metadata().ok())
             .map(|m| (m.ctime(), m.ctime_nsec()))
             .unwrap_or_default();
         let words = (opened.table.len() as usize).div_ceil(16);
@@ -210,7 +216,10 @@ impl ArchiveFs {
         if self.changed.load(Ordering::Relaxed) {
             return false;
         }
-        let same = self.archive.metadata().is_ok_and(|m| {
+        let Some(archive) = &self.archive else {
+            return true;
+        };
+        let same = archive.metadata().is_ok_and(|m| {
             Stamp::of(&m) == self.stamp && (m.ctime(), m.ctime_nsec()) == self.ctime
         });
         if !same && !self.changed.swap(true, Ordering::Relaxed) {
@@ -260,7 +269,15 @@ impl ArchiveFs {
                     at += k as u64;
                 }
                 Ok(_) => break Err("the archive ends inside its data".to_string()),
-                Err(e) => break Err(e.to_string()),
+                Err(e) => {
+                    // Not marked bad: a read that failed (a server that did not answer)
+                    // may work the next time.
+                    self.log(format_args!(
+                        "{}: read to check its hash: {e}",
+                        escaped(&self.table.path_of(n.id))
+                    ));
+                    return Err(Errno::EIO);
+                }
             }
         };
         self.checked(n, read.map(|()| hasher.finish(n.size)))

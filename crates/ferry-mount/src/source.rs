@@ -34,11 +34,14 @@ pub enum Origin {
 
 /// An archive ready to be served.
 pub struct Opened {
-    /// The archive's path, as given.
+    /// The archive's path, as given (what the mount's log lines name).
     pub path: PathBuf,
-    /// The archive file itself, to notice it changing under the mount.
-    pub archive: File,
-    /// What the archive was when the table was made.
+    /// The archive file itself, to notice it changing under the mount; None for a
+    /// source that checks this itself on every read (an S3 upload: each ranged GET
+    /// names the ETag its object had when the table was made).
+    pub archive: Option<File>,
+    /// What the archive was when the table was made (its size: the bytes its data
+    /// spans).
     pub stamp: Stamp,
     /// Its tree.
     pub table: Table,
@@ -98,7 +101,7 @@ pub fn open(path: &Path, cache_dir: Option<&Path>) -> Result<Opened, MountError>
     };
     Ok(Opened {
         path: path.to_path_buf(),
-        archive,
+        archive: Some(archive),
         stamp,
         table: served.table,
         data: served.data,
@@ -182,23 +185,40 @@ fn serve_built(
         seek,
     } = build(archive, meta, path)?;
     let (data, advice) = data_of(archive, path, codec, &seek)?;
-    let (file, origin) = save(builder, data_end, stamp, (codec, &seek), cache_path)?;
-    let len = file
-        .metadata()
-        .map_err(|e| MountError(format!("the index file: {e}")))?
-        .len();
-    let at = match origin {
-        Origin::Unsaved(_) => 0,
-        _ => cache::HEADER_LEN + seek.len() as u64,
-    };
+    let (table, origin) = keep_table(builder, data_end, stamp, (codec, &seek), cache_path, path)?;
     Ok(Served {
-        table: Table::open(file, at, len - at, true).map_err(|e| MountError::at(path, e))?,
+        table,
         data,
         origin,
         skipped,
         advice,
         check_later: None,
     })
+}
+
+/// Writes the table `builder` holds (for data ending at `data_end`) to the cache file
+/// `cache_path`, after the header for `stamp` and the bytes `blob` (a compressed
+/// archive's seek points, or what `codec` says they are), or where that cannot be, to
+/// a temporary file; and opens it. `shown` names the source in errors.
+pub fn keep_table(
+    builder: TreeBuilder,
+    data_end: u64,
+    stamp: Stamp,
+    (codec, blob): (u8, &[u8]),
+    cache_path: Option<PathBuf>,
+    shown: &Path,
+) -> Result<(Table, Origin), MountError> {
+    let (file, origin) = save(builder, data_end, stamp, (codec, blob), cache_path)?;
+    let len = file
+        .metadata()
+        .map_err(|e| MountError(format!("the index file: {e}")))?
+        .len();
+    let at = match origin {
+        Origin::Unsaved(_) => 0,
+        _ => cache::HEADER_LEN + blob.len() as u64,
+    };
+    let table = Table::open(file, at, len - at, true).map_err(|e| MountError::at(shown, e))?;
+    Ok((table, origin))
 }
 
 /// A second handle of the archive file.

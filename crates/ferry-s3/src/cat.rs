@@ -24,15 +24,15 @@ fn cache_file(store: &Store) -> Option<PathBuf> {
 
 /// The manifest's stored bytes and ETag; `cached`: the server said the cached copy is
 /// current.
-struct Fetched {
-    body: Vec<u8>,
-    etag: Option<String>,
-    cached: bool,
+pub(crate) struct Fetched {
+    pub(crate) body: Vec<u8>,
+    pub(crate) etag: Option<String>,
+    pub(crate) cached: bool,
 }
 
 /// The manifest's bytes, from the cache when the server says they have not changed;
 /// None if there is no manifest.
-async fn fetch_bytes(store: &Store) -> Result<Option<Fetched>> {
+pub(crate) async fn fetch_bytes(store: &Store) -> Result<Option<Fetched>> {
     let key = store.key(NAME);
     let cached = cache_file(store).and_then(|c| {
         let bytes = std::fs::read(c).ok()?;
@@ -73,7 +73,7 @@ async fn fetch_bytes(store: &Store) -> Result<Option<Fetched>> {
 }
 
 /// Keeps a manifest just fetched (and found good) in the cache.
-fn remember(store: &Store, f: &Fetched) {
+pub(crate) fn remember(store: &Store, f: &Fetched) {
     let (Some(cache), Some(etag), false) = (cache_file(store), &f.etag, f.cached) else {
         return;
     };
@@ -87,7 +87,7 @@ fn remember(store: &Store, f: &Fetched) {
     }
 }
 
-fn shown_key(store: &Store) -> String {
+pub(crate) fn shown_key(store: &Store) -> String {
     format!("s3://{}/{}", store.loc.bucket, store.key(NAME))
 }
 
@@ -101,7 +101,7 @@ pub async fn fetch_manifest(store: &Store) -> Result<Option<Manifest>> {
     Ok(Some(manifest))
 }
 
-fn no_upload(store: &Store) -> S3Error {
+pub(crate) fn no_upload(store: &Store) -> S3Error {
     S3Error::new(format!("{}: no ferry upload here (no {NAME})", store.loc))
 }
 

@@ -15,13 +15,15 @@
 //! unpacks each with unpack's code (hostile-input rules, metadata, holes, hardlinks),
 //! the directory shard last so directory metadata is set after everything below it.
 //! [`cat`] reads one member with one ranged GET, the manifest cached locally and
-//! revalidated by its ETag.
+//! revalidated by its ETag. [`mount`] serves an upload read-only through ferry-mount's
+//! filesystem, with ranged GETs and a block cache.
 #![deny(missing_docs)]
 
 pub mod cat;
 pub mod download;
 pub mod lookup;
 pub mod manifest;
+pub mod mount;
 pub mod objects;
 pub mod parts;
 pub mod pending;
