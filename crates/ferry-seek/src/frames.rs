@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -130,8 +130,7 @@ impl Frames {
             .map_err(|e| say(e.to_string()))?;
         let data = match self.codec {
             Codec::Gzip => gzip_members::inflate(&raw, f.decompressed).map_err(say)?,
-            _ => zstd::bulk::decompress(&raw, f.decompressed as usize)
-                .map_err(|e| say(format!("damaged: {e}")))?,
+            _ => unzstd(&raw, f.decompressed).map_err(say)?,
         };
         if data.len() != f.decompressed as usize {
             return Err(say(format!(
@@ -142,6 +141,20 @@ impl Frames {
         }
         Ok(data.into())
     }
+}
+
+/// The data of zstd frame `raw`, which the seek table says holds `decompressed` bytes.
+/// The table is not trusted: memory grows with what the frame holds, and no more than
+/// one byte past what the table says is decompressed.
+fn unzstd(raw: &[u8], decompressed: u32) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity((decompressed as usize).min(8 << 20));
+    let decoder = zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| e.to_string())?;
+    decoder
+        .single_frame()
+        .take(u64::from(decompressed) + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("damaged: {e}"))?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -158,6 +171,49 @@ mod tests {
         ] {
             reads_across_frames_of(format, codec, named);
         }
+    }
+
+    #[test]
+    fn a_seek_table_overstating_a_frame_is_an_error_not_a_huge_buffer() {
+        let file = tempfile::NamedTempFile::new().expect("temp");
+        let mut w = SeekableWriter::new(
+            file.reopen().expect("reopen"),
+            FrameFormat::Zstd(3),
+            1000,
+            1,
+        )
+        .expect("w");
+        w.write_all(&[7u8; 3000]).expect("write");
+        w.finish().expect("finish");
+        // The first entry's decompressed size (after the skippable frame's 8-byte
+        // header and the entry's compressed size) said to be 4 GiB - 1.
+        let mut bytes = std::fs::read(file.path()).expect("read");
+        let count = u32::from_le_bytes(bytes[bytes.len() - 9..bytes.len() - 5].try_into().unwrap());
+        let entry = if bytes[bytes.len() - 5] & 0x80 != 0 {
+            12
+        } else {
+            8
+        };
+        let table_at = bytes.len() - 9 - count as usize * entry - 8;
+        bytes[table_at + 12..table_at + 16].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(file.path(), &bytes).expect("write");
+        let frames = Frames::open(file.reopen().expect("reopen"))
+            .expect("open")
+            .expect("table");
+        let err = frames.read_at(&mut [0u8; 100], 0).expect_err("overstated");
+        // Memory follows the data, not the table (a buffer of the size it says would
+        // be 4 GiB).
+        let first = zstd::bulk::compress(&[7u8; 2000], 3).expect("compress");
+        let out = unzstd(&first, u32::MAX).expect("decompress");
+        assert!(
+            out.len() == 2000 && out.capacity() <= 8 << 20,
+            "{}",
+            out.capacity()
+        );
+        assert!(
+            err.to_string().contains("the seek table says 4294967295"),
+            "{err}"
+        );
     }
 
     fn reads_across_frames_of(format: FrameFormat, codec: Codec, named: &str) {
