@@ -65,7 +65,7 @@ fn pack_job(
     named: Option<&[(Vec<u8>, PathBuf)]>,
     job: &Job<'_>,
 ) -> anyhow::Result<ExitCode> {
-    let opts = PackOptions {
+    let mut opts = PackOptions {
         threads: args.jobs,
         reflink: args.reflink.into(),
         hash: args.hash,
@@ -88,6 +88,8 @@ fn pack_job(
         _ => Compress::implied_by_name(&args.archive),
     };
     let format = compress.map(|c| c.format(args.level)).transpose()?;
+    // Nothing clones out of a compressed archive: its data needs no 4 KiB padding.
+    opts.align = compress.is_none();
     if format.is_none() && args.level.is_some() {
         anyhow::bail!("--level is for a compressed archive: add --zstd or -z");
     }

@@ -41,6 +41,8 @@ pub fn send_tree<W: Write + Send + 'static>(
         // Everything passes through memory on its way into a stream: hash it all, so
         // the receiver can check every file.
         hash: true,
+        // Unpacked as it arrives, never cloned from: no padding to send.
+        align: false,
         ..PackOptions::default()
     };
     let stream = BufWriter::with_capacity(1 << 20, DataWriter(out.clone()));

@@ -132,6 +132,8 @@ pub struct HeaderEncoder {
     pax: Vec<u8>,
     bytes: Vec<u8>,
     names: OwnerNames,
+    /// Leave data where the headers end, on a 512-byte block, not on [`ALIGN`].
+    unaligned: bool,
 }
 
 /// What the header must say about a regular file's data.
@@ -143,6 +145,16 @@ pub struct DataShape<'a> {
 }
 
 impl HeaderEncoder {
+    /// An encoder that puts no file's data on [`ALIGN`]: for archives nothing clones
+    /// from (a stream to be unpacked as it arrives, a compressed archive), where the
+    /// padding would only be more bytes to send or compress.
+    pub fn unaligned() -> Self {
+        HeaderEncoder {
+            unaligned: true,
+            ..HeaderEncoder::default()
+        }
+    }
+
     /// Encodes `entry` for an archive offset `at`: the bytes to write there, its pax
     /// header (if any) and ustar header (and, for a sparse file, the sparse map
     /// blocks); its data starts right after them. Regular files of [`ALIGN`] bytes or
@@ -155,7 +167,12 @@ impl HeaderEncoder {
         shape: Option<&DataShape<'_>>,
         at: u64,
     ) -> (&[u8], Names) {
-        let HeaderEncoder { pax, bytes, names } = self;
+        let HeaderEncoder {
+            pax,
+            bytes,
+            names,
+            unaligned,
+        } = self;
         pax.clear();
         bytes.clear();
         let (user, group) = names.of(entry.meta.uid, entry.meta.gid);
@@ -164,6 +181,7 @@ impl HeaderEncoder {
             user: stored(user),
             group: stored(group),
         };
+        let shape = shape.map(|s| (s, !*unaligned));
         encode_into(entry, shape, at, (&owner, names), pax, bytes);
         (bytes, owner)
     }
@@ -182,7 +200,7 @@ fn stored_name(name: &[u8]) -> Option<&[u8]> {
 /// (empty) to build the pax records in and `bytes` (empty) to encode into.
 fn encode_into(
     entry: &Entry,
-    shape: Option<&DataShape<'_>>,
+    shape: Option<(&DataShape<'_>, bool)>,
     at: u64,
     (owner, names): (&Names, &mut OwnerNames),
     pax: &mut Vec<u8>,
@@ -195,7 +213,7 @@ fn encode_into(
 
     // Sparse files take GNU's pax 1.0 form: the real name and size go in pax records,
     // the ustar name is a stand-in, and the data begins with the map.
-    let (map, name_in_header, size_field) = match shape {
+    let (map, name_in_header, size_field) = match shape.map(|(s, _)| s) {
         Some(DataShape {
             stored,
             runs: Some(runs),
@@ -302,7 +320,7 @@ fn encode_into(
     }
 
     let map_blocks = pad_block(map.len() as u64);
-    let aligned = shape.is_some_and(|s| s.stored >= ALIGN);
+    let aligned = shape.is_some_and(|(s, align)| align && s.stored >= ALIGN);
     if aligned {
         pad_to_align(pax, at + bytes.len() as u64, map_blocks);
     } else if !pax.is_empty() && pax.len() as u64 % BLOCK == 0 {
@@ -489,6 +507,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_unaligned_encoder_adds_no_padding() {
+        let shape = DataShape {
+            stored: 100_000,
+            runs: None,
+        };
+        let entry = file("kernel/sched/core.c", 100_000);
+        let plain = HeaderEncoder::unaligned()
+            .encode(&entry, Some(&shape), 0)
+            .0
+            .len();
+        for at in (0..4 * 4096).step_by(512) {
+            let mut enc = HeaderEncoder::unaligned();
+            assert_eq!(
+                enc.encode(&entry, Some(&shape), at).0.len(),
+                plain,
+                "at {at}"
+            );
+        }
+        // The pax header (nanosecond mtime) and the ustar header, no more.
+        assert_eq!(plain, 3 * BLOCK as usize);
     }
 
     #[test]

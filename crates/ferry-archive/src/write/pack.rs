@@ -62,6 +62,11 @@ pub struct PackOptions {
     pub one_file_system: bool,
     /// Follow symlinks (`-L`): see [`WalkConfig::dereference`].
     pub dereference: bool,
+    /// Start large files' data on 4 KiB ([`ALIGN`]), so it can be cloned in and out.
+    /// Off for archives nothing will clone from (a stream unpacked as it arrives, one
+    /// about to be compressed): the padding, an eighth of the kernel tree's archive,
+    /// would only be bytes to send or compress. Files are then not cloned in.
+    pub align: bool,
 }
 
 impl Default for PackOptions {
@@ -74,6 +79,7 @@ impl Default for PackOptions {
             filter: None,
             one_file_system: false,
             dereference: false,
+            align: true,
         }
     }
 }
@@ -246,7 +252,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
     fn new(
         stream: Option<StreamOut<'s, 'env>>,
         fillers: Option<Fillers<'s, 'env>>,
-        index: IndexWriter,
+        (index, headers): (IndexWriter, HeaderEncoder),
         files_per_block: usize,
         stats: &'env Stats,
         omit: Option<&'env dyn Omit>,
@@ -254,7 +260,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         let state = State {
             pos: 0,
             index,
-            headers: HeaderEncoder::default(),
+            headers,
             first_names: HashMap::new(),
             block: Block::new(0, Vec::new()),
             failed: None,
@@ -801,7 +807,13 @@ fn pack_roots(
     };
     // Holes in the source are found here and stored as sparse runs; zero blocks in
     // dense files are not looked for, so the kernel may move the data.
-    let mover = Mover::new(opts.reflink, Sparse::Never);
+    // Data off 4 KiB cannot be cloned in.
+    let reflink = if opts.align {
+        opts.reflink
+    } else {
+        Reflink::Never
+    };
+    let mover = Mover::new(reflink, Sparse::Never);
     let shared = file
         .as_ref()
         .map(|f| Shared::new(f.as_fd(), &mover, opts.hash, stats, reporter));
@@ -827,7 +839,11 @@ fn pack_roots(
         };
         let index = IndexWriter::with_memory_limit(opts.index_memory);
         let stream = stream.map(|w| StreamOut::start(scope, w, &stream_shared, stats, reporter));
-        let sink = ArchiveSink::new(stream, fillers, index, per_block, stats, omit);
+        let headers = match opts.align {
+            true => HeaderEncoder::default(),
+            false => HeaderEncoder::unaligned(),
+        };
+        let sink = ArchiveSink::new(stream, fillers, (index, headers), per_block, stats, omit);
         let walked = match roots {
             Roots::One(src) if cfg.walks_as_tree(src) => walk(src, &sink, &cfg, reporter),
             Roots::One(src) => pack_one(src, None, &sink, &cfg, reporter),
