@@ -18,7 +18,7 @@ use crate::{gzip_members, Codec};
 pub const CACHED_FRAMES: usize = 24;
 
 /// A frame decompressed, or why it could not be.
-type Slot = Arc<OnceLock<Result<Arc<[u8]>, String>>>;
+type Slot = Arc<OnceLock<Result<Arc<Vec<u8>>, String>>>;
 
 /// The frames kept, and in which order they came.
 #[derive(Default)]
@@ -97,7 +97,7 @@ impl Frames {
     }
 
     /// Frame `i`, decompressed: from the cache, or now.
-    fn frame(&self, i: usize) -> io::Result<Arc<[u8]>> {
+    fn frame(&self, i: usize) -> io::Result<Arc<Vec<u8>>> {
         let slot = {
             let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             let cache = &mut *cache;
@@ -116,7 +116,7 @@ impl Frames {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
-    fn decompress(&self, i: usize) -> Result<Arc<[u8]>, String> {
+    fn decompress(&self, i: usize) -> Result<Arc<Vec<u8>>, String> {
         let f = self.frames[i];
         let end = f.inp + u64::from(f.compressed);
         let frame = match self.codec {
@@ -139,7 +139,8 @@ impl Frames {
                 f.decompressed
             )));
         }
-        Ok(data.into())
+        // Kept as made: an Arc<[u8]> would copy the frame once more.
+        Ok(Arc::new(data))
     }
 }
 
