@@ -205,4 +205,29 @@ fn ls_and_cat_read_from_the_manifest_and_one_ranged_get() {
         missing.stderr.contains("no/such: no such member"),
         "{missing}"
     );
+    // A new upload: the cached manifest and its lookup table are stale. What a warm
+    // `cat` fetched from them while revalidating is dropped, and the new bytes come.
+    // The old shards are put back after the upload removed them, so bytes fetched by
+    // the stale table would be the old ones, and wrong.
+    let old: Vec<(String, Vec<u8>)> = g
+        .list("cat/shards/")
+        .into_iter()
+        .map(|k| (k.clone(), g.get(&k)))
+        .collect();
+    std::fs::write(sc.src.join("first"), pattern(7, 5000)).expect("change first");
+    g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "1M"])
+        .assert_ok();
+    for (key, bytes) in old {
+        g.put(&key, bytes);
+    }
+    // (z/deep/last is a hardlink of first: it changed too.)
+    for path in ["first", "z/deep/last"] {
+        let got = cat(path);
+        assert!(
+            got == pattern(7, 5000),
+            "{path}: {} bytes, the old content: {}",
+            got.len(),
+            got == pattern(2, 3000)
+        );
+    }
 }
