@@ -115,9 +115,7 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
                 numeric_owner: false,
                 dir_metadata: true,
             },
-            shards_in_flight: 2,
             ranges_in_flight: args.s3.transfers.unwrap_or(16),
-            tmp: tmp_dir(),
         };
         download(store, &args.dst, &opts, &job.stats, &counting)?;
     }

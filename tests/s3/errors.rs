@@ -126,5 +126,6 @@ fn a_shard_that_is_not_the_archive_named_is_refused() {
     let r = g.ferry(&["copy", &url, s(&sc.dst)]);
     let line = one_error(&r);
     assert!(line.contains("s3://ferry-test/swap/shards/"), "{line}");
+    assert!(line.contains("its ETag differs"), "{line}");
     assert!(!sc.tmp.path().join("x").exists());
 }

@@ -1,26 +1,35 @@
 //! `ferry copy s3://BUCKET/PREFIX DST`: the manifest, then the shards, each fetched
-//! with ranged GETs in parallel into a temporary file and unpacked from there by
-//! unpack's code (through its index: the hostile-input rules, metadata, holes, the
-//! parallel workers, the up-to-date check), while the next shards are fetched. The
-//! directory shard comes last, so directory metadata is set after everything below.
-//! A shard whose members DST already has (same size and mtime) is not fetched.
+//! with ranged GETs in parallel, in order, and unpacked as the bytes arrive by the
+//! stream unpacker (`ferry unpack -`'s code: the hostile-input rules, metadata, holes,
+//! the parallel workers, the up-to-date check), every file's content then checked
+//! against the shard's own index, which ends the stream. Nothing is written twice: no
+//! temporary file. The directory shard comes last, so directory metadata is set after
+//! everything below. A shard whose members DST already has (same size and mtime) is not
+//! fetched.
 
 use crate::cat::need_manifest;
 use crate::manifest::{Member, Shard};
 use crate::store::Store;
 use crate::{Result, S3Error};
-use ferry_archive::read::archive::Archive;
 use ferry_archive::read::select::Selection;
-use ferry_archive::read::unpack::{unpack_file, UnpackOptions};
-use ferry_core::error::Reporter;
+use ferry_archive::read::stream::unpack_stream;
+use ferry_archive::read::tail::check_tail;
+use ferry_archive::read::unpack::UnpackOptions;
+use ferry_core::entry::RelPath;
+use ferry_core::error::{Error, Reporter};
 use ferry_core::Stats;
 use futures::StreamExt;
-use object_store::ObjectStoreExt;
+use object_store::{GetOptions, GetRange, ObjectStore};
+use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+
+/// What a file whose content does not match its shard's index is told as.
+const DAMAGED: &str = "content differs from the hash the shard's index records for it \
+                       (the file is kept; download again)";
 
 /// Bytes per ranged GET.
 const RANGE: u64 = 4 << 20;
@@ -30,13 +39,9 @@ const RANGE: u64 = 4 << 20;
 pub struct DownloadOptions {
     /// How each shard is unpacked.
     pub unpack: UnpackOptions,
-    /// Shards fetched ahead of the one being unpacked.
-    pub shards_in_flight: usize,
-    /// Ranged GETs in flight, over all the shards being fetched (memory: this many
-    /// times 4 MiB).
+    /// Ranged GETs in flight ahead of the unpacking (memory: this many times 4 MiB, and
+    /// two fetched ones waiting).
     pub ranges_in_flight: usize,
-    /// Where the fetched shards wait to be unpacked.
-    pub tmp: PathBuf,
 }
 
 /// What a download did.
@@ -69,31 +74,69 @@ fn has_all(dst: &Path, shard: &Shard) -> bool {
     !shard.dirs && shard.members.iter().all(has)
 }
 
-/// Fetches `shard` into a temporary file in `tmp`.
-async fn fetch(
+/// A shard's bytes as one stream, from ranged GETs made ahead by a feeding task.
+struct Ranges {
+    rx: tokio::sync::mpsc::Receiver<std::result::Result<bytes::Bytes, String>>,
+    current: bytes::Bytes,
+    /// Bytes handed out.
+    read: u64,
+}
+
+impl Read for Ranges {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(Ok(bytes)) => self.current = bytes,
+                Some(Err(e)) => return Err(io::Error::other(e)),
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.current.len());
+        out[..n].copy_from_slice(&self.current.split_to(n));
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+/// Feeds `shard`'s bytes, in order, to `tx`: `ranges` GETs of 4 MiB in flight. Stops
+/// at the first failure (sent on) or when the reader has gone.
+async fn feed(
     store: &Store,
     shard: &Shard,
-    tmp: &Path,
     ranges: usize,
-) -> Result<tempfile::NamedTempFile> {
-    let file = tempfile::NamedTempFile::new_in(tmp)
-        .map_err(|e| S3Error::new(format!("{}: make a temporary file: {e}", tmp.display())))?;
+    tx: tokio::sync::mpsc::Sender<std::result::Result<bytes::Bytes, String>>,
+) {
     let key = store.key(&shard.name());
-    let f = file.as_file();
     let parts =
         (0..shard.size.div_ceil(RANGE)).map(|i| i * RANGE..((i + 1) * RANGE).min(shard.size));
+    // Every range must come from the object the manifest names (its ETag): a shard
+    // replaced since is refused before a byte of it is unpacked.
+    let get = |r: std::ops::Range<u64>| {
+        let opts = GetOptions {
+            if_match: shard.etag.clone(),
+            range: Some(GetRange::Bounded(r)),
+            ..GetOptions::default()
+        };
+        let key = &key;
+        async move { store.s3.get_opts(key, opts).await?.bytes().await }
+    };
     let mut gets = futures::stream::iter(parts)
-        .map(|r| {
-            let key = &key;
-            async move { (r.start, store.s3.get_range(key, r).await) }
-        })
-        .buffer_unordered(ranges.max(1));
-    while let Some((at, got)) = gets.next().await {
-        let bytes = got.map_err(|e| store.error(&key, "read", &e))?;
-        f.write_all_at(&bytes, at)
-            .map_err(|e| S3Error::new(format!("{}: write: {e}", file.path().display())))?;
+        .map(get)
+        .buffered(ranges.max(1));
+    while let Some(got) = gets.next().await {
+        let got = got.map_err(|e| match e {
+            object_store::Error::Precondition { .. } => format!(
+                "s3://{}/{key}: not the shard the manifest names (its ETag differs): \
+                 replaced since the upload",
+                store.loc.bucket
+            ),
+            e => store.error(&key, "read", &e).to_string(),
+        });
+        let failed = got.is_err();
+        if tx.send(got).await.is_err() || failed {
+            return;
+        }
     }
-    Ok(file)
 }
 
 /// Downloads the upload at `store`'s location into `dst`.
@@ -120,48 +163,57 @@ pub fn download(
             wanted.push(shard);
         }
     }
-    let per_shard = (opts.ranges_in_flight / opts.shards_in_flight.max(1)).max(1);
-    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
-    std::thread::scope(|scope| {
-        let store2 = store.clone();
-        let wanted2 = &wanted;
-        scope.spawn(move || {
-            store2.rt.block_on(async {
-                let mut fetched = futures::stream::iter(wanted2.iter())
-                    .map(|s| fetch(&store2, s, &opts.tmp, per_shard))
-                    .buffered(opts.shards_in_flight.max(1));
-                while let Some(f) = fetched.next().await {
-                    let failed = f.is_err();
-                    if tx.send(f).await.is_err() || failed {
-                        break;
-                    }
-                }
-            })
-        });
-        for shard in wanted.iter() {
-            let Some(file) = rx.blocking_recv() else {
-                return Err(S3Error::new("the fetching thread ended early"));
-            };
-            let file = file?;
-            let key = store.key(&shard.name());
-            let named = |e: &dyn std::fmt::Display| {
-                S3Error::new(format!("s3://{}/{key}: {e}", store.loc.bucket))
-            };
-            let archive = Archive::open(file.path()).map_err(|e| named(&e))?;
-            if archive.index().is_none() || archive.len() != shard.size {
-                return Err(named(&"not the ferry archive the manifest names"));
+    for shard in wanted {
+        let key = store.key(&shard.name());
+        let named = |e: &dyn std::fmt::Display| {
+            S3Error::new(format!("s3://{}/{key}: {e}", store.loc.bucket))
+        };
+        // Fetched ranges wait here for the unpacker: two at most.
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        let mut stream = Ranges {
+            rx,
+            current: bytes::Bytes::new(),
+            read: 0,
+        };
+        // Directory metadata only from the directory shard, unpacked last.
+        let unpack = UnpackOptions {
+            dir_metadata: shard.dirs,
+            ..opts.unpack
+        };
+        std::thread::scope(|scope| {
+            let feeder = scope.spawn(|| {
+                let ranges = opts.ranges_in_flight;
+                store.rt.block_on(feed(&store, shard, ranges, tx));
+            });
+            let unpacked = unpack_stream(
+                &mut stream,
+                dst,
+                &unpack,
+                &Selection::all(),
+                stats,
+                reporter,
+            )
+            .map_err(|e| named(&e))
+            .and_then(|hashes| {
+                let mut differs = |path: RelPath| {
+                    reporter.error(&Error::dst(&path, "verify", io::Error::other(DAMAGED)));
+                };
+                check_tail(&mut stream, hashes, reporter, &mut differs).map_err(|e| named(&e))
+            });
+            // The feeder ends once the reader is gone (or all is sent).
+            stream.rx.close();
+            let _ = feeder.join();
+            unpacked?;
+            if stream.read != shard.size {
+                return Err(named(&format_args!(
+                    "{} bytes where the manifest says {}: not the shard it names",
+                    stream.read, shard.size
+                )));
             }
-            // Directory metadata only from the directory shard, unpacked last.
-            let unpack = UnpackOptions {
-                dir_metadata: shard.dirs,
-                ..opts.unpack
-            };
-            unpack_file(&archive, dst, &unpack, &Selection::all(), stats, reporter)
-                .map_err(|e| named(&e))?;
-            out.fetched += 1;
-            out.bytes += shard.size;
-        }
-        Ok(())
-    })?;
+            Ok(())
+        })?;
+        out.fetched += 1;
+        out.bytes += shard.size;
+    }
     Ok(out)
 }
