@@ -12,11 +12,12 @@ use crate::manifest::{Member, Shard};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use ferry_archive::read::select::Selection;
-use ferry_archive::read::stream::unpack_stream;
+use ferry_archive::read::stream::unpack_stream_pooled;
 use ferry_archive::read::tail::check_tail;
 use ferry_archive::read::unpack::UnpackOptions;
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
+use ferry_core::pool::Share;
 use ferry_core::Stats;
 use futures::StreamExt;
 use object_store::{GetOptions, GetRange, ObjectStore};
@@ -26,6 +27,10 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+
+/// Buffers of 1 MiB the unpacking holds in flight: with the ranges in flight, a
+/// download of the kernel tree stays under 128 MiB.
+const UNPACK_BUFFERS: usize = 32;
 
 /// What a file whose content does not match its shard's index is told as.
 const DAMAGED: &str = "content differs from the hash the shard's index records for it \
@@ -185,21 +190,18 @@ pub fn download(
                 let ranges = opts.ranges_in_flight;
                 store.rt.block_on(feed(&store, shard, ranges, tx));
             });
-            let unpacked = unpack_stream(
-                &mut stream,
-                dst,
-                &unpack,
-                &Selection::all(),
-                stats,
-                reporter,
-            )
-            .map_err(|e| named(&e))
-            .and_then(|hashes| {
-                let mut differs = |path: RelPath| {
-                    reporter.error(&Error::dst(&path, "verify", io::Error::other(DAMAGED)));
-                };
-                check_tail(&mut stream, hashes, reporter, &mut differs).map_err(|e| named(&e))
-            });
+            let pool = Share::private(UNPACK_BUFFERS, 1 << 20);
+            let all = Selection::all();
+            let unpacked =
+                unpack_stream_pooled(&mut stream, dst, &unpack, &all, &pool, stats, reporter)
+                    .map_err(|e| named(&e))
+                    .and_then(|hashes| {
+                        let mut differs = |path: RelPath| {
+                            reporter.error(&Error::dst(&path, "verify", io::Error::other(DAMAGED)));
+                        };
+                        check_tail(&mut stream, hashes, reporter, &mut differs)
+                            .map_err(|e| named(&e))
+                    });
             // The feeder ends once the reader is gone (or all is sent).
             stream.rx.close();
             let _ = feeder.join();
