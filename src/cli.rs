@@ -458,8 +458,8 @@ pub struct S3Args {
     pub shard_size: u64,
     /// Multipart upload parts (5 MiB each, more for objects above 50 GB) or ranged GETs
     /// (4 MiB each) in flight at once; with plain objects (`--layout=objects`, or a
-    /// download of a prefix without a manifest), objects in flight [default: 16 parts
-    /// up, 8 ranged GETs down; 64 with plain objects].
+    /// download of a prefix without a manifest), objects in flight [default: 8; 64 with
+    /// plain objects].
     #[arg(long, value_name = "N")]
     pub transfers: Option<usize>,
     /// How an upload is stored: `shards` (packed, indexed ferry archives and a

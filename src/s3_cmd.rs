@@ -70,7 +70,8 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         let store = open(&args.dst)?;
         let opts = UploadOptions {
             shard_size: args.s3.shard_size,
-            parts_in_flight: args.s3.transfers.unwrap_or(16),
+            // 8 x 5 MiB: as fast as 16 against a local Garage, 40 MiB less (kernel tree).
+            parts_in_flight: args.s3.transfers.unwrap_or(8),
             shards_in_flight: 2,
             tmp: tmp_dir(),
             pack: PackShard {

@@ -11,7 +11,7 @@ use ferry_archive::read::archive::Archive;
 use ferry_archive::write::pack::{pack_omitting, Omit, Output, PackOptions};
 use ferry_core::entry::Entry;
 use ferry_core::error::Reporter;
-use ferry_core::filter::{Action, Rules};
+use ferry_core::filter::{Action, Filter, Rules};
 use ferry_core::Stats;
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
@@ -31,54 +31,36 @@ impl Omit for InShard {
     }
 }
 
-/// `path` as a filter pattern matching it, anchored at the root. A glob character or a
-/// byte that is not UTF-8 becomes `?` (any one byte): the [`InShard`] hook leaves out
-/// what that lets through.
-fn literal(path: &[u8]) -> String {
-    let mut s = String::from("/");
-    for chunk in path.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            // Any one byte in place of a glob character: the hook decides exactly.
-            s.push(if "*?[]{}\\!".contains(c) { '?' } else { c });
-        }
-        s.extend(std::iter::repeat_n('?', chunk.invalid().len()));
-    }
-    s
-}
-
-/// The filter that walks only to `members`.
+/// The filter that walks only to `members`: exactly their paths and the directories
+/// above them (the directory shard: every directory).
 fn filter_for(list: &[Planned], plan: &ShardPlan) -> Result<Arc<ferry_core::filter::Filter>> {
-    let mut rules = Rules::new();
-    let add = |rules: &mut Rules, action, pattern: &str| {
-        rules
-            .add(action, pattern.as_bytes())
-            .map_err(|e| S3Error::new(e.to_string()))
-    };
     if plan.dirs {
-        add(&mut rules, Action::Include, "*/")?;
-    } else {
-        let mut dirs = HashSet::new();
-        for &i in &plan.members {
-            let path = &list[i].path;
-            add(&mut rules, Action::Include, &literal(path))?;
-            let mut at = path.as_slice();
-            while let Some(slash) = at.iter().rposition(|&b| b == b'/') {
-                at = &at[..slash];
-                if !dirs.insert(at.to_vec()) {
-                    break;
-                }
+        let mut rules = Rules::new();
+        for (action, pattern) in [(Action::Include, "*/"), (Action::Exclude, "*")] {
+            rules
+                .add(action, pattern.as_bytes())
+                .map_err(|e| S3Error::new(e.to_string()))?;
+        }
+        let filter = rules
+            .compile()
+            .map_err(|e| S3Error::new(e.to_string()))?
+            .ok_or_else(|| S3Error::new("no filter rules"))?;
+        return Ok(Arc::new(filter));
+    }
+    let mut paths = HashSet::new();
+    let mut dirs = HashSet::new();
+    for &i in &plan.members {
+        let path = &list[i].path;
+        paths.insert(path.clone());
+        let mut at = path.as_slice();
+        while let Some(slash) = at.iter().rposition(|&b| b == b'/') {
+            at = &at[..slash];
+            if !dirs.insert(at.to_vec()) {
+                break;
             }
         }
-        for d in dirs {
-            add(&mut rules, Action::Include, &format!("{}/", literal(&d)))?;
-        }
     }
-    add(&mut rules, Action::Exclude, "*")?;
-    let filter = rules
-        .compile()
-        .map_err(|e| S3Error::new(e.to_string()))?
-        .ok_or_else(|| S3Error::new("no filter rules"))?;
-    Ok(Arc::new(filter))
+    Ok(Arc::new(Filter::exactly(paths, dirs)))
 }
 
 /// How shards are packed.
