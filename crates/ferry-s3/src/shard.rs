@@ -153,14 +153,3 @@ fn add_counts(stats: &Stats, shard: &Stats, dirs: bool) {
     stats.bytes.fetch_add(s.bytes, Relaxed);
     stats.errors.fetch_add(s.errors, Relaxed);
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn literals_escape_glob_characters() {
-        assert_eq!(literal(b"a/b*[c]\\"), "/a/b??c??");
-        assert_eq!(literal(b"x\xffy"), "/x?y");
-    }
-}
