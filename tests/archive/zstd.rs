@@ -5,7 +5,7 @@
 
 use crate::common::build::{self, pattern, write};
 use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
-use crate::common::{scratch, trees};
+use crate::common::{scratch, trees, Scratch};
 use crate::{ferry, ferry_stdin, missing, peer};
 use std::path::Path;
 use std::process::Command;
@@ -42,22 +42,20 @@ pub(crate) fn packed(src: &Path, dir: &Path, name: &str, args: &[&str]) -> std::
     archive
 }
 
-#[test]
-fn gnu_tar_zstd_and_bsdtar_read_a_zstd_archive() {
-    if missing("tar") || missing("zstd") || missing("bsdtar") {
-        return;
-    }
-    let s = scratch();
-    tree(&s.src);
-    let archive = packed(&s.src, s.tmp.path(), "a.tar.zst", &[]);
-    let head = std::fs::read(&archive).expect("read")[..4].to_vec();
-    assert_eq!(head, [0x28, 0xb5, 0x2f, 0xfd], "a .zst name implies --zstd");
+/// GNU tar reads `archive` (compressed, packed from `s.src`) with `tar_flag`, and again
+/// from `decompressor -dc` on a pipe: both give the tree, xattrs included.
+pub(crate) fn gnu_tar_and_a_pipe_read(
+    s: &Scratch,
+    archive: &Path,
+    tar_flag: &str,
+    decompressor: &str,
+) {
     let gnu = s.tmp.path().join("gnu");
     build::mkdirs(&gnu);
     peer(
         "tar",
         &[
-            &"--zstd",
+            &tar_flag,
             &"--xattrs",
             &"--xattrs-include=*",
             &"-C",
@@ -71,14 +69,27 @@ fn gnu_tar_zstd_and_bsdtar_read_a_zstd_archive() {
     build::mkdirs(&piped);
     let out = Command::new("sh")
         .arg("-c")
-        .arg(r#"zstd -dc "$1" | tar --xattrs --xattrs-include='*' -C "$2" -xf -"#)
-        .arg("sh")
-        .arg(&archive)
+        .arg(r#"$0 -dc "$1" | tar --xattrs --xattrs-include='*' -C "$2" -xf -"#)
+        .arg(decompressor)
+        .arg(archive)
         .arg(&piped)
         .output()
         .expect("run sh");
     assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
     assert_same_tree_with(&s.src, &piped, &no_atime());
+}
+
+#[test]
+fn gnu_tar_zstd_and_bsdtar_read_a_zstd_archive() {
+    if missing("tar") || missing("zstd") || missing("bsdtar") {
+        return;
+    }
+    let s = scratch();
+    tree(&s.src);
+    let archive = packed(&s.src, s.tmp.path(), "a.tar.zst", &[]);
+    let head = std::fs::read(&archive).expect("read")[..4].to_vec();
+    assert_eq!(head, [0x28, 0xb5, 0x2f, 0xfd], "a .zst name implies --zstd");
+    gnu_tar_and_a_pipe_read(&s, &archive, "--zstd", "zstd");
     let bsd = s.tmp.path().join("bsd");
     build::mkdirs(&bsd);
     peer("bsdtar", &[&"-xp", &"-C", &bsd, &"-f", &archive]);
