@@ -67,7 +67,7 @@ fn assert_eio(path: &Path) {
 }
 
 /// The shard objects of the upload at `prefix`.
-fn shards(g: &Garage, prefix: &str) -> Vec<String> {
+pub(crate) fn shards(g: &Garage, prefix: &str) -> Vec<String> {
     let mut keys: Vec<String> = g
         .list(&format!("{prefix}/shards"))
         .into_iter()
@@ -278,7 +278,7 @@ fn a_shard_replaced_or_damaged_reads_as_eio_never_other_bytes() {
 /// Rewrites the manifest of the upload at `prefix` to name its shard objects' current
 /// ETags, as if objects changed since had been damaged in place (which the S3 API
 /// cannot do): the mount then reads them.
-fn name_current_etags(g: &Garage, prefix: &str) {
+pub(crate) fn name_current_etags(g: &Garage, prefix: &str) {
     let key = format!("{prefix}/manifest.ferry");
     let mut manifest =
         ferry_s3::manifest::Manifest::decode(&g.get(&key), "manifest").expect("manifest");

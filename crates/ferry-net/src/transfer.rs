@@ -7,17 +7,15 @@ use crate::manifest::{Manifest, UpToDate};
 use crate::stream::{lock, DataWriter, Inbound, Shared};
 use crate::NetError;
 use ferry_archive::read::select::Selection;
-use ferry_archive::read::tail::{check_tail, TailError};
+use ferry_archive::read::tail::{check_tail_removing, TailError};
 use ferry_archive::read::unpack::{unpack_stream, unpack_stream_pooled, UnpackOptions};
 use ferry_archive::read::ArchiveError;
 use ferry_archive::write::pack::{pack_omitting, Output, PackOptions};
 use ferry_core::data::{Reflink, Sparse};
-use ferry_core::entry::RelPath;
-use ferry_core::error::{Error, Reporter};
+use ferry_core::error::Reporter;
 use ferry_core::pool::Share;
 use ferry_core::Stats;
-use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
 /// What a file whose content differs from its index's hash is told to be.
@@ -108,15 +106,7 @@ pub fn receive_tree<R: Read>(
         Ok(hashes) => hashes,
         Err(e) => return Err(input.take_failure().unwrap_or(NetError::Archive(e))),
     };
-    let mut differs = |path: RelPath| {
-        let removed = remove_beneath(dst, &path);
-        let why = match removed {
-            Ok(()) => io::Error::other(DAMAGED),
-            Err(e) => io::Error::other(format!("{DAMAGED}; removing it failed: {e}")),
-        };
-        reporter.error(&Error::dst(&path, "verify", why));
-    };
-    let tail = check_tail(&mut *input, hashes, reporter, &mut differs);
+    let tail = check_tail_removing(&mut *input, hashes, dst, DAMAGED, reporter);
     match tail {
         Ok(_) if input.ended() => Ok(()),
         Ok(_) => Err(NetError::frame(
@@ -129,34 +119,11 @@ pub fn receive_tree<R: Read>(
     }
 }
 
-/// Removes `path` below `dst`, resolving it without leaving `dst` or following a
-/// symlink.
-fn remove_beneath(dst: &Path, path: &RelPath) -> io::Result<()> {
-    let root = rfs::open(
-        dst,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let parent = path.parent();
-    let parent = match parent.is_root() {
-        true => b".".to_vec(),
-        false => parent.as_bytes().to_vec(),
-    };
-    let dir = rfs::openat2(
-        &root,
-        parent,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
-    )?;
-    rfs::unlinkat(&dir, path.file_name(), AtFlags::empty())?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::stream::Outbound;
+    use ferry_core::error::Error;
     use std::sync::Mutex;
 
     #[derive(Default)]

@@ -13,10 +13,9 @@ use crate::store::Store;
 use crate::{Result, S3Error};
 use ferry_archive::read::select::Selection;
 use ferry_archive::read::stream::unpack_stream_pooled;
-use ferry_archive::read::tail::check_tail;
+use ferry_archive::read::tail::check_tail_removing;
 use ferry_archive::read::unpack::UnpackOptions;
-use ferry_core::entry::RelPath;
-use ferry_core::error::{Error, Reporter};
+use ferry_core::error::Reporter;
 use ferry_core::pool::Share;
 use ferry_core::Stats;
 use futures::StreamExt;
@@ -33,8 +32,8 @@ use std::sync::Arc;
 const UNPACK_BUFFERS: usize = 32;
 
 /// What a file whose content does not match its shard's index is told as.
-const DAMAGED: &str = "content differs from the hash the shard's index records for it \
-                       (the file is kept; download again)";
+const DAMAGED: &str = "content differs from the hash the shard's index records for it: \
+                       removed, so a rerun downloads it again";
 
 /// Bytes per ranged GET.
 const RANGE: u64 = 4 << 20;
@@ -196,10 +195,7 @@ pub fn download(
                 unpack_stream_pooled(&mut stream, dst, &unpack, &all, &pool, stats, reporter)
                     .map_err(|e| named(&e))
                     .and_then(|hashes| {
-                        let mut differs = |path: RelPath| {
-                            reporter.error(&Error::dst(&path, "verify", io::Error::other(DAMAGED)));
-                        };
-                        check_tail(&mut stream, hashes, reporter, &mut differs)
+                        check_tail_removing(&mut stream, hashes, dst, DAMAGED, reporter)
                             .map_err(|e| named(&e))
                     });
             // The feeder ends once the reader is gone (or all is sent).

@@ -269,6 +269,51 @@ pub enum TailError {
     Index(#[from] IndexError),
 }
 
+/// [`check_tail`] for a stream unpacked into `dst` that a rerun repairs (a network
+/// copy, an S3 download): each file whose content differs is removed, so the rerun,
+/// finding it missing, fetches it again, and reported as an error saying `why`.
+pub fn check_tail_removing(
+    rest: &mut dyn Read,
+    hashes: StreamHashes,
+    dst: &std::path::Path,
+    why: &str,
+    reporter: &dyn Reporter,
+) -> Result<TailCheck, TailError> {
+    let mut differs = |path: RelPath| {
+        let why = match remove_beneath(dst, &path) {
+            Ok(()) => io::Error::other(why.to_owned()),
+            Err(e) => io::Error::other(format!("{why}; removing it failed: {e}")),
+        };
+        reporter.error(&ferry_core::error::Error::dst(&path, "verify", why));
+    };
+    check_tail(rest, hashes, reporter, &mut differs)
+}
+
+/// Removes `path` below `dst`, resolving it without leaving `dst` or following a
+/// symlink.
+fn remove_beneath(dst: &std::path::Path, path: &RelPath) -> io::Result<()> {
+    use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
+    let root = rfs::open(
+        dst,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let parent = path.parent();
+    let parent = match parent.is_root() {
+        true => b".".to_vec(),
+        false => parent.as_bytes().to_vec(),
+    };
+    let dir = rfs::openat2(
+        &root,
+        parent,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
+    )?;
+    rfs::unlinkat(&dir, path.file_name(), AtFlags::empty())?;
+    Ok(())
+}
+
 /// Reads `rest`, the input after the end-of-archive blocks, to its end; where it holds a
 /// ferry index, checks the members in `hashes` against it, calling `differs` with the
 /// path of each whose content differs (see the module's doc). An index that describes
