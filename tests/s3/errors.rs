@@ -13,8 +13,8 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 temp path")
 }
 
-/// The one error line of a failed run.
-fn one_error(r: &crate::common::run::Run) -> String {
+/// The one error line of a failed run (exit status 2).
+pub(crate) fn one_error(r: &crate::common::run::Run) -> String {
     r.assert_status(2);
     let errors = r.errors();
     assert_eq!(errors.len(), 1, "{r}");

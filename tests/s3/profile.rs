@@ -7,6 +7,7 @@
 use crate::common::build::*;
 use crate::common::run::{run, Run};
 use crate::common::scratch;
+use crate::errors::one_error;
 use crate::garage::{Garage, KEY_ID, SECRET};
 use std::path::Path;
 use std::process::Command;
@@ -44,14 +45,6 @@ fn ferry(g: &Garage, home: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
 
 fn endpoint(g: &Garage) -> String {
     format!("http://127.0.0.1:{}", g.nodes[0].s3_port)
-}
-
-/// The one error line of a failed run.
-fn one_error(r: &Run) -> String {
-    r.assert_status(2);
-    let errors = r.errors();
-    assert_eq!(errors.len(), 1, "{r}");
-    errors[0].to_string()
 }
 
 #[test]
