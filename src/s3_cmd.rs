@@ -31,10 +31,6 @@ fn open(p: &Path) -> anyhow::Result<Arc<Store>> {
     Ok(Arc::new(Store::open(&loc)?))
 }
 
-fn tmp_dir() -> std::path::PathBuf {
-    std::env::temp_dir()
-}
-
 /// Buffers of a MiB and more are mapped and unmapped, never kept in malloc's arenas:
 /// glibc otherwise raises its mmap threshold to the size of the last large buffer freed
 /// (5 MiB parts, 4 MiB ranges), after which such buffers come from, and stay in, the
@@ -72,8 +68,6 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
             shard_size: args.s3.shard_size,
             // 8 x 5 MiB: as fast as 16 against a local Garage, 40 MiB less (kernel tree).
             parts_in_flight: args.s3.transfers.unwrap_or(8),
-            shards_in_flight: 2,
-            tmp: tmp_dir(),
             pack: PackShard {
                 pack: PackOptions {
                     threads: 1,

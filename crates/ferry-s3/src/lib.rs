@@ -4,8 +4,8 @@
 //! into shards of about `shard_size` bytes (every name of a multiply-linked inode in
 //! the shard of its first name, so hardlinks never cross shards), plus one last shard
 //! holding the directories alone. Each shard is packed by ferry-archive's `pack` (the
-//! one tar writer) into a temporary ferry archive, and sent with a multipart upload
-//! whose parts go up in parallel while the next shard is packed ([`upload`]). A shard's
+//! one tar writer) as a stream, and sent with a multipart upload whose parts go up in
+//! parallel as they are packed ([`stream_put`], [`upload`]). A shard's
 //! object key is the fingerprint of its members' metadata, so a rerun finds the shards
 //! it already sent, and a changed tree re-sends only the shards whose members changed.
 //! The [`manifest`] (every shard with its size, ETag and members' offsets) is written
@@ -32,6 +32,7 @@ pub mod profile;
 pub mod put;
 pub mod shard;
 pub mod store;
+pub mod stream_put;
 pub mod upload;
 
 pub use object_store;

@@ -59,7 +59,7 @@ pub struct ShardPlan {
 }
 
 /// Bytes a member takes in a shard, roughly: headers, and data in 4 KiB blocks.
-fn weight(p: &Planned) -> u64 {
+pub(crate) fn weight(p: &Planned) -> u64 {
     1024 + p.size.next_multiple_of(4096)
 }
 

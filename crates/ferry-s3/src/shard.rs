@@ -1,13 +1,14 @@
 //! Packing one shard: ferry-archive's `pack` (the one tar writer) run over the tree
 //! with a filter that opens only the shard's members and their directories, and an
-//! [`Omit`] hook that keeps exactly the shard's members. The archive goes to a
-//! temporary file (where the filesystem allows, file data is cloned into it), and its
-//! index gives each member's place for the manifest.
+//! [`Omit`] hook that keeps exactly the shard's members. The archive is written as a
+//! stream into a [`PartWriter`], which sends it as it goes, and its index, kept aside
+//! by the writer, gives each member's place for the manifest.
 
 use crate::manifest::{Member, Shard};
-use crate::plan::{Planned, ShardPlan};
+use crate::plan::{weight, Planned, ShardPlan};
+use crate::stream_put::{PartWriter, Tail};
 use crate::{Result, S3Error};
-use ferry_archive::read::archive::Archive;
+use ferry_archive::index::{Footer, Index, Kind, FOOTER_LEN};
 use ferry_archive::write::pack::{pack_omitting, Omit, Output, PackOptions};
 use ferry_core::entry::Entry;
 use ferry_core::error::Reporter;
@@ -70,24 +71,31 @@ pub struct PackShard {
     pub pack: PackOptions,
 }
 
-/// Packs the shard `plan` of the tree `src` (walked into `list`) into a temporary
-/// file in `tmp`; returns it with the shard's record (size and ETag not yet known:
-/// the size is the file's).
+/// The part size to send the shard `plan` in: the limits' choice for twice what its
+/// members should take (headers, 4 KiB-aligned data, index), so files that grow a
+/// little while packed still fit in the parts allowed.
+pub fn part_size_for(list: &[Planned], plan: &ShardPlan) -> u64 {
+    let members = plan.members.iter().map(|&i| &list[i]);
+    let planned: u64 = members
+        .map(|p| weight(p) + 2 * (p.path.len() as u64 + 256))
+        .sum();
+    crate::parts::part_size(planned.saturating_mul(2)).unwrap_or(crate::parts::MAX_PART)
+}
+
+/// Packs the shard `plan` of the tree `src` (walked into `list`) into `out`, which
+/// sends it as it goes; returns the shard's record (its ETag not yet known) read from
+/// the index `out` kept aside (`tail`).
+#[allow(clippy::too_many_arguments)]
 pub fn pack_shard(
     src: &Path,
     list: &[Planned],
     plan: &ShardPlan,
-    tmp: &Path,
+    out: PartWriter,
+    tail: Tail,
     opts: &PackShard,
     stats: &Stats,
     reporter: &dyn Reporter,
-) -> Result<(tempfile::NamedTempFile, Shard)> {
-    let file = tempfile::NamedTempFile::new_in(tmp)
-        .map_err(|e| S3Error::new(format!("{}: make a temporary file: {e}", tmp.display())))?;
-    let fd = file
-        .as_file()
-        .try_clone()
-        .map_err(|e| S3Error::new(format!("{}: {e}", file.path().display())))?;
+) -> Result<Shard> {
     let omit = InShard {
         paths: plan.members.iter().map(|&i| list[i].path.clone()).collect(),
         dirs: plan.dirs,
@@ -98,9 +106,9 @@ pub fn pack_shard(
         ..opts.pack.clone()
     };
     let scratch = Stats::default();
-    pack_omitting(
+    let size = pack_omitting(
         src,
-        Output::File(fd.into()),
+        Output::Stream(Box::new(out)),
         &[],
         &pack,
         Some(&omit),
@@ -109,15 +117,34 @@ pub fn pack_shard(
     )
     .map_err(|e| S3Error::new(e.to_string()))?;
     add_counts(stats, &scratch, plan.dirs);
-    let archive = Archive::open(file.path())
-        .map_err(|e| S3Error::new(format!("{}: {e}", file.path().display())))?;
-    let size = archive.len();
-    let mut members = Vec::with_capacity(plan.members.len());
-    for e in archive.entries().into_iter().flatten() {
-        let e = e.map_err(|e| S3Error::new(format!("{}: {e}", file.path().display())))?;
-        let above = !plan.dirs && e.kind == ferry_archive::index::Kind::Dir;
+    let tail = tail.lock().map(|mut t| t.take()).unwrap_or_default();
+    let members = members_of(&tail.unwrap_or_default(), size, plan.dirs)?;
+    Ok(Shard {
+        fingerprint: plan.fingerprint.clone(),
+        size,
+        etag: None,
+        dirs: plan.dirs,
+        members,
+    })
+}
+
+/// The manifest's members of a shard of `size` bytes from `tail`, its bytes from the
+/// index on: what the index says of each, but the directories above the members (the
+/// directory shard lists them) and the root.
+fn members_of(tail: &[u8], size: u64, dirs: bool) -> Result<Vec<Member>> {
+    let bad = |what: &str| S3Error::new(format!("the packed shard's index: {what}"));
+    let at = tail.len().saturating_sub(FOOTER_LEN as usize);
+    let footer = Footer::parse(&tail[at..], size)
+        .map_err(|e| bad(&e.to_string()))?
+        .ok_or_else(|| bad("no footer"))?;
+    if footer.index_offset != size - tail.len() as u64 {
+        return Err(bad("not where the tar data ended"));
+    }
+    let mut members = Vec::new();
+    for e in Index::new(footer).entries(tail) {
+        let (_, e) = e.map_err(|e| bad(&e.to_string()))?;
+        let above = !dirs && e.kind == Kind::Dir;
         if above || e.path.is_empty() || e.path == b"." || e.path == b"./" {
-            // Directories above the members: the directory shard lists them.
             continue;
         }
         let mut m = Member::with_path(e.path.strip_suffix(b"/").unwrap_or(&e.path));
@@ -129,14 +156,7 @@ pub fn pack_shard(
         m.e = e.data_offset + e.stored;
         members.push(m);
     }
-    let shard = Shard {
-        fingerprint: plan.fingerprint.clone(),
-        size,
-        etag: None,
-        dirs: plan.dirs,
-        members,
-    };
-    Ok((file, shard))
+    Ok(members)
 }
 
 /// Adds what packing one shard did to the job's counts: directories only from the

@@ -1,6 +1,6 @@
-//! `ferry copy SRC s3://BUCKET/PREFIX`: plan ([`crate::plan`]), then pack shards on
-//! one thread while earlier ones go up ([`crate::put`]), then the manifest, then the
-//! deletion of shards no manifest names any more.
+//! `ferry copy SRC s3://BUCKET/PREFIX`: plan ([`crate::plan`]), then pack shards one
+//! after another on a thread, each going up as it is packed ([`crate::stream_put`]),
+//! then the manifest, then the deletion of shards no manifest names any more.
 //!
 //! A shard already in the bucket is not sent again: one the last manifest names with
 //! unchanged members, or one a killed run finished (its record, `shards/FP.json`, is
@@ -11,18 +11,21 @@ use crate::cat::fetch_manifest;
 use crate::manifest::{Manifest, Shard, FORMAT, NAME};
 use crate::pending;
 use crate::plan::{plan, walk_tree, Planned, ShardPlan};
-use crate::put::put_file;
-use crate::shard::{pack_shard, PackShard};
+use crate::shard::{pack_shard, part_size_for, PackShard};
 use crate::store::Store;
+use crate::stream_put::{put_stream, PartWriter};
 use crate::{Result, S3Error};
 use ferry_core::error::Reporter;
 use ferry_core::Stats;
 use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+/// How packing a shard ended: its record, or why not.
+type Packed = oneshot::Receiver<Result<Shard>>;
 
 /// How to upload.
 #[derive(Clone, Debug)]
@@ -31,10 +34,6 @@ pub struct UploadOptions {
     pub shard_size: u64,
     /// Parts in flight at once, over all shards.
     pub parts_in_flight: usize,
-    /// Shards being sent at once (each a temporary file).
-    pub shards_in_flight: usize,
-    /// Where temporary shard files go.
-    pub tmp: PathBuf,
     /// How shards are packed.
     pub pack: PackShard,
     /// Walker threads for the plan.
@@ -114,7 +113,7 @@ async fn sent_before(store: &Store, plan: &ShardPlan) -> Option<Shard> {
 }
 
 /// Packs the shards `which` of `plans` one after another on a thread of their own,
-/// sending each as it is ready, a few at once.
+/// each sent as it is packed ([`put_stream`]), its record written once it is whole.
 #[allow(clippy::too_many_arguments)]
 fn send_shards(
     src: &Path,
@@ -126,86 +125,61 @@ fn send_shards(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<Vec<(usize, Shard)>> {
-    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+    // Each shard begun: its index, its parts, and how its packing ended.
+    let (tx, mut rx) = mpsc::channel::<(usize, mpsc::Receiver<Vec<u8>>, Packed)>(1);
     std::thread::scope(|scope| {
         let packer = scope.spawn(move || {
             for &i in which {
+                let (parts_tx, parts_rx) = mpsc::channel(1);
+                let (ended_tx, ended_rx) = oneshot::channel();
+                if tx.blocking_send((i, parts_rx, ended_rx)).is_err() {
+                    break;
+                }
+                let part = part_size_for(list, &plans[i]);
+                let (out, tail) = PartWriter::new(part, parts_tx);
                 let packed =
-                    pack_shard(src, list, &plans[i], &opts.tmp, &opts.pack, stats, reporter);
+                    pack_shard(src, list, &plans[i], out, tail, &opts.pack, stats, reporter);
                 let failed = packed.is_err();
-                if tx.blocking_send((i, packed)).is_err() || failed {
+                if ended_tx.send(packed).is_err() || failed {
                     break;
                 }
             }
         });
         let sent = store.rt.block_on(async {
             let parts = Arc::new(Semaphore::new(opts.parts_in_flight.max(1)));
-            let slots = Arc::new(Semaphore::new(opts.shards_in_flight.max(1)));
             let mut tasks = tokio::task::JoinSet::new();
             let mut sent = Vec::new();
             let mut failed = None;
-            loop {
-                let slot = slots
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .map_err(|e| S3Error::new(e.to_string()))?;
-                let Some((i, packed)) = rx.recv().await else {
-                    break;
-                };
-                let (file, mut shard) = match packed {
-                    Ok(p) => p,
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                };
+            while let Some((i, pieces, ended)) = rx.recv().await {
                 let (store, parts) = (store.clone(), parts.clone());
+                let name = crate::manifest::shard_name(&plans[i].fingerprint);
                 tasks.spawn(async move {
-                    let _slot = slot;
-                    let key = store.key(&shard.name());
-                    let handle =
-                        Arc::new(file.reopen().map_err(|e| {
-                            S3Error::new(format!("{}: {e}", file.path().display()))
-                        })?);
-                    let put =
-                        put_file(&store, &key, handle, shard.size, &parts, Default::default())
-                            .await?;
+                    let key = store.key(&name);
+                    let (put, mut shard) = put_stream(&store, &key, pieces, ended, &parts).await?;
                     shard.etag = put.e_tag;
                     let record = Manifest {
                         format: FORMAT.into(),
                         shards: vec![shard.clone()],
                     };
-                    let rkey =
-                        store.key(&format!("{}.json", shard.name().trim_end_matches(".far")));
+                    let rkey = store.key(&format!("{}.json", name.trim_end_matches(".far")));
                     store
                         .s3
                         .put(&rkey, PutPayload::from(record.encode()))
                         .await
                         .map_err(|e| store.error(&rkey, "put", &e))?;
-                    drop(file);
                     Ok::<_, S3Error>((i, shard))
                 });
                 while let Some(r) = tasks.try_join_next() {
-                    match r.map_err(|e| S3Error::new(e.to_string())).and_then(|r| r) {
-                        Ok(s) => sent.push(s),
-                        Err(e) => {
-                            failed.get_or_insert(e);
-                        }
-                    }
+                    collect(r, &mut sent, &mut failed);
                 }
                 if failed.is_some() {
                     break;
                 }
             }
+            // The packer stops at its next shard.
             drop(rx);
             while let Some(r) = tasks.join_next().await {
-                match r.map_err(|e| S3Error::new(e.to_string())).and_then(|r| r) {
-                    Ok(s) => sent.push(s),
-                    Err(e) => {
-                        failed.get_or_insert(e);
-                    }
-                }
+                collect(r, &mut sent, &mut failed);
             }
             match failed {
                 Some(e) => Err(e),
@@ -215,6 +189,20 @@ fn send_shards(
         let _ = packer.join();
         sent
     })
+}
+
+/// Keeps a shard task's result: the shard sent, or the first failure.
+fn collect(
+    r: std::result::Result<Result<(usize, Shard)>, tokio::task::JoinError>,
+    sent: &mut Vec<(usize, Shard)>,
+    failed: &mut Option<S3Error>,
+) {
+    match r.map_err(|e| S3Error::new(e.to_string())).and_then(|r| r) {
+        Ok(s) => sent.push(s),
+        Err(e) => {
+            failed.get_or_insert(e);
+        }
+    }
 }
 
 /// Deletes the shards under the prefix that `manifest` does not name; returns how many
