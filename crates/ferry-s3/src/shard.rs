@@ -103,6 +103,9 @@ pub fn pack_shard(
     let pack = PackOptions {
         hash: true,
         filter: Some(filter_for(list, plan)?),
+        // Nothing clones out of a shard (downloads unpack it as a stream, mounts read
+        // ranges): 4 KiB padding would only be bytes to send, store and fetch.
+        align: false,
         ..opts.pack.clone()
     };
     let scratch = Stats::default();
