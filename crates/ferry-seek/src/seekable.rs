@@ -22,6 +22,7 @@ use std::thread::JoinHandle;
 
 use crate::index::{Kind, Point, SeekIndex};
 use crate::Codec;
+use zstd::stream::raw::CParameter;
 
 /// The magic number of the skippable frame holding the seek table.
 const SKIPPABLE_MAGIC: u32 = 0x184D_2A5E;
@@ -29,6 +30,11 @@ const SKIPPABLE_MAGIC: u32 = 0x184D_2A5E;
 const SEEKABLE_MAGIC: u32 = 0x8F92_EAB1;
 /// The seek table's footer: frame count, descriptor, magic.
 const FOOTER_LEN: u64 = 9;
+
+/// At level 3 (`pack --zstd`'s default), the match finder's hash and chain tables
+/// (log2 of their entries): zstd's own choice for inputs over 256 KiB is 17 and 16.
+const FRAME_HASH_LOG: u32 = 16;
+const FRAME_CHAIN_LOG: u32 = 15;
 
 /// A frame's data to compress, and where to send the frame.
 type Job = (Vec<u8>, SyncSender<io::Result<Vec<u8>>>);
@@ -54,6 +60,14 @@ impl FrameFormat {
                 let mut zc = zstd::bulk::Compressor::new(level)?;
                 zc.include_checksum(true)?;
                 zc.include_contentsize(true)?;
+                if level == 3 {
+                    // Level 3's tables are sized for a stream of any length; a frame is a
+                    // few MiB. One step smaller, they cost the kernel tree 10% less CPU
+                    // (user time of `pack --zstd`, 3.82 s against 4.25) for 0.7% more
+                    // bytes (212.2 MB against 210.7).
+                    zc.set_parameter(CParameter::HashLog(FRAME_HASH_LOG))?;
+                    zc.set_parameter(CParameter::ChainLog(FRAME_CHAIN_LOG))?;
+                }
                 Box::new(move |data| zc.compress(data))
             }
             FrameFormat::Gzip(level) => {
