@@ -16,7 +16,8 @@ Parts (-p):
           slowest) and the daemon's peak RSS (VmHWM).
   delay   10,000 files of 1 KiB in 100 directories through a proxy written here that
           delays every chunk 20 ms each way (loopback, bounded): ferry (TLS and
-          --insecure) against the rsync daemon and tar | nc | tar through it.
+          --insecure) against the rsync daemon and tar | nc | tar through it, and
+          ferry's two without the proxy (the floor once round trips are taken away).
 
 Results JSON in bench/results/net-*.json; a table per part on stdout.
 
@@ -405,6 +406,11 @@ def part_delay(args, fs, work, out):
             ("ferry TLS daemon", f"{f} copy --no-progress {src} {tls.url('t', proxies['tls'].port)}", tls.env()),
             ("ferry --insecure daemon",
              f"{f} copy --no-progress --insecure {src} {plain.url('t', proxies['plain'].port)}", None),
+            # The same copies without the proxy: what is left of the delayed ones once
+            # their round trips are taken away (the floor they approach).
+            ("ferry TLS daemon, no delay", f"{f} copy --no-progress {src} {tls.url('t')}", tls.env()),
+            ("ferry --insecure daemon, no delay",
+             f"{f} copy --no-progress --insecure {src} {plain.url('t')}", None),
             ("rsync daemon", f"rsync -a {src}/ rsync://127.0.0.1:{proxies['rsync'].port}/m/t/", None),
             ("tar | nc | tar",
              f"mkdir -p {dst} && {{ nc -l 127.0.0.1 {ncport} | tar -C {dst} -xf - & }} && sleep 0.3 && "
