@@ -163,3 +163,54 @@ fn a_wrong_key_missing_bucket_wrong_region_and_missing_profile_each_say_so() {
     ferry(&g, &home, &[("AWS_PROFILE", "good")], &copy).assert_ok();
     assert!(!sc.dst.exists());
 }
+
+#[test]
+fn a_credential_process_gives_the_keys_and_one_that_fails_says_why() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    write(&sc.src.join("a"), b"a");
+    let home = sc.tmp.path().join("home");
+    // The script counts its runs: credentials without an Expiration are fetched once.
+    let runs = sc.tmp.path().join("runs");
+    let script = sc.tmp.path().join("creds.sh");
+    write(
+        &script,
+        format!(
+            "#!/bin/sh\necho run >> {}\nprintf '{{\"Version\": 1, \"AccessKeyId\": \"%s\", \
+             \"SecretAccessKey\": \"%s\"}}' {KEY_ID} {SECRET}\n",
+            runs.display()
+        )
+        .as_bytes(),
+    );
+    let failing = "echo 'the vault is locked' >&2; exit 4";
+    aws_files(
+        &home,
+        "",
+        &format!(
+            "[default]\nregion = garage\nendpoint_url = {ep}\ncredential_process = sh {}\n\
+             [profile locked]\nregion = garage\nendpoint_url = {ep}\ncredential_process = {failing}\n",
+            script.display(),
+            ep = endpoint(&g)
+        ),
+    );
+    let url = g.url("process");
+    ferry(&g, &home, &[], &["copy", s(&sc.src), &url]).assert_ok();
+    ferry(&g, &home, &[], &["copy", &url, s(&sc.dst)]).assert_ok();
+    assert_eq!(std::fs::read(sc.dst.join("a")).unwrap(), b"a");
+    let ran = std::fs::read_to_string(&runs).expect("the process ran");
+    assert_eq!(ran.lines().count(), 2, "once a run: {ran}");
+    let line = one_error(&ferry(
+        &g,
+        &home,
+        &[("AWS_PROFILE", "locked")],
+        &["ls", &url],
+    ));
+    let conf = home.join(".aws/config");
+    assert!(
+        line.contains(&format!(
+            "credential_process of profile locked in {}",
+            conf.display()
+        )) && line.contains("the vault is locked"),
+        "{line}"
+    );
+}

@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod cat;
+pub mod credential_process;
 pub mod download;
 pub mod lookup;
 pub mod manifest;

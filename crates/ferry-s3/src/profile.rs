@@ -1,7 +1,8 @@
 //! The AWS shared files: `~/.aws/credentials` and `~/.aws/config` (or the files
 //! `AWS_SHARED_CREDENTIALS_FILE` and `AWS_CONFIG_FILE` name), read for the profile
 //! `AWS_PROFILE` names (`default` otherwise), as the AWS CLI reads them: environment
-//! variables win over the files, the credentials file over the config file.
+//! variables win over the files, the credentials file over the config file, keys over
+//! a `credential_process` ([`crate::credential_process`]).
 //!
 //! The files are the small INI dialect the AWS tools share: `[name]` sections in the
 //! credentials file, `[profile name]` (or `[default]`) in the config file, `key = value`
@@ -68,6 +69,9 @@ pub struct Settings {
     pub region: Option<String>,
     /// The profile's endpoint URL, when the environment gives none.
     pub endpoint: Option<String>,
+    /// The profile's `credential_process` and where it is set, when the environment and
+    /// the profile give no keys.
+    pub process: Option<(String, String)>,
     /// Where the key came from, for messages.
     pub keys_from: String,
     /// Where the region came from, for messages.
@@ -137,6 +141,9 @@ pub fn load() -> Result<Settings> {
             let token = get("aws_session_token").map(|t| t.0);
             out.keys = Some((id, secret, token));
             out.keys_from = format!("aws_access_key_id and aws_secret_access_key of {from}");
+        } else if let Some((command, from)) = get("credential_process") {
+            out.keys_from = format!("the credentials credential_process of {from} printed");
+            out.process = Some((command, from));
         }
     }
     if env("AWS_REGION").is_none() && env("AWS_DEFAULT_REGION").is_none() {

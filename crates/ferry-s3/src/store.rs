@@ -93,6 +93,10 @@ impl Store {
                 max_retries: 6,
                 retry_timeout: Duration::from_secs(120),
             });
+        if let Some((command, from)) = &profile.process {
+            let process = crate::credential_process::ProcessCredentials::start(command, from)?;
+            b = b.with_credentials(Arc::new(process));
+        }
         if let Some((id, secret, token)) = &profile.keys {
             b = b.with_access_key_id(id).with_secret_access_key(secret);
             if let Some(token) = token {
