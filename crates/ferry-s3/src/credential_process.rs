@@ -164,7 +164,7 @@ mod tests {
             (br#"{"Version": 1, "AccessKeyId": "A", "SecretAccessKey": "S", "Expiration": "soon"}"#, "soon"),
             (b"not json", "no credentials"),
         ] {
-            let e = parse(bad).err().expect("refused");
+            let e = parse(bad).expect_err("refused");
             assert!(e.contains(says), "{e}");
         }
     }
