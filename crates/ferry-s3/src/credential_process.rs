@@ -175,8 +175,7 @@ mod tests {
             "echo first >&2; echo 'token expired' >&2; exit 3",
             "profile p",
         )
-        .err()
-        .expect("fails");
+        .expect_err("fails");
         let e = e.to_string();
         assert!(e.contains("credential_process of profile p"), "{e}");
         assert!(e.contains("token expired") && e.contains('3'), "{e}");
