@@ -193,17 +193,22 @@ mod tests {
     fn a_share_waits_for_its_own_buffers_and_the_pool_for_all() {
         let pool = Arc::new(BufferPool::new(3 << 10, 1 << 10));
         let (a, b) = (Share::new(pool.clone(), 2), Share::new(pool.clone(), 2));
+        let b = Arc::new(b);
         let a1 = a.take();
         let _a2 = a.take();
         let _b1 = b.take();
         assert_eq!(pool.in_use(), 3);
-        std::thread::scope(|s| {
-            let waiter = s.spawn(|| b.take().bytes.capacity());
-            std::thread::sleep(Duration::from_millis(50));
-            assert!(!waiter.is_finished(), "the pool is spent: b must wait");
-            drop(a1);
-            assert!(waiter.join().expect("join") >= 1 << 10);
+        let b = b.clone();
+        // Not scoped: a waiter never woken fails the test instead of holding it.
+        let (got, gets) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = got.send(b.take().bytes.capacity());
         });
+        let early = gets.recv_timeout(Duration::from_millis(50));
+        assert!(early.is_err(), "the pool is spent: b must wait");
+        drop(a1);
+        let woken = gets.recv_timeout(Duration::from_secs(20));
+        assert!(woken.expect("a buffer given back wakes b") >= 1 << 10);
         assert_eq!((pool.peak(), pool.capacity()), (3, 3));
     }
 
