@@ -281,6 +281,11 @@ impl Garage {
         counts
     }
 
+    /// Request counts by kind, as [`Garage::s3_requests_since`] gives them.
+    pub fn requests(pairs: &[(&str, u64)]) -> std::collections::BTreeMap<String, u64> {
+        pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+    }
+
     /// The S3 requests node 0 answered since `before` ([`Garage::s3_requests`]), by
     /// kind; kinds with none left out.
     pub fn s3_requests_since(
@@ -305,31 +310,7 @@ impl Garage {
             .env("XDG_CACHE_HOME", cache)
             .env("TMPDIR", cache)
             .env("HOME", cache);
-        if !crate::common::is_root() {
-            return Some(run(plain));
-        }
-        if Command::new("setpriv").arg("--version").output().is_err() {
-            skip("setpriv (util-linux) is needed to run ferry as nobody");
-            return None;
-        }
-        let ids = crate::common::nobody::NOBODY.to_string();
-        let mut cmd = Command::new("setpriv");
-        cmd.args([
-            "--reuid",
-            &ids,
-            "--regid",
-            &ids,
-            "--clear-groups",
-            "--",
-            FERRY,
-        ])
-        .args(args);
-        for (k, v) in plain.get_envs() {
-            if let Some(v) = v {
-                cmd.env(k, v);
-            }
-        }
-        Some(run(cmd))
+        crate::common::nobody::as_nobody(plain).map(run)
     }
 
     /// A client of node 0's S3 API with the test key, to make and spoil objects.

@@ -43,6 +43,16 @@ pub(crate) fn tree(sc: &Scratch) -> Vec<&'static str> {
     ]
 }
 
+/// The files of [`tree`]: its paths but the symlink.
+pub(crate) const TREE_FILES: [&str; 6] = [
+    "small",
+    "empty",
+    "d/big",
+    "d/e/f/deep name é",
+    "d/run",
+    "d/e/second name",
+];
+
 /// Each of `paths` is in `dst` as in `src`: kind, content or target, mtime to the
 /// nanosecond, and (`modes`) permission bits.
 pub(crate) fn assert_same_nodes(src: &Path, dst: &Path, paths: &[&str], modes: bool) {
@@ -212,14 +222,7 @@ fn rclone_reads_what_ferry_wrote_and_ferry_reads_what_rclone_wrote() {
             s(&by_rclone),
         ],
     );
-    let files = [
-        "small",
-        "empty",
-        "d/big",
-        "d/e/f/deep name é",
-        "d/run",
-        "d/e/second name",
-    ];
+    let files = TREE_FILES;
     assert_same_nodes(&sc.src, &by_rclone, &files, true);
     assert_eq!(
         std::fs::read(by_rclone.join("d/link.rclonelink")).unwrap(),

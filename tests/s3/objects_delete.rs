@@ -8,7 +8,6 @@ use crate::common::nobody::give_to_nobody;
 use crate::common::{is_root, scratch};
 use crate::garage::Garage;
 use crate::objects::{curl_put, objects_line, s, tree};
-use std::collections::BTreeMap;
 
 /// The keys under `prefix/`, without it, sorted.
 fn keys(g: &Garage, prefix: &str) -> Vec<String> {
@@ -19,10 +18,6 @@ fn keys(g: &Garage, prefix: &str) -> Vec<String> {
         .collect();
     k.sort();
     k
-}
-
-fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
 }
 
 #[test]
@@ -65,7 +60,7 @@ fn delete_removes_objects_src_no_longer_makes_and_keeps_what_is_excluded() {
     r.assert_ok();
     assert_eq!(
         g.s3_requests_since(&before),
-        counts(&[("DeleteObjects", 1), ("ListObjectsV2", 1)]),
+        Garage::requests(&[("DeleteObjects", 1), ("ListObjectsV2", 1)]),
         "{r}"
     );
     assert_eq!(objects_line(&r), (4, 0, 4), "{r}");
@@ -121,7 +116,7 @@ fn delete_removes_objects_src_no_longer_makes_and_keeps_what_is_excluded() {
     // bulk delete; b.log sent again.
     assert_eq!(
         g.s3_requests_since(&before),
-        counts(&[
+        Garage::requests(&[
             ("DeleteObjects", 1),
             ("HeadObject", 1),
             ("ListObjectsV2", 1),

@@ -5,8 +5,7 @@
 
 use crate::common::scratch;
 use crate::garage::Garage;
-use crate::objects::{curl_put, rclone, s, tree};
-use std::collections::BTreeMap;
+use crate::objects::{curl_put, rclone, s, tree, TREE_FILES};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
@@ -46,10 +45,6 @@ fn ls_line(src: &Path, path: &str, mode: Option<u32>, long: bool) -> String {
     format!("{kind}{mode:04o} {size:>12} {when}{path}")
 }
 
-fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
-}
-
 #[test]
 fn ls_and_cat_read_plain_objects_with_their_metadata_in_few_requests() {
     let Some(g) = Garage::start() else { return };
@@ -74,7 +69,7 @@ fn ls_and_cat_read_plain_objects_with_their_metadata_in_few_requests() {
         // The manifest looked for, one LIST, a HEAD per object.
         assert_eq!(
             g.s3_requests_since(&before),
-            counts(&[("GetObject", 1), ("HeadObject", 7), ("ListObjectsV2", 1)]),
+            Garage::requests(&[("GetObject", 1), ("HeadObject", 7), ("ListObjectsV2", 1)]),
             "{ls}"
         );
     }
@@ -94,7 +89,7 @@ fn ls_and_cat_read_plain_objects_with_their_metadata_in_few_requests() {
         let (status, out, stderr, reqs) = cat(path);
         assert_eq!(status, Some(0), "{path}: {stderr}");
         assert!(out == std::fs::read(sc.src.join(path)).unwrap(), "{path}");
-        assert_eq!(reqs, counts(&[("GetObject", 2)]), "{path}");
+        assert_eq!(reqs, Garage::requests(&[("GetObject", 2)]), "{path}");
     }
     let (status, _, stderr, _) = cat("./small");
     assert_eq!(status, Some(0), "{stderr}");
@@ -128,7 +123,11 @@ fn ls_and_cat_read_plain_objects_with_their_metadata_in_few_requests() {
         let (status, out, stderr, reqs) = cat(path);
         assert_eq!(status, Some(2), "{path}: {stderr}");
         assert!(out.is_empty() && stderr.contains(why), "{path}: {stderr}");
-        assert_eq!(reqs, counts(&[("GetObject", 1)]), "{path}: {stderr}");
+        assert_eq!(
+            reqs,
+            Garage::requests(&[("GetObject", 1)]),
+            "{path}: {stderr}"
+        );
     }
 }
 
@@ -151,14 +150,7 @@ fn ls_reads_what_rclone_wrote_and_objects_with_no_metadata() {
     };
     let ls = g.ferry(&["ls", "-l", &g.url("plain")]);
     ls.assert_ok();
-    let mut files = vec![
-        "small",
-        "empty",
-        "d/big",
-        "d/e/f/deep name é",
-        "d/run",
-        "d/e/second name",
-    ];
+    let mut files = TREE_FILES;
     files.sort();
     let fresh = 0o666 & !umask();
     let want: Vec<String> = files
