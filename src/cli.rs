@@ -291,7 +291,7 @@ pub struct LsArgs {
     #[arg(value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
     /// Long form: mode, owner and group (names where the archive has them, else ids),
-    /// size, mtime (UTC, to the nanosecond).
+    /// size, mtime (UTC, to the nanosecond). For `s3://`: kind and mode, size, mtime.
     #[arg(short = 'l', long)]
     pub long: bool,
 }

@@ -129,8 +129,8 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     Ok(job.finish())
 }
 
-/// `ferry ls s3://...`: exit status 1 when some object was refused or could not be
-/// read (each reported, naming it).
+/// `ferry ls s3://... [MEMBER...]`: exit status 1 when a MEMBER named matched nothing,
+/// or some object was refused or could not be read (each reported, naming it).
 pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let store = open(&args.archive)?;
     let stats = ferry_core::Stats::default();
@@ -138,7 +138,11 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
         inner: &crate::report::StderrReporter::for_archive(&args.archive),
         stats: &stats,
     };
-    let rows = ferry_s3::cat::ls(&store, crate::s3_objects::TRANSFERS, &reporter)?;
+    let select = crate::archive_cmd::selection(&args.members)?;
+    let wanted = |path: &[u8]| select.selects(&ferry_core::RelPath::from_bytes(path.to_vec()));
+    let rows = ferry_s3::cat::ls(&store, &wanted, crate::s3_objects::TRANSFERS, &reporter)?;
+    // Names are members of the upload: its location is the root they are shown under.
+    select.report_unmatched("ls", &reporter);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for row in &rows {
         print_row(&mut out, row, args.long).context("write")?;

@@ -73,6 +73,26 @@ fn ls_and_cat_read_plain_objects_with_their_metadata_in_few_requests() {
             "{ls}"
         );
     }
+    // MEMBERs, as for an archive: only what they name is asked about; one that names
+    // nothing is an error (exit status 1).
+    let before = g.s3_requests();
+    let ls = g.ferry(&["ls", &url, "d/e", "*/run", "nothing"]);
+    ls.assert_status(1);
+    let want: Vec<String> = ["d/e/f/deep name é", "d/e/second name", "d/run"]
+        .iter()
+        .map(|p| ls_line(&sc.src, p, None, false))
+        .collect();
+    assert_eq!(ls.stdout.lines().collect::<Vec<_>>(), want, "{ls}");
+    let errors = ls.errors();
+    assert!(
+        errors.len() == 1 && errors[0].contains("nothing: ls: no such member"),
+        "{ls}"
+    );
+    assert_eq!(
+        g.s3_requests_since(&before),
+        Garage::requests(&[("GetObject", 1), ("HeadObject", 3), ("ListObjectsV2", 1)]),
+        "{ls}"
+    );
     // cat: the object's GET, sent beside the look for a manifest.
     let cat = |path: &str| {
         let before = g.s3_requests();

@@ -188,12 +188,18 @@ impl Row {
     }
 }
 
-/// The rows of `ls`, in path order: the members of the upload at `store`, or where
-/// there is none, its plain objects (a HEAD each, `transfers` at a time; a key refused
-/// or an object that could not be read is reported and left out).
-pub fn ls(store: &Store, transfers: usize, reporter: &dyn Reporter) -> Result<Vec<Row>> {
+/// The rows of `ls` whose paths `wanted` takes, in path order: the members of the
+/// upload at `store`, or where there is none, its plain objects (a HEAD each of those
+/// taken, `transfers` at a time; a key refused or an object that could not be read is
+/// reported and left out).
+pub fn ls(
+    store: &Store,
+    wanted: &dyn Fn(&[u8]) -> bool,
+    transfers: usize,
+    reporter: &dyn Reporter,
+) -> Result<Vec<Row>> {
     let Some(m) = store.rt.block_on(fetch_manifest(store))? else {
-        let entries = crate::objects::read::list_entries(store, transfers, reporter)?;
+        let entries = crate::objects::read::list_entries(store, wanted, transfers, reporter)?;
         return Ok(entries.iter().map(Row::of_entry).collect());
     };
     let mut all: Vec<Row> = m
@@ -201,6 +207,7 @@ pub fn ls(store: &Store, transfers: usize, reporter: &dyn Reporter) -> Result<Ve
         .iter()
         .flat_map(|s| &s.members)
         .map(Row::of_member)
+        .filter(|r| wanted(&r.path))
         .collect();
     all.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(all)

@@ -18,16 +18,19 @@ use object_store::path::Path as Key;
 use object_store::{GetOptions, GetResult, ObjectStore};
 use std::io::Write;
 
-/// The entries of the objects under the prefix, in path order (files, symlinks, and
+/// The entries of the objects under the prefix that `taken` takes (by path), in path
+/// order (files, symlinks, and
 /// the empty directories `dir/` markers stand for); an object that could not be asked
 /// about is reported, naming it, and left out. An error when the prefix holds no plain
 /// objects (see [`super::listing::plain_objects_in`]).
 pub fn list_entries(
     store: &Store,
+    taken: &dyn Fn(&[u8]) -> bool,
     transfers: usize,
     reporter: &dyn Reporter,
 ) -> Result<Vec<Entry>> {
-    let wanted = nodes(store, true, reporter)?;
+    let mut wanted = nodes(store, true, reporter)?;
+    wanted.retain(|w| taken(w.path().as_bytes()));
     let umask = ferry_core::meta::MetaWriter::new().umask();
     let mut entries = store.rt.block_on(
         futures::stream::iter(&wanted)
