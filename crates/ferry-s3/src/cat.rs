@@ -7,6 +7,11 @@
 //! if the manifest has not changed. (A second request on one connection waited about
 //! 40 ms for its body on Garage, curl too: the server's Nagle against the client's
 //! delayed ACK; a first request on a connection does not.)
+//!
+//! Where there is no manifest, both read the prefix's plain objects
+//! ([`crate::objects::read`]): `cat` sends that object's GET beside the manifest's, so
+//! a plain object costs one round trip (and a cold `cat` of a member one GET more,
+//! answered 404).
 
 use crate::lookup::{self, Hit};
 use crate::manifest::{shard_name, Manifest, Member, NAME};

@@ -9,7 +9,7 @@
 //! `--s3-directory-markers`, `aws s3api put-object --key dir/`) is listed without its
 //! trailing slash (object_store's keys cannot end in `/`), so it looks like an empty
 //! file `dir`; asked for by that name it is not found: that is how it is told apart
-//! ([`Got::Marker`]), at no request of its own.
+//! (`Got::Marker`), at no request of its own.
 
 use super::keys::{listed, Listed};
 use super::metadata::{decode, is_kind, S_IFLNK, S_IFREG};
@@ -28,7 +28,7 @@ pub(crate) fn prefix_key(store: &Store) -> Option<Key> {
 }
 
 /// Whether the prefix holds plain objects (one LIST, of the first page only): see
-/// [`plain_objects_in`].
+/// `plain_objects_in`.
 pub fn plain_objects_here(store: &Store) -> Result<()> {
     let prefix = prefix_key(store);
     let first = store.rt.block_on(async {

@@ -22,7 +22,7 @@ use std::io::Write;
 /// order (files, symlinks, and
 /// the empty directories `dir/` markers stand for); an object that could not be asked
 /// about is reported, naming it, and left out. An error when the prefix holds no plain
-/// objects (see [`super::listing::plain_objects_in`]).
+/// objects (see `listing::plain_objects_in`).
 pub fn list_entries(
     store: &Store,
     taken: &dyn Fn(&[u8]) -> bool,
@@ -93,7 +93,7 @@ pub(crate) async fn get_file(store: &Store, path: &[u8]) -> FileGet {
     Ok((key, got))
 }
 
-/// Writes the object of the file `path` to `out`, from `got` (its GET, [`get_file`]).
+/// Writes the object of the file `path` to `out`, from `got` (its GET, sent by `get_file`).
 pub fn cat_object(store: &Store, path: &[u8], got: FileGet, out: &mut dyn Write) -> Result<()> {
     let (key, got) = got?;
     let shown = String::from_utf8_lossy(path).to_string();
