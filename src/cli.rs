@@ -359,7 +359,7 @@ impl CopyArgs {
     }
 
     /// The first flag given that an upload of plain objects to S3 does not take (it
-    /// takes `--delete`, `--delete-excluded` and the filter rules).
+    /// takes `--delete`, `--delete-excluded`, the filter rules, `-n`, `-i` and `-v`).
     pub fn not_for_objects_upload(&self) -> Option<&'static str> {
         self.not_supported(true)
     }
@@ -372,7 +372,7 @@ impl CopyArgs {
                 "--delete",
             ),
             (
-                m.dry_run || m.itemize_changes || m.verbose,
+                !mirror_and_filters && (m.dry_run || m.itemize_changes || m.verbose),
                 "--dry-run, -i and -v",
             ),
             (

@@ -34,10 +34,16 @@ pub fn upload(
         filter: crate::filters::compile(&args.filter)?,
         delete: args.mirror.delete || args.mirror.delete_excluded,
         delete_excluded: args.mirror.delete_excluded,
+        dry_run: args.mirror.dry_run,
+        changes: crate::itemize::printer(&args.mirror, args.output.json),
     };
     let done = upload_objects(&args.src, store, &opts, stats, reporter)?;
     crate::report::to_stderr(format_args!(
-        "ferry s3: {} objects: {} sent ({} bytes), {} there already{}{}{}",
+        "ferry s3: {}{} objects: {} sent ({} bytes), {} there already{}{}{}",
+        match args.mirror.dry_run {
+            true => "dry run, nothing sent or deleted: ",
+            false => "",
+        },
         done.objects,
         done.sent,
         done.bytes,

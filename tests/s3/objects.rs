@@ -43,6 +43,18 @@ pub(crate) fn tree(sc: &Scratch) -> Vec<&'static str> {
     ]
 }
 
+/// A scratch holding [`tree`] (its paths, sorted), uploaded with `--layout=objects`
+/// to `prefix`, and the upload's URL.
+pub(crate) fn tree_uploaded(g: &Garage, prefix: &str) -> (Scratch, Vec<&'static str>, String) {
+    let sc = scratch();
+    let mut paths = tree(&sc);
+    paths.sort();
+    let url = g.url(prefix);
+    g.ferry(&["copy", s(&sc.src), &url, "--layout=objects"])
+        .assert_ok();
+    (sc, paths, url)
+}
+
 /// The files of [`tree`]: its paths but the symlink.
 pub(crate) const TREE_FILES: [&str; 6] = [
     "small",

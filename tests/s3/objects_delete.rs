@@ -1,13 +1,14 @@
 //! `ferry copy --delete SRC s3://... --layout=objects`: objects of files gone from SRC
 //! deleted (so a download does not bring them back), what the filter rules exclude
 //! kept unless `--delete-excluded`, nothing deleted when SRC could not be read, `dir/`
-//! markers left with a warning; the requests it costs, counted by Garage.
+//! markers left with a warning, `-n`/`-i`/`-v`; the requests it costs, counted by
+//! Garage.
 
 use crate::common::build::*;
 use crate::common::nobody::give_to_nobody;
 use crate::common::{is_root, scratch};
 use crate::garage::Garage;
-use crate::objects::{curl_put, objects_line, s, tree};
+use crate::objects::{curl_put, objects_line, s, tree, tree_uploaded};
 
 /// The keys under `prefix/`, without it, sorted.
 fn keys(g: &Garage, prefix: &str) -> Vec<String> {
@@ -138,11 +139,7 @@ fn delete_removes_objects_src_no_longer_makes_and_keeps_what_is_excluded() {
 #[test]
 fn delete_deletes_nothing_when_src_could_not_be_read() {
     let Some(g) = Garage::start() else { return };
-    let sc = scratch();
-    tree(&sc);
-    let url = g.url("unread");
-    g.ferry(&["copy", s(&sc.src), &url, "--layout=objects"])
-        .assert_ok();
+    let (sc, _, url) = tree_uploaded(&g, "unread");
     let before = keys(&g, "unread");
     std::fs::remove_file(sc.src.join("d/run")).unwrap();
     // Root reads everything: ferry runs as nobody, on a tree nobody owns, with a
@@ -192,7 +189,7 @@ fn delete_and_filters_are_refused_for_the_shard_layout_as_before() {
     let Some(g) = Garage::start() else { return };
     let sc = scratch();
     write(&sc.src.join("f"), b"x");
-    for extra in [&["--delete"][..], &["--exclude", "x"][..]] {
+    for extra in [&["--delete"][..], &["--exclude", "x"][..], &["-n"][..]] {
         let mut args = vec!["copy", s(&sc.src), "s3://ferry-test/shards-del"];
         args.extend_from_slice(extra);
         let r = g.ferry(&args);
@@ -202,4 +199,74 @@ fn delete_and_filters_are_refused_for_the_shard_layout_as_before() {
             "{r}"
         );
     }
+}
+
+#[test]
+fn dry_run_sends_and_deletes_nothing_and_itemizes_what_would_go() {
+    let Some(g) = Garage::start() else { return };
+    let (sc, _, url) = tree_uploaded(&g, "dry");
+    std::fs::remove_file(sc.src.join("d/run")).unwrap();
+    std::fs::remove_file(sc.src.join("d/link")).unwrap();
+    write(&sc.src.join("small"), b"small file, longer now");
+    write(&sc.src.join("new"), b"new");
+    let before = keys(&g, "dry");
+    let requests = g.s3_requests();
+    let args = |flag| {
+        [
+            "copy",
+            flag,
+            "--delete",
+            s(&sc.src),
+            &url,
+            "--layout=objects",
+        ]
+    };
+    let r = g.ferry(&args("-ni"));
+    r.assert_ok();
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "created file    new",
+            "deleted file    d/run",
+            "deleted symlink d/link",
+            "updated file    d/e/second name (size,mtime)",
+            "updated file    small (size,mtime)",
+        ],
+        "{r}"
+    );
+    assert!(r.stderr.contains("dry run, nothing sent or deleted"), "{r}");
+    assert_eq!(objects_line(&r), (6, 3, 3), "{r}");
+    // Only the LIST: nothing sent, nothing deleted.
+    assert_eq!(
+        g.s3_requests_since(&requests),
+        Garage::requests(&[("ListObjectsV2", 1)]),
+        "{r}"
+    );
+    assert_eq!(keys(&g, "dry"), before);
+    // The same for real, with -v: names as they go, `deleting` for what is deleted.
+    let r = g.ferry(&args("-v"));
+    r.assert_ok();
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "d/e/second name",
+            "deleting d/link",
+            "deleting d/run",
+            "new",
+            "small"
+        ],
+        "{r}"
+    );
+    let after = keys(&g, "dry");
+    assert!(after.contains(&"new".to_string()), "{after:?}");
+    assert!(
+        !after
+            .iter()
+            .any(|k| k == "d/run" || k == "d/link.rclonelink"),
+        "{after:?}"
+    );
 }

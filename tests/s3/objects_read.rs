@@ -5,7 +5,7 @@
 
 use crate::common::scratch;
 use crate::garage::Garage;
-use crate::objects::{curl_put, rclone, s, tree, TREE_FILES};
+use crate::objects::{curl_put, rclone, s, tree, tree_uploaded, TREE_FILES};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
@@ -48,12 +48,7 @@ fn ls_line(src: &Path, path: &str, mode: Option<u32>, long: bool) -> String {
 #[test]
 fn ls_and_cat_read_plain_objects_with_their_metadata_in_few_requests() {
     let Some(g) = Garage::start() else { return };
-    let sc = scratch();
-    let mut paths = tree(&sc);
-    paths.sort();
-    let url = g.url("lsobj");
-    g.ferry(&["copy", s(&sc.src), &url, "--layout=objects"])
-        .assert_ok();
+    let (sc, paths, url) = tree_uploaded(&g, "lsobj");
     for long in [false, true] {
         let before = g.s3_requests();
         let ls = match long {

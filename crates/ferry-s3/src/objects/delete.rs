@@ -11,12 +11,14 @@
 //! directory marker) is kept. One that is not found by its listed name is a `dir/`
 //! marker (see [`super::listing`]): object_store cannot name keys ending in `/`, so it
 //! is left, with a warning, rather than counted as deleted when it is not. The rest go
-//! in bulk deletes (up to 1,000 keys a request).
+//! in bulk deletes (up to 1,000 keys a request); in a dry run, nowhere (they are
+//! counted, and told to `-i`/`-v`, as if they had gone).
 
-use super::keys::listed;
+use super::keys::{listed, Listed};
 use super::listing::{ask, Got, Wanted};
 use crate::store::Store;
 use crate::Result;
+use ferry_core::changes::{Changes, Kind, What};
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
 use ferry_core::filter::Filter;
@@ -41,6 +43,10 @@ pub(crate) struct Deleting<'a> {
     pub(crate) filter: Option<&'a Filter>,
     /// Delete what the rules exclude too (`--delete-excluded`).
     pub(crate) excluded: bool,
+    /// Delete nothing: only count (and tell `changes`) what would go (`--dry-run`).
+    pub(crate) dry_run: bool,
+    /// Told about every object deleted.
+    pub(crate) changes: Option<&'a dyn Changes>,
 }
 
 /// Whether the rules exclude `path` or a directory above it.
@@ -112,6 +118,20 @@ pub(crate) fn delete_extraneous(
             false => keys.push(w),
         }
     }
+    let gone = |w: &Wanted| {
+        stats.deleted.fetch_add(1, Relaxed);
+        if let Some(c) = how.changes {
+            let kind = match w.node {
+                Listed::File(_) => Kind::File,
+                Listed::Symlink(_) => Kind::Symlink,
+            };
+            c.change(w.path(), kind, What::Deleted);
+        }
+    };
+    if how.dry_run {
+        keys.iter().for_each(gone);
+        return Ok(keys.len());
+    }
     let locations = futures::stream::iter(
         keys.iter()
             .map(|w| Ok(w.meta.location.clone()))
@@ -132,7 +152,7 @@ pub(crate) fn delete_extraneous(
         match result {
             Ok(_) | Err(object_store::Error::NotFound { .. }) => {
                 deleted += 1;
-                stats.deleted.fetch_add(1, Relaxed);
+                gone(w);
             }
             Err(e) => reporter.error(&Error::dst(
                 w.path(),

@@ -15,7 +15,9 @@
 //! object form and are left out with a warning; each name of a hardlinked file is an
 //! object of its own. The filter rules leave out what they exclude, as for a local
 //! copy; with `--delete`, the objects SRC no longer makes are then deleted
-//! ([`super::delete`]), unless some of SRC could not be read.
+//! ([`super::delete`]), unless some of SRC could not be read. `--dry-run` sends and
+//! deletes nothing, and counts what would go; `-i` and `-v` are told each object sent
+//! or deleted (or, in a dry run, that would be).
 
 use super::delete::{delete_extraneous, Deleting, Made};
 use super::keys::key_of;
@@ -28,6 +30,7 @@ use crate::put::{put_file, PutFailure};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use chrono::{DateTime, Utc};
+use ferry_core::changes::{Changes, Kind, Reasons, What};
 use ferry_core::delete::SourceErrors;
 use ferry_core::entry::{RelPath, Timestamp};
 use ferry_core::error::{Error, Reporter};
@@ -62,6 +65,11 @@ pub struct ObjectsOptions {
     pub delete: bool,
     /// Delete the objects the filter rules exclude too (`--delete-excluded`).
     pub delete_excluded: bool,
+    /// Send and delete nothing: only count (and tell `changes`) what would be
+    /// (`--dry-run`).
+    pub dry_run: bool,
+    /// Told about every object sent or deleted (`-i`, `-v`).
+    pub changes: Option<Arc<dyn Changes>>,
 }
 
 /// What an upload of objects did.
@@ -92,6 +100,17 @@ struct Upload {
     /// A symlink's target, which is the object's content.
     target: Option<Vec<u8>>,
     attributes: Attributes,
+    /// What sending it does: a new object, or one replaced (why).
+    what: What,
+}
+
+impl Upload {
+    fn kind(&self) -> Kind {
+        match self.target {
+            Some(_) => Kind::Symlink,
+            None => Kind::File,
+        }
+    }
 }
 
 /// When the object for `p` must have been written to be up to date.
@@ -163,6 +182,7 @@ fn objects_of(
             size,
             target,
             attributes,
+            what: What::Created,
         };
         uploads.push((upload, node.mtime));
     }
@@ -178,7 +198,10 @@ pub fn upload_objects(
     reporter: &dyn Reporter,
 ) -> Result<SentObjects> {
     let mut out = SentObjects {
-        aborted: store.rt.block_on(pending::abort_left(&store)),
+        aborted: match opts.dry_run {
+            true => 0,
+            false => store.rt.block_on(pending::abort_left(&store)),
+        },
         ..SentObjects::default()
     };
     let noted = SourceErrors::new(reporter);
@@ -191,19 +214,39 @@ pub fn upload_objects(
         .collect();
     let mut todo = Vec::new();
     let mut made = HashSet::new();
-    for (upload, mtime) in objects_of(&list, &store.loc.prefix, &mut out, reporter) {
+    for (mut upload, mtime) in objects_of(&list, &store.loc.prefix, &mut out, reporter) {
         out.objects += 1;
         made.insert(upload.key.clone());
-        let up_to_date = there.get(&upload.key).is_some_and(|(size, written)| {
-            *size == upload.size && not_before(mtime).is_some_and(|m| *written >= m)
-        });
-        if up_to_date {
-            out.kept += 1;
-            stats.skipped.fetch_add(1, Relaxed);
-            stats.skipped_bytes.fetch_add(upload.size, Relaxed);
-        } else {
-            todo.push(upload);
+        if let Some((size, written)) = there.get(&upload.key) {
+            let current = not_before(mtime).is_some_and(|m| *written >= m);
+            let why = Reasons::none()
+                .with_if(*size != upload.size, Reasons::SIZE)
+                .with_if(!current, Reasons::MTIME);
+            if why.is_empty() {
+                out.kept += 1;
+                stats.skipped.fetch_add(1, Relaxed);
+                stats.skipped_bytes.fetch_add(upload.size, Relaxed);
+                continue;
+            }
+            upload.what = What::Updated(why);
         }
+        todo.push(upload);
+    }
+    let sent_one = |out: &mut SentObjects, path: &RelPath, kind: Kind, what: What, bytes| {
+        out.sent += 1;
+        out.bytes += bytes;
+        stats.files.fetch_add(1, Relaxed);
+        stats.bytes.fetch_add(bytes, Relaxed);
+        if let Some(c) = &opts.changes {
+            c.change(path, kind, what);
+        }
+    };
+    if opts.dry_run {
+        for u in &todo {
+            let path = RelPath::from_bytes(u.path.clone());
+            sent_one(&mut out, &path, u.kind(), u.what, u.size);
+        }
+        todo.clear();
     }
     // Half the budget for small objects read whole, half for the parts of large ones.
     let memory = Arc::new(Budget::new(opts.memory / 2));
@@ -218,19 +261,15 @@ pub fn upload_objects(
                 let parts = parts.clone();
                 async move {
                     let path = RelPath::from_bytes(u.path.clone());
+                    let (kind, what) = (u.kind(), u.what);
                     let sent = put_object(&store, &src, u, &memory, &parts).await;
-                    (path, sent)
+                    (path, kind, what, sent)
                 }
             })
             .buffer_unordered(opts.transfers.max(1));
-        while let Some((path, sent)) = puts.next().await {
+        while let Some((path, kind, what, sent)) = puts.next().await {
             match sent {
-                Ok(bytes) => {
-                    out.sent += 1;
-                    out.bytes += bytes;
-                    stats.files.fetch_add(1, Relaxed);
-                    stats.bytes.fetch_add(bytes, Relaxed);
-                }
+                Ok(bytes) => sent_one(&mut out, &path, kind, what, bytes),
                 Err(Failure::Local(e)) => reporter.error(&Error::new(&path, "read", e)),
                 Err(Failure::Store(e)) => return Err(e),
             }
@@ -258,6 +297,8 @@ pub fn upload_objects(
     let how = Deleting {
         filter: opts.filter.as_deref(),
         excluded: opts.delete_excluded,
+        dry_run: opts.dry_run,
+        changes: opts.changes.as_deref(),
     };
     let made = Made {
         keys: &made,
