@@ -263,7 +263,7 @@ impl ReadAtMost for File {
 }
 
 /// The members named on the command line.
-fn selection(members: &[std::path::PathBuf]) -> anyhow::Result<Selection> {
+pub(crate) fn selection(members: &[std::path::PathBuf]) -> anyhow::Result<Selection> {
     let names: Vec<&[u8]> = members.iter().map(|m| m.as_os_str().as_bytes()).collect();
     Selection::of(&names).map_err(anyhow::Error::msg)
 }

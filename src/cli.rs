@@ -291,7 +291,7 @@ pub struct LsArgs {
     #[arg(value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
     /// Long form: mode, owner and group (names where the archive has them, else ids),
-    /// size, mtime (UTC, to the nanosecond).
+    /// size, mtime (UTC, to the nanosecond). For `s3://`: kind and mode, size, mtime.
     #[arg(short = 'l', long)]
     pub long: bool,
 }
@@ -355,14 +355,30 @@ impl CopyArgs {
     /// The first flag given that a copy with a remote end (ssh, S3) does not carry
     /// out yet, to be refused rather than silently ignored.
     pub fn not_for_remote(&self) -> Option<&'static str> {
+        self.not_supported(false)
+    }
+
+    /// The first flag given that an upload of plain objects to S3 does not take (it
+    /// takes `--delete`, `--delete-excluded`, the filter rules, `-n`, `-i` and `-v`).
+    pub fn not_for_objects_upload(&self) -> Option<&'static str> {
+        self.not_supported(true)
+    }
+
+    fn not_supported(&self, mirror_and_filters: bool) -> Option<&'static str> {
         let m = &self.mirror;
         let unsupported = [
-            (m.delete || m.delete_excluded, "--delete"),
             (
-                m.dry_run || m.itemize_changes || m.verbose,
+                !mirror_and_filters && (m.delete || m.delete_excluded),
+                "--delete",
+            ),
+            (
+                !mirror_and_filters && (m.dry_run || m.itemize_changes || m.verbose),
                 "--dry-run, -i and -v",
             ),
-            (!self.filter.given.is_empty(), "--exclude and --include"),
+            (
+                !mirror_and_filters && !self.filter.given.is_empty(),
+                "--exclude and --include",
+            ),
             (self.srcs.len() > 1, "several SRCs"),
             (self.update, "-u/--update"),
             (self.one_file_system, "-x/--one-file-system"),

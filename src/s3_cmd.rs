@@ -51,7 +51,12 @@ pub fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
 
 fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
-    if let Some(flag) = args.not_for_remote() {
+    let objects_upload = is_s3(&args.dst) && args.s3.layout == Layout::Objects;
+    let unsupported = match objects_upload {
+        true => args.not_for_objects_upload(),
+        false => args.not_for_remote(),
+    };
+    if let Some(flag) = unsupported {
         anyhow::bail!("{flag}: not supported for a copy to or from S3 yet");
     }
     if is_s3(&args.src) && is_s3(&args.dst) {
@@ -59,7 +64,7 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     }
     let threads = args.jobs.unwrap_or_else(ferry_core::copy::default_threads);
     let counting = job.counting();
-    if is_s3(&args.dst) && args.s3.layout == Layout::Objects {
+    if objects_upload {
         let store = open(&args.dst)?;
         crate::s3_objects::upload(args, store, threads, &job.stats, &counting)?;
     } else if is_s3(&args.dst) {
@@ -118,13 +123,44 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     Ok(job.finish())
 }
 
-/// `ferry ls s3://...`.
+/// `ferry ls s3://... [MEMBER...]`: exit status 1 when a MEMBER named matched nothing,
+/// or some object was refused or could not be read (each reported, naming it).
 pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let store = open(&args.archive)?;
+    let stats = ferry_core::Stats::default();
+    let reporter = ferry_core::error::Counting {
+        inner: &crate::report::StderrReporter::for_archive(&args.archive),
+        stats: &stats,
+    };
+    let select = crate::archive_cmd::selection(&args.members)?;
+    let wanted = |path: &[u8]| select.selects(&ferry_core::RelPath::from_bytes(path.to_vec()));
+    let rows = ferry_s3::cat::ls(&store, &wanted, crate::s3_objects::TRANSFERS, &reporter)?;
+    // Names are members of the upload: its location is the root they are shown under.
+    select.report_unmatched("ls", &reporter);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    ferry_s3::cat::ls(&store, &mut out)?;
+    for row in &rows {
+        print_row(&mut out, row, args.long).context("write")?;
+    }
     std::io::Write::flush(&mut out).context("write")?;
-    Ok(ExitCode::SUCCESS)
+    Ok(match stats.snapshot().errors {
+        0 => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
+    })
+}
+
+/// One line of `ls s3://...`: kind letter and mode, size, (`-l`) mtime in UTC, path.
+fn print_row(
+    out: &mut dyn std::io::Write,
+    row: &ferry_s3::cat::Row,
+    long: bool,
+) -> std::io::Result<()> {
+    let kind = b"-dlhpcb"[usize::from(row.kind.min(6))] as char;
+    write!(out, "{kind}{:04o} {:>12} ", row.mode, row.size)?;
+    if long {
+        write!(out, "{} ", crate::utc::date_time(row.mtime.0, row.mtime.1))?;
+    }
+    out.write_all(&row.path)?;
+    out.write_all(b"\n")
 }
 
 /// `ferry cat s3://... PATH`.

@@ -9,8 +9,8 @@ use ferry_s3::objects::{download_objects, upload_objects, FetchOptions, ObjectsO
 use ferry_s3::Store;
 use std::sync::Arc;
 
-/// Objects in flight unless `--transfers` says otherwise.
-const TRANSFERS: usize = 64;
+/// Objects in flight unless `--transfers` says otherwise (and HEADs of `ls`).
+pub const TRANSFERS: usize = 64;
 /// Bytes read and not yet sent, at most.
 const MEMORY: u64 = 64 << 20;
 
@@ -31,14 +31,27 @@ pub fn upload(
         transfers: args.s3.transfers.unwrap_or(TRANSFERS),
         memory: MEMORY,
         threads,
+        filter: crate::filters::compile(&args.filter)?,
+        delete: args.mirror.delete || args.mirror.delete_excluded,
+        delete_excluded: args.mirror.delete_excluded,
+        dry_run: args.mirror.dry_run,
+        changes: crate::itemize::printer(&args.mirror, args.output.json),
     };
     let done = upload_objects(&args.src, store, &opts, stats, reporter)?;
     crate::report::to_stderr(format_args!(
-        "ferry s3: {} objects: {} sent ({} bytes), {} there already{}{}",
+        "ferry s3: {}{} objects: {} sent ({} bytes), {} there already{}{}{}",
+        match args.mirror.dry_run {
+            true => "dry run, nothing sent or deleted: ",
+            false => "",
+        },
         done.objects,
         done.sent,
         done.bytes,
         done.kept,
+        match args.mirror.delete || args.mirror.delete_excluded {
+            true => format!("; {} deleted", done.deleted),
+            false => String::new(),
+        },
         match done.left_out {
             0 => String::new(),
             n => format!("; {n} fifos, sockets or devices left out"),

@@ -36,26 +36,32 @@ pub fn scratch_for_nobody() -> (Scratch, PathBuf) {
 /// Runs `ferry ARGS..` as nobody when root (as the caller otherwise). `None` when it
 /// cannot be done here (the reason is printed).
 pub fn ferry_unprivileged<S: AsRef<OsStr>>(args: &[S]) -> Option<Run> {
+    let mut cmd = Command::new(FERRY);
+    cmd.args(args);
+    as_nobody(cmd).map(run)
+}
+
+/// `cmd` run as nobody when root (through `setpriv`, its arguments and environment
+/// kept), as it is otherwise. `None` when it cannot be done here (the reason is
+/// printed).
+pub fn as_nobody(cmd: Command) -> Option<Command> {
     if !is_root() {
-        let mut cmd = Command::new(FERRY);
-        cmd.args(args);
-        return Some(run(cmd));
+        return Some(cmd);
     }
     if Command::new("setpriv").arg("--version").output().is_err() {
         skip("setpriv (util-linux) is needed to run ferry as nobody");
         return None;
     }
     let ids = NOBODY.to_string();
-    let mut cmd = Command::new("setpriv");
-    cmd.args([
-        "--reuid",
-        &ids,
-        "--regid",
-        &ids,
-        "--clear-groups",
-        "--",
-        FERRY,
-    ]);
-    cmd.args(args);
-    Some(run(cmd))
+    let mut out = Command::new("setpriv");
+    out.args(["--reuid", &ids, "--regid", &ids, "--clear-groups", "--"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => out.env(k, v),
+            None => out.env_remove(k),
+        };
+    }
+    Some(out)
 }

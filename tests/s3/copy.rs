@@ -5,6 +5,7 @@ use crate::common::build::*;
 use crate::common::compare::assert_same_tree;
 use crate::common::{scratch, trees, Scratch};
 use crate::garage::Garage;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 const MIB: u64 = 1 << 20;
@@ -61,7 +62,6 @@ fn round_trip_of_every_kind_and_odd_names() {
     down.assert_ok();
     assert_same_tree(&sc.src, &sc.dst);
     let (a, b) = (sc.dst.join("first"), sc.dst.join("z/deep/last"));
-    use std::os::unix::fs::MetadataExt;
     assert_eq!(
         std::fs::metadata(a).unwrap().ino(),
         std::fs::metadata(b).unwrap().ino()
@@ -172,6 +172,15 @@ fn ls_and_cat_read_from_the_manifest_and_one_ranged_get() {
         ls.stdout
             .lines()
             .any(|l| l.starts_with('d') && l.ends_with(" z/deep")),
+        "{ls}"
+    );
+    // -l adds the mtime; MEMBERs choose, as for an archive.
+    let ls = g.ferry(&["ls", "-l", &url, "first"]);
+    ls.assert_ok();
+    let m = std::fs::metadata(sc.src.join("first")).unwrap();
+    let nsec = format!(".{:09} first\n", m.mtime_nsec());
+    assert!(
+        ls.stdout.lines().count() == 1 && ls.stdout.ends_with(&nsec),
         "{ls}"
     );
     let cat = |path: &str| {

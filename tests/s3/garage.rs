@@ -42,6 +42,8 @@ pub struct Node {
     bin: PathBuf,
     pub dir: PathBuf,
     pub s3_port: u16,
+    /// The admin API (its `/metrics` counts S3 requests by kind).
+    pub admin_port: u16,
     child: Option<Child>,
     single: bool,
 }
@@ -49,20 +51,21 @@ pub struct Node {
 impl Node {
     fn new(bin: &Path, dir: PathBuf, replication: u32, single: bool) -> Node {
         std::fs::create_dir_all(&dir).expect("node dir");
-        let (s3_port, rpc_port) = (free_port(), free_port());
+        let (s3_port, rpc_port, admin_port) = (free_port(), free_port(), free_port());
         let d = dir.display();
         let config = format!(
             "metadata_dir = \"{d}/meta\"\ndata_dir = \"{d}/data\"\ndb_engine = \"sqlite\"\n\
              replication_factor = {replication}\nrpc_bind_addr = \"127.0.0.1:{rpc_port}\"\n\
              rpc_public_addr = \"127.0.0.1:{rpc_port}\"\nrpc_secret = \"{RPC_SECRET}\"\n\
              [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"127.0.0.1:{s3_port}\"\n\
-             root_domain = \".s3.garage\"\n"
+             root_domain = \".s3.garage\"\n[admin]\napi_bind_addr = \"127.0.0.1:{admin_port}\"\n"
         );
         std::fs::write(dir.join("garage.toml"), config).expect("write config");
         Node {
             bin: bin.to_path_buf(),
             dir,
             s3_port,
+            admin_port,
             child: None,
             single,
         }
@@ -255,6 +258,59 @@ impl Garage {
     /// Runs ferry with `args` against this Garage.
     pub fn ferry(&self, args: &[&str]) -> Run {
         run(self.command(args))
+    }
+
+    /// The S3 requests node 0 has answered so far, by kind (`GetObject`, `HeadObject`,
+    /// `ListObjectsV2`, `DeleteObjects`...), from its admin API's metrics.
+    pub fn s3_requests(&self) -> std::collections::BTreeMap<String, u64> {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", self.nodes[0].admin_port))
+            .expect("connect to garage's admin API");
+        conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .expect("ask for metrics");
+        let mut text = String::new();
+        conn.read_to_string(&mut text).expect("read metrics");
+        let mut counts = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("api_s3_request_counter{api_endpoint=\"") else {
+                continue;
+            };
+            let (kind, n) = rest.split_once("\"} ").expect("a metric line");
+            counts.insert(kind.to_string(), n.trim().parse().expect("a count"));
+        }
+        counts
+    }
+
+    /// Request counts by kind, as [`Garage::s3_requests_since`] gives them.
+    pub fn requests(pairs: &[(&str, u64)]) -> std::collections::BTreeMap<String, u64> {
+        pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+    }
+
+    /// The S3 requests node 0 answered since `before` ([`Garage::s3_requests`]), by
+    /// kind; kinds with none left out.
+    pub fn s3_requests_since(
+        &self,
+        before: &std::collections::BTreeMap<String, u64>,
+    ) -> std::collections::BTreeMap<String, u64> {
+        let mut now = self.s3_requests();
+        for (kind, n) in now.iter_mut() {
+            *n -= before.get(kind).copied().unwrap_or(0);
+        }
+        now.retain(|_, n| *n > 0);
+        now
+    }
+
+    /// Runs ferry with `args` against this Garage as nobody when root (as the caller
+    /// otherwise): root reads every file, so a SRC that cannot be read in part needs an
+    /// unprivileged ferry. None when that cannot be done here (the reason printed).
+    /// HOME, the caches and TMPDIR are `cache`, which nobody must be able to write.
+    pub fn ferry_unprivileged(&self, args: &[&str], cache: &Path) -> Option<Run> {
+        let mut plain = self.command(args);
+        plain
+            .env("XDG_CACHE_HOME", cache)
+            .env("TMPDIR", cache)
+            .env("HOME", cache);
+        crate::common::nobody::as_nobody(plain).map(run)
     }
 
     /// A client of node 0's S3 API with the test key, to make and spoil objects.

@@ -18,4 +18,6 @@ mod errors;
 mod garage;
 mod mount;
 mod objects;
+mod objects_delete;
+mod objects_read;
 mod profile;

@@ -10,16 +10,16 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 
-const MIB: usize = 1 << 20;
+pub(crate) const MIB: usize = 1 << 20;
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 temp path")
 }
 
 /// Files of several sizes (one above the multipart threshold), modes, a symlink, a
 /// hardlink, names with spaces and non-ASCII, an empty file, nested directories, each
 /// with its own nanosecond times. Returns the paths of the files and the symlink.
-fn tree(sc: &Scratch) -> Vec<&'static str> {
+pub(crate) fn tree(sc: &Scratch) -> Vec<&'static str> {
     let src = &sc.src;
     mkdirs(&src.join("d/e/f"));
     write(&src.join("small"), b"small file");
@@ -43,9 +43,31 @@ fn tree(sc: &Scratch) -> Vec<&'static str> {
     ]
 }
 
+/// A scratch holding [`tree`] (its paths, sorted), uploaded with `--layout=objects`
+/// to `prefix`, and the upload's URL.
+pub(crate) fn tree_uploaded(g: &Garage, prefix: &str) -> (Scratch, Vec<&'static str>, String) {
+    let sc = scratch();
+    let mut paths = tree(&sc);
+    paths.sort();
+    let url = g.url(prefix);
+    g.ferry(&["copy", s(&sc.src), &url, "--layout=objects"])
+        .assert_ok();
+    (sc, paths, url)
+}
+
+/// The files of [`tree`]: its paths but the symlink.
+pub(crate) const TREE_FILES: [&str; 6] = [
+    "small",
+    "empty",
+    "d/big",
+    "d/e/f/deep name é",
+    "d/run",
+    "d/e/second name",
+];
+
 /// Each of `paths` is in `dst` as in `src`: kind, content or target, mtime to the
 /// nanosecond, and (`modes`) permission bits.
-fn assert_same_nodes(src: &Path, dst: &Path, paths: &[&str], modes: bool) {
+pub(crate) fn assert_same_nodes(src: &Path, dst: &Path, paths: &[&str], modes: bool) {
     for p in paths {
         let (a, b) = (src.join(p), dst.join(p));
         let (ma, mb) = (
@@ -77,7 +99,7 @@ fn assert_same_nodes(src: &Path, dst: &Path, paths: &[&str], modes: bool) {
 
 /// The count after `what` in the line `ferry s3: N objects: M sent (B bytes), K there
 /// already`.
-fn objects_line(r: &Run) -> (u64, u64, u64) {
+pub(crate) fn objects_line(r: &Run) -> (u64, u64, u64) {
     let line = r
         .stderr
         .lines()
@@ -91,7 +113,7 @@ fn objects_line(r: &Run) -> (u64, u64, u64) {
 }
 
 /// rclone against this Garage (Debian's rclone; configured by environment variables).
-fn rclone(g: &Garage, args: &[&str]) -> Option<Run> {
+pub(crate) fn rclone(g: &Garage, args: &[&str]) -> Option<Run> {
     if Command::new("rclone").arg("version").output().is_err() {
         crate::common::skip("needs rclone (apt-get install rclone)");
         return None;
@@ -212,14 +234,7 @@ fn rclone_reads_what_ferry_wrote_and_ferry_reads_what_rclone_wrote() {
             s(&by_rclone),
         ],
     );
-    let files = [
-        "small",
-        "empty",
-        "d/big",
-        "d/e/f/deep name é",
-        "d/run",
-        "d/e/second name",
-    ];
+    let files = TREE_FILES;
     assert_same_nodes(&sc.src, &by_rclone, &files, true);
     assert_eq!(
         std::fs::read(by_rclone.join("d/link.rclonelink")).unwrap(),
@@ -257,7 +272,7 @@ fn rclone_reads_what_ferry_wrote_and_ferry_reads_what_rclone_wrote() {
 
 /// PUTs `body` as `key` in the test bucket with curl's SigV4, the key sent as it is
 /// (no `..` folding), for keys no S3 library would make.
-fn curl_put(g: &Garage, key: &str, body: &str) -> bool {
+pub(crate) fn curl_put(g: &Garage, key: &str, body: &str) -> bool {
     let url = format!("http://127.0.0.1:{}/{BUCKET}/{key}", g.nodes[0].s3_port);
     let out = Command::new("curl")
         .args([

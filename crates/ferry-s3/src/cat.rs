@@ -7,12 +7,19 @@
 //! if the manifest has not changed. (A second request on one connection waited about
 //! 40 ms for its body on Garage, curl too: the server's Nagle against the client's
 //! delayed ACK; a first request on a connection does not.)
+//!
+//! Where there is no manifest, both read the prefix's plain objects
+//! ([`crate::objects::read`]): `cat` sends that object's GET beside the manifest's, so
+//! a plain object costs one round trip (and a cold `cat` of a member one GET more,
+//! answered 404).
 
 use crate::lookup::{self, Hit};
 use crate::manifest::{shard_name, Manifest, Member, NAME};
+use crate::objects::read::{cat_object, get_file};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use ferry_archive::tar::Reader;
+use ferry_core::error::Reporter;
 use object_store::{GetOptions, ObjectStore, ObjectStoreExt};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
@@ -109,10 +116,10 @@ pub(crate) fn no_upload(store: &Store) -> S3Error {
     S3Error::new(format!("{}: no ferry upload here (no {NAME})", store.loc))
 }
 
-/// Where member `path` is: from the lookup table when the cached manifest is current,
-/// else from the manifest (and the table is made for the next time).
-async fn locate(store: &Store, path: &[u8]) -> Result<Option<Hit>> {
-    let f = fetch_bytes(store).await?.ok_or_else(|| no_upload(store))?;
+/// Where member `path` is, in the manifest `f`: from the lookup table when the cached
+/// manifest is current, else from the manifest (and the table is made for the next
+/// time).
+fn locate(store: &Store, f: Fetched, path: &[u8]) -> Result<Option<Hit>> {
     let table = cache_file(store).map(|c| c.with_extension("lookup"));
     if let (true, Some(table), Some(etag)) = (f.cached, &table, &f.etag) {
         if let Some(found) = lookup::find(table, etag, path) {
@@ -142,21 +149,73 @@ pub async fn need_manifest(store: &Store) -> Result<Manifest> {
     fetch_manifest(store).await?.ok_or_else(|| no_upload(store))
 }
 
-/// Writes one line per member (`ls`): kind letter, mode, size, path.
-pub fn ls(store: &Store, out: &mut dyn Write) -> Result<()> {
-    let m = store.rt.block_on(need_manifest(store))?;
-    let mut all: Vec<&Member> = m.shards.iter().flat_map(|s| &s.members).collect();
-    all.sort_by_key(|m| m.path());
-    let write = |out: &mut dyn Write, m: &Member| -> io::Result<()> {
-        let kind = b"-dlhpcb"[usize::from(m.k.min(6))] as char;
-        write!(out, "{kind}{:04o} {:>12} ", m.mode, m.s)?;
-        out.write_all(&m.path())?;
-        out.write_all(b"\n")
-    };
-    for member in all {
-        write(out, member).map_err(|e| S3Error::new(format!("write: {e}")))?;
+/// One line of `ls`: a member of an upload, or an object of a prefix of plain objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// Its kind, in the index's numbers (0 file, 1 dir, 2 symlink, 3 hardlink, 4 fifo,
+    /// 5 char device, 6 block device).
+    pub kind: u8,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Its size (files).
+    pub size: u64,
+    /// Its mtime (seconds, nanoseconds).
+    pub mtime: (i64, u32),
+    /// Its path.
+    pub path: Vec<u8>,
+}
+
+impl Row {
+    fn of_member(m: &Member) -> Row {
+        Row {
+            kind: m.k,
+            mode: m.mode,
+            size: m.s,
+            mtime: m.m,
+            path: m.path(),
+        }
     }
-    Ok(())
+
+    fn of_entry(e: &ferry_core::entry::Entry) -> Row {
+        use ferry_core::entry::EntryKind;
+        let (kind, size) = match e.kind {
+            EntryKind::File { size } => (0, size),
+            EntryKind::Dir => (1, 0),
+            _ => (2, 0),
+        };
+        Row {
+            kind,
+            mode: e.meta.mode,
+            size,
+            mtime: (e.meta.mtime.sec, e.meta.mtime.nsec),
+            path: e.path.as_bytes().to_vec(),
+        }
+    }
+}
+
+/// The rows of `ls` whose paths `wanted` takes, in path order: the members of the
+/// upload at `store`, or where there is none, its plain objects (a HEAD each of those
+/// taken, `transfers` at a time; a key refused or an object that could not be read is
+/// reported and left out).
+pub fn ls(
+    store: &Store,
+    wanted: &dyn Fn(&[u8]) -> bool,
+    transfers: usize,
+    reporter: &dyn Reporter,
+) -> Result<Vec<Row>> {
+    let Some(m) = store.rt.block_on(fetch_manifest(store))? else {
+        let entries = crate::objects::read::list_entries(store, wanted, transfers, reporter)?;
+        return Ok(entries.iter().map(Row::of_entry).collect());
+    };
+    let mut all: Vec<Row> = m
+        .shards
+        .iter()
+        .flat_map(|s| &s.members)
+        .map(Row::of_member)
+        .filter(|r| wanted(&r.path))
+        .collect();
+    all.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(all)
 }
 
 /// Writes the content of the file member `path` to `out`.
@@ -205,9 +264,23 @@ fn cat_following(store: &Store, path: &[u8], out: &mut dyn Write, links: usize) 
     let (hit, bytes) = match store.rt.block_on(speculate(store, path))? {
         Some(found) => found,
         None => {
-            let hit = store
-                .rt
-                .block_on(locate(store, path))?
+            // Not in a cached manifest: the manifest, and at the same time (on a second
+            // connection) the object a prefix of plain objects would hold for `path`.
+            let (manifest, object) = store.rt.block_on(async {
+                match links {
+                    0 => {
+                        let (m, o) = tokio::join!(fetch_bytes(store), get_file(store, path));
+                        (m, Some(o))
+                    }
+                    _ => (fetch_bytes(store).await, None),
+                }
+            });
+            let f = match (manifest?, object) {
+                (Some(f), _) => f,
+                (None, Some(object)) => return cat_object(store, path, object, out),
+                (None, None) => return Err(no_upload(store)),
+            };
+            let hit = locate(store, f, path)?
                 .ok_or_else(|| S3Error::new(format!("{shown}: no such member in {}", store.loc)))?;
             let key = store.key(&shard_name(&hit.fingerprint));
             let bytes = store

@@ -15,11 +15,12 @@ use crate::manifest::{Manifest, Shard};
 use crate::{Result, S3Error};
 use ferry_core::entry::{Entry, EntryKind, InodeKey};
 use ferry_core::error::Reporter;
+use ferry_core::filter::Filter;
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::walk::{walk, WalkConfig};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use xxhash_rust::xxh3::Xxh3;
 
 /// One entry of the tree as the walk saw it.
@@ -116,11 +117,18 @@ impl TreeSink for Collect {
     }
 }
 
-/// Walks `src` (a directory) and returns its entries sorted by path, the root first.
-pub fn walk_tree(src: &Path, threads: usize, reporter: &dyn Reporter) -> Result<Vec<Planned>> {
+/// Walks `src` (a directory) and returns its entries sorted by path, the root first;
+/// only those `filter` takes, when there is one.
+pub fn walk_tree(
+    src: &Path,
+    threads: usize,
+    filter: Option<Arc<Filter>>,
+    reporter: &dyn Reporter,
+) -> Result<Vec<Planned>> {
     let sink = Collect::default();
     let cfg = WalkConfig {
         threads,
+        filter,
         ..WalkConfig::default()
     };
     walk(src, &sink, &cfg, reporter).map_err(|e| S3Error::new(e.to_string()))?;

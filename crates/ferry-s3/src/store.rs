@@ -199,7 +199,8 @@ pub fn explain_with(e: &object_store::Error, hints: &Hints) -> String {
     format!("{hint}: {text}")
 }
 
-/// The error's text on one line.
+/// The error's text on one line, with no control character (a key from the bucket,
+/// quoted by the client's message, may hold any: a NUL, a terminal's escapes).
 fn short(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
@@ -211,7 +212,13 @@ fn short(e: &dyn std::error::Error) -> String {
         }
         src = inner.source();
     }
-    s.replace('\n', " ")
+    s.chars()
+        .map(|c| match c {
+            '\n' | '\r' | '\t' => " ".to_string(),
+            c if c.is_control() => format!("\\x{:02X}", c as u32),
+            c => c.to_string(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -227,5 +234,11 @@ mod tests {
         assert!(Location::parse("/tmp/x").is_none());
         assert!(Location::parse("s3:///x").unwrap().is_err());
         assert!(Location::parse("s3://b/a/../c").unwrap().is_err());
+    }
+
+    #[test]
+    fn messages_hold_no_control_characters() {
+        let e = std::io::Error::other("key \"a\0b\x1b[31m\" at\nline two");
+        assert_eq!(short(&e), "key \"a\\x00b\\x1B[31m\" at line two");
     }
 }

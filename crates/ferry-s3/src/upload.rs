@@ -70,7 +70,7 @@ pub fn upload(
         ..Uploaded::default()
     };
     let old = store.rt.block_on(fetch_manifest(&store))?;
-    let list = walk_tree(src, opts.threads, reporter)?;
+    let list = walk_tree(src, opts.threads, None, reporter)?;
     let plans = plan(&list, old.as_ref(), opts.shard_size);
     let mut done: Vec<Option<Shard>> = store.rt.block_on(futures::future::join_all(
         plans.iter().map(|p| sent_before(&store, p)),

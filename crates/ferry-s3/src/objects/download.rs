@@ -3,33 +3,30 @@
 //! written by the local-tree sink (the one `copy` and `unpack` write with: nothing
 //! through a symlink, nothing outside DST, metadata set, the up-to-date check).
 //!
-//! Each object's key is checked first ([`super::keys`]): one that is no plain relative
-//! path below the prefix is refused, naming it, and nothing is written for it. The
-//! object's user metadata ([`super::metadata`]) gives the file's mtime (else its
-//! LastModified, as rclone takes it), atime, mode and owner. A zero-length object whose
-//! name is also a directory of other keys is a directory marker, not a file.
+//! The objects are listed, their keys checked and their metadata read by
+//! [`super::listing`] (a refused key is named, and nothing is written for it): the
+//! user metadata ([`super::metadata`]) gives the file's mtime (else its LastModified,
+//! as rclone takes it), atime, mode and owner. A `dir/` marker becomes an empty
+//! directory.
 //! `PATH.rclonelink` objects become symlinks, made after every file, so that no file is
 //! ever placed through one.
 //!
 //! A file DST already has with the object's size and mtime is left alone: its GET
 //! brings the metadata, and the body is then not read.
 
-use super::keys::{listed, Listed};
-use super::metadata::{decode, is_kind, UserMeta, S_IFLNK, S_IFREG};
+use super::keys::Listed;
+use super::listing::{ask, entry_of, nodes, Got, Wanted};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use bytes::Bytes;
 use ferry_core::data::Mover;
-use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath, Timestamp};
+use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath};
 use ferry_core::error::{Error, Reporter};
 use ferry_core::local::{LocalTreeSink, Reach, Update};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::Stats;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
-use object_store::path::Path as Key;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
-use std::collections::HashSet;
+use futures::StreamExt;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Mutex;
@@ -43,28 +40,6 @@ pub struct FetchOptions {
     pub update: Update,
     /// How file data is written.
     pub mover: (ferry_core::data::Reflink, ferry_core::data::Sparse),
-}
-
-/// Whether the prefix holds any object at all.
-pub fn any_objects(store: &Store) -> Result<bool> {
-    let prefix = prefix_key(store);
-    store.rt.block_on(async {
-        match store.s3.list(prefix.as_ref()).next().await {
-            None => Ok(false),
-            Some(Ok(_)) => Ok(true),
-            Some(Err(e)) => Err(store.error(&prefix.clone().unwrap_or_default(), "list", &e)),
-        }
-    })
-}
-
-fn prefix_key(store: &Store) -> Option<Key> {
-    (!store.loc.prefix.is_empty()).then(|| Key::from(store.loc.prefix.as_str()))
-}
-
-/// One object to fetch as a node.
-struct Wanted {
-    node: Listed,
-    meta: ObjectMeta,
 }
 
 /// A GET's body as a reader, its chunks awaited on the store's runtime.
@@ -90,87 +65,6 @@ impl Read for Body<'_> {
     }
 }
 
-/// The objects under the prefix as nodes; refused keys reported.
-fn nodes(store: &Store, reporter: &dyn Reporter) -> Result<Vec<Wanted>> {
-    let prefix = prefix_key(store);
-    let all: Vec<ObjectMeta> = store
-        .rt
-        .block_on(store.s3.list(prefix.as_ref()).try_collect())
-        .map_err(|e| store.error(&prefix.clone().unwrap_or_default(), "list", &e))?;
-    let mut wanted = Vec::new();
-    for meta in all {
-        let key = meta.location.to_string();
-        match listed(&store.loc.prefix, &key) {
-            Ok(node) => wanted.push(Wanted { node, meta }),
-            Err(why) => reporter.error(&Error::new(
-                &RelPath::from_bytes(key.into_bytes()),
-                "refuse object key",
-                std::io::Error::other(why),
-            )),
-        }
-    }
-    // Directories of other keys: a zero-length object of such a name is a marker.
-    let mut dirs = HashSet::new();
-    for w in &wanted {
-        let mut p = path_of(&w.node).parent();
-        while !p.is_root() && dirs.insert(p.clone()) {
-            p = p.parent();
-        }
-    }
-    wanted.retain(|w| !(w.meta.size == 0 && dirs.contains(path_of(&w.node))));
-    Ok(wanted)
-}
-
-fn path_of(node: &Listed) -> &RelPath {
-    match node {
-        Listed::File(p) | Listed::Symlink(p) => p,
-    }
-}
-
-/// The entry an object stands for, from its user metadata (`user`) and, where that
-/// says nothing, its listing.
-fn entry_of(
-    path: &RelPath,
-    kind: EntryKind,
-    listed: &ObjectMeta,
-    user: &UserMeta,
-    umask: u32,
-) -> Entry {
-    let type_bits = match kind {
-        EntryKind::Symlink { .. } => S_IFLNK,
-        _ => S_IFREG,
-    };
-    let written = Timestamp {
-        sec: listed.last_modified.timestamp(),
-        nsec: listed
-            .last_modified
-            .timestamp_subsec_nanos()
-            .min(999_999_999),
-    };
-    let mtime = user.mtime.unwrap_or(written);
-    let mode = user
-        .mode
-        .filter(|m| is_kind(*m, type_bits))
-        .map_or(0o666 & !umask, |m| m & 0o7777);
-    Entry {
-        path: path.clone(),
-        kind,
-        meta: Metadata {
-            mode,
-            uid: user
-                .uid
-                .unwrap_or_else(|| rustix::process::geteuid().as_raw()),
-            gid: user
-                .gid
-                .unwrap_or_else(|| rustix::process::getegid().as_raw()),
-            atime: user.atime.unwrap_or(mtime),
-            mtime,
-            xattrs: Vec::new(),
-        },
-        links: None,
-    }
-}
-
 /// Fetches and places one object.
 fn fetch_one(
     store: &Store,
@@ -178,14 +72,14 @@ fn fetch_one(
     w: &Wanted,
     umask: u32,
 ) -> std::result::Result<(), Error> {
-    let path = path_of(&w.node);
+    let path = w.path();
     let failed = |e: S3Error| Error::dst(path, "download", std::io::Error::other(e.0));
-    let got = store
-        .rt
-        .block_on(store.s3.get(&w.meta.location))
-        .map_err(|e| failed(store.error(&w.meta.location, "read", &e)))?;
-    let user = decode(&got.attributes);
-    let size = got.meta.size;
+    let got = match store.rt.block_on(ask(store, w, false)).map_err(failed)? {
+        Got::Object(got) => got,
+        Got::Marker => return sink.dir_at(path, Reach::MakeKeeping).map(drop),
+    };
+    let (meta, attributes) = (got.meta.clone(), got.attributes.clone());
+    let size = meta.size;
     let mut body = Body {
         rt: &store.rt,
         stream: got.into_stream(),
@@ -194,7 +88,7 @@ fn fetch_one(
     let parent = sink.dir_at(&path.parent(), Reach::MakeKeeping)?;
     match &w.node {
         Listed::File(_) => {
-            let entry = entry_of(path, EntryKind::File { size }, &w.meta, &user, umask);
+            let entry = entry_of(w, EntryKind::File { size }, &meta, &attributes, umask);
             let runs = [(0, size)];
             let runs = &runs[..usize::from(size > 0)];
             let data = FileData::Stream {
@@ -209,7 +103,8 @@ fn fetch_one(
                 .take(4096)
                 .read_to_end(&mut target)
                 .map_err(|e| Error::dst(path, "download", e))?;
-            let entry = entry_of(path, EntryKind::Symlink { target }, &w.meta, &user, umask);
+            let kind = EntryKind::Symlink { target };
+            let entry = entry_of(w, kind, &meta, &attributes, umask);
             sink.leaf(&parent, &entry, None)
         }
     }
@@ -223,7 +118,7 @@ pub fn download_objects(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<()> {
-    let wanted = nodes(store, reporter)?;
+    let wanted = nodes(store, false, reporter)?;
     let mover = Mover::new(opts.mover.0, opts.mover.1);
     let sink = LocalTreeSink::new(dst, &mover, opts.update, stats, reporter);
     let root = Entry {

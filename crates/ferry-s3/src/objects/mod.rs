@@ -3,19 +3,24 @@
 //! metadata in object user metadata the way rclone keeps it ([`metadata`]); and any
 //! such prefix (no ferry manifest in it, whoever wrote it) read back into a tree.
 //!
-//! [`keys`] maps paths to keys and checks listed keys; [`upload`] sends, [`download`]
-//! fetches, both with many requests in flight.
+//! [`keys`] maps paths to keys and checks listed keys; [`listing`] lists a prefix and
+//! reads each object's metadata; [`upload`] sends (and with `--delete`, [`delete`]
+//! removes what SRC no longer has), [`download`] fetches, both with many requests in
+//! flight; [`read`] is `ls` and `cat` of such a prefix.
 
+pub mod delete;
 pub mod download;
 pub mod keys;
+pub mod listing;
 pub mod metadata;
+pub mod read;
 pub mod upload;
 
 pub use download::{download_objects, FetchOptions};
 pub use upload::{upload_objects, ObjectsOptions, SentObjects};
 
 /// Whether the prefix holds plain objects rather than a ferry upload (no manifest, but
-/// objects); an error when it holds neither.
+/// objects); an error when it holds neither (see [`listing::plain_objects_here`]).
 pub fn holds_plain_objects(store: &crate::Store) -> crate::Result<bool> {
     use object_store::ObjectStoreExt;
     let key = store.key(crate::manifest::NAME);
@@ -23,13 +28,18 @@ pub fn holds_plain_objects(store: &crate::Store) -> crate::Result<bool> {
     // region or key by.
     match store.rt.block_on(store.s3.get_range(&key, 0..1)) {
         Ok(_) => Ok(false),
-        Err(object_store::Error::NotFound { .. }) => match download::any_objects(store)? {
-            true => Ok(true),
-            false => Err(crate::S3Error::new(format!(
-                "{}: no ferry upload and no objects here",
-                store.loc
-            ))),
-        },
+        Err(object_store::Error::NotFound { .. }) => {
+            listing::plain_objects_here(store).map(|()| true)
+        }
         Err(e) => Err(store.error(&key, "read the manifest", &e)),
     }
+}
+
+/// The error for a prefix that holds neither a ferry upload nor any object.
+pub fn nothing_here(store: &crate::Store) -> crate::S3Error {
+    crate::S3Error::new(format!(
+        "{}: no ferry upload here (no {}) and no objects",
+        store.loc,
+        crate::manifest::NAME
+    ))
 }

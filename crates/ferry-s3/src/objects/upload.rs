@@ -13,9 +13,15 @@
 //! per file. Symlinks go up as `PATH.rclonelink` objects holding their targets;
 //! directories are not objects (as in rclone); fifos, sockets and devices have no
 //! object form and are left out with a warning; each name of a hardlinked file is an
-//! object of its own.
+//! object of its own. The filter rules leave out what they exclude, as for a local
+//! copy; with `--delete`, the objects SRC no longer makes are then deleted
+//! ([`super::delete`]), unless some of SRC could not be read. `--dry-run` sends and
+//! deletes nothing, and counts what would go; `-i` and `-v` are told each object sent
+//! or deleted (or, in a dry run, that would be).
 
+use super::delete::{delete_extraneous, Deleting, Made};
 use super::keys::key_of;
+use super::listing::list_all;
 use super::metadata::{encode, S_IFLNK, S_IFREG};
 use crate::parts::{MIN_PART, PREFERRED_PART};
 use crate::pending;
@@ -24,13 +30,16 @@ use crate::put::{put_file, PutFailure};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use chrono::{DateTime, Utc};
+use ferry_core::changes::{Changes, Kind, Reasons, What};
+use ferry_core::delete::SourceErrors;
 use ferry_core::entry::{RelPath, Timestamp};
 use ferry_core::error::{Error, Reporter};
+use ferry_core::filter::Filter;
 use ferry_core::Stats;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use object_store::path::Path as Key;
 use object_store::{Attributes, ObjectStore, PutOptions, PutPayload};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
@@ -49,6 +58,18 @@ pub struct ObjectsOptions {
     pub memory: u64,
     /// Walker threads.
     pub threads: usize,
+    /// Which entries of SRC go up (the filter rules); None: all.
+    pub filter: Option<Arc<Filter>>,
+    /// Afterwards, delete the objects SRC no longer makes (`--delete`; see
+    /// [`super::delete`]); not when some of SRC could not be read.
+    pub delete: bool,
+    /// Delete the objects the filter rules exclude too (`--delete-excluded`).
+    pub delete_excluded: bool,
+    /// Send and delete nothing: only count (and tell `changes`) what would be
+    /// (`--dry-run`).
+    pub dry_run: bool,
+    /// Told about every object sent or deleted (`-i`, `-v`).
+    pub changes: Option<Arc<dyn Changes>>,
 }
 
 /// What an upload of objects did.
@@ -66,6 +87,8 @@ pub struct SentObjects {
     pub left_out: usize,
     /// Unfinished multipart uploads of a killed run aborted.
     pub aborted: usize,
+    /// Objects deleted (`--delete`).
+    pub deleted: usize,
 }
 
 /// One object to send.
@@ -77,6 +100,17 @@ struct Upload {
     /// A symlink's target, which is the object's content.
     target: Option<Vec<u8>>,
     attributes: Attributes,
+    /// What sending it does: a new object, or one replaced (why).
+    what: What,
+}
+
+impl Upload {
+    fn kind(&self) -> Kind {
+        match self.target {
+            Some(_) => Kind::Symlink,
+            None => Kind::File,
+        }
+    }
 }
 
 /// When the object for `p` must have been written to be up to date.
@@ -120,7 +154,8 @@ fn objects_of(
         let key = match key_of(prefix, &p.path, link) {
             Ok(k) => k,
             Err(why) => {
-                reporter.error(&Error::new(
+                // The store's limit, not a failure to read SRC: no bar to --delete.
+                reporter.error(&Error::dst(
                     &path,
                     "name an object",
                     std::io::Error::other(why),
@@ -147,22 +182,11 @@ fn objects_of(
             size,
             target,
             attributes,
+            what: What::Created,
         };
         uploads.push((upload, node.mtime));
     }
     uploads
-}
-
-/// Every object under the prefix: its size and when it was written.
-async fn listing(store: &Store) -> Result<HashMap<String, (u64, DateTime<Utc>)>> {
-    let prefix = (!store.loc.prefix.is_empty()).then(|| Key::from(store.loc.prefix.as_str()));
-    store
-        .s3
-        .list(prefix.as_ref())
-        .map_ok(|m| (m.location.to_string(), (m.size, m.last_modified)))
-        .try_collect()
-        .await
-        .map_err(|e| store.error(&prefix.clone().unwrap_or_default(), "list", &e))
 }
 
 /// Uploads the tree `src` as one object per file.
@@ -174,24 +198,55 @@ pub fn upload_objects(
     reporter: &dyn Reporter,
 ) -> Result<SentObjects> {
     let mut out = SentObjects {
-        aborted: store.rt.block_on(pending::abort_left(&store)),
+        aborted: match opts.dry_run {
+            true => 0,
+            false => store.rt.block_on(pending::abort_left(&store)),
+        },
         ..SentObjects::default()
     };
-    let list = walk_tree(src, opts.threads, reporter)?;
-    let there = store.rt.block_on(listing(&store))?;
+    let noted = SourceErrors::new(reporter);
+    let reporter = &noted;
+    let list = walk_tree(src, opts.threads, opts.filter.clone(), reporter)?;
+    let listing = store.rt.block_on(list_all(&store))?;
+    let there: HashMap<String, (u64, DateTime<Utc>)> = listing
+        .iter()
+        .map(|m| (m.location.to_string(), (m.size, m.last_modified)))
+        .collect();
     let mut todo = Vec::new();
-    for (upload, mtime) in objects_of(&list, &store.loc.prefix, &mut out, reporter) {
+    let mut made = HashSet::new();
+    for (mut upload, mtime) in objects_of(&list, &store.loc.prefix, &mut out, reporter) {
         out.objects += 1;
-        let up_to_date = there.get(&upload.key).is_some_and(|(size, written)| {
-            *size == upload.size && not_before(mtime).is_some_and(|m| *written >= m)
-        });
-        if up_to_date {
-            out.kept += 1;
-            stats.skipped.fetch_add(1, Relaxed);
-            stats.skipped_bytes.fetch_add(upload.size, Relaxed);
-        } else {
-            todo.push(upload);
+        made.insert(upload.key.clone());
+        if let Some((size, written)) = there.get(&upload.key) {
+            let current = not_before(mtime).is_some_and(|m| *written >= m);
+            let why = Reasons::none()
+                .with_if(*size != upload.size, Reasons::SIZE)
+                .with_if(!current, Reasons::MTIME);
+            if why.is_empty() {
+                out.kept += 1;
+                stats.skipped.fetch_add(1, Relaxed);
+                stats.skipped_bytes.fetch_add(upload.size, Relaxed);
+                continue;
+            }
+            upload.what = What::Updated(why);
         }
+        todo.push(upload);
+    }
+    let sent_one = |out: &mut SentObjects, path: &RelPath, kind: Kind, what: What, bytes| {
+        out.sent += 1;
+        out.bytes += bytes;
+        stats.files.fetch_add(1, Relaxed);
+        stats.bytes.fetch_add(bytes, Relaxed);
+        if let Some(c) = &opts.changes {
+            c.change(path, kind, what);
+        }
+    };
+    if opts.dry_run {
+        for u in &todo {
+            let path = RelPath::from_bytes(u.path.clone());
+            sent_one(&mut out, &path, u.kind(), u.what, u.size);
+        }
+        todo.clear();
     }
     // Half the budget for small objects read whole, half for the parts of large ones.
     let memory = Arc::new(Budget::new(opts.memory / 2));
@@ -206,26 +261,51 @@ pub fn upload_objects(
                 let parts = parts.clone();
                 async move {
                     let path = RelPath::from_bytes(u.path.clone());
+                    let (kind, what) = (u.kind(), u.what);
                     let sent = put_object(&store, &src, u, &memory, &parts).await;
-                    (path, sent)
+                    (path, kind, what, sent)
                 }
             })
             .buffer_unordered(opts.transfers.max(1));
-        while let Some((path, sent)) = puts.next().await {
+        while let Some((path, kind, what, sent)) = puts.next().await {
             match sent {
-                Ok(bytes) => {
-                    out.sent += 1;
-                    out.bytes += bytes;
-                    stats.files.fetch_add(1, Relaxed);
-                    stats.bytes.fetch_add(bytes, Relaxed);
-                }
+                Ok(bytes) => sent_one(&mut out, &path, kind, what, bytes),
                 Err(Failure::Local(e)) => reporter.error(&Error::new(&path, "read", e)),
                 Err(Failure::Store(e)) => return Err(e),
             }
         }
         Ok(())
     });
-    sent.map(|()| out)
+    sent?;
+    if !(opts.delete || opts.delete_excluded) {
+        return Ok(out);
+    }
+    if noted.any() {
+        // As `ferry copy --delete` (and rsync: "IO error encountered -- skipping file
+        // deletion"): what could not be read is not taken for gone.
+        noted.warn(
+            "some of SRC could not be read: no object deleted (--delete), so that what \
+             could not be read is not taken for gone",
+        );
+        return Ok(out);
+    }
+    let dirs: HashSet<Vec<u8>> = list
+        .iter()
+        .filter(|p| p.kind == 1)
+        .map(|p| p.path.clone())
+        .collect();
+    let how = Deleting {
+        filter: opts.filter.as_deref(),
+        excluded: opts.delete_excluded,
+        dry_run: opts.dry_run,
+        changes: opts.changes.as_deref(),
+    };
+    let made = Made {
+        keys: &made,
+        dirs: &dirs,
+    };
+    out.deleted = delete_extraneous(&store, listing, &made, how, stats, &noted)?;
+    Ok(out)
 }
 
 /// Why an object did not go up: the local file (the job goes on) or the store (it
