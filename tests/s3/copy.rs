@@ -5,14 +5,11 @@ use crate::common::build::*;
 use crate::common::compare::assert_same_tree;
 use crate::common::{scratch, trees, Scratch};
 use crate::garage::Garage;
+use crate::s;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 const MIB: u64 = 1 << 20;
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 temp path")
-}
 
 /// Every kind of entry, odd names, holes, and hardlinks, below `s.src`.
 fn every_kind(s: &Scratch) {

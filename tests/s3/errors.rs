@@ -5,13 +5,9 @@
 use crate::common::build::*;
 use crate::common::scratch;
 use crate::garage::Garage;
+use crate::s;
 use ferry_s3::object_store::path::Path as Key;
 use ferry_s3::object_store::{ObjectStoreExt, PutPayload};
-use std::path::Path;
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 temp path")
-}
 
 /// The one error line of a failed run (exit status 2).
 pub(crate) fn one_error(r: &crate::common::run::Run) -> String {

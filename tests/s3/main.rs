@@ -21,3 +21,8 @@ mod objects;
 mod objects_delete;
 mod objects_read;
 mod profile;
+
+/// A temporary path as the `&str` a command line takes (the scratch paths are UTF-8).
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().expect("UTF-8 temp path")
+}

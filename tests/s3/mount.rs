@@ -10,6 +10,7 @@ use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
 use crate::common::run::FERRY;
 use crate::common::{fuse_here, scratch, trees};
 use crate::garage::Garage;
+use crate::s;
 use ferry_mount::session::is_mounted;
 use ferry_s3::object_store::path::Path as Key;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -17,10 +18,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const MIB: usize = 1 << 20;
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 temp path")
-}
 
 /// An upload mounted with `ferry mount`, unmounted when dropped.
 struct Mounted {

@@ -6,15 +6,12 @@ use crate::common::build::*;
 use crate::common::run::{run, Run};
 use crate::common::{scratch, Scratch};
 use crate::garage::{Garage, BUCKET, KEY_ID, SECRET};
+use crate::s;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 
 pub(crate) const MIB: usize = 1 << 20;
-
-pub(crate) fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 temp path")
-}
 
 /// Files of several sizes (one above the multipart threshold), modes, a symlink, a
 /// hardlink, names with spaces and non-ASCII, an empty file, nested directories, each

@@ -8,7 +8,8 @@ use crate::common::build::*;
 use crate::common::nobody::give_to_nobody;
 use crate::common::{is_root, scratch};
 use crate::garage::Garage;
-use crate::objects::{curl_put, objects_line, s, tree, tree_uploaded};
+use crate::objects::{curl_put, objects_line, tree, tree_uploaded};
+use crate::s;
 
 /// The keys under `prefix/`, without it, sorted.
 fn keys(g: &Garage, prefix: &str) -> Vec<String> {

@@ -5,7 +5,8 @@
 
 use crate::common::scratch;
 use crate::garage::Garage;
-use crate::objects::{curl_put, rclone, s, tree, tree_uploaded, TREE_FILES};
+use crate::objects::{curl_put, rclone, tree, tree_uploaded, TREE_FILES};
+use crate::s;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;

@@ -9,12 +9,9 @@ use crate::common::run::{run, Run};
 use crate::common::scratch;
 use crate::errors::one_error;
 use crate::garage::{Garage, KEY_ID, SECRET};
+use crate::s;
 use std::path::Path;
 use std::process::Command;
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 temp path")
-}
 
 /// Writes `~/.aws/credentials` and `~/.aws/config` below `home`.
 fn aws_files(home: &Path, credentials: &str, config: &str) {
