@@ -352,40 +352,66 @@ pub struct CopyArgs {
 }
 
 impl CopyArgs {
-    /// The first flag given that a copy with a remote end (ssh, S3) does not carry
-    /// out yet, to be refused rather than silently ignored.
+    /// The first flag given that a copy with ssh or `ferry://` at one end does not
+    /// carry out yet (it takes the filter rules, `-x` and `-L`), to be refused rather
+    /// than silently ignored.
     pub fn not_for_remote(&self) -> Option<&'static str> {
-        self.not_supported(false)
+        self.not_supported(Takes {
+            filters: true,
+            walk_flags: true,
+            mirror: false,
+        })
+    }
+
+    /// The first flag given that an upload of shards to S3, or a download from S3,
+    /// does not carry out yet.
+    pub fn not_for_s3(&self) -> Option<&'static str> {
+        self.not_supported(Takes::default())
     }
 
     /// The first flag given that an upload of plain objects to S3 does not take (it
     /// takes `--delete`, `--delete-excluded`, the filter rules, `-n`, `-i` and `-v`).
     pub fn not_for_objects_upload(&self) -> Option<&'static str> {
-        self.not_supported(true)
+        self.not_supported(Takes {
+            filters: true,
+            walk_flags: false,
+            mirror: true,
+        })
     }
 
-    fn not_supported(&self, mirror_and_filters: bool) -> Option<&'static str> {
+    fn not_supported(&self, takes: Takes) -> Option<&'static str> {
         let m = &self.mirror;
         let unsupported = [
+            (!takes.mirror && (m.delete || m.delete_excluded), "--delete"),
             (
-                !mirror_and_filters && (m.delete || m.delete_excluded),
-                "--delete",
-            ),
-            (
-                !mirror_and_filters && (m.dry_run || m.itemize_changes || m.verbose),
+                !takes.mirror && (m.dry_run || m.itemize_changes || m.verbose),
                 "--dry-run, -i and -v",
             ),
             (
-                !mirror_and_filters && !self.filter.given.is_empty(),
+                !takes.filters && !self.filter.given.is_empty(),
                 "--exclude and --include",
             ),
             (self.srcs.len() > 1, "several SRCs"),
             (self.update, "-u/--update"),
-            (self.one_file_system, "-x/--one-file-system"),
-            (self.dereference, "-L/--dereference"),
+            (
+                !takes.walk_flags && self.one_file_system,
+                "-x/--one-file-system",
+            ),
+            (!takes.walk_flags && self.dereference, "-L/--dereference"),
         ];
         unsupported.iter().find(|(given, _)| *given).map(|u| u.1)
     }
+}
+
+/// What a copy with a remote end takes of the flags a local copy takes.
+#[derive(Clone, Copy, Default)]
+struct Takes {
+    /// `--exclude`, `--include` and their files.
+    filters: bool,
+    /// `-x` and `-L`.
+    walk_flags: bool,
+    /// `--delete`, `--delete-excluded`, `-n`, `-i`, `-v`.
+    mirror: bool,
 }
 
 /// Making DST a mirror of SRC, and seeing what that changes (`copy`).

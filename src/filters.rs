@@ -11,6 +11,12 @@ use std::sync::Arc;
 /// The rules `args` give, compiled; None when there are none. A pattern that cannot be
 /// used, or a file of them that cannot be read, is an error naming it.
 pub fn compile(args: &FilterArgs) -> anyhow::Result<Option<Arc<Filter>>> {
+    Ok(rules(args)?.compile()?.map(Arc::new))
+}
+
+/// The rules `args` give, in order, checked but not compiled (for another ferry to
+/// compile: the server of a download).
+pub fn rules(args: &FilterArgs) -> anyhow::Result<Rules> {
     let mut rules = Rules::new();
     for given in &args.given {
         match given {
@@ -30,5 +36,5 @@ pub fn compile(args: &FilterArgs) -> anyhow::Result<Option<Arc<Filter>>> {
             }
         }
     }
-    Ok(rules.compile()?.map(Arc::new))
+    Ok(rules)
 }

@@ -10,6 +10,7 @@ use ferry_net::conn::{Limits, Paced, ReadHalf, WriteHalf};
 use ferry_net::dial::{connect, DaemonUrl, Dial};
 use ferry_net::ssh::{location, Location, Ssh};
 use ferry_net::tls::KnownServers;
+use ferry_net::transfer::SourceWalk;
 use ferry_net::NetError;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -127,6 +128,11 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         compress: args.remote.compress,
         verify: args.data.verify,
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
+        walk: SourceWalk {
+            rules: crate::filters::rules(&args.filter)?,
+            one_file_system: args.one_file_system,
+            dereference: args.dereference,
+        },
     };
     let (src, dst) = (place(args.src.as_os_str())?, place(args.dst.as_os_str())?);
     let (remote, upload) = match (src, dst) {

@@ -54,7 +54,7 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     let objects_upload = is_s3(&args.dst) && args.s3.layout == Layout::Objects;
     let unsupported = match objects_upload {
         true => args.not_for_objects_upload(),
-        false => args.not_for_remote(),
+        false => args.not_for_s3(),
     };
     if let Some(flag) = unsupported {
         anyhow::bail!("{flag}: not supported for a copy to or from S3 yet");

@@ -193,3 +193,23 @@ fn checksum_finds_and_repairs_content_that_size_and_mtime_miss() {
     r.json().assert_counts(&[("files", 1), ("bytes", 1048579)]);
     assert_same_tree(&sc.src, &sc.dst);
 }
+
+#[test]
+fn filters_go_to_the_remote_ferry_over_ssh() {
+    let Some(sshd) = Sshd::start() else { return };
+    let sc = scratch();
+    for p in ["a.o", "a.c", "d/b.o", "d/b.c"] {
+        mkdirs(sc.src.join(p).parent().unwrap());
+        write(&sc.src.join(p), p.as_bytes());
+    }
+    // Down: the remote ferry serve --stdio walks with the rules.
+    let back = sc.tmp.path().join("back");
+    sshd.copy(&sshd.remote(&sc.src), s(&back), &["--exclude", "*.o"])
+        .assert_ok();
+    assert!(back.join("d/b.c").exists() && back.join("a.c").exists());
+    assert!(!back.join("a.o").exists() && !back.join("d/b.o").exists());
+    // Up: this end's walk.
+    sshd.copy(s(&sc.src), &sshd.remote(&sc.dst), &["--exclude", "/d/"])
+        .assert_ok();
+    assert!(sc.dst.join("a.o").exists() && !sc.dst.join("d").exists());
+}

@@ -399,3 +399,85 @@ fn past_its_places_a_client_waits_then_is_told_the_server_is_busy() {
     assert!(out.status.success(), "{out:?}");
     assert_same_tree(&sc.src, &d.root.join("a"));
 }
+
+/// Paths of regular files and symlinks below `root`, sorted, for comparing selections.
+fn entries_below(root: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).expect("read_dir") {
+            let e = e.expect("entry");
+            let path = e.path();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            match e.file_type().expect("type").is_dir() {
+                true => dirs.push(path),
+                false => out.push(rel),
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn filters_choose_what_goes_both_ways_and_l_follows_links_up() {
+    let sc = scratch();
+    for p in [
+        "keep/a.o", "keep/a.c", "src/b.o", "src/b.c", "build/x", "top.o",
+    ] {
+        mkdirs(sc.src.join(p).parent().unwrap());
+        write(&sc.src.join(p), p.as_bytes());
+    }
+    std::os::unix::fs::symlink("src/b.c", sc.src.join("link")).unwrap();
+    let d = Daemon::start(&["--insecure"]);
+    // Up: the client's walk chooses; first match wins, /build/ anchored, dirs only.
+    let rules = [
+        "--insecure",
+        "--include",
+        "keep/*.o",
+        "--exclude",
+        "*.o",
+        "--exclude",
+        "/build/",
+        "-L",
+    ];
+    d.copy(s(&sc.src), &d.url("up"), &rules).assert_ok();
+    let up = d.root.join("up");
+    assert_eq!(
+        entries_below(&up),
+        ["keep/a.c", "keep/a.o", "link", "src/b.c"]
+    );
+    assert!(
+        !std::fs::symlink_metadata(up.join("link"))
+            .unwrap()
+            .is_symlink(),
+        "-L: the file itself"
+    );
+    assert_eq!(std::fs::read(up.join("link")).unwrap(), b"src/b.c");
+    // Down: the rules travel in the request and the server's walk chooses.
+    let back = sc.tmp.path().join("back");
+    let rules_file = sc.tmp.path().join("rules");
+    // keep/ is taken by its include before `- keep` is reached: first match wins.
+    write(&rules_file, b"# no C\n*.c\n+ /keep/\n- keep\n");
+    d.copy(
+        &d.url("up"),
+        s(&back),
+        &["--insecure", "--exclude-from", s(&rules_file)],
+    )
+    .assert_ok();
+    assert_eq!(entries_below(&back), ["keep/a.o", "link"]);
+    // Rules the server cannot use are refused by name, before anything is sent.
+    let bad = sc.tmp.path().join("bad");
+    let r = d.copy(&d.url("up"), s(&bad), &["--insecure", "--exclude", "a[b"]);
+    r.assert_status(2);
+    assert!(r.stderr.contains("a[b"), "{r}");
+    assert!(!bad.join("keep").exists());
+    // Mirroring is not carried out over the network yet: said, not ignored.
+    let r = d.copy(s(&sc.src), &d.url("up"), &["--insecure", "--delete"]);
+    r.assert_status(2);
+    assert!(
+        r.stderr
+            .contains("--delete: not supported for a remote copy"),
+        "{r}"
+    );
+}

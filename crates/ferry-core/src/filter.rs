@@ -55,7 +55,7 @@ pub enum Action {
 pub struct FilterError(String);
 
 /// The rules as given, in order, before they are compiled into a [`Filter`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rules {
     rules: Vec<(Action, String)>,
 }
@@ -121,6 +121,42 @@ impl Rules {
                 .map_err(|e| FilterError(format!("{source}: line {}: {e}", n + 1)))?;
         }
         Ok(())
+    }
+
+    /// The rules as bytes for another ferry ([`Self::decode`] reads them back): each
+    /// `+ PATTERN` or `- PATTERN` ended by a NUL (no pattern holds one: they come from
+    /// command lines and files of lines).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (action, text) in &self.rules {
+            out.extend_from_slice(match action {
+                Action::Include => b"+ ",
+                Action::Exclude => b"- ",
+            });
+            out.extend_from_slice(text.as_bytes());
+            out.push(0);
+        }
+        out
+    }
+
+    /// Rules [`Self::encode`] wrote, checked as given ones are: a rule without its
+    /// `+ ` or `- ` is refused, as is any pattern [`Self::add`] refuses.
+    pub fn decode(bytes: &[u8]) -> Result<Rules, FilterError> {
+        let mut rules = Rules::new();
+        for (n, rule) in bytes.split(|&b| b == 0).enumerate() {
+            match rule {
+                [] => continue,
+                [b'+' | b'-', b' ', _, ..] => rules.add(Action::Exclude, rule)?,
+                _ => {
+                    let shown = crate::entry::escaped(rule);
+                    return Err(FilterError(format!(
+                        "rule {}: {shown:?}: not + or - PATTERN",
+                        n + 1
+                    )));
+                }
+            }
+        }
+        Ok(rules)
     }
 
     /// Compiles the rules into one matcher; `None` when there are none.
@@ -423,6 +459,20 @@ fn pieces(text: &str) -> Vec<Piece> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rules_encoded_decode_to_the_same_rules_and_junk_is_refused() {
+        let mut rules = Rules::new();
+        rules.add(Action::Include, b"keep/*.o").unwrap();
+        rules.add(Action::Exclude, b"*.o").unwrap();
+        rules.add(Action::Exclude, b"+ /build/").unwrap();
+        let back = Rules::decode(&rules.encode()).expect("decodes");
+        assert_eq!(back, rules);
+        assert!(Rules::decode(b"").expect("no rules").is_empty());
+        for junk in [&b"*.o\0"[..], b"+ \0", b"x \0", b"- [\0", b"- \xff\0"] {
+            assert!(Rules::decode(junk).is_err(), "{junk:?}");
+        }
+    }
 
     #[test]
     fn exactly_takes_its_paths_and_directories_and_nothing_else() {

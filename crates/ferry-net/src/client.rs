@@ -8,7 +8,7 @@ use crate::proto::{
     decode_done, read_accept, read_hello, send_fatal, send_hello, unexpected, Op, Request,
 };
 use crate::stream::{lock, report_message, Inbound, Outbound};
-use crate::transfer::{receive_tree, send_tree, ReceiveOptions};
+use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SourceWalk};
 use crate::NetError;
 use ferry_core::error::Reporter;
 use ferry_core::stats::Snapshot;
@@ -30,6 +30,8 @@ pub struct Options {
     pub verify: bool,
     /// Workers on this end.
     pub threads: usize,
+    /// What of the source is sent, whichever end it is on.
+    pub walk: SourceWalk,
 }
 
 fn start<R: Read, W: Write>(
@@ -49,6 +51,7 @@ fn start<R: Read, W: Write>(
         checksum: opts.checksum,
         compress: opts.compress,
         verify: opts.verify,
+        walk: opts.walk.clone(),
     };
     write_frame(w, Kind::Request, &request.encode())?;
     w.flush()?;
@@ -85,7 +88,15 @@ pub fn upload<R: Read + Send, W: Write + Send + 'static>(
     let out = Outbound::new(w, opts.compress).shared();
     std::thread::scope(|s| {
         let answers = s.spawn(move || read_done(&mut r, reporter));
-        let sent = send_tree(src, &out, &manifest, opts.checksum, stats, reporter);
+        let sent = send_tree(
+            src,
+            &out,
+            &manifest,
+            opts.checksum,
+            &opts.walk,
+            stats,
+            reporter,
+        );
         if let Err(e) = &sent {
             // Tell the server, so it stops and answers.
             send_fatal(lock(&out).writer(), &e.to_string());

@@ -12,9 +12,11 @@
 //! Either end may send `Fatal` instead of what comes next, and then closes.
 
 use crate::frame::{expect_frame, read_full, write_frame, Fields, Frame, Kind, PutFields};
+use crate::transfer::SourceWalk;
 use crate::NetError;
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Side};
+use ferry_core::filter::Rules;
 use ferry_core::stats::Snapshot;
 use std::collections::HashSet;
 use std::io::{self, Read, Write};
@@ -89,11 +91,21 @@ pub struct Request {
     pub compress: bool,
     /// The receiver re-reads each file written and compares it with the data as read.
     pub verify: bool,
+    /// What of the source is sent (the server's, for a download).
+    pub walk: SourceWalk,
 }
 
 const CHECKSUM: u8 = 1;
 const COMPRESS: u8 = 2;
 const VERIFY: u8 = 4;
+/// Filter rules follow the path.
+const RULES: u8 = 8;
+const ONE_FILE_SYSTEM: u8 = 16;
+const DEREFERENCE: u8 = 32;
+const FLAGS: u8 = CHECKSUM | COMPRESS | VERIFY | RULES | ONE_FILE_SYSTEM | DEREFERENCE;
+
+/// The most bytes of filter rules a request carries.
+pub const MAX_RULES: usize = 1 << 20;
 
 impl Request {
     /// The request's frame payload.
@@ -103,13 +115,20 @@ impl Request {
             Op::Upload => 1,
             Op::Download => 2,
         });
+        let rules = self.walk.rules.encode();
         let flags = [
             (self.checksum, CHECKSUM),
             (self.compress, COMPRESS),
             (self.verify, VERIFY),
+            (!rules.is_empty(), RULES),
+            (self.walk.one_file_system, ONE_FILE_SYSTEM),
+            (self.walk.dereference, DEREFERENCE),
         ];
         p.put_u8(flags.iter().filter(|f| f.0).fold(0, |a, f| a | f.1));
         p.put_bytes(&self.path);
+        if !rules.is_empty() {
+            p.put_bytes(&rules);
+        }
         p
     }
 
@@ -126,12 +145,17 @@ impl Request {
             }
         };
         let flags = f.u8()?;
-        if flags & !(CHECKSUM | COMPRESS | VERIFY) != 0 {
+        if flags & !FLAGS != 0 {
             return Err(NetError::frame(format!(
                 "request: unknown flags {flags:#x}"
             )));
         }
         let path = f.bytes(MAX_PATH)?.to_vec();
+        let rules = match flags & RULES {
+            0 => Rules::new(),
+            _ => Rules::decode(f.bytes(MAX_RULES)?)
+                .map_err(|e| NetError::frame(format!("request: filter {e}")))?,
+        };
         f.end()?;
         Ok(Request {
             op,
@@ -139,6 +163,11 @@ impl Request {
             checksum: flags & CHECKSUM != 0,
             compress: flags & COMPRESS != 0,
             verify: flags & VERIFY != 0,
+            walk: SourceWalk {
+                rules,
+                one_file_system: flags & ONE_FILE_SYSTEM != 0,
+                dereference: flags & DEREFERENCE != 0,
+            },
         })
     }
 }
@@ -285,8 +314,33 @@ mod tests {
             checksum: true,
             compress: false,
             verify: true,
+            walk: SourceWalk::default(),
         };
         assert_eq!(Request::decode(&req.encode()).expect("decode"), req);
+        // With rules and walk flags; a request without them is as it always was.
+        let mut rules = Rules::new();
+        rules
+            .add(ferry_core::filter::Action::Exclude, b"*.o")
+            .unwrap();
+        rules
+            .add(ferry_core::filter::Action::Include, b"/keep/")
+            .unwrap();
+        let walked = Request {
+            walk: SourceWalk {
+                rules,
+                one_file_system: true,
+                dereference: true,
+            },
+            ..req.clone()
+        };
+        assert_eq!(Request::decode(&walked.encode()).expect("decode"), walked);
+        assert_eq!(req.encode()[1], CHECKSUM | VERIFY);
+        // Rules that are not rules end in an error naming them, not a walk.
+        let mut bad = vec![2, RULES];
+        bad.put_bytes(b"/a");
+        bad.put_bytes(b"- [\0");
+        let e = Request::decode(&bad).expect_err("refused");
+        assert!(e.to_string().contains("filter"), "{e}");
         let s = Snapshot {
             files: 1,
             dirs: 2,

@@ -260,7 +260,15 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
             }
             Op::Download => {
                 let manifest = Manifest::read(&mut input, &reporter)?;
-                send_tree(&path, &out, &manifest, request.checksum, &stats, &reporter)
+                send_tree(
+                    &path,
+                    &out,
+                    &manifest,
+                    request.checksum,
+                    &request.walk,
+                    &stats,
+                    &reporter,
+                )
             }
         }
     });
@@ -343,6 +351,7 @@ mod tests {
                 checksum: false,
                 compress: seed % 2 == 0,
                 verify: false,
+                walk: Default::default(),
             };
             write_frame(&mut bytes, Kind::Request, &request.encode()).expect("frame");
             let kind = [Kind::Data, Kind::ZData][rng.usize(0..2)];

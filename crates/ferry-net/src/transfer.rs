@@ -13,34 +13,57 @@ use ferry_archive::read::ArchiveError;
 use ferry_archive::write::pack::{pack_omitting, Output, PackOptions};
 use ferry_core::data::{Reflink, Sparse};
 use ferry_core::error::Reporter;
+use ferry_core::filter::Rules;
 use ferry_core::pool::Share;
 use ferry_core::Stats;
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 /// What a file whose content differs from its index's hash is told to be.
 pub const DAMAGED: &str = "content differs from the hash the sender recorded for it \
                            (damaged on the way): removed, so a rerun copies it again";
 
+/// What of the source tree is sent, as the client asked (`--exclude`/`--include`,
+/// `-x`, `-L`): the sender's walk does the choosing, whichever end sends.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceWalk {
+    /// The filter rules, in order.
+    pub rules: Rules,
+    /// Stay on the source root's filesystem.
+    pub one_file_system: bool,
+    /// Follow symlinks and send what they point to.
+    pub dereference: bool,
+}
+
 /// Packs `src` into `out`'s data frames, then `DataEnd`, leaving out what `manifest`
-/// shows the receiver has (`checksum`: by content). Per-path failures go to
-/// `reporter`; the result is for a source that cannot be read at all, or a connection
-/// that fails.
+/// shows the receiver has (`checksum`: by content) and what `walk` leaves out.
+/// Per-path failures go to `reporter`; the result is for a source that cannot be read
+/// at all, rules that cannot be used, or a connection that fails.
+#[allow(clippy::too_many_arguments)]
 pub fn send_tree<W: Write + Send + 'static>(
     src: &Path,
     out: &Shared<W>,
     manifest: &Manifest,
     checksum: bool,
+    walk: &SourceWalk,
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), NetError> {
     let omit = UpToDate::new(manifest, checksum, stats);
+    let filter = walk
+        .rules
+        .compile()
+        .map_err(|e| NetError::Refused(e.to_string()))?;
     let opts = PackOptions {
         // Everything passes through memory on its way into a stream: hash it all, so
         // the receiver can check every file.
         hash: true,
         // Unpacked as it arrives, never cloned from: no padding to send.
         align: false,
+        filter: filter.map(Arc::new),
+        one_file_system: walk.one_file_system,
+        dereference: walk.dereference,
         ..PackOptions::default()
     };
     let stream = BufWriter::with_capacity(1 << 20, DataWriter(out.clone()));
@@ -150,7 +173,16 @@ mod tests {
         let out = Outbound::new(Vec::new(), false).shared();
         let quiet = Collect::default();
         let stats = Stats::default();
-        send_tree(&src, &out, &Manifest::default(), false, &stats, &quiet).expect("send");
+        send_tree(
+            &src,
+            &out,
+            &Manifest::default(),
+            false,
+            &SourceWalk::default(),
+            &stats,
+            &quiet,
+        )
+        .expect("send");
         let mut wire = std::mem::take(lock(&out).writer());
         let at = wire.windows(bad.len()).position(|w| w == bad.as_slice());
         wire[at.expect("data on the wire") + 5] = b'X';
