@@ -359,14 +359,24 @@ impl CopyArgs {
         self.not_supported(Takes {
             filters: true,
             walk_flags: true,
-            mirror: false,
+            ..Takes::default()
         })
     }
 
-    /// The first flag given that an upload of shards to S3, or a download from S3,
-    /// does not carry out yet.
+    /// The first flag given that a download from S3 does not carry out yet.
     pub fn not_for_s3(&self) -> Option<&'static str> {
         self.not_supported(Takes::default())
+    }
+
+    /// The first flag given that an upload of shards to S3 does not take: it takes the
+    /// filter rules, and `--delete` and `--delete-excluded`, which is what it does
+    /// anyway (the new manifest names what SRC has and the rules take, nothing else).
+    pub fn not_for_shards_upload(&self) -> Option<&'static str> {
+        self.not_supported(Takes {
+            filters: true,
+            delete: true,
+            ..Takes::default()
+        })
     }
 
     /// The first flag given that an upload of plain objects to S3 does not take (it
@@ -374,17 +384,18 @@ impl CopyArgs {
     pub fn not_for_objects_upload(&self) -> Option<&'static str> {
         self.not_supported(Takes {
             filters: true,
-            walk_flags: false,
-            mirror: true,
+            delete: true,
+            dry_run: true,
+            ..Takes::default()
         })
     }
 
     fn not_supported(&self, takes: Takes) -> Option<&'static str> {
         let m = &self.mirror;
         let unsupported = [
-            (!takes.mirror && (m.delete || m.delete_excluded), "--delete"),
+            (!takes.delete && (m.delete || m.delete_excluded), "--delete"),
             (
-                !takes.mirror && (m.dry_run || m.itemize_changes || m.verbose),
+                !takes.dry_run && (m.dry_run || m.itemize_changes || m.verbose),
                 "--dry-run, -i and -v",
             ),
             (
@@ -410,8 +421,10 @@ struct Takes {
     filters: bool,
     /// `-x` and `-L`.
     walk_flags: bool,
-    /// `--delete`, `--delete-excluded`, `-n`, `-i`, `-v`.
-    mirror: bool,
+    /// `--delete`, `--delete-excluded`.
+    delete: bool,
+    /// `-n`, `-i`, `-v`.
+    dry_run: bool,
 }
 
 /// Making DST a mirror of SRC, and seeing what that changes (`copy`).

@@ -52,9 +52,10 @@ pub fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
 fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
     let objects_upload = is_s3(&args.dst) && args.s3.layout == Layout::Objects;
-    let unsupported = match objects_upload {
-        true => args.not_for_objects_upload(),
-        false => args.not_for_s3(),
+    let unsupported = match (is_s3(&args.dst), objects_upload) {
+        (true, true) => args.not_for_objects_upload(),
+        (true, false) => args.not_for_shards_upload(),
+        (false, _) => args.not_for_s3(),
     };
     if let Some(flag) = unsupported {
         anyhow::bail!("{flag}: not supported for a copy to or from S3 yet");
@@ -76,11 +77,11 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
             pack: PackShard {
                 pack: PackOptions {
                     threads: 1,
-                    reflink: args.data.reflink.into(),
                     ..PackOptions::default()
                 },
             },
             threads,
+            filter: crate::filters::compile(&args.filter)?,
         };
         let done = upload(&args.src, store, &opts, &job.stats, &counting)?;
         crate::report::to_stderr(format_args!(

@@ -2,7 +2,7 @@
 //! deleted (so a download does not bring them back), what the filter rules exclude
 //! kept unless `--delete-excluded`, nothing deleted when SRC could not be read, `dir/`
 //! markers left with a warning, `-n`/`-i`/`-v`; the requests it costs, counted by
-//! Garage.
+//! Garage. And an upload of shards, which mirrors SRC by itself, taking the same flags.
 
 use crate::common::build::*;
 use crate::common::nobody::give_to_nobody;
@@ -186,20 +186,49 @@ fn delete_deletes_nothing_when_src_could_not_be_read() {
 }
 
 #[test]
-fn delete_and_filters_are_refused_for_the_shard_layout_as_before() {
+fn an_upload_of_shards_takes_filters_and_delete_and_refuses_dry_runs() {
     let Some(g) = Garage::start() else { return };
     let sc = scratch();
-    write(&sc.src.join("f"), b"x");
-    for extra in [&["--delete"][..], &["--exclude", "x"][..], &["-n"][..]] {
-        let mut args = vec!["copy", s(&sc.src), "s3://ferry-test/shards-del"];
-        args.extend_from_slice(extra);
-        let r = g.ferry(&args);
-        r.assert_status(2);
-        assert!(
-            r.stderr.contains("not supported for a copy to or from S3"),
-            "{r}"
-        );
+    for p in ["f", "g.o", "d/h", "d/i.o"] {
+        mkdirs(sc.src.join(p).parent().unwrap());
+        write(&sc.src.join(p), p.as_bytes());
     }
+    let url = "s3://ferry-test/shards-del";
+    let up = || {
+        g.ferry(&[
+            "copy",
+            "--json",
+            s(&sc.src),
+            url,
+            "--exclude",
+            "*.o",
+            "--delete",
+        ])
+    };
+    up().assert_ok();
+    let ls = |g: &Garage| {
+        let r = g.ferry(&["ls", url]);
+        r.assert_ok();
+        r.stdout
+    };
+    let listed = ls(&g);
+    assert!(
+        listed.contains(" f\n") && listed.contains(" d/h\n"),
+        "{listed}"
+    );
+    assert!(!listed.contains(".o"), "excluded files went up: {listed}");
+    // A file gone from SRC is gone from the upload, and counted as deleted.
+    std::fs::remove_file(sc.src.join("d/h")).unwrap();
+    let r = up();
+    r.assert_ok();
+    r.json().assert_counts(&[("deleted", 1), ("errors", 0)]);
+    assert!(!ls(&g).contains("d/h"));
+    let r = g.ferry(&["copy", s(&sc.src), url, "-n"]);
+    r.assert_status(2);
+    assert!(
+        r.stderr.contains("not supported for a copy to or from S3"),
+        "{r}"
+    );
 }
 
 #[test]

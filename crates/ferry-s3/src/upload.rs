@@ -16,11 +16,13 @@ use crate::store::Store;
 use crate::stream_put::{put_stream, PartWriter};
 use crate::{Result, S3Error};
 use ferry_core::error::Reporter;
+use ferry_core::filter::Filter;
 use ferry_core::Stats;
 use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -38,6 +40,8 @@ pub struct UploadOptions {
     pub pack: PackShard,
     /// Walker threads for the plan.
     pub threads: usize,
+    /// What of the tree goes up (`--exclude`, `--include`); None: all of it.
+    pub filter: Option<Arc<Filter>>,
 }
 
 /// What an upload did.
@@ -70,7 +74,7 @@ pub fn upload(
         ..Uploaded::default()
     };
     let old = store.rt.block_on(fetch_manifest(&store))?;
-    let list = walk_tree(src, opts.threads, None, reporter)?;
+    let list = walk_tree(src, opts.threads, opts.filter.clone(), reporter)?;
     let plans = plan(&list, old.as_ref(), opts.shard_size);
     let mut done: Vec<Option<Shard>> = store.rt.block_on(futures::future::join_all(
         plans.iter().map(|p| sent_before(&store, p)),
@@ -93,8 +97,21 @@ pub fn upload(
         .rt
         .block_on(store.s3.put(&key, PutPayload::from(manifest.encode())))
         .map_err(|e| store.error(&key, "write the manifest", &e))?;
+    // The upload is now the new tree: what the last one had and it lacks is gone.
+    stats
+        .deleted
+        .fetch_add(gone_since(old.as_ref(), &list), Relaxed);
     out.deleted = store.rt.block_on(delete_unreferenced(&store, &manifest))?;
     Ok(out)
+}
+
+/// How many members of the last upload's manifest `list` (this one's tree) lacks.
+fn gone_since(old: Option<&Manifest>, list: &[Planned]) -> u64 {
+    let now: HashSet<&[u8]> = list.iter().map(|p| p.path.as_slice()).collect();
+    let members = old.iter().flat_map(|m| &m.shards).flat_map(|s| &s.members);
+    members
+        .filter(|m| !now.contains(m.path().as_slice()))
+        .count() as u64
 }
 
 /// The record of a shard already in the bucket: the last manifest's, or the one a
