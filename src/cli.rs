@@ -353,12 +353,13 @@ pub struct CopyArgs {
 
 impl CopyArgs {
     /// The first flag given that a copy with ssh or `ferry://` at one end does not
-    /// carry out yet (it takes the filter rules, `-x` and `-L`), to be refused rather
-    /// than silently ignored.
+    /// carry out yet (it takes the filter rules, `-x`, `-L` and `-u`), to be refused
+    /// rather than silently ignored.
     pub fn not_for_remote(&self) -> Option<&'static str> {
         self.not_supported(Takes {
             filters: true,
             walk_flags: true,
+            update: true,
             ..Takes::default()
         })
     }
@@ -403,7 +404,7 @@ impl CopyArgs {
                 "--exclude and --include",
             ),
             (self.srcs.len() > 1, "several SRCs"),
-            (self.update, "-u/--update"),
+            (!takes.update && self.update, "-u/--update"),
             (
                 !takes.walk_flags && self.one_file_system,
                 "-x/--one-file-system",
@@ -425,6 +426,8 @@ struct Takes {
     delete: bool,
     /// `-n`, `-i`, `-v`.
     dry_run: bool,
+    /// `-u`.
+    update: bool,
 }
 
 /// Making DST a mirror of SRC, and seeing what that changes (`copy`).

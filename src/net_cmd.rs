@@ -132,6 +132,7 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
             rules: crate::filters::rules(&args.filter)?,
             one_file_system: args.one_file_system,
             dereference: args.dereference,
+            keep_newer: args.update,
         },
     };
     let (src, dst) = (place(args.src.as_os_str())?, place(args.dst.as_os_str())?);

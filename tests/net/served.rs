@@ -481,3 +481,38 @@ fn filters_choose_what_goes_both_ways_and_l_follows_links_up() {
         "{r}"
     );
 }
+
+#[test]
+fn update_keeps_files_newer_at_the_receiving_end_both_ways() {
+    let sc = scratch();
+    let at = |sec: i64| ts(1_800_000_000 + sec, 0);
+    let put = |path: &std::path::Path, text: &[u8], when| {
+        write(path, text);
+        set_times(path, when, when);
+    };
+    let d = Daemon::start(&["--insecure"]);
+    let there = d.root.join("t");
+    mkdirs(&sc.src);
+    mkdirs(&there);
+    // Up: `a` is newer there (kept with -u), `b` older there (replaced).
+    put(&sc.src.join("a"), b"src a", at(1));
+    put(&sc.src.join("b"), b"src b", at(2));
+    put(&there.join("a"), b"there a", at(2));
+    put(&there.join("b"), b"there b", at(1));
+    d.copy(s(&sc.src), &d.url("t"), &["--insecure", "-u"])
+        .assert_ok();
+    assert_eq!(std::fs::read(there.join("a")).unwrap(), b"there a");
+    assert_eq!(std::fs::read(there.join("b")).unwrap(), b"src b");
+    // Down: the rule travels in the request; the server leaves out what is newer here.
+    let back = sc.tmp.path().join("back");
+    mkdirs(&back);
+    put(&back.join("a"), b"back a", at(3));
+    put(&back.join("b"), b"back b", at(0));
+    d.copy(&d.url("t"), s(&back), &["--insecure", "-u"])
+        .assert_ok();
+    assert_eq!(std::fs::read(back.join("a")).unwrap(), b"back a");
+    assert_eq!(std::fs::read(back.join("b")).unwrap(), b"src b");
+    // Without -u the sender's version wins.
+    d.copy(&d.url("t"), s(&back), &["--insecure"]).assert_ok();
+    assert_eq!(std::fs::read(back.join("a")).unwrap(), b"there a");
+}

@@ -275,19 +275,33 @@ pub struct UpToDate<'a> {
     pub checksum: bool,
     /// Where the skipped entries are counted.
     pub stats: &'a Stats,
+    /// Leave out a file the destination has with a later mtime (`-u`).
+    pub keep_newer: bool,
     /// Members left out that have other names (their later names may be left out too).
     omitted_firsts: Mutex<HashSet<RelPath>>,
 }
 
 impl<'a> UpToDate<'a> {
-    /// Against `manifest`.
-    pub fn new(manifest: &'a Manifest, checksum: bool, stats: &'a Stats) -> Self {
+    /// Against `manifest`; `keep_newer`: files the destination has newer are left out
+    /// too.
+    pub fn new(manifest: &'a Manifest, checksum: bool, keep_newer: bool, stats: &'a Stats) -> Self {
         UpToDate {
             manifest,
             checksum,
             stats,
+            keep_newer,
             omitted_firsts: Mutex::default(),
         }
+    }
+
+    /// Whether `member` is a file the destination has with a later mtime, to keep
+    /// there (`-u`, as a local copy keeps it).
+    fn newer_there(&self, member: &Entry, rec: &Record) -> bool {
+        let m = &member.meta.mtime;
+        self.keep_newer
+            && matches!(member.kind, EntryKind::File { .. })
+            && rec.kind == RecKind::File
+            && rec.mtime > (m.sec, m.nsec)
     }
 
     fn is_up_to_date(&self, member: &Entry, rec: &Record, data: Option<BorrowedFd<'_>>) -> bool {
@@ -337,7 +351,7 @@ impl Omit for UpToDate<'_> {
         let Some(rec) = self.manifest.records.get(&member.path) else {
             return false;
         };
-        if !self.is_up_to_date(member, rec, data) {
+        if !self.newer_there(member, rec) && !self.is_up_to_date(member, rec, data) {
             return false;
         }
         if member.links.is_some() {

@@ -102,7 +102,8 @@ const VERIFY: u8 = 4;
 const RULES: u8 = 8;
 const ONE_FILE_SYSTEM: u8 = 16;
 const DEREFERENCE: u8 = 32;
-const FLAGS: u8 = CHECKSUM | COMPRESS | VERIFY | RULES | ONE_FILE_SYSTEM | DEREFERENCE;
+const KEEP_NEWER: u8 = 64;
+const FLAGS: u8 = CHECKSUM | COMPRESS | VERIFY | RULES | ONE_FILE_SYSTEM | DEREFERENCE | KEEP_NEWER;
 
 /// The most bytes of filter rules a request carries.
 pub const MAX_RULES: usize = 1 << 20;
@@ -123,6 +124,7 @@ impl Request {
             (!rules.is_empty(), RULES),
             (self.walk.one_file_system, ONE_FILE_SYSTEM),
             (self.walk.dereference, DEREFERENCE),
+            (self.walk.keep_newer, KEEP_NEWER),
         ];
         p.put_u8(flags.iter().filter(|f| f.0).fold(0, |a, f| a | f.1));
         p.put_bytes(&self.path);
@@ -167,6 +169,7 @@ impl Request {
                 rules,
                 one_file_system: flags & ONE_FILE_SYSTEM != 0,
                 dereference: flags & DEREFERENCE != 0,
+                keep_newer: flags & KEEP_NEWER != 0,
             },
         })
     }
@@ -330,6 +333,7 @@ mod tests {
                 rules,
                 one_file_system: true,
                 dereference: true,
+                keep_newer: true,
             },
             ..req.clone()
         };

@@ -25,7 +25,7 @@ pub const DAMAGED: &str = "content differs from the hash the sender recorded for
                            (damaged on the way): removed, so a rerun copies it again";
 
 /// What of the source tree is sent, as the client asked (`--exclude`/`--include`,
-/// `-x`, `-L`): the sender's walk does the choosing, whichever end sends.
+/// `-x`, `-L`, `-u`): the sender's walk does the choosing, whichever end sends.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SourceWalk {
     /// The filter rules, in order.
@@ -34,6 +34,8 @@ pub struct SourceWalk {
     pub one_file_system: bool,
     /// Follow symlinks and send what they point to.
     pub dereference: bool,
+    /// Leave out files the receiver has with a later mtime (`-u`).
+    pub keep_newer: bool,
 }
 
 /// Packs `src` into `out`'s data frames, then `DataEnd`, leaving out what `manifest`
@@ -50,7 +52,7 @@ pub fn send_tree<W: Write + Send + 'static>(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), NetError> {
-    let omit = UpToDate::new(manifest, checksum, stats);
+    let omit = UpToDate::new(manifest, checksum, walk.keep_newer, stats);
     let filter = walk
         .rules
         .compile()
