@@ -359,9 +359,11 @@ fn fifty_clients_at_once_keep_the_server_within_its_memory_budget() {
     uploads_at_once(&d, &sc, 50, &["--insecure", "-j", "2"]);
     let peak = d.peak_rss();
     eprintln!("server peak RSS with 50 clients: {} MiB", peak >> 20);
+    // 33 MiB when all 50 ran at once (by hand, the same tree); 23 MiB with 4 running
+    // (the 16 buffers over 4).
     assert!(
-        peak < budget + (32 << 20),
-        "peak RSS {} MiB over the 16 MiB budget + 32 MiB",
+        peak < budget + (12 << 20),
+        "peak RSS {} MiB over the 16 MiB budget + 12 MiB",
         peak >> 20
     );
 }
