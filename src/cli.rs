@@ -613,6 +613,11 @@ pub struct ServeArgs {
     /// one per MiB].
     #[arg(long, value_name = "N")]
     pub max_clients: Option<usize>,
+    /// Most uploads placing data at once; the other admitted ones queue, holding no
+    /// buffer [default: the --memory buffers over 4, 16 for 64M; with
+    /// --per-client-buffer --max-clients].
+    #[arg(long, value_name = "N")]
+    pub max_running: Option<usize>,
     /// Seconds a client waits for a place before it is told the server is busy.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub busy_timeout: u64,

@@ -22,6 +22,14 @@ const BUFFER: usize = 1 << 20;
 /// Buffers one connection may hold at once from the shared pool.
 const IN_FLIGHT: usize = 8;
 
+/// Buffers each running upload should have of the shared pool: so many run at once
+/// (the pool's capacity over this), the other admitted ones queue.
+const RUNNING_SHARE: usize = 4;
+
+/// How long the uploads running may go without one starting or finishing before a
+/// queued one runs anyway (they wait on slow clients, say).
+const RUN_PATIENCE: Duration = Duration::from_secs(1);
+
 /// `ferry serve`.
 pub fn run_serve(args: ServeArgs) -> ExitCode {
     if args.listen.is_none() {
@@ -106,6 +114,19 @@ fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<Arc<rustls::ServerConfi
     Ok(Some(identity.server_config()?))
 }
 
+/// As many malloc arenas as cores: glibc's default, 8 per core, lets each of the
+/// daemon's threads (one per connection, its workers) settle in an arena of its own and
+/// keep its freed memory there; at 128 clients that was about 5 MiB of RSS beyond the
+/// pool. Threads on different cores still allocate in parallel.
+fn arenas_per_core() {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let cores = i32::try_from(cores).unwrap_or(i32::MAX);
+    // SAFETY: sets a malloc tuning parameter; no memory is touched.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, cores);
+    }
+}
+
 fn run_daemon(args: &ServeArgs) -> anyhow::Result<()> {
     let (Some(listen), Some(root)) = (&args.listen, &args.root) else {
         anyhow::bail!("--listen needs --root");
@@ -125,6 +146,7 @@ fn run_daemon(args: &ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let tls = tls_config(args)?;
+    arenas_per_core();
     let memory = usize::try_from(args.memory).unwrap_or(usize::MAX);
     let pool = Arc::new(BufferPool::new(memory, BUFFER));
     let (per_connection, default_max) = match args.per_client_buffer {
@@ -132,12 +154,17 @@ fn run_daemon(args: &ServeArgs) -> anyhow::Result<()> {
         false => (IN_FLIGHT, 4 * pool.capacity()),
     };
     let max = args.max_clients.unwrap_or(default_max);
+    let runners = args.max_running.unwrap_or(match args.per_client_buffer {
+        true => max,
+        false => (pool.capacity() / RUNNING_SHARE).max(1),
+    });
+    let wait = Duration::from_secs(args.busy_timeout);
     let serve = ServeConfig {
         threads: args.jobs.unwrap_or(4),
         root: Some(root.clone()),
         read_only: args.read_only,
         token,
-        admission: Some(Admission::new(max, Duration::from_secs(args.busy_timeout))),
+        admission: Some(Admission::with_runners(max, wait, runners, RUN_PATIENCE)),
         pool: Some((pool, per_connection)),
     };
     let daemon = Arc::new(Daemon {
@@ -150,8 +177,8 @@ fn run_daemon(args: &ServeArgs) -> anyhow::Result<()> {
     });
     let (listener, local) = daemon::listen(listen)?;
     crate::report::to_stderr(format_args!(
-        "ferry serve: serving {} on {local}{}{}, at most {max} clients at once, {} MiB of \
-         buffers ({})",
+        "ferry serve: serving {} on {local}{}{}, at most {max} clients at once (uploads \
+         running: {runners}), {} MiB of buffers ({})",
         root.display(),
         if args.insecure {
             " (plain TCP)"
