@@ -13,6 +13,7 @@ mod filters;
 mod frames_out;
 mod itemize;
 mod job;
+mod malloc_tuning;
 mod mount_cmd;
 mod net_cmd;
 mod progress;

@@ -31,20 +31,10 @@ fn open(p: &Path) -> anyhow::Result<Arc<Store>> {
     Ok(Arc::new(Store::open(&loc)?))
 }
 
-/// Buffers of a MiB and more are mapped and unmapped, never kept in malloc's arenas:
-/// glibc otherwise raises its mmap threshold to the size of the last large buffer freed
-/// (5 MiB parts, 4 MiB ranges), after which such buffers come from, and stay in, the
-/// arena of whichever thread allocated them.
-fn map_large_buffers() {
-    // SAFETY: sets a malloc tuning parameter; no memory is touched.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-    }
-}
-
 /// `ferry copy` with an `s3://` end.
 pub fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
-    map_large_buffers();
+    crate::malloc_tuning::map_large_buffers();
+    crate::malloc_tuning::arenas_per_core();
     let job = Job::new(args.output, &args.src, &args.dst);
     Ok(job.or_fatal(copy_job(&args, &job)))
 }
@@ -182,7 +172,8 @@ pub fn open_for_mount(
     blocks: ferry_s3::mount::blocks::BlockOptions,
     cache_dir: Option<&Path>,
 ) -> anyhow::Result<ferry_mount::source::Opened> {
-    map_large_buffers();
+    crate::malloc_tuning::map_large_buffers();
+    crate::malloc_tuning::arenas_per_core();
     let store = open(url)?;
     let opts = ferry_s3::mount::MountOptions {
         blocks,

@@ -18,7 +18,7 @@ use ferry_archive::read::unpack::UnpackOptions;
 use ferry_core::error::Reporter;
 use ferry_core::pool::Share;
 use ferry_core::Stats;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::{GetOptions, GetRange, ObjectStore};
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
@@ -115,6 +115,9 @@ async fn feed(
         (0..shard.size.div_ceil(RANGE)).map(|i| i * RANGE..((i + 1) * RANGE).min(shard.size));
     // Every range must come from the object the manifest names (its ETag): a shard
     // replaced since is refused before a byte of it is unpacked.
+    // A range's body is kept as the chunks it arrived in, not gathered into one
+    // buffer: a 4 MiB buffer is mapped fresh each time (large ones are not kept in
+    // malloc's arenas), its every page faulted in and zeroed, then copied into.
     let get = |r: std::ops::Range<u64>| {
         let opts = GetOptions {
             if_match: shard.etag.clone(),
@@ -122,7 +125,10 @@ async fn feed(
             ..GetOptions::default()
         };
         let key = &key;
-        async move { store.s3.get_opts(key, opts).await?.bytes().await }
+        async move {
+            let body = store.s3.get_opts(key, opts).await?.into_stream();
+            body.try_collect::<Vec<bytes::Bytes>>().await
+        }
     };
     let mut gets = futures::stream::iter(parts)
         .map(get)
@@ -136,9 +142,15 @@ async fn feed(
             ),
             e => store.error(&key, "read", &e).to_string(),
         });
-        let failed = got.is_err();
-        if tx.send(got).await.is_err() || failed {
-            return;
+        let chunks = match got {
+            Ok(chunks) => chunks.into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        };
+        for chunk in chunks {
+            let failed = chunk.is_err();
+            if tx.send(chunk).await.is_err() || failed {
+                return;
+            }
         }
     }
 }
@@ -172,8 +184,8 @@ pub fn download(
         let named = |e: &dyn std::fmt::Display| {
             S3Error::new(format!("s3://{}/{key}: {e}", store.loc.bucket))
         };
-        // Fetched ranges wait here for the unpacker: two at most.
-        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        // Fetched chunks wait here for the unpacker (a range's, as it arrived).
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
         let mut stream = Ranges {
             rx,
             current: bytes::Bytes::new(),
