@@ -168,7 +168,8 @@ fn the_summary_on_a_terminal_counts_every_kind_and_up_to_date_every_entry() {
 }
 
 /// Flags a copy over ssh does not carry yet are refused before anything is started
-/// (no ssh is run: the host does not exist), not silently ignored.
+/// (no ssh is run: the host does not exist), not silently ignored. (The filter rules,
+/// `-x`, `-L` and `-u` it carries: tests/net.)
 #[test]
 fn flags_a_remote_copy_cannot_honour_are_refused() {
     let s = scratch();
@@ -176,7 +177,7 @@ fn flags_a_remote_copy_cannot_honour_are_refused() {
     for (flag, said) in [
         ("--delete", "--delete"),
         ("--dry-run", "--dry-run"),
-        ("--exclude=x", "--exclude"),
+        ("-v", "-v"),
     ] {
         let r = copy(&s.src, remote, &[flag]);
         r.assert_status(2);
