@@ -247,3 +247,52 @@ impl Sending {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes `chunks` (flushing before the one at `flush_at`) through a writer of
+    /// `part`-byte parts; the pieces it sent, and what it kept after the flush.
+    fn cut(part: u64, chunks: &[&[u8]], flush_at: usize) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
+        let (tx, mut rx) = mpsc::channel(64);
+        let (mut w, tail) = PartWriter::new(part, tx);
+        for (i, c) in chunks.iter().enumerate() {
+            if i == flush_at {
+                w.flush().unwrap();
+            }
+            w.write_all(c).unwrap();
+        }
+        drop(w);
+        let mut pieces = Vec::new();
+        while let Ok(p) = rx.try_recv() {
+            pieces.push(p);
+        }
+        let kept = tail.lock().unwrap().take();
+        (pieces, kept)
+    }
+
+    #[test]
+    fn parts_are_whole_but_the_last_and_the_tail_is_what_follows_the_first_flush() {
+        let (pieces, kept) = cut(4, &[b"abc", b"defgh", b"ij", b"kl"], 2);
+        assert_eq!(
+            pieces,
+            [b"abcd".to_vec(), b"efgh".to_vec(), b"ijkl".to_vec()]
+        );
+        assert_eq!(kept.as_deref(), Some(&b"ijkl"[..]));
+        // A length that is a whole number of parts sends no empty last piece.
+        let (pieces, _) = cut(4, &[b"abcdefgh"], 9);
+        assert_eq!(pieces, [b"abcd".to_vec(), b"efgh".to_vec()]);
+        // Nothing written at all still sends one (empty) piece: an object is made.
+        let (pieces, kept) = cut(4, &[], 9);
+        assert_eq!((pieces, kept), (vec![Vec::new()], None));
+    }
+
+    #[test]
+    fn a_stopped_upload_fails_the_writer() {
+        let (tx, rx) = mpsc::channel(1);
+        let (mut w, _) = PartWriter::new(2, tx);
+        drop(rx);
+        assert!(w.write_all(b"abcd").is_err());
+    }
+}
