@@ -8,6 +8,7 @@ pub mod build;
 pub mod compare;
 pub mod fdwalk;
 pub mod filters;
+pub mod mounted;
 pub mod nobody;
 pub mod run;
 pub mod trees;

@@ -16,6 +16,7 @@ mod lifecycle;
 mod trees;
 
 use common::fuse_here;
+use common::mounted::Mounted;
 use common::run::{run, Run, FERRY};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,32 +32,10 @@ fn ferry(cache: &Path, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Run {
     run(cmd)
 }
 
-/// A mounted archive, unmounted when dropped (also when the test fails).
-struct Mounted {
-    at: PathBuf,
-}
-
 impl Mounted {
     /// Mounts `archive` on `at` (made if missing) with `ferry mount`, which must succeed.
     fn new(cache: &Path, archive: &Path, at: &Path) -> Mounted {
-        std::fs::create_dir_all(at).expect("make the mountpoint");
-        let r = ferry(cache, &[&"mount", &archive, &at]);
-        r.assert_ok();
-        assert!(
-            is_mounted(at),
-            "ferry mount returned before the mount was there"
-        );
-        Mounted {
-            at: at.to_path_buf(),
-        }
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        if is_mounted(&self.at) {
-            let _ = Command::new(FERRY).arg("umount").arg(&self.at).output();
-        }
+        Mounted::made_by(at, || ferry(cache, &[&"mount", &archive, &at]))
     }
 }
 

@@ -137,16 +137,7 @@ fn a_download_removes_a_file_whose_content_differs_and_a_rerun_repairs_it() {
         .assert_ok();
     // One byte of zbad's data changed in its shard, and the manifest made to name the
     // changed object (as if it had rotted in place): only the index's hash can tell.
-    let (key, original, at) = crate::mount::shards(&g, "rot")
-        .into_iter()
-        .find_map(|k| {
-            let bytes = g.get(&k);
-            let at = bytes
-                .windows(300_000)
-                .position(|w| w.iter().all(|&b| b == 9))?;
-            Some((k, bytes, at))
-        })
-        .expect("zbad's shard");
+    let (key, original, at) = crate::mount::shard_holding(&g, "rot", 9, 300_000);
     let mut damaged = original.clone();
     damaged[at + 150_000] = 8;
     g.put(&key, damaged);

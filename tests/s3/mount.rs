@@ -7,48 +7,24 @@
 
 use crate::common::build::*;
 use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
-use crate::common::run::FERRY;
+use crate::common::mounted::Mounted;
 use crate::common::{fuse_here, scratch, trees};
 use crate::garage::Garage;
 use crate::s;
 use ferry_mount::session::is_mounted;
 use ferry_s3::object_store::path::Path as Key;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const MIB: usize = 1 << 20;
 
-/// An upload mounted with `ferry mount`, unmounted when dropped.
-struct Mounted {
-    at: PathBuf,
-}
-
 impl Mounted {
     /// Mounts `url` on `at` (made if missing) with `args` more; it must succeed.
     fn new(g: &Garage, url: &str, at: &Path, args: &[&str]) -> Mounted {
-        std::fs::create_dir_all(at).expect("make the mountpoint");
         let mut all = vec!["mount", url, s(at)];
         all.extend_from_slice(args);
-        g.ferry(&all).assert_ok();
-        assert!(
-            is_mounted(at),
-            "ferry mount returned before the mount was there"
-        );
-        Mounted {
-            at: at.to_path_buf(),
-        }
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        if is_mounted(&self.at) {
-            let _ = std::process::Command::new(FERRY)
-                .arg("umount")
-                .arg(&self.at)
-                .output();
-        }
+        Mounted::made_by(at, || g.ferry(&all))
     }
 }
 
@@ -72,6 +48,26 @@ pub(crate) fn shards(g: &Garage, prefix: &str) -> Vec<String> {
         .collect();
     keys.sort();
     keys
+}
+
+/// The shard of the upload at `prefix` that holds a run of `len` bytes of `byte` (a
+/// file's data), its bytes, and where the run starts in them.
+pub(crate) fn shard_holding(
+    g: &Garage,
+    prefix: &str,
+    byte: u8,
+    len: usize,
+) -> (String, Vec<u8>, usize) {
+    shards(g, prefix)
+        .into_iter()
+        .find_map(|k| {
+            let bytes = g.get(&k);
+            let at = bytes
+                .windows(len)
+                .position(|w| w.iter().all(|&b| b == byte))?;
+            Some((k, bytes, at))
+        })
+        .expect("a shard holding the file's data")
 }
 
 #[test]
@@ -231,16 +227,7 @@ fn a_shard_replaced_or_damaged_reads_as_eio_never_other_bytes() {
     g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "256K"])
         .assert_ok();
     // The shard holding zbad's data, with one byte of that data changed.
-    let (key, mut bytes, at) = shards(&g, "damage")
-        .into_iter()
-        .find_map(|k| {
-            let bytes = g.get(&k);
-            let at = bytes
-                .windows(300_000)
-                .position(|w| w.iter().all(|&b| b == 9))?;
-            Some((k, bytes, at))
-        })
-        .expect("zbad's shard");
+    let (key, mut bytes, at) = shard_holding(&g, "damage", 9, 300_000);
     bytes[at + 150_000] = 8;
     let mnt = sc.tmp.path().join("mnt");
     {
