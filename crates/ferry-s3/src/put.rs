@@ -4,6 +4,8 @@
 //! semaphore allows: memory stays within parts-in-flight x part size. The upload is
 //! recorded in [`crate::pending`] while it runs, and aborted if a part fails. The
 //! object's attributes (user metadata) go with its PUT or its multipart upload's start.
+//! [`Multipart`] is the multipart upload itself, shared with [`crate::stream_put`],
+//! whose parts come from a stream rather than a file.
 
 use crate::parts::{part_size, ranges, MIN_PART};
 use crate::pending;
@@ -76,29 +78,99 @@ pub async fn put_file(
             "{key}: {len} bytes is more than one object holds"
         )))
     })?;
-    let opts = PutMultipartOptions {
-        attributes,
-        ..PutMultipartOptions::default()
+    let mut upload = Multipart::new(store, key, attributes);
+    let sent = async {
+        for range in ranges(len, part) {
+            let (file, key) = (file.clone(), key.clone());
+            let read = async move {
+                let bytes = read_range(&file, range).await;
+                bytes.map_err(|e| PutFailure::Read(local_err(&key)(e)))
+            };
+            upload.part(read, parts).await?;
+        }
+        upload.complete().await
     };
-    let id = store
-        .s3
-        .create_multipart_opts(key, opts)
-        .await
-        .map_err(|e| PutFailure::Store(store.error(key, "start a multipart upload", &e)))?;
-    pending::begun(store, key, &id);
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, range) in ranges(len, part).enumerate() {
+    let result = sent.await;
+    if result.is_err() {
+        upload.abort().await;
+    }
+    result
+}
+
+/// A part sent: its number from 0, and what the store said of it.
+type SentPart = (usize, object_store::multipart::PartId);
+
+/// A multipart upload under way, begun with its first part: each part read (or taken)
+/// and sent by a task of its own once the semaphore lets one more go, the upload
+/// recorded in [`crate::pending`] from its start until it is completed or aborted.
+pub struct Multipart {
+    store: Arc<Store>,
+    key: Key,
+    attributes: Attributes,
+    id: Option<String>,
+    tasks: tokio::task::JoinSet<std::result::Result<SentPart, PutFailure>>,
+    /// Parts sent so far.
+    done: Vec<SentPart>,
+    next: usize,
+}
+
+impl Multipart {
+    /// An upload of `key`, with `attributes`, not begun yet.
+    pub fn new(store: &Arc<Store>, key: &Key, attributes: Attributes) -> Multipart {
+        Multipart {
+            store: store.clone(),
+            key: key.clone(),
+            attributes,
+            id: None,
+            tasks: tokio::task::JoinSet::new(),
+            done: Vec::new(),
+            next: 0,
+        }
+    }
+
+    /// Whether a part has been sent (the upload begun).
+    pub fn begun(&self) -> bool {
+        self.id.is_some()
+    }
+
+    /// Sends the bytes `bytes` gives as the next part, once `parts` lets one more go;
+    /// a part that failed meanwhile is this call's failure.
+    pub async fn part<F>(
+        &mut self,
+        bytes: F,
+        parts: &Arc<Semaphore>,
+    ) -> std::result::Result<(), PutFailure>
+    where
+        F: std::future::Future<Output = std::result::Result<Vec<u8>, PutFailure>> + Send + 'static,
+    {
+        let id = match &self.id {
+            Some(id) => id.clone(),
+            None => {
+                let opts = PutMultipartOptions {
+                    attributes: std::mem::take(&mut self.attributes),
+                    ..PutMultipartOptions::default()
+                };
+                let started = self.store.s3.create_multipart_opts(&self.key, opts).await;
+                let id = started.map_err(|e| {
+                    PutFailure::Store(self.store.error(&self.key, "start a multipart upload", &e))
+                })?;
+                pending::begun(&self.store, &self.key, &id);
+                self.id.insert(id).clone()
+            }
+        };
         let permit = parts
             .clone()
             .acquire_owned()
             .await
             .map_err(|e| PutFailure::Store(S3Error::new(e.to_string())))?;
-        let (store, key, id, file) = (store.clone(), key.clone(), id.clone(), file.clone());
-        tasks.spawn(async move {
+        while let Some(r) = self.tasks.try_join_next() {
+            self.done.push(joined(r)?);
+        }
+        let (store, key, i) = (self.store.clone(), self.key.clone(), self.next);
+        self.next += 1;
+        self.tasks.spawn(async move {
             let _permit = permit;
-            let bytes = read_range(&file, range)
-                .await
-                .map_err(|e| PutFailure::Read(local_err(&key)(e)))?;
+            let bytes = bytes.await?;
             let part = store
                 .s3
                 .put_part(&key, &id, i, PutPayload::from(bytes))
@@ -106,46 +178,49 @@ pub async fn put_file(
                 .map_err(|e| {
                     PutFailure::Store(store.error(&key, &format!("send part {}", i + 1), &e))
                 })?;
-            Ok::<_, PutFailure>((i, part))
+            Ok((i, part))
         });
+        Ok(())
     }
-    let mut done = Vec::new();
-    let mut failed = None;
-    while let Some(r) = tasks.join_next().await {
-        match r
-            .map_err(|e| PutFailure::Store(S3Error::new(e.to_string())))
-            .and_then(|r| r)
-        {
-            Ok(p) => done.push(p),
-            Err(e) => {
-                failed.get_or_insert(e);
-                tasks.abort_all();
+
+    /// Waits for the parts in flight and completes the upload.
+    pub async fn complete(&mut self) -> std::result::Result<PutResult, PutFailure> {
+        let mut done = std::mem::take(&mut self.done);
+        while let Some(r) = self.tasks.join_next().await {
+            done.push(joined(r)?);
+        }
+        done.sort_by_key(|p| p.0);
+        let id = self.id.clone().unwrap_or_default();
+        let ids = done.into_iter().map(|p| p.1).collect();
+        let put = self.store.s3.complete_multipart(&self.key, &id, ids).await;
+        let put = put.map_err(|e| {
+            PutFailure::Store(
+                self.store
+                    .error(&self.key, "complete the multipart upload", &e),
+            )
+        })?;
+        pending::ended(&self.store, &self.key, &id);
+        Ok(put)
+    }
+
+    /// Stops the parts in flight and aborts the upload; if the store cannot be told,
+    /// its record stays for the next run to abort.
+    pub async fn abort(&mut self) {
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+        if let Some(id) = self.id.take() {
+            if self.store.s3.abort_multipart(&self.key, &id).await.is_ok() {
+                pending::ended(&self.store, &self.key, &id);
             }
         }
     }
-    let result = match failed {
-        None => {
-            done.sort_by_key(|p| p.0);
-            let ids = done.into_iter().map(|p| p.1).collect();
-            store
-                .s3
-                .complete_multipart(key, &id, ids)
-                .await
-                .map_err(|e| {
-                    PutFailure::Store(store.error(key, "complete the multipart upload", &e))
-                })
-        }
-        Some(e) => Err(e),
-    };
-    // The record stays while the upload may still hold parts: the next run aborts it.
-    let over = match result {
-        Ok(_) => true,
-        Err(_) => store.s3.abort_multipart(key, &id).await.is_ok(),
-    };
-    if over {
-        pending::ended(store, key, &id);
-    }
-    result
+}
+
+/// A part task's result, or its failure to run as one.
+fn joined(
+    r: std::result::Result<std::result::Result<SentPart, PutFailure>, tokio::task::JoinError>,
+) -> std::result::Result<SentPart, PutFailure> {
+    r.map_err(|e| PutFailure::Store(S3Error::new(e.to_string())))?
 }
 
 fn local_err(key: &Key) -> impl Fn(std::io::Error) -> S3Error + '_ {

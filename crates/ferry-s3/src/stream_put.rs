@@ -9,19 +9,20 @@
 //! multipart upload is completed only when the writer's side says it ended well
 //! (`pack` may fail after its last byte is written, checking what it read): until
 //! then nothing is readable, and an upload that fails is aborted, or recorded in
-//! [`crate::pending`] for the next run to abort.
+//! [`crate::pending`] for the next run to abort (the multipart upload itself is
+//! [`crate::put::Multipart`], as for a file sent whole).
 //!
 //! The writer also keeps what follows the stream's first flush: `pack` flushes once
 //! the tar data has ended (as `pack --zstd`'s frame writer relies on), so that is the
 //! archive's index and footer, which the manifest's members are read from.
 
 use crate::parts::{MAX_PARTS, MIN_PART};
-use crate::pending;
+use crate::put::Multipart;
 use crate::store::Store;
 use crate::{Result, S3Error};
-use object_store::multipart::MultipartStore;
+use futures::future::ready;
 use object_store::path::Path as Key;
-use object_store::{ObjectStoreExt, PutPayload, PutResult};
+use object_store::{Attributes, ObjectStoreExt, PutPayload, PutResult};
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -121,20 +122,13 @@ pub async fn put_stream<T>(
     ended: oneshot::Receiver<Result<T>>,
     parts: &Arc<Semaphore>,
 ) -> Result<(PutResult, T)> {
-    let mut sending = Sending {
-        store: store.clone(),
-        key: key.clone(),
-        id: None,
-        tasks: tokio::task::JoinSet::new(),
-        done: Vec::new(),
-        next: 0,
-    };
+    let mut upload = Multipart::new(store, key, Attributes::default());
     let mut held = None;
     let mut failed = None;
     while let Some(piece) = pieces.recv().await {
         if let Some(full) = held.replace(piece) {
-            if let Err(e) = sending.part(full, parts).await {
-                failed = Some(e);
+            if let Err(e) = upload.part(ready(Ok(full)), parts).await {
+                failed = Some(S3Error::from(e));
                 break;
             }
         }
@@ -148,104 +142,31 @@ pub async fn put_stream<T>(
             .unwrap_or_else(|_| Err(S3Error::new(format!("{key}: packing stopped")))),
     };
     let done = match verdict {
-        Ok(made) => sending
-            .finish(held.unwrap_or_default(), parts)
+        Ok(made) => finish(&mut upload, store, key, held.unwrap_or_default(), parts)
             .await
             .map(|r| (r, made)),
         Err(e) => Err(e),
     };
     if done.is_err() {
-        sending.abort().await;
+        upload.abort().await;
     }
     done
 }
 
-/// A multipart upload under way (begun with its first part).
-struct Sending {
-    store: Arc<Store>,
-    key: Key,
-    id: Option<String>,
-    tasks: tokio::task::JoinSet<Result<SentPart>>,
-    /// Parts sent, with their numbers from 0.
-    done: Vec<SentPart>,
-    next: usize,
-}
-
-type SentPart = (usize, object_store::multipart::PartId);
-
-impl Sending {
-    /// Sends `bytes` as the next part, once a request may go.
-    async fn part(&mut self, bytes: Vec<u8>, parts: &Arc<Semaphore>) -> Result<()> {
-        let id = match &self.id {
-            Some(id) => id.clone(),
-            None => {
-                let id = self
-                    .store
-                    .s3
-                    .create_multipart(&self.key)
-                    .await
-                    .map_err(|e| self.store.error(&self.key, "start a multipart upload", &e))?;
-                pending::begun(&self.store, &self.key, &id);
-                self.id.insert(id).clone()
-            }
-        };
-        let permit = parts
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|e| S3Error::new(e.to_string()))?;
-        // A part that failed ends the upload before more are sent.
-        while let Some(r) = self.tasks.try_join_next() {
-            self.done.push(r.map_err(|e| S3Error::new(e.to_string()))??);
-        }
-        let (store, key, i) = (self.store.clone(), self.key.clone(), self.next);
-        self.next += 1;
-        self.tasks.spawn(async move {
-            let _permit = permit;
-            let part = store
-                .s3
-                .put_part(&key, &id, i, PutPayload::from(bytes))
-                .await
-                .map_err(|e| store.error(&key, &format!("send part {}", i + 1), &e))?;
-            Ok((i, part))
-        });
-        Ok(())
+/// Sends `last` and completes the upload, or, if no part went, PUTs `last` whole.
+async fn finish(
+    upload: &mut Multipart,
+    store: &Store,
+    key: &Key,
+    last: Vec<u8>,
+    parts: &Arc<Semaphore>,
+) -> Result<PutResult> {
+    if !upload.begun() && (last.len() as u64) < MIN_PART {
+        let put = store.s3.put(key, PutPayload::from(last)).await;
+        return put.map_err(|e| store.error(key, "put", &e));
     }
-
-    /// Sends `last` and completes the upload, or, if no part went, PUTs `last` whole.
-    async fn finish(&mut self, last: Vec<u8>, parts: &Arc<Semaphore>) -> Result<PutResult> {
-        if self.id.is_none() && (last.len() as u64) < MIN_PART {
-            let put = self.store.s3.put(&self.key, PutPayload::from(last)).await;
-            return put.map_err(|e| self.store.error(&self.key, "put", &e));
-        }
-        self.part(last, parts).await?;
-        let mut done = std::mem::take(&mut self.done);
-        while let Some(r) = self.tasks.join_next().await {
-            done.push(r.map_err(|e| S3Error::new(e.to_string()))??);
-        }
-        done.sort_by_key(|p| p.0);
-        let id = self.id.clone().unwrap_or_default();
-        let ids = done.into_iter().map(|p| p.1).collect();
-        let put = self.store.s3.complete_multipart(&self.key, &id, ids).await;
-        let put = put.map_err(|e| {
-            self.store
-                .error(&self.key, "complete the multipart upload", &e)
-        })?;
-        pending::ended(&self.store, &self.key, &id);
-        Ok(put)
-    }
-
-    /// Stops the parts in flight and aborts the upload; if the store cannot be told,
-    /// its record stays for the next run.
-    async fn abort(&mut self) {
-        self.tasks.abort_all();
-        while self.tasks.join_next().await.is_some() {}
-        if let Some(id) = self.id.take() {
-            if self.store.s3.abort_multipart(&self.key, &id).await.is_ok() {
-                pending::ended(&self.store, &self.key, &id);
-            }
-        }
-    }
+    upload.part(ready(Ok(last)), parts).await?;
+    Ok(upload.complete().await?)
 }
 
 #[cfg(test)]
