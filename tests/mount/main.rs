@@ -13,6 +13,7 @@ mod common;
 mod hostile;
 mod kernel;
 mod lifecycle;
+mod privilege;
 mod trees;
 
 use common::fuse_here;

@@ -22,16 +22,21 @@ pub struct ChunkMap {
     pub blocks: Vec<u32>,
 }
 
-/// The chunk map of a file of `size` bytes whose data `runs` (logical offset, length,
-/// sorted) are stored one after another from byte `start` of an archive of
-/// `archive_len` bytes. The error says why the kernel could not be shown the file.
-pub fn map(
+/// How a file of `size` bytes whose data `runs` (logical offset, length, sorted) are
+/// stored one after another from byte `start` of an archive of `archive_len` bytes is
+/// cut into chunks: log2 of the chunk size over the block size, and the number of
+/// chunks (each takes an 8-byte index in the image). The error says why the kernel
+/// could not be shown the file.
+pub fn shape(
     size: u64,
     start: u64,
     runs: &[(u64, u64)],
     archive_len: u64,
-) -> Result<ChunkMap, String> {
-    let stored: u64 = runs.iter().map(|r| r.1).sum();
+) -> Result<(u32, u64), String> {
+    let stored = runs
+        .iter()
+        .try_fold(0u64, |sum, r| sum.checked_add(r.1))
+        .ok_or("its runs add up to more bytes than a file can hold")?;
     if start
         .checked_add(stored)
         .is_none_or(|end| end > archive_len)
@@ -45,7 +50,10 @@ pub fn map(
     }
     let mut chunk = BLOCK << MAX_CHUNK_BITS;
     for &(off, len) in runs.iter().filter(|r| r.1 > 0) {
-        for edge in [off, off + len] {
+        let end = off
+            .checked_add(len)
+            .ok_or("a sparse region ends past the largest size a file can have")?;
+        for edge in [off, end] {
             if edge != 0 && edge < size {
                 chunk = chunk.min(1 << edge.trailing_zeros());
             }
@@ -54,13 +62,28 @@ pub fn map(
     if chunk < BLOCK {
         return Err("a sparse region does not start or end on a 512-byte boundary".into());
     }
-    chunk = chunk.min(size.next_power_of_two().max(BLOCK));
+    // No larger than the file needs (a size past 2^63 has no next power of two).
+    if let Some(whole) = size.checked_next_power_of_two() {
+        chunk = chunk.min(whole.max(BLOCK));
+    }
     let count = size.div_ceil(chunk);
     if count > MAX_CHUNKS {
         return Err(format!(
             "{count} chunks of {chunk} bytes (more than {MAX_CHUNKS})"
         ));
     }
+    Ok(((chunk >> BLOCK_BITS).trailing_zeros(), count))
+}
+
+/// The chunk map of a file (the arguments as for [`shape`]).
+pub fn map(
+    size: u64,
+    start: u64,
+    runs: &[(u64, u64)],
+    archive_len: u64,
+) -> Result<ChunkMap, String> {
+    let (bits, count) = shape(size, start, runs, archive_len)?;
+    let chunk = BLOCK << bits;
     let mut blocks = Vec::with_capacity(count as usize);
     let (mut run, mut phys) = (0usize, start);
     for k in 0..count {
@@ -81,10 +104,7 @@ pub fn map(
         };
         blocks.push(addr);
     }
-    Ok(ChunkMap {
-        bits: (chunk >> BLOCK_BITS).trailing_zeros(),
-        blocks,
-    })
+    Ok(ChunkMap { bits, blocks })
 }
 
 #[cfg(test)]
@@ -134,5 +154,11 @@ mod tests {
         assert!(huge.unwrap_err().contains("chunks"));
         let far = map(1024, 1 << 41, &[(0, 1024)], 1 << 42);
         assert!(far.unwrap_err().contains("2 TiB"));
+        // A size past 2^63 has no next power of two; runs whose ends overflow.
+        assert!(map(u64::MAX, 0, &[(0, 512)], 1 << 20)
+            .unwrap_err()
+            .contains("chunks"));
+        assert!(map(u64::MAX, 0, &[(u64::MAX - 10, 512)], 1 << 20).is_err());
+        assert!(map(1 << 20, 0, &[(0, u64::MAX), (0, 2)], 1 << 20).is_err());
     }
 }

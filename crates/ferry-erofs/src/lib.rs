@@ -5,15 +5,16 @@
 //! for each file, chunk indexes pointing into the archive, which the kernel reads as
 //! the image's extra device: with 512-byte blocks (Linux 6.4 and later) every tar
 //! member's data is a run of the archive's blocks, so the archive is not copied.
-//! It is written from a tree table ([`ferry_archive::tree`]) that ferry built and
-//! checked, never taken from the user; the format is the kernel's
+//! It is written from a tree table ([`ferry_archive::tree`]) that ferry built, or that
+//! the archive carries and ferry checked against the tar's headers
+//! (`ferry_archive::tree::check`); the format is the kernel's
 //! (Documentation/filesystems/erofs.rst, fs/erofs/erofs_fs.h), see [`format`].
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let table: ferry_archive::tree::Table = todo!();
-//! let built = ferry_erofs::build(&table, 1 << 20, &ferry_erofs::Options::default())?;
-//! std::fs::write("tree.erofs", &built.image)?;
+//! let mut out = std::io::BufWriter::new(std::fs::File::create("tree.erofs")?);
+//! let built = ferry_erofs::build(&table, 1 << 20, &ferry_erofs::Options::default(), &mut out)?;
 //! // mount -t erofs -o ro,device=tree.tar tree.erofs /mnt
 //! # Ok(()) }
 //! ```
@@ -45,22 +46,29 @@ pub struct Options {
 /// A built image.
 #[derive(Debug)]
 pub struct Built {
-    /// The image's bytes.
-    pub image: Vec<u8>,
+    /// The image's length in bytes.
+    pub len: u64,
     /// How many inodes it holds.
     pub inodes: u64,
     /// What the image leaves out (xattrs EROFS cannot hold), one line each, with the path.
     pub left_out: Vec<String>,
 }
 
-/// The image of the tree in `table`, over an archive of `archive_len` bytes holding
-/// its files' data at the offsets the table records.
-pub fn build(table: &Table, archive_len: u64, opts: &Options) -> Result<Built, ErofsError> {
+/// Writes the image of the tree in `table` to `out` (from its start, front to back,
+/// never held whole), over an archive of `archive_len` bytes holding its files' data at
+/// the offsets the table records. An image that would be larger than the archive (plus
+/// [`image::IMAGE_SLACK`]) is refused, naming the file that makes it so.
+pub fn build(
+    table: &Table,
+    archive_len: u64,
+    opts: &Options,
+    out: &mut dyn std::io::Write,
+) -> Result<Built, ErofsError> {
     let walked = walk::walk(table)?;
-    let (image, left_out) = image::write(table, &walked, archive_len, opts)?;
+    let written = image::write(table, &walked, archive_len, opts, out)?;
     Ok(Built {
-        image,
+        len: written.len,
         inodes: walked.order.len() as u64,
-        left_out,
+        left_out: written.left_out,
     })
 }

@@ -33,11 +33,16 @@ pub struct XattrBody {
 impl XattrBody {
     /// The inode's `i_xattr_icount` for this area.
     pub fn icount(&self) -> u16 {
-        if self.bytes.is_empty() {
-            0
-        } else {
-            ((self.bytes.len() - XATTR_HEADER_LEN) / 4 + 1) as u16
-        }
+        icount(self.bytes.len() as u64)
+    }
+}
+
+/// The inode's `i_xattr_icount` for an inline xattr area of `len` bytes.
+pub fn icount(len: u64) -> u16 {
+    if len == 0 {
+        0
+    } else {
+        ((len - XATTR_HEADER_LEN as u64) / 4 + 1) as u16
     }
 }
 

@@ -5,8 +5,8 @@
 //! bitmap of two bits per node (content checked, content bad). Attributes and entries
 //! are given long timeouts and file data is kept in the page cache across opens: an
 //! archive does not change under its mount. If it does (its size, mtime or ctime
-//! differ from when it was mounted), that is logged once and every open and read is
-//! refused with EIO, since the table may no longer describe the bytes.
+//! differ from when it was mounted), that is logged once and every request from then on
+//! is refused with EIO, since the table may no longer describe the bytes.
 //!
 //! A file whose table records a content hash is read whole and hashed the first time
 //! it is read; a mismatch makes that file EIO for the life of the mount, with one log
@@ -17,6 +17,7 @@
 //! (ferry-s3) an upload's shards read with ranged GETs through a block cache.
 
 mod ahead;
+mod gate;
 
 use crate::cache::Stamp;
 use crate::data::{read_member, DataAt};
@@ -75,6 +76,8 @@ pub struct ArchiveFs {
     changed: AtomicBool,
     /// Set when the table failed its checksum after mounting: everything is EIO.
     damaged: Arc<AtomicBool>,
+    /// The checks left for after mounting: file data is served once they pass.
+    verified: Arc<gate::Gate>,
     opts: Options,
 }
 
@@ -104,31 +107,44 @@ impl ArchiveFs {
             checks: (0..words).map(|_| AtomicU64::new(0)).collect(),
             changed: AtomicBool::new(false),
             damaged: Arc::new(AtomicBool::new(false)),
+            verified: Arc::new(gate::Gate::open()),
             opts,
         }
         .check_later(check_later)
     }
 
-    /// Runs the check of the archive's index left for after mounting, on a thread of
-    /// its own; if it fails, every request fails from then on.
-    fn check_later(self, check: Option<crate::source::LaterCheck>) -> ArchiveFs {
+    /// Runs the checks left for after mounting (the table against the tar, a large
+    /// index's checksum) on a thread of their own; file data waits for them, and if they
+    /// fail, every request fails from then on, with one log line saying why.
+    fn check_later(mut self, check: Option<crate::source::LaterCheck>) -> ArchiveFs {
         let Some(check) = check else {
             return self;
         };
-        let damaged = Arc::clone(&self.damaged);
+        self.verified = Arc::new(gate::Gate::running());
+        let (damaged, verified) = (Arc::clone(&self.damaged), Arc::clone(&self.verified));
         let path = self.path.clone();
-        let _ = std::thread::Builder::new()
+        let fail = move |e: &dyn std::fmt::Display| {
+            damaged.store(true, Ordering::Relaxed);
+            let _ = writeln!(
+                io::stderr().lock(),
+                "ferry mount {}: {e}: every request fails from now on",
+                path.display()
+            );
+        };
+        let gate = Arc::clone(&verified);
+        let spawned = std::thread::Builder::new()
             .name("ferry-verify".into())
             .spawn(move || {
-                if let Err(e) = check() {
-                    damaged.store(true, Ordering::Relaxed);
-                    let _ = writeln!(
-                        io::stderr().lock(),
-                        "ferry mount {}: {e}: every request fails from now on",
-                        path.display()
-                    );
+                let result = check();
+                if let Err(e) = &result {
+                    fail(e);
                 }
+                gate.finish(result.is_ok());
             });
+        if spawned.is_err() {
+            self.damaged.store(true, Ordering::Relaxed);
+            verified.finish(false);
+        }
         self
     }
 
@@ -147,8 +163,11 @@ impl ArchiveFs {
         );
     }
 
+    /// Node `ino`, for any request: EIO once the table is found damaged or the archive
+    /// changed under the mount (said once in the log), since the table may no longer
+    /// describe the bytes.
     fn node(&self, ino: INodeNo) -> Result<Node, Errno> {
-        if self.damaged.load(Ordering::Relaxed) {
+        if self.damaged.load(Ordering::Relaxed) || !self.unchanged() {
             return Err(Errno::EIO);
         }
         let id = ino
@@ -526,7 +545,7 @@ impl Filesystem for ArchiveFs {
             Ok(_) => return reply.error(Errno::EISDIR),
             Err(e) => return reply.error(e),
         };
-        if !self.unchanged() {
+        if !self.verified.wait() || !self.unchanged() {
             return reply.error(Errno::EIO);
         }
         if let Err(e) = self.check_content(&n) {

@@ -12,7 +12,7 @@ use crate::data::{DataAt, PlainFile};
 use crate::scan::{build, Built};
 use crate::MountError;
 use ferry_archive::read::archive::{embedded_tree, EmbeddedTree, ReadAt};
-use ferry_archive::tree::{Skipped, Table, TableFile, TreeBuilder};
+use ferry_archive::tree::{check_against_tar, Skipped, Table, TableFile, TreeBuilder};
 use ferry_seek::{Compressed, SeekIndex};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -90,14 +90,16 @@ pub fn open(path: &Path, cache_dir: Option<&Path>) -> Result<Opened, MountError>
     let data_len = frames.as_ref().map_or(stamp.size, |f| f.decompressed_len());
     let embedded = embedded_tree(&*source, data_len).map_err(|e| MountError::at(path, e))?;
     let served = match embedded {
-        Some(tree) => {
+        // A table from before headers' places were recorded cannot be checked against
+        // the tar (see `serve_embedded`): such an archive is scanned as any tar is.
+        Some(tree) if tree.paged => {
             let data: Arc<dyn DataAt> = match frames {
                 Some(frames) => frames,
                 None => Arc::new(PlainFile(clone(&archive, path)?)),
             };
             serve_embedded(source, data, path, tree)?
         }
-        None => serve_built(&archive, &meta, path, cache_dir)?,
+        _ => serve_built(&archive, &meta, path, cache_dir)?,
     };
     Ok(Opened {
         path: path.to_path_buf(),
@@ -123,32 +125,40 @@ struct Served {
 }
 
 /// Serves a ferry archive's own table, read from `source` (the archive file, or its
-/// decompressed frames), its members' data from `data`: the whole index is checked
-/// before the mount answers when it is small, else by a thread once mounted.
+/// decompressed frames), its members' data from `data`. Whoever made the archive made
+/// its table, so the table is checked against the tar's headers
+/// ([`check_against_tar`]) by a thread once mounted (file data is served only once that
+/// check has passed); the whole index's checksum is checked before the mount answers
+/// when the index is small, else by that thread first.
 fn serve_embedded(
     source: Arc<dyn ReadAt + Send + Sync>,
     data: Arc<dyn DataAt>,
     path: &Path,
     tree: EmbeddedTree,
 ) -> Result<Served, MountError> {
-    let mut check_later: Option<LaterCheck> = None;
-    if tree.index_len() <= VERIFY_AT_ONCE {
+    let index_now = tree.index_len() <= VERIFY_AT_ONCE;
+    if index_now {
         tree.check_index(&*source)
             .map_err(|e| MountError::at(path, e))?;
-    } else {
-        let source = source.clone();
-        check_later = Some(Box::new(move || {
-            tree.check_index(&*source).map_err(|e| e.to_string())
-        }));
     }
+    let table = Table::open(TableFile::Shared(source.clone()), tree.at, tree.len, false)
+        .map_err(|e| MountError::at(path, e))?;
+    let check_later: LaterCheck = Box::new(move || {
+        if !index_now {
+            tree.check_index(&*source).map_err(|e| e.to_string())?;
+        }
+        let table: Table = Table::open(TableFile::Shared(source.clone()), tree.at, tree.len, false)
+            .map_err(|e| e.to_string())?;
+        check_against_tar(&table, &*source).map_err(|e| e.to_string())?;
+        Ok(())
+    });
     Ok(Served {
-        table: Table::open(TableFile::Shared(source), tree.at, tree.len, false)
-            .map_err(|e| MountError::at(path, e))?,
+        table,
         data,
         origin: Origin::Embedded,
         skipped: Vec::new(),
         advice: None,
-        check_later,
+        check_later: Some(check_later),
     })
 }
 

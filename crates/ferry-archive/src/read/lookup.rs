@@ -95,27 +95,9 @@ fn check_headers(
         })?
         .ok_or_else(|| mismatch("no entry at the indexed offset"))?;
     // A file with several names holds its data under the first; the others are links.
-    if node.nlink <= 1 && safe_path(&t.path).ok() != safe_path(path).ok() {
-        return Err(mismatch("path"));
-    }
-    if t.kind != TarKind::File {
-        return Err(mismatch("kind"));
-    }
-    if (t.size, t.stored, t.data_offset) != (node.size, node.b, head) {
-        return Err(mismatch("data size or place"));
-    }
-    if t.sparse.as_deref().unwrap_or_default() != extras.runs.as_slice() {
-        return Err(mismatch("sparse map"));
-    }
-    if (t.mode, t.uid, t.gid, t.mtime) != (node.mode, node.uid, node.gid, node.mtime) {
-        return Err(mismatch("metadata"));
-    }
-    if t.atime.unwrap_or(t.mtime) != node.atime {
-        return Err(mismatch("access time"));
-    }
-    if t.xattrs != extras.xattrs {
-        return Err(mismatch("xattrs"));
-    }
+    let path = safe_path(path).map_err(|why| refused(path, why))?;
+    let named = (node.nlink <= 1).then_some(path.as_bytes());
+    crate::tree::check::header_agrees(&t, node, extras, named).map_err(mismatch)?;
     Ok(())
 }
 

@@ -56,11 +56,13 @@
 //! outside it.
 
 pub mod build;
+pub mod check;
 pub(crate) mod lean;
 mod nodes;
 pub mod read;
 
 pub use build::{entry_of_tar, DirDefaults, Skipped, TreeBuilder};
+pub use check::check_against_tar;
 pub use read::{Dirent, Node, NodeKind, Table, TableFile, TreeError};
 
 /// Magic bytes that open the trailer.

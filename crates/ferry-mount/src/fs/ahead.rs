@@ -36,7 +36,10 @@ impl ArchiveFs {
         let Some(notifier) = self.notifier.get() else {
             return;
         };
-        if self.set_state(file.parent, SENT_AHEAD) & SENT_AHEAD != 0 || !self.unchanged() {
+        if !self.verified.passed()
+            || self.set_state(file.parent, SENT_AHEAD) & SENT_AHEAD != 0
+            || !self.unchanged()
+        {
             return;
         }
         let Ok(dir) = self.table.node(file.parent) else {
@@ -79,11 +82,14 @@ impl ArchiveFs {
 
     /// Reads `group` (files close together in the archive) at once and stores each.
     fn store_group(&self, notifier: &fuser::Notifier, group: &[Node]) {
-        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+        let Some(first) = group.first() else {
             return;
         };
         let start = first.a;
-        let mut buf = vec![0u8; (last.a + last.b - start) as usize];
+        // Sorted by start; the extent is the furthest end (a table's files never
+        // overlap once checked, but nothing here relies on it).
+        let end = group.iter().map(|n| n.a + n.b).max().unwrap_or(start);
+        let mut buf = vec![0u8; (end - start) as usize];
         match self.data.read_at(&mut buf, start) {
             Ok(got) if got == buf.len() => {}
             _ => return,

@@ -46,7 +46,8 @@ impl std::fmt::Display for Attached {
     }
 }
 
-/// Mounts `image` read-only on `mountpoint`, its files' data read from `archive`.
+/// Mounts `image` read-only, `nosuid` and `nodev`, on `mountpoint`, its files' data read
+/// from `archive`.
 pub fn mount(
     image: &Path,
     archive: &Path,
@@ -95,7 +96,11 @@ fn mount_sources(
     let mnt = fsmount(
         &fs,
         FsMountFlags::FSMOUNT_CLOEXEC,
-        MountAttrFlags::MOUNT_ATTR_RDONLY | MountAttrFlags::MOUNT_ATTR_NODEV,
+        // An archive is a stranger's: its setuid bits and file capabilities must not
+        // take effect, nor its device nodes open (as the FUSE mount says too).
+        MountAttrFlags::MOUNT_ATTR_RDONLY
+            | MountAttrFlags::MOUNT_ATTR_NOSUID
+            | MountAttrFlags::MOUNT_ATTR_NODEV,
     )
     .map_err(|e| said(e, &fs))?;
     move_mount(

@@ -21,9 +21,10 @@ use crate::MountError;
 use ferry_archive::tree::Skipped;
 use std::fs::{self, File};
 use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
+use xxhash_rust::xxh3::{xxh3_128, xxh3_64, Xxh3};
 
 const MAGIC: &[u8; 8] = b"FERRYIMG";
 const VERSION: u32 = 1;
@@ -86,11 +87,10 @@ pub fn prepare(archive: &Path, cache_dir: Option<&Path>) -> Result<Image, MountE
         uuid: xxh3_128(path.as_os_str().as_encoded_bytes()).to_le_bytes(),
         volume_name: *b"ferry\0\0\0\0\0\0\0\0\0\0\0",
     };
-    let mut built = ferry_erofs::build(&opened.table, opened.stamp.size, &opts)
-        .map_err(|e| MountError::at(archive, e))?;
-    let h = header(opened.stamp, &built.image);
-    built.image[..h.len()].copy_from_slice(&h);
-    store(&path, &built.image)?;
+    let built = store(&path, opened.stamp, |out| {
+        ferry_erofs::build(&opened.table, opened.stamp.size, &opts, out)
+            .map_err(|e| MountError::at(archive, e))
+    })?;
     Ok(Image {
         path,
         origin: ImageOrigin::Built(start.elapsed(), built.inodes),
@@ -128,37 +128,95 @@ pub fn mountable(archive: &Path) -> bool {
     open_plain(archive).is_ok()
 }
 
-/// ferry's header for an image of an archive of `stamp`.
-fn header(stamp: Stamp, image: &[u8]) -> [u8; 64] {
+/// ferry's header for an image of an archive of `stamp`, `len` bytes long, whose bytes
+/// from [`PAD`] on hash to `sum`.
+fn header(stamp: Stamp, len: u64, sum: u64) -> [u8; 64] {
     let mut h = [0u8; 64];
     h[..8].copy_from_slice(MAGIC);
     h[8..12].copy_from_slice(&VERSION.to_le_bytes());
     h[16..24].copy_from_slice(&stamp.size.to_le_bytes());
     h[24..32].copy_from_slice(&stamp.mtime.0.to_le_bytes());
     h[32..36].copy_from_slice(&stamp.mtime.1.to_le_bytes());
-    h[40..48].copy_from_slice(&(image.len() as u64).to_le_bytes());
-    h[48..56].copy_from_slice(&xxh3_64(image.get(PAD..).unwrap_or_default()).to_le_bytes());
+    h[40..48].copy_from_slice(&len.to_le_bytes());
+    h[48..56].copy_from_slice(&sum.to_le_bytes());
     let own = xxh3_64(&h[..56]);
     h[56..].copy_from_slice(&own.to_le_bytes());
     h
 }
 
-/// Whether the image at `path` was built by ferry from the archive of `stamp`, whole.
+/// Whether the image at `path` was built by ferry from the archive of `stamp`, whole
+/// (read through once, not held).
 fn valid(path: &Path, stamp: Stamp) -> bool {
-    let Ok(image) = fs::read(path) else {
+    let Ok(mut f) = File::open(path) else {
         return false;
     };
-    image.len() > PAD && image[..64] == header(stamp, &image)
+    let mut head = [0u8; PAD];
+    if f.read_exact(&mut head).is_err() {
+        return false;
+    }
+    let mut sum = Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut len = PAD as u64;
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                sum.update(&buf[..n]);
+                len += n as u64;
+            }
+            Err(_) => return false,
+        }
+    }
+    len > PAD as u64 && head[..64] == header(stamp, len, sum.digest())
 }
 
-/// Writes the image at `path` atomically (a temporary file renamed over it).
-fn store(path: &Path, image: &[u8]) -> Result<(), MountError> {
+/// Writes the image `write` makes at `path` atomically (a temporary file beside it,
+/// renamed over it once whole), with ferry's header for `stamp` at its start; what
+/// `write` returned.
+fn store<T>(
+    path: &Path,
+    stamp: Stamp,
+    write: impl FnOnce(&mut dyn Write) -> Result<T, MountError>,
+) -> Result<T, MountError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let fail = |e: std::io::Error| MountError::at(path, format!("write the image: {e}"));
     fs::create_dir_all(dir)
         .map_err(|e| MountError::at(dir, format!("create the cache directory: {e}")))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
-    tmp.write_all(image).map_err(fail)?;
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
+    let mut out = Hashed {
+        out: std::io::BufWriter::with_capacity(1 << 20, tmp.as_file()),
+        pos: 0,
+        sum: Xxh3::new(),
+    };
+    let made = write(&mut out)?;
+    out.out.flush().map_err(fail)?;
+    let (len, sum) = (out.pos, out.sum.digest());
+    drop(out);
+    tmp.as_file()
+        .write_all_at(&header(stamp, len, sum), 0)
+        .map_err(fail)?;
     tmp.persist(path).map_err(|e| fail(e.error))?;
-    Ok(())
+    Ok(made)
+}
+
+/// A writer that hashes what it writes from byte [`PAD`] on (the part of the image
+/// ferry's header covers).
+struct Hashed<W: Write> {
+    out: W,
+    pos: u64,
+    sum: Xxh3,
+}
+
+impl<W: Write> Write for Hashed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        let skip = (PAD as u64).saturating_sub(self.pos).min(n as u64) as usize;
+        self.sum.update(&buf[skip..n]);
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }

@@ -1,0 +1,313 @@
+//! Checking a tree table against the tar it describes, before the table is served.
+//!
+//! A ferry archive carries its own table, and whoever made the archive made the table
+//! and its checksums: a crafted one could point a member at another member's data, or
+//! at bytes inside a member's data that look like a tar header (a tar stored in the
+//! tar), and a mount would then serve bytes that no extraction of the archive gives.
+//! So before a table an archive carries is served, or an EROFS image is made of it,
+//! [`check_against_tar`] reads the tar's headers (never its data) and checks that:
+//!
+//! - the file nodes, taken in the order of their data, occupy disjoint extents (headers
+//!   then stored data) inside the tar;
+//! - walking the tar's headers from the end of one file's member to the next (what lies
+//!   between them in an archive ferry wrote is header-only members: directories,
+//!   symlinks, links; any member found there is stepped over by its own size) lands
+//!   exactly on each file node's first header, so every file starts at a member
+//!   boundary of the real archive, never inside another member's data;
+//! - that member's headers say what the node says ([`header_agrees`]): the path it was
+//!   first reached by, kind, sizes, place of the data, sparse map, mode, owner, times
+//!   and xattrs.
+//!
+//! It costs one read of a few hundred bytes to a few KiB per file (its headers and the
+//! header-only members before it), about what listing the archive with `tar -t` reads.
+//! What a table says of directories, symlinks and devices is not checked against the
+//! tar (their members carry no data a node points at); nor whether the table leaves a
+//! member out: a crafted table can show less than the archive holds, or other
+//! attributes for entries without data, never another member's bytes.
+
+use super::read::{Extras, Node, NodeKind, Table, TreeError};
+use crate::read::archive::{fill_at, ReadAt};
+use crate::read::convert::safe_path;
+use crate::tar::{Reader, TarEntry, TarKind};
+use std::collections::HashMap;
+use std::io::{self, BufReader, Read};
+
+/// Nodes read at once.
+const BATCH: u32 = 4096;
+/// Bytes between one file's data and the next file's data read in one piece; a larger
+/// gap is walked by a reader that seeks over members' data.
+const WINDOW: u64 = 1 << 20;
+/// The most bytes of headers one member may have (as readers accept).
+const MAX_HEADERS: u64 = 16 << 20;
+
+/// What a check read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// File nodes checked.
+    pub files: u64,
+    /// Tar members whose headers were read (the files' and those between them).
+    pub members: u64,
+}
+
+/// One file node's extent in the tar: its first header, its data, its stored bytes.
+#[derive(Clone, Copy, Debug)]
+struct Extent {
+    header: u64,
+    data: u64,
+    stored: u64,
+    id: u32,
+}
+
+/// Checks every file node of `table` against the tar read from `tar`, whose data ends
+/// at the table's `data_end` (see the module's doc). The error names the node's path
+/// and what differs.
+pub fn check_against_tar<R: ReadAt>(
+    table: &Table<R>,
+    tar: &(impl ReadAt + ?Sized),
+) -> Result<Checked, TreeError> {
+    let mut paths = DirPaths::default();
+    let mut extents = Vec::new();
+    let mut first = 0u32;
+    let count = u32::try_from(table.len()).unwrap_or(u32::MAX);
+    while first < count {
+        let n = BATCH.min(count - first);
+        for node in table.nodes(first, n)? {
+            if node.kind == NodeKind::File {
+                extents.push(extent_of(table, &node)?);
+            }
+        }
+        first += n;
+    }
+    // A table ferry wrote numbers files in archive order: sorted already.
+    if !extents.is_sorted_by_key(|e| e.header) {
+        extents.sort_unstable_by_key(|e| e.header);
+    }
+    let data_end = table.trailer().data_end;
+    let mut checked = Checked::default();
+    let mut from = 0u64;
+    for e in &extents {
+        let node = table.node(e.id)?;
+        if e.header < from {
+            return Err(wrong(
+                table,
+                &node,
+                "its headers overlap the member before it",
+            ));
+        }
+        if e.data
+            .checked_add(e.stored)
+            .is_none_or(|end| end > data_end)
+        {
+            return Err(wrong(table, &node, "its data lies past the end of the tar"));
+        }
+        let member = walk_to(tar, from, e)
+            .map_err(|why| wrong(table, &node, &why))
+            .inspect(|(_, walked)| checked.members += walked)?
+            .0;
+        let extras = table.extras(&node)?;
+        let named = match node.nlink {
+            // A file of one name: the path it was first reached by.
+            0 | 1 => Some(paths.path_of(table, &node)?),
+            // Of several: its data is under one of them, which must lead to it.
+            _ => {
+                if resolve(table, &member.path)? != Some(node.id) {
+                    return Err(wrong(table, &node, "its tar header names another file"));
+                }
+                None
+            }
+        };
+        header_agrees(&member, &node, &extras, named.as_deref())
+            .map_err(|what| wrong(table, &node, &format!("its tar header says another {what}")))?;
+        checked.files += 1;
+        from = (e.data + e.stored).next_multiple_of(512);
+    }
+    Ok(checked)
+}
+
+/// The extent of file node `n`; an error for a node whose headers are not recorded
+/// (a table from before they were: such a table cannot be checked).
+fn extent_of<R: ReadAt>(table: &Table<R>, n: &Node) -> Result<Extent, TreeError> {
+    let head = u64::from(n.head);
+    if head == 0 || head > MAX_HEADERS || head > n.a {
+        return Err(wrong(table, n, "its headers' place is not recorded"));
+    }
+    Ok(Extent {
+        header: n.a - head,
+        data: n.a,
+        stored: n.b,
+        id: n.id,
+    })
+}
+
+/// Walks the tar's members from offset `from` (a member boundary) to the one whose
+/// headers start at `e.header`, which must be one; returns it and how many members were
+/// read. Members before it must end before it starts.
+fn walk_to(tar: &(impl ReadAt + ?Sized), from: u64, e: &Extent) -> Result<(TarEntry, u64), String> {
+    if e.data - from <= WINDOW {
+        let mut bytes = vec![0u8; (e.data - from) as usize];
+        fill_at(tar, &mut bytes, from).map_err(|err| format!("read its headers: {err}"))?;
+        return walk(Reader::new(&bytes[..]), from, e);
+    }
+    let at = At { tar, pos: from };
+    let r = Reader::with_skip(BufReader::with_capacity(64 << 10, at), |r, n| {
+        r.seek_relative(n as i64)
+    });
+    walk(r, from, e)
+}
+
+fn walk<T: Read>(mut r: Reader<T>, from: u64, e: &Extent) -> Result<(TarEntry, u64), String> {
+    let mut members = 0;
+    loop {
+        let t = r
+            .next_entry()
+            .map_err(|err| format!("reading the tar's headers before it: {err}"))?
+            .ok_or("the tar ends before its headers")?;
+        members += 1;
+        let at = from + t.header_offset;
+        if at == e.header {
+            return Ok((t, members));
+        }
+        let end = (from + t.data_offset)
+            .checked_add(t.stored)
+            .map(|end| end.next_multiple_of(512));
+        if at > e.header || end.is_none_or(|end| end > e.header) {
+            return Err(format!(
+                "its headers at byte {} lie inside member {} of the tar",
+                e.header,
+                ferry_core::entry::escaped(&t.path)
+            ));
+        }
+    }
+}
+
+/// The node a member path leads to in `table`, if any.
+fn resolve<R: ReadAt>(table: &Table<R>, raw: &[u8]) -> Result<Option<u32>, TreeError> {
+    let Ok(path) = safe_path(raw) else {
+        return Ok(None);
+    };
+    let mut node = table.node(0)?;
+    if path.is_root() {
+        return Ok(Some(0));
+    }
+    for name in path.as_bytes().split(|&b| b == b'/') {
+        match table.lookup(&node, name)? {
+            Some(d) => node = table.node(d.node)?,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(node.id))
+}
+
+/// Whether member `t`'s headers say what file node `n` (with `extras`) says; `path`,
+/// when given, is the path the node was first reached by. What differs, if not.
+pub fn header_agrees(
+    t: &TarEntry,
+    n: &Node,
+    extras: &Extras,
+    path: Option<&[u8]>,
+) -> Result<(), &'static str> {
+    if let Some(path) = path {
+        if safe_path(&t.path).ok().as_ref().map(|p| p.as_bytes()) != Some(path) {
+            return Err("path");
+        }
+    }
+    if t.kind != TarKind::File {
+        return Err("kind");
+    }
+    if (t.size, t.stored, t.data_offset - t.header_offset) != (n.size, n.b, u64::from(n.head)) {
+        return Err("data size or place");
+    }
+    if t.sparse.as_deref().unwrap_or_default() != extras.runs.as_slice() {
+        return Err("sparse map");
+    }
+    if (t.mode, t.uid, t.gid, t.mtime) != (n.mode, n.uid, n.gid, n.mtime) {
+        return Err("mode, owner or modification time");
+    }
+    if t.atime.unwrap_or(t.mtime) != n.atime {
+        return Err("access time");
+    }
+    if t.xattrs != extras.xattrs {
+        return Err("set of xattrs");
+    }
+    Ok(())
+}
+
+/// A table error naming node `n`'s path.
+fn wrong<R: ReadAt>(table: &Table<R>, n: &Node, why: &str) -> TreeError {
+    TreeError::new(format!(
+        "tree table: {}: {why} (the table does not describe this archive)",
+        ferry_core::entry::escaped(&table.path_of(n.id))
+    ))
+}
+
+/// The paths of directories, as found (each resolved once).
+#[derive(Default)]
+struct DirPaths {
+    known: HashMap<u32, Vec<u8>>,
+}
+
+impl DirPaths {
+    /// The path node `n` was first reached by: its parent's path and its name.
+    fn path_of<R: ReadAt>(&mut self, table: &Table<R>, n: &Node) -> Result<Vec<u8>, TreeError> {
+        let mut path = self.dir(table, n.parent)?.clone();
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(&table.name(n)?);
+        Ok(path)
+    }
+
+    /// The path of directory `id` (the root's is empty).
+    fn dir<R: ReadAt>(&mut self, table: &Table<R>, id: u32) -> Result<&Vec<u8>, TreeError> {
+        if !self.known.contains_key(&id) {
+            // Up to a directory already known (or the root), then back down.
+            let mut chain = Vec::new();
+            let mut at = id;
+            while at != 0 && !self.known.contains_key(&at) {
+                if chain.len() as u64 > table.len() {
+                    return Err(TreeError::new("tree table: a directory is its own parent"));
+                }
+                let d = table.node(at)?;
+                chain.push((at, table.name(&d)?));
+                at = d.parent;
+            }
+            let mut path = self.known.get(&at).cloned().unwrap_or_default();
+            for (d, name) in chain.into_iter().rev() {
+                if !path.is_empty() {
+                    path.push(b'/');
+                }
+                path.extend_from_slice(&name);
+                self.known.insert(d, path.clone());
+            }
+        }
+        Ok(self.known.entry(id).or_default())
+    }
+}
+
+/// The tar read forward from `pos`, for a reader that seeks over members' data.
+struct At<'a, F: ReadAt + ?Sized> {
+    tar: &'a F,
+    pos: u64,
+}
+
+impl<F: ReadAt + ?Sized> Read for At<'_, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.tar.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl<F: ReadAt + ?Sized> io::Seek for At<'_, F> {
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        self.pos = match to {
+            io::SeekFrom::Start(p) => p,
+            io::SeekFrom::Current(d) => self
+                .pos
+                .checked_add_signed(d)
+                .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?,
+            io::SeekFrom::End(_) => return Err(io::ErrorKind::Unsupported.into()),
+        };
+        Ok(self.pos)
+    }
+}
