@@ -10,6 +10,7 @@
 #[allow(unused_imports)]
 mod common;
 
+mod crafted;
 mod hostile;
 mod kernel;
 mod lifecycle;

@@ -87,13 +87,12 @@ fn check_headers(
     source
         .read_exact_at(&mut bytes, at)
         .map_err(|e| refused(path, format!("read its headers: {e}")))?;
+    // Whatever lies there, it is not this member's headers: the index is wrong.
     let t = Reader::new(&bytes[..])
         .next_entry()
-        .map_err(|mut err| {
-            err.offset += at;
-            err
-        })?
-        .ok_or_else(|| mismatch("no entry at the indexed offset"))?;
+        .ok()
+        .flatten()
+        .ok_or_else(|| mismatch("no tar header where the index puts the member's"))?;
     // A file with several names holds its data under the first; the others are links.
     let path = safe_path(path).map_err(|why| refused(path, why))?;
     let named = (node.nlink <= 1).then_some(path.as_bytes());

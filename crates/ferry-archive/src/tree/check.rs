@@ -84,15 +84,16 @@ pub fn check_against_tar<R: ReadAt>(
     }
     let data_end = table.trailer().data_end;
     let mut checked = Checked::default();
-    let mut from = 0u64;
+    let (mut from, mut before) = (0u64, None);
     for e in &extents {
         let node = table.node(e.id)?;
-        if e.header < from {
-            return Err(wrong(
-                table,
-                &node,
-                "its headers overlap the member before it",
-            ));
+        if let Some(prev) = before.filter(|_| e.header < from) {
+            let why = format!(
+                "its headers at byte {} lie inside the member of {}, which ends at byte {from}",
+                e.header,
+                ferry_core::entry::escaped(&table.path_of(prev))
+            );
+            return Err(wrong(table, &node, &why));
         }
         if e.data
             .checked_add(e.stored)
@@ -120,6 +121,7 @@ pub fn check_against_tar<R: ReadAt>(
             .map_err(|what| wrong(table, &node, &format!("its tar header says another {what}")))?;
         checked.files += 1;
         from = (e.data + e.stored).next_multiple_of(512);
+        before = Some(e.id);
     }
     Ok(checked)
 }

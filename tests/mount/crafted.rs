@@ -1,0 +1,125 @@
+//! Ferry archives whose tree table lies, every checksum made to match again
+//! ([`ferry_testkit::table_edit`]): a file pointed at another member's data, or at bytes
+//! inside a file's data, must never be served as that file, by FUSE, by the kernel
+//! mount or by `cat`; the mount says which path is wrong, and nothing panics.
+
+use super::common::build::{pattern, write};
+use super::common::scratch;
+use super::{ferry, fuse_here, is_mounted, pack, Mounted};
+use ferry_testkit::table_edit::{field, TableEdit};
+use std::path::{Path, PathBuf};
+
+/// The lies told about file `a`, each as an archive next to `archive`: its name, and
+/// the archive. `big` is 200 KiB; `a` and `b` hold different bytes.
+fn lying_archives(archive: &Path) -> Vec<(&'static str, PathBuf)> {
+    let bytes = std::fs::read(archive).expect("read the archive");
+    let edit = |name: &str, change: &dyn Fn(&mut TableEdit, usize, usize, usize)| {
+        let mut t = TableEdit::new(bytes.clone());
+        let (a, b, big) = (
+            t.find(b"a").expect("node a"),
+            t.find(b"b").expect("node b"),
+            t.find(b"big").expect("node big"),
+        );
+        change(&mut t, a, b, big);
+        let out = archive.with_file_name(name);
+        std::fs::write(&out, t.sealed()).expect("write the lying archive");
+        out
+    };
+    vec![
+        (
+            // `a` at ten bytes inside `big`'s data: nested ranges.
+            "nested",
+            edit("nested.far", &|t, a, _, big| {
+                let at = t.get(big, field::A) + 10;
+                t.set(a, field::A, at);
+                t.set(a, field::B, 10);
+                t.set(a, field::SIZE, 10);
+                t.node(a)[field::FLAGS] &= !1;
+            }),
+        ),
+        (
+            // `a` pointed at `b`'s member, its hash and sizes copied too.
+            "pointed",
+            edit("pointed.far", &|t, a, b, _| {
+                // Keep a's own parent, link count, name and extras (bytes 64..92).
+                let own = t.node(a)[field::PARENT..field::HEAD].to_vec();
+                let from = t.node(b)[field::SIZE..].to_vec();
+                let flags = t.node(b)[field::FLAGS];
+                t.node(a)[field::SIZE..].copy_from_slice(&from);
+                t.node(a)[field::FLAGS] = flags;
+                t.node(a)[field::PARENT..field::HEAD].copy_from_slice(&own);
+            }),
+        ),
+    ]
+}
+
+/// Whether a message about the table names `a` as the file at fault, or as the one
+/// whose member another file's headers lie in.
+fn names_a(said: &str) -> bool {
+    said.contains("tree table: a:") || said.contains("inside the member of a,")
+}
+
+/// A source tree of `big`, `a` and `b`, packed; the scratch, archive and cache.
+fn packed() -> (super::common::Scratch, PathBuf, PathBuf) {
+    let s = scratch();
+    write(&s.src.join("big"), &pattern(3, 200 << 10));
+    write(&s.src.join("a"), &[b'A'; 3000]);
+    write(&s.src.join("b"), &[b'B'; 5000]);
+    let archive = s.tmp.path().join("t.far");
+    let cache = s.tmp.path().join("cache");
+    pack(&cache, &s.src, &archive);
+    (s, archive, cache)
+}
+
+#[test]
+fn a_table_pointing_a_file_elsewhere_is_never_served_by_fuse() {
+    if !fuse_here() {
+        return;
+    }
+    let (s, archive, cache) = packed();
+    for (how, lying) in lying_archives(&archive) {
+        let mnt = s.tmp.path().join(format!("mnt-{how}"));
+        let m = Mounted::new(&cache, &lying, &mnt);
+        // Names are served at once; data only once the table is checked, and never.
+        let read = std::fs::read(m.at.join("a"));
+        assert!(
+            read.is_err(),
+            "{how}: `a` was served as {:?}",
+            read.map(|b| b.len())
+        );
+        assert!(std::fs::read(m.at.join("big")).is_err(), "{how}: big");
+        let log = std::fs::read_to_string(cache.join("ferry/mount.log")).unwrap_or_default();
+        assert!(
+            names_a(&log) && log.contains("does not describe this archive"),
+            "{how}: the log does not name `a`: {log}"
+        );
+        drop(m);
+        assert!(!is_mounted(&mnt), "{how}: still mounted");
+    }
+}
+
+#[test]
+fn a_table_pointing_a_file_elsewhere_is_refused_by_the_kernel_mount_and_cat() {
+    let (s, archive, cache) = packed();
+    for (how, lying) in lying_archives(&archive) {
+        let r = ferry(&cache, &[&"cat", &lying, &"a"]);
+        assert_ne!(r.status, 0, "{how}: cat printed it");
+        assert!(
+            !r.stdout.contains("BBB") && r.stderr.contains("index and tar header disagree"),
+            "{how}: {}",
+            r.stderr
+        );
+        if ferry_testkit::skip_unless_root() {
+            continue;
+        }
+        let mnt = s.tmp.path().join(format!("kmnt-{how}"));
+        std::fs::create_dir_all(&mnt).expect("mountpoint");
+        let r = ferry(&cache, &[&"mount", &"--kernel", &lying, &mnt]);
+        r.assert_status(2);
+        assert!(
+            names_a(&r.stderr) && !is_mounted(&mnt),
+            "{how}: {}",
+            r.stderr
+        );
+    }
+}
