@@ -77,6 +77,10 @@ pub enum Command {
     Mount(MountArgs),
     /// Unmount what `ferry mount` mounted (also when its process has died).
     Umount(UmountArgs),
+    /// (Internal) The watchdog of a FUSE mount: unmounts it once the process serving
+    /// it has ended, however it ended.
+    #[command(hide = true)]
+    MountWatch(MountWatchArgs),
     /// Build the index `ferry mount` needs for a tar that is not a ferry archive (or one
     /// from before ferry kept it), without mounting; it is kept in the cache.
     Index(IndexArgs),
@@ -180,8 +184,22 @@ pub struct CacheArgs {
 /// Flags of `ferry umount`.
 #[derive(Args, Debug)]
 pub struct UmountArgs {
-    /// Where the archive is mounted.
+    /// Where the archive is mounted (only a mount `ferry mount` made is unmounted).
     pub mountpoint: PathBuf,
+    /// Unmount even if busy: detached now, let go once no process uses it (umount -l).
+    #[arg(short = 'l', long)]
+    pub lazy: bool,
+}
+
+/// Flags of the mount watchdog (started by `ferry mount`, its standard input a pipe
+/// from the serving process).
+#[derive(Args, Debug)]
+pub struct MountWatchArgs {
+    /// The mountpoint.
+    pub mountpoint: PathBuf,
+    /// The id of the mount to unmount (/proc/self/mountinfo's first field).
+    #[arg(long)]
+    pub id: u64,
 }
 
 /// Flags of `ferry index`.

@@ -57,6 +57,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Mount(args) => mount_cmd::run_mount(args),
         Command::Umount(args) => mount_cmd::run_umount(args),
+        Command::MountWatch(args) => mount_cmd::run_watch(args),
         Command::Index(args) => mount_cmd::run_index(args),
         Command::Completions(args) => docs_cmd::run_completions(args),
         Command::Man(args) => docs_cmd::run_man(args),

@@ -6,7 +6,7 @@
 //! the first: the child writes `ready` there once the kernel answers the mount (or the
 //! error that stopped it), so `ferry mount` returns only when the mount can be used.
 
-use crate::cli::{CacheArgs, IndexArgs, MountArgs, MountMode, UmountArgs};
+use crate::cli::{CacheArgs, IndexArgs, MountArgs, MountMode, MountWatchArgs, UmountArgs};
 use crate::report::to_stderr;
 use crate::s3_cmd::block_options;
 use anyhow::{anyhow, Context};
@@ -26,13 +26,29 @@ const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 /// Set in the environment of the background child: its stdout is the pipe to report on.
 const NOTIFY_ENV: &str = "FERRY_MOUNT_NOTIFY";
 
-pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
+pub fn run_mount(mut args: MountArgs) -> anyhow::Result<ExitCode> {
     let notify = std::env::var_os(NOTIFY_ENV).is_some();
     if !args.mountpoint.is_dir() {
         return fail(
             notify,
             anyhow!("{}: not a directory to mount on", args.mountpoint.display()),
         );
+    }
+    // A second mount on a mountpoint would hide the first one.
+    if !notify && session::is_mounted(&args.mountpoint) {
+        return fail(
+            notify,
+            anyhow!(
+                "{}: something is mounted there already (ferry umount it first)",
+                args.mountpoint.display()
+            ),
+        );
+    }
+    // The archive as /proc/mounts and df show it, and as the background child opens
+    // it: whatever directory either runs in.
+    if !crate::s3_cmd::is_s3(&args.archive) {
+        args.archive = std::path::absolute(&args.archive)
+            .with_context(|| format!("{}: resolve its path", args.archive.display()))?;
     }
     if !notify && kernel_mode(&args)? {
         match run_kernel(&args) {
@@ -69,11 +85,13 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     };
     let data = std::sync::Arc::clone(&opened.data);
     let fs = ArchiveFs::new(opened, Options::default());
+    let mut watchdog = None;
     let served = session::serve(
         fs,
         &args.mountpoint,
         &opts,
         || {
+            watchdog = start_watchdog(&args.mountpoint);
             if notify {
                 tell_parent("ready");
             } else {
@@ -86,6 +104,11 @@ pub fn run_mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         },
         stop_rx,
     );
+    // Its pipe closed, the watchdog finds the mount gone (or unmounts what is left).
+    if let Some(mut child) = watchdog {
+        drop(child.stdin.take());
+        let _ = child.wait();
+    }
     if let Some(said) = data.summary() {
         to_stderr(format_args!("ferry: {}: {said}", args.archive.display()));
     }
@@ -204,7 +227,7 @@ fn spawn_background(args: &MountArgs) -> anyhow::Result<ExitCode> {
     let Ok(line) = rx.recv_timeout(READY_WITHIN) else {
         let _ = child.kill();
         let _ = child.wait();
-        let _ = session::unmount(&args.mountpoint);
+        let _ = session::unmount(&args.mountpoint, true);
         return Err(anyhow!(
             "{}: the mount did not answer within {} s; see {}",
             args.mountpoint.display(),
@@ -305,12 +328,47 @@ fn run_kernel(args: &MountArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Unmounts what `ferry mount` made, and nothing else; a busy mount only with `--lazy`.
 pub fn run_umount(args: UmountArgs) -> anyhow::Result<ExitCode> {
-    if ferry_mount::kernel::is_kernel_mount(&args.mountpoint) {
-        ferry_mount::kernel::unmount(&args.mountpoint)?;
-        return Ok(ExitCode::SUCCESS);
+    match session::made_by_ferry(&args.mountpoint)? {
+        session::MadeBy::FerryKernel => ferry_mount::kernel::unmount(&args.mountpoint, args.lazy)?,
+        session::MadeBy::FerryFuse => session::unmount(&args.mountpoint, args.lazy)?,
     }
-    session::unmount(&args.mountpoint)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the watchdog that unmounts the mount at `mountpoint` if this process ends
+/// without doing so ([`ferry_mount::watch`]): this program again, in a process group of
+/// its own (so a signal to this one's group leaves it be), its standard input a pipe
+/// only this process writes to. `None` (with a warning) where it cannot be started.
+fn start_watchdog(mountpoint: &Path) -> Option<std::process::Child> {
+    let id = ferry_mount::watch::mount_id(mountpoint)?;
+    let started = std::env::current_exe().and_then(|me| {
+        Command::new(me)
+            .arg("mount-watch")
+            .arg("--id")
+            .arg(id.to_string())
+            .arg(mountpoint)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+    });
+    match started {
+        Ok(child) => Some(child),
+        Err(e) => {
+            to_stderr(format_args!(
+                "ferry: warning: no watchdog for the mount ({e}): if this process is killed, ferry umount {} clears it",
+                mountpoint.display()
+            ));
+            None
+        }
+    }
+}
+
+/// The watchdog itself (see [`start_watchdog`]).
+pub fn run_watch(args: MountWatchArgs) -> anyhow::Result<ExitCode> {
+    ferry_mount::watch::watch(&args.mountpoint, args.id, std::io::stdin().lock())?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -129,6 +129,9 @@ fn an_archive_changed_under_its_mount_is_refused_not_misread() {
     .expect("append");
     let err = std::fs::read(m.at.join("f")).expect_err("a changed archive must not be read");
     assert_eq!(err.raw_os_error(), Some(libc_eio()), "{err}");
+    // Any request, a name never looked up too (it was ENOENT, as if the table held).
+    let err = std::fs::metadata(m.at.join("never-looked-up")).expect_err("a lookup");
+    assert_eq!(err.raw_os_error(), Some(libc_eio()), "{err}");
     let log = std::fs::read_to_string(cache.join("ferry/mount.log")).expect("log");
     assert!(
         log.contains("the archive changed after it was mounted"),
@@ -170,21 +173,26 @@ fn a_mount_whose_process_was_killed_is_cleared_by_ferry_umount() {
         return;
     };
     let mnt = s.tmp.path().join("mnt");
-    // Killed alone, the mount is taken down by the fusermount3 left watching it.
+    // Killed alone, after serving a listing and a read (once the kernel knows listings
+    // need no OPENDIR, fusermount3's auto_unmount no longer sees the mount as dead),
+    // the mount is taken down by the watchdog left watching it.
     let m = Mounted::new(&cache, &archive, &mnt);
+    assert_eq!(std::fs::read_dir(&mnt).expect("list").count(), 1);
+    assert_eq!(std::fs::read(mnt.join("f")).expect("read"), b"x");
     kill_all(&[
         "-f",
         &format!("ferry mount --foreground.*{}", mnt.display()),
     ]);
-    wait_for("fusermount3 to unmount a killed mount", || {
+    wait_for("the watchdog to unmount a killed mount", || {
         !is_mounted(&mnt)
     });
     let r = ferry(&cache, &[&"umount", &mnt]);
     r.assert_status(2);
     assert!(r.stderr.contains("not mounted"), "{}", r.stderr);
-    // Killed with its watcher, the mount is left dead: ferry umount clears it.
+    // Killed with its watchers, the mount is left dead: ferry umount clears it.
     let m2 = Mounted::new(&cache, &archive, &mnt);
     kill_all(&["-f", &format!("fusermount3 .*{}", mnt.display())]);
+    kill_all(&["-f", &format!("ferry mount-watch .*{}", mnt.display())]);
     kill_all(&[
         "-f",
         &format!("ferry mount --foreground.*{}", mnt.display()),

@@ -16,6 +16,7 @@ mod kernel;
 mod lifecycle;
 mod privilege;
 mod trees;
+mod umount;
 
 use common::fuse_here;
 use common::mounted::Mounted;

@@ -63,8 +63,7 @@ fn mount_options(at: &Path) -> String {
     let at = std::fs::canonicalize(at).expect("canonical mountpoint");
     let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
     info.lines()
-        .filter(|l| l.split(' ').nth(4) == Some(&*at.to_string_lossy()))
-        .last()
+        .rfind(|l| l.split(' ').nth(4) == Some(&*at.to_string_lossy()))
         .and_then(|l| l.split(' ').nth(5).map(str::to_string))
         .unwrap_or_default()
 }

@@ -14,7 +14,8 @@
 //! long timeouts: the archive does not change under a mount), and reads by `pread` at
 //! each member's offset, several FUSE threads at a time; a member whose content does
 //! not match the hash its table records is an I/O error, never wrong bytes.
-//! [`session`] mounts, waits for the kernel's first request and unmounts.
+//! [`session`] mounts, waits for the kernel's first request and unmounts; [`watch`]
+//! unmounts a mount whose process was killed.
 //!
 //! [`kernel`] is the other way to serve the same table: as root, an EROFS image of it
 //! (built by `ferry-erofs`, kept in the same cache) mounted by the kernel itself, the
@@ -40,6 +41,7 @@ pub mod kernel;
 pub mod scan;
 pub mod session;
 pub mod source;
+pub mod watch;
 
 /// Why an archive could not be mounted or indexed; the message names what is wrong.
 #[derive(Debug, thiserror::Error)]

@@ -92,7 +92,7 @@ pub fn serve(
             Ok(()) | Err(RecvTimeoutError::Disconnected) => {
                 if helper.is_some() {
                     // The session loop ends once the kernel lets the mount go.
-                    unmount(mountpoint)?;
+                    unmount(mountpoint, true)?;
                     drop(helper);
                     return background
                         .join()
@@ -113,17 +113,23 @@ pub fn serve(
     }
 }
 
-/// Unmounts the ferry (or any FUSE) filesystem at `mountpoint`, also one whose process
-/// has died: `fusermount3 -u` (which an ordinary user may run), lazily (`-z`) if the
-/// mount is busy or dead; as root, `umount2` directly when fusermount3 is missing.
-pub fn unmount(mountpoint: &Path) -> Result<(), MountError> {
+/// Unmounts the FUSE filesystem at `mountpoint`, also one whose process has died:
+/// `fusermount3 -u` (which an ordinary user may run); as root, `umount2` directly when
+/// fusermount3 is missing. A busy mount (a process has a file open in it, or its
+/// working directory there) is refused, as `umount` refuses it, unless `lazy`: then it
+/// is detached now and let go once no longer used (`-z`, `MNT_DETACH`).
+pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), MountError> {
     if !is_mounted(mountpoint) {
         return Err(MountError::at(mountpoint, "not mounted"));
     }
+    let tries: &[&[&str]] = match lazy {
+        true => &[&["-u"], &["-u", "-z"]],
+        false => &[&["-u"]],
+    };
     let mut last = String::new();
-    for args in [&["-u"][..], &["-u", "-z"][..]] {
+    for args in tries {
         match Command::new("fusermount3")
-            .args(args)
+            .args(*args)
             .arg(mountpoint)
             .output()
         {
@@ -136,16 +142,113 @@ pub fn unmount(mountpoint: &Path) -> Result<(), MountError> {
         }
     }
     if rustix::process::geteuid().is_root() {
-        for flags in [
+        let flags = [
             rustix::mount::UnmountFlags::empty(),
             rustix::mount::UnmountFlags::DETACH,
-        ] {
-            if rustix::mount::unmount(mountpoint, flags).is_ok() {
-                return Ok(());
+        ];
+        for f in &flags[..if lazy { 2 } else { 1 }] {
+            match rustix::mount::unmount(mountpoint, *f) {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e.to_string(),
             }
         }
     }
+    if !lazy && last.contains("busy") {
+        return Err(busy(mountpoint));
+    }
     Err(MountError::at(mountpoint, format!("unmount: {last}")))
+}
+
+/// The error for a mount in use.
+pub(crate) fn busy(mountpoint: &Path) -> MountError {
+    MountError::at(
+        mountpoint,
+        "busy (a process has a file open in it, or its working directory there): close \
+         them, or unmount it lazily with --lazy",
+    )
+}
+
+/// What made the mount at a path, as far as ferry's `umount` is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MadeBy {
+    /// `ferry mount` with FUSE (type `fuse.ferry`).
+    FerryFuse,
+    /// `ferry mount --kernel`: EROFS over an image ferry wrote.
+    FerryKernel,
+}
+
+/// Whether the topmost mount at `path` is one `ferry mount` made: a FUSE mount of
+/// subtype `ferry`, or an EROFS mount whose image (the file, or the loop device's
+/// backing file) carries ferry's image header. `Err` names what is mounted there.
+pub fn made_by_ferry(path: &Path) -> Result<MadeBy, MountError> {
+    let Ok(abs) = std::fs::canonicalize(path) else {
+        // A FUSE mount whose process died cannot be entered, so not resolved either.
+        return match is_mounted(path) {
+            true => Ok(MadeBy::FerryFuse),
+            false => Err(MountError::at(path, "not mounted")),
+        };
+    };
+    let Some(line) = mountinfo_line(&abs) else {
+        return Err(MountError::at(path, "not mounted"));
+    };
+    let mut fields = line
+        .split(|&b| b == b' ')
+        .skip_while(|f| *f != b"-")
+        .skip(1);
+    let kind = String::from_utf8_lossy(fields.next().unwrap_or_default()).into_owned();
+    let source = unescape_mountinfo(fields.next().unwrap_or_default());
+    match kind.as_str() {
+        "fuse.ferry" => Ok(MadeBy::FerryFuse),
+        "erofs" if crate::kernel::image::is_ferry_image(&image_behind(&source)) => {
+            Ok(MadeBy::FerryKernel)
+        }
+        _ => Err(MountError::at(
+            path,
+            format!(
+                "not a mount ferry made (a {kind} filesystem from {}): ferry umount \
+                 leaves it alone; use umount",
+                String::from_utf8_lossy(source.as_os_str().as_encoded_bytes())
+            ),
+        )),
+    }
+}
+
+/// The file a mount's source names: itself, or for a loop device its backing file.
+fn image_behind(source: &Path) -> std::path::PathBuf {
+    let name = source.file_name().map(|n| n.to_string_lossy().into_owned());
+    match name {
+        Some(n) if source.starts_with("/dev") && n.starts_with("loop") => {
+            std::fs::read_to_string(format!("/sys/block/{n}/loop/backing_file"))
+                .map(|b| std::path::PathBuf::from(b.trim_end_matches('\n')))
+                .unwrap_or_default()
+        }
+        _ => source.to_path_buf(),
+    }
+}
+
+/// A path field of /proc/self/mountinfo with its octal escapes undone.
+fn unescape_mountinfo(field: &[u8]) -> std::path::PathBuf {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal = field.get(i + 1..i + 4).and_then(|d| {
+            std::str::from_utf8(d)
+                .ok()
+                .and_then(|d| u8::from_str_radix(d, 8).ok())
+        });
+        match (field[i], octal) {
+            (b'\\', Some(b)) => {
+                out.push(b);
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    use std::os::unix::ffi::OsStringExt;
+    std::path::PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// Whether something is mounted at `path`: a dead FUSE mount (its process gone) cannot
@@ -166,6 +269,11 @@ pub fn fs_type(path: &Path) -> Option<String> {
     let mut fields = line.split(|&b| b == b' ').skip_while(|f| *f != b"-");
     fields.next()?;
     Some(String::from_utf8_lossy(fields.next()?).into_owned())
+}
+
+/// The line of /proc/self/mountinfo of the topmost mount at `path`, if any.
+pub fn mountinfo_of(path: &Path) -> Option<Vec<u8>> {
+    mountinfo_line(&std::fs::canonicalize(path).ok()?)
 }
 
 /// The last line of /proc/self/mountinfo whose mountpoint is `abs`.

@@ -155,17 +155,21 @@ fn loop_detach(dev: &Path) {
     let _ = Command::new("losetup").arg("--detach").arg(dev).output();
 }
 
-/// Unmounts the kernel mount at `mountpoint` (lazily if it is busy); its loop devices,
-/// if any, are freed by the kernel as it lets go of them.
-pub fn unmount(mountpoint: &Path) -> Result<(), MountError> {
+/// Unmounts the kernel mount at `mountpoint`; a busy one is refused unless `lazy`
+/// (then detached now, let go once unused). Its loop devices, if any, are freed by the
+/// kernel as it lets go of them.
+pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), MountError> {
     let e = match rustix::mount::unmount(mountpoint, UnmountFlags::empty()) {
         Ok(()) => return Ok(()),
         Err(e) => e,
     };
-    if e == rustix::io::Errno::BUSY
-        && rustix::mount::unmount(mountpoint, UnmountFlags::DETACH).is_ok()
-    {
-        return Ok(());
+    if e == rustix::io::Errno::BUSY {
+        if !lazy {
+            return Err(crate::session::busy(mountpoint));
+        }
+        if rustix::mount::unmount(mountpoint, UnmountFlags::DETACH).is_ok() {
+            return Ok(());
+        }
     }
     Err(MountError::at(mountpoint, format!("unmount: {e}")))
 }

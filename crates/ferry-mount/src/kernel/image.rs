@@ -144,6 +144,17 @@ fn header(stamp: Stamp, len: u64, sum: u64) -> [u8; 64] {
     h
 }
 
+/// Whether the file at `path` starts with ferry's image header (its own checksum
+/// holding): an image ferry wrote, whatever archive it was for.
+pub fn is_ferry_image(path: &Path) -> bool {
+    let mut h = [0u8; 64];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut h))
+        .is_ok()
+        && &h[..8] == MAGIC
+        && h[56..] == xxh3_64(&h[..56]).to_le_bytes()
+}
+
 /// Whether the image at `path` was built by ferry from the archive of `stamp`, whole
 /// (read through once, not held).
 fn valid(path: &Path, stamp: Stamp) -> bool {
