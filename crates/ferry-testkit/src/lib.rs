@@ -1,9 +1,11 @@
 //! Test support shared by every ferry crate's tests: whether they run as root, how a
 //! test says it cannot run here (a failure under CI), scratch filesystems (loop-mounted
 //! images, ramfs) for tests that need a real disk or a particular kind, and a file's
-//! extent map (whether its blocks are shared with another file).
+//! extent map (whether its blocks are shared with another file), and what memory a
+//! command takes on input made to size it.
 
 pub mod extents;
+pub mod memory;
 pub mod mount;
 
 /// Whether the tests run as root (device nodes, chown, trusted.* xattrs, loop mounts).
