@@ -45,8 +45,9 @@ pub struct Frames {
     frames: Vec<Frame>,
     len: u64,
     budget: u64,
-    cache: Mutex<Cache>,
-    streams: FrameStreams,
+    /// Boxed, as the streams: a `Frames` is held in enums beside a `File`.
+    cache: Box<Mutex<Cache>>,
+    streams: Box<FrameStreams>,
 }
 
 impl Frames {
@@ -76,8 +77,8 @@ impl Frames {
             frames,
             len,
             budget,
-            cache: Mutex::default(),
-            streams: FrameStreams::default(),
+            cache: Box::default(),
+            streams: Box::default(),
         }))
     }
 
