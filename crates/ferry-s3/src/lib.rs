@@ -19,6 +19,7 @@
 //! filesystem, with ranged GETs and a block cache.
 #![deny(missing_docs)]
 
+pub mod body;
 pub mod cat;
 pub mod credential_process;
 pub mod download;
