@@ -21,6 +21,7 @@
 
 pub mod body;
 pub mod cat;
+pub mod checked;
 pub mod credential_process;
 pub mod download;
 pub mod lookup;
