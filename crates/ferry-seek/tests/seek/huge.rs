@@ -97,3 +97,50 @@ fn an_xz_block_asking_for_a_1_gib_dictionary_is_refused() {
         "{err}"
     );
 }
+
+/// Set (to the file's path) in the child of the seek table test.
+const TABLE_CHILD: &str = "FERRY_SEEK_TABLE_CHILD";
+
+#[test]
+fn a_seek_table_footer_claiming_a_4_gb_table_allocates_nothing() {
+    if let Some(path) = std::env::var_os(TABLE_CHILD) {
+        let err = Frames::open(std::fs::File::open(path).expect("open"))
+            .err()
+            .expect("refused");
+        assert!(
+            err.to_string().contains("no skippable frame of its length"),
+            "{err}"
+        );
+        return;
+    }
+    // A sparse file of 4 GB ending in a footer that says 500 million frames: the table
+    // would fill the file (and was read into one buffer of its size).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("table.zst");
+    let count: u32 = 500_000_000;
+    let len = u64::from(count) * 8 + 9 + 8 + 64;
+    let file = std::fs::File::create(&path).expect("create");
+    file.set_len(len).expect("sparse");
+    let mut footer = count.to_le_bytes().to_vec();
+    footer.push(0);
+    footer.extend(0x8F92_EAB1u32.to_le_bytes());
+    std::os::unix::fs::FileExt::write_all_at(&file, &footer, len - 9).expect("footer");
+    let mut child = Command::new(std::env::current_exe().expect("exe"));
+    child
+        .args([
+            "huge::a_seek_table_footer_claiming_a_4_gb_table_allocates_nothing",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env(TABLE_CHILD, &path);
+    let Some((out, peak)) = peak_rss(&child, Stdio::piped()) else {
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(peak < 64 << 20, "peak RSS {} MiB", peak >> 20);
+}
