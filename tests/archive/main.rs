@@ -20,6 +20,7 @@ mod reflink;
 mod select;
 mod streams;
 mod zstd;
+mod zstd_memory;
 
 use common::run::{run, Run, FERRY};
 use std::path::Path;

@@ -16,6 +16,8 @@ mod cluster;
 mod copy;
 mod errors;
 mod garage;
+mod hostile;
+mod memory;
 mod mount;
 mod objects;
 mod objects_delete;

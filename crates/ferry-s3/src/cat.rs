@@ -13,14 +13,15 @@
 //! a plain object costs one round trip (and a cold `cat` of a member one GET more,
 //! answered 404).
 
+use crate::body::{gather, BodyReader};
 use crate::lookup::{self, Hit};
-use crate::manifest::{shard_name, Manifest, Member, NAME};
+use crate::manifest::{shard_name, Manifest, Member, MAX_STORED, NAME};
 use crate::objects::read::{cat_object, get_file};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use ferry_archive::tar::Reader;
 use ferry_core::error::Reporter;
-use object_store::{GetOptions, ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, GetResult, ObjectStore};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
@@ -72,12 +73,9 @@ pub(crate) async fn fetch_bytes(store: &Store) -> Result<Option<Fetched>> {
         Err(e) => return Err(store.error(&key, "read the manifest", &e)),
     };
     let etag = got.meta.e_tag.clone();
-    let body = got
-        .bytes()
-        .await
-        .map_err(|e| store.error(&key, "read the manifest", &e))?;
+    let body = gather(store, &key, "read the manifest", got, MAX_STORED).await?;
     Ok(Some(Fetched {
-        body: body.to_vec(),
+        body,
         etag,
         cached: false,
     }))
@@ -234,10 +232,23 @@ fn cached_etag(store: &Store) -> Option<String> {
     line.strip_suffix('\n').map(str::to_owned)
 }
 
-/// Member `path` and its bytes, found through the lookup table of the cached manifest
-/// and fetched while the manifest is revalidated; None unless the manifest proved
-/// current and the bytes came (then [`locate`] and one more GET do it the plain way).
-async fn speculate(store: &Store, path: &[u8]) -> Result<Option<(Hit, bytes::Bytes)>> {
+/// The GET of a member's bytes (`hit`), its body not yet read.
+async fn get_member(store: &Store, hit: &Hit) -> object_store::Result<GetResult> {
+    let opts = GetOptions {
+        range: Some(GetRange::Bounded(hit.start..hit.end)),
+        ..GetOptions::default()
+    };
+    store
+        .s3
+        .get_opts(&store.key(&shard_name(&hit.fingerprint)), opts)
+        .await
+}
+
+/// Member `path` and the GET of its bytes, found through the lookup table of the
+/// cached manifest and sent while the manifest is revalidated; None unless the
+/// manifest proved current and the GET was answered (then [`locate`] and one more GET
+/// do it the plain way). The body is read only once the manifest is known current.
+async fn speculate(store: &Store, path: &[u8]) -> Result<Option<(Hit, GetResult)>> {
     let Some(etag) = cached_etag(store) else {
         return Ok(None);
     };
@@ -247,11 +258,7 @@ async fn speculate(store: &Store, path: &[u8]) -> Result<Option<(Hit, bytes::Byt
     let Some(Some(hit)) = lookup::find(&table, &etag, path) else {
         return Ok(None);
     };
-    let key = store.key(&shard_name(&hit.fingerprint));
-    let (fresh, bytes) = tokio::join!(
-        fetch_bytes(store),
-        store.s3.get_range(&key, hit.start..hit.end)
-    );
+    let (fresh, bytes) = tokio::join!(fetch_bytes(store), get_member(store, &hit));
     let current = fresh?.is_some_and(|f| f.cached && f.etag.as_deref() == Some(&etag));
     Ok(match (current, bytes) {
         (true, Ok(bytes)) => Some((hit, bytes)),
@@ -261,7 +268,7 @@ async fn speculate(store: &Store, path: &[u8]) -> Result<Option<(Hit, bytes::Byt
 
 fn cat_following(store: &Store, path: &[u8], out: &mut dyn Write, links: usize) -> Result<()> {
     let shown = String::from_utf8_lossy(path).to_string();
-    let (hit, bytes) = match store.rt.block_on(speculate(store, path))? {
+    let (hit, got) = match store.rt.block_on(speculate(store, path))? {
         Some(found) => found,
         None => {
             // Not in a cached manifest: the manifest, and at the same time (on a second
@@ -283,15 +290,16 @@ fn cat_following(store: &Store, path: &[u8], out: &mut dyn Write, links: usize) 
             let hit = locate(store, f, path)?
                 .ok_or_else(|| S3Error::new(format!("{shown}: no such member in {}", store.loc)))?;
             let key = store.key(&shard_name(&hit.fingerprint));
-            let bytes = store
+            let got = store
                 .rt
-                .block_on(store.s3.get_range(&key, hit.start..hit.end))
+                .block_on(get_member(store, &hit))
                 .map_err(|e| store.error(&key, "read", &e))?;
-            (hit, bytes)
+            (hit, got)
         }
     };
     let key = store.key(&shard_name(&hit.fingerprint));
-    let mut reader = Reader::new(&bytes[..]);
+    // Read as it arrives, a chunk at a time: a member of any size in bounded memory.
+    let mut reader = Reader::new(BodyReader::new(store, got));
     let bad = |e: &dyn std::fmt::Display| {
         S3Error::new(format!("{shown}: in s3://{}/{key}: {e}", store.loc.bucket))
     };

@@ -3,11 +3,13 @@
 //! stream unpacker (`ferry unpack -`'s code: the hostile-input rules, metadata, holes,
 //! the parallel workers, the up-to-date check), every file's content then checked
 //! against the shard's own index, which ends the stream. Nothing is written twice: no
-//! temporary file. The directory shard comes last, so directory metadata is set after
+//! temporary file. Every member a shard holds is checked against the manifest before
+//! the unpacker sees it ([`crate::checked`]). The directory shard comes last, so directory metadata is set after
 //! everything below. A shard whose members DST already has (same size and mtime) is not
 //! fetched.
 
 use crate::cat::need_manifest;
+use crate::checked::{Checked, Expected};
 use crate::manifest::{Member, Shard};
 use crate::store::Store;
 use crate::{Result, S3Error};
@@ -20,6 +22,7 @@ use ferry_core::pool::Share;
 use ferry_core::Stats;
 use futures::{StreamExt, TryStreamExt};
 use object_store::{GetOptions, GetRange, ObjectStore};
+use std::collections::HashSet;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -186,6 +189,16 @@ pub fn download(
         shards: manifest.shards.len(),
         ..Downloaded::default()
     };
+    // Every directory the manifest names: those above each shard's members, which
+    // every shard holds, must be among them.
+    let dirs: HashSet<Vec<u8>> = manifest
+        .shards
+        .iter()
+        .filter(|s| s.dirs)
+        .flat_map(|s| &s.members)
+        .filter(|m| m.k == 1)
+        .map(|m| m.path())
+        .collect();
     let mut wanted = Vec::new();
     for shard in &manifest.shards {
         if has_all(dst, shard) {
@@ -218,17 +231,21 @@ pub fn download(
                 start_feed(&store, shard, opts.ranges_in_flight)
             }
         };
-        let mut stream = Ranges {
+        let mut ranges = Ranges {
             rx,
             current: bytes::Bytes::new(),
             read: 0,
         };
+
         // Directory metadata only from the directory shard, unpacked last.
         let unpack = UnpackOptions {
             dir_metadata: shard.dirs,
             ..opts.unpack
         };
-        let done: Result<()> = (|| {
+        let done: Result<bool> = (|| {
+            let shown = format!("s3://{}/{key}", store.loc.bucket);
+            let expected = Expected::new(shard, &dirs);
+            let mut stream = Checked::new(&mut ranges, expected, shown, reporter);
             let pool = Share::private(UNPACK_BUFFERS, 1 << 20);
             let all = Selection::all();
             let unpacked =
@@ -238,21 +255,28 @@ pub fn download(
                         check_tail_removing(&mut stream, hashes, dst, DAMAGED, reporter)
                             .map_err(|e| named(&e))
                     });
+            // A member that did not pass ended the unpacking; each was reported.
+            let refused = stream.refused();
             // The feeder ends once the reader is gone (or all is sent).
-            stream.rx.close();
+            drop(stream);
+            ranges.rx.close();
             let _ = store.rt.block_on(feeder);
+            if refused {
+                return Ok(false);
+            }
             unpacked?;
-            if stream.read != shard.size {
+            if ranges.read != shard.size {
                 return Err(named(&format_args!(
                     "{} bytes where the manifest says {}: not the shard it names",
-                    stream.read, shard.size
+                    ranges.read, shard.size
                 )));
             }
-            Ok(())
+            Ok(true)
         })();
-        done?;
-        out.fetched += 1;
-        out.bytes += shard.size;
+        if done? {
+            out.fetched += 1;
+            out.bytes += shard.size;
+        }
     }
     Ok(out)
 }

@@ -19,7 +19,9 @@
 //! filesystem, with ranged GETs and a block cache.
 #![deny(missing_docs)]
 
+pub mod body;
 pub mod cat;
+pub mod checked;
 pub mod credential_process;
 pub mod download;
 pub mod lookup;

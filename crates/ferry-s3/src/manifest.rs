@@ -20,6 +20,18 @@ pub const NAME: &str = "manifest.ferry";
 /// The most bytes a manifest decompresses to.
 pub const MAX_DECODED: u64 = 1 << 30;
 
+/// The largest manifest object read (compressed): 128 MiB, an eighth of
+/// [`MAX_DECODED`] (the JSON compresses about tenfold). A larger object is refused
+/// from the GET's headers, before its body is read.
+pub const MAX_STORED: u64 = 128 << 20;
+
+/// The largest record of one shard read (`shards/FP.json`, a manifest of that shard
+/// alone, written beside it): 16 MiB stored, 256 MiB decompressed. A shard of 1 GiB of
+/// empty files has about 2 million members, whose record takes about 40 MB of JSON.
+pub const MAX_RECORD: u64 = 16 << 20;
+/// The most a shard's record may decompress to.
+pub const MAX_RECORD_DECODED: u64 = 256 << 20;
+
 /// The longest member path taken.
 const MAX_PATH: usize = 64 << 10;
 
@@ -135,13 +147,19 @@ impl Manifest {
 
     /// Reads and checks a stored manifest; `what` names it in errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<Manifest> {
+        Manifest::decode_within(bytes, what, MAX_DECODED)
+    }
+
+    /// As [`Manifest::decode`], refusing one that decompresses to more than `most`
+    /// bytes.
+    pub fn decode_within(bytes: &[u8], what: &str, most: u64) -> Result<Manifest> {
         let bad = |why: String| S3Error::new(format!("{what}: bad manifest: {why}"));
         let mut json = Vec::new();
         zstd::stream::read::Decoder::new(bytes)
-            .and_then(|d| d.take(MAX_DECODED + 1).read_to_end(&mut json))
+            .and_then(|d| d.take(most + 1).read_to_end(&mut json))
             .map_err(|e| bad(format!("not zstd: {e}")))?;
-        if json.len() as u64 > MAX_DECODED {
-            return Err(bad(format!("larger than {MAX_DECODED} bytes")));
+        if json.len() as u64 > most {
+            return Err(bad(format!("larger than {most} bytes")));
         }
         let m: Manifest = serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))?;
         m.check().map_err(bad)?;

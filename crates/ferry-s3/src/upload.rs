@@ -7,8 +7,9 @@
 //! written right after the shard itself). Uploads a killed run left unfinished are
 //! aborted first ([`crate::pending`]).
 
+use crate::body::gather;
 use crate::cat::fetch_manifest;
-use crate::manifest::{Manifest, Shard, FORMAT, NAME};
+use crate::manifest::{Manifest, Shard, FORMAT, MAX_RECORD, MAX_RECORD_DECODED, NAME};
 use crate::pending;
 use crate::plan::{plan, walk_tree, Planned, ShardPlan};
 use crate::shard::{pack_shard, part_size_for, PackShard};
@@ -18,13 +19,16 @@ use crate::{Result, S3Error};
 use ferry_core::error::Reporter;
 use ferry_core::filter::Filter;
 use ferry_core::Stats;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Semaphore};
+
+/// Records of shards sent before read at once (each at most [`MAX_RECORD`] stored).
+const RECORDS_AT_ONCE: usize = 8;
 
 /// How packing a shard ended: its record, or why not.
 type Packed = oneshot::Receiver<Result<Shard>>;
@@ -76,9 +80,12 @@ pub fn upload(
     let old = store.rt.block_on(fetch_manifest(&store))?;
     let list = walk_tree(src, opts.threads, opts.filter.clone(), reporter)?;
     let plans = plan(&list, old.as_ref(), opts.shard_size);
-    let mut done: Vec<Option<Shard>> = store.rt.block_on(futures::future::join_all(
-        plans.iter().map(|p| sent_before(&store, p)),
-    ));
+    // At most RECORDS_AT_ONCE records read at a time: each may take MAX_RECORD bytes.
+    let mut done: Vec<Option<Shard>> = store.rt.block_on(
+        futures::stream::iter(plans.iter().map(|p| sent_before(&store, p)))
+            .buffered(RECORDS_AT_ONCE)
+            .collect(),
+    );
     out.kept = done.iter().filter(|d| d.is_some()).count();
     let to_send: Vec<usize> = (0..plans.len()).filter(|&i| done[i].is_none()).collect();
     let sent = send_shards(src, &list, &plans, &to_send, &store, opts, stats, reporter)?;
@@ -122,8 +129,12 @@ async fn sent_before(store: &Store, plan: &ShardPlan) -> Option<Shard> {
     }
     let name = crate::manifest::shard_name(&plan.fingerprint);
     let record = store.key(&format!("{}.json", name.trim_end_matches(".far")));
-    let bytes = store.s3.get(&record).await.ok()?.bytes().await.ok()?;
-    let m = Manifest::decode(&bytes, record.as_ref()).ok()?;
+    // A record too large to be one is not one: the shard is sent again.
+    let got = store.s3.get(&record).await.ok()?;
+    let bytes = gather(store, &record, "read the shard's record", got, MAX_RECORD)
+        .await
+        .ok()?;
+    let m = Manifest::decode_within(&bytes, record.as_ref(), MAX_RECORD_DECODED).ok()?;
     let shard = m.shards.into_iter().next()?;
     let meta = store.s3.head(&store.key(&name)).await.ok()?;
     (shard.fingerprint == plan.fingerprint && meta.size == shard.size).then_some(shard)

@@ -58,6 +58,7 @@
 
 mod access;
 mod bzip2;
+mod frame_read;
 mod frames;
 mod gzip;
 pub mod gzip_members;
@@ -69,7 +70,8 @@ mod xz;
 mod zstd;
 
 pub use access::{Compressed, POOL};
-pub use frames::Frames;
+pub use frame_read::STREAMS;
+pub use frames::{Frames, CACHE_BYTES};
 pub use index::{SeekIndex, RANDOM_ACCESS_GAP};
 pub use indexing::Indexing;
 pub use seekable::{seek_table, FrameFormat, SeekableWriter};

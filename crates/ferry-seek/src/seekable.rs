@@ -30,6 +30,8 @@ const SKIPPABLE_MAGIC: u32 = 0x184D_2A5E;
 const SEEKABLE_MAGIC: u32 = 0x8F92_EAB1;
 /// The seek table's footer: frame count, descriptor, magic.
 const FOOTER_LEN: u64 = 9;
+/// Seek table entries read at once.
+const TABLE_PIECE: usize = 4096;
 
 /// At level 3 (`pack --zstd`'s default), the match finder's hash and chain tables
 /// (log2 of their entries): zstd's own choice for inputs over 256 KiB is 17 and 16.
@@ -291,27 +293,41 @@ pub fn frames(file: &File) -> io::Result<Option<Vec<Frame>>> {
         )));
     }
     let table_at = len - content - 8;
-    let mut table = vec![0u8; (content + 8) as usize];
-    file.read_exact_at(&mut table, table_at)?;
-    if u32_at(&table, 0) != SKIPPABLE_MAGIC || u64::from(u32_at(&table, 4)) != content {
+    let mut head = [0u8; 8];
+    file.read_exact_at(&mut head, table_at)?;
+    if u32_at(&head, 0) != SKIPPABLE_MAGIC || u64::from(u32_at(&head, 4)) != content {
         return Err(bad("no skippable frame of its length before its footer"));
     }
+    // The entries are read in pieces, and the list grows with the entries read: what
+    // the footer says is not an allocation (the file's own size bounds it).
     let (mut inp, mut out) = (0u64, 0u64);
-    let mut frames = Vec::with_capacity(count as usize);
-    for i in 0..count as usize {
-        let at = 8 + i * entry as usize;
-        let (compressed, decompressed) = (u32_at(&table, at), u32_at(&table, at + 4));
-        if compressed == 0 {
-            return Err(bad(format!("frame {i} has no bytes")));
+    let mut frames = Vec::with_capacity((count as usize).min(TABLE_PIECE));
+    let mut piece = vec![0u8; TABLE_PIECE * entry as usize];
+    let mut i = 0usize;
+    while (i as u64) < count {
+        let n = (count - i as u64).min(TABLE_PIECE as u64) as usize;
+        let bytes = &mut piece[..n * entry as usize];
+        file.read_exact_at(bytes, table_at + 8 + i as u64 * entry)?;
+        for e in bytes.chunks_exact(entry as usize) {
+            let (compressed, decompressed) = (u32_at(e, 0), u32_at(e, 4));
+            if compressed == 0 {
+                return Err(bad(format!("frame {i} has no bytes")));
+            }
+            frames.push(Frame {
+                inp,
+                compressed,
+                out,
+                decompressed,
+            });
+            inp += u64::from(compressed);
+            out += u64::from(decompressed);
+            if inp > table_at {
+                return Err(bad(format!(
+                    "its frames end at byte {inp} or later, the table starts at {table_at}"
+                )));
+            }
+            i += 1;
         }
-        frames.push(Frame {
-            inp,
-            compressed,
-            out,
-            decompressed,
-        });
-        inp += u64::from(compressed);
-        out += u64::from(decompressed);
     }
     if inp != table_at {
         return Err(bad(format!(

@@ -42,7 +42,22 @@ pub(crate) struct XzDecoder {
     stalls: u8,
 }
 
+/// The most memory one xz decoder may take (its dictionary, mostly): 128 MiB, as
+/// libzstd's default limit for a zstd window. `xz -9` needs 65 MiB; a block that asks
+/// for more (a dictionary given by its header, up to 4 GiB) is refused, not allocated.
+pub(crate) const XZ_MEMORY: u64 = 128 << 20;
+
 fn lzma_error(e: liblzma::stream::Error, at: u64) -> io::Error {
+    if let liblzma::stream::Error::MemLimit = e {
+        return corrupt(
+            Codec::Xz,
+            format!(
+                "a block near compressed offset {at} needs more than {} MiB of memory to \
+                 decode (its dictionary): refused",
+                XZ_MEMORY >> 20
+            ),
+        );
+    }
     corrupt(Codec::Xz, format!("{e}, near compressed offset {at}"))
 }
 
@@ -50,7 +65,7 @@ impl XzDecoder {
     /// A decoder of the whole file, for indexing.
     pub fn indexing(file: Arc<File>) -> io::Result<XzDecoder> {
         Ok(XzDecoder {
-            dec: Stream::new_stream_decoder(u64::MAX, CONCATENATED)
+            dec: Stream::new_stream_decoder(XZ_MEMORY, CONCATENATED)
                 .map_err(|e| lzma_error(e, 0))?,
             input: Input::new(file, 0, u64::MAX),
             header: [0; 12],
@@ -78,7 +93,7 @@ impl XzDecoder {
             ));
         }
         Ok(XzDecoder {
-            dec: Stream::new_stream_decoder(u64::MAX, 0).map_err(|e| lzma_error(e, stream))?,
+            dec: Stream::new_stream_decoder(XZ_MEMORY, 0).map_err(|e| lzma_error(e, stream))?,
             input: Input::new(file, point.inp, blocks_end),
             header,
             header_used: 0,
@@ -328,7 +343,8 @@ fn parse_index(b: &[u8]) -> Result<Vec<(u64, u64)>, String> {
     if count > (body.len() as u64) / 2 {
         return Err(format!("{count} records do not fit"));
     }
-    let mut records = Vec::with_capacity(count as usize);
+    // Grown as records are read: the count is the input's word.
+    let mut records = Vec::with_capacity((count as usize).min(1 << 12));
     for _ in 0..count {
         let unpadded = varint(body, &mut at)?;
         let uncompressed = varint(body, &mut at)?;

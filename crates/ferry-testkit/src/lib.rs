@@ -1,10 +1,12 @@
 //! Test support shared by every ferry crate's tests: whether they run as root, how a
 //! test says it cannot run here (a failure under CI), scratch filesystems (loop-mounted
 //! images, ramfs) for tests that need a real disk or a particular kind, a file's
-//! extent map (whether its blocks are shared with another file), and a ferry archive's
-//! tree table edited as an attacker would, its checksums made to match.
+//! extent map (whether its blocks are shared with another file), what memory a
+//! command takes on input made to size it, and a ferry archive's tree table edited as
+//! an attacker would, its checksums made to match.
 
 pub mod extents;
+pub mod memory;
 pub mod mount;
 pub mod table_edit;
 

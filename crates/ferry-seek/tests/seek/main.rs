@@ -5,6 +5,7 @@
 mod bzip2;
 mod gzip;
 mod hostile;
+mod huge;
 mod xz;
 mod zstd;
 
