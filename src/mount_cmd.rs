@@ -104,9 +104,11 @@ pub fn run_mount(mut args: MountArgs) -> anyhow::Result<ExitCode> {
         },
         stop_rx,
     );
-    // Its pipe closed, the watchdog finds the mount gone (or unmounts what is left).
+    // Told this process unmounted, the watchdog leaves the mountpoint alone.
     if let Some(mut child) = watchdog {
-        drop(child.stdin.take());
+        if let Some(mut pipe) = child.stdin.take() {
+            let _ = pipe.write_all(ferry_mount::watch::DONE);
+        }
         let _ = child.wait();
     }
     if let Some(said) = data.summary() {

@@ -77,6 +77,14 @@ fn loops_under(dir: &Path) -> Vec<String> {
     found
 }
 
+/// Waits (boundedly) until no loop device is backed by a file under `dir`: the kernel
+/// lets an autoclear device go from a work queue, just after the unmount returns.
+fn loops_freed(dir: &Path) {
+    super::wait_for("the loop devices to be freed", || {
+        loops_under(dir).is_empty()
+    });
+}
+
 /// The tree of every kind the tests use, with devices, a sparse file, long and odd names
 /// and a path beyond PATH_MAX, times stamped.
 fn every_kind(s: &Scratch) {
@@ -191,7 +199,7 @@ fn loop_devices_are_freed_on_unmount_and_after_a_failed_mount() {
     );
     assert_same_tree_with(&s.src, &m.at, &kernel_opts());
     m.unmount();
-    assert_eq!(loops_under(s.tmp.path()), Vec::<String>::new());
+    loops_freed(s.tmp.path());
 
     // The cached image damaged where the kernel looks (its magic), ferry's checksum of
     // it made to match again: ferry mounts it, the kernel refuses it.
@@ -222,7 +230,7 @@ fn loop_devices_are_freed_on_unmount_and_after_a_failed_mount() {
         r.assert_status(2);
         assert!(r.stderr.contains("kernel mount"), "{}", r.stderr);
         assert!(!is_mounted(&mnt), "mounted anyway");
-        assert_eq!(loops_under(s.tmp.path()), Vec::<String>::new());
+        loops_freed(s.tmp.path());
     }
 }
 
@@ -304,4 +312,64 @@ fn a_hostile_archive_gives_an_image_without_its_hostile_names() {
         .expect("list")
         .next()
         .is_none());
+}
+
+#[test]
+fn an_image_larger_than_its_archive_is_refused_naming_the_member_and_auto_uses_fuse() {
+    if skip_unless_root() {
+        return;
+    }
+    let s = scratch();
+    // 8 GiB, all hole but one 4 KiB block: a tar of a few KiB, whose image would need
+    // a chunk index for every 4 KiB of the file (16 MiB of them).
+    let f = std::fs::File::create(s.src.join("swollen")).expect("create");
+    f.set_len(8 << 30).expect("size");
+    f.write_all_at(&[7u8; 4096], 4 << 30)
+        .expect("the data block");
+    drop(f);
+    let archive = s.tmp.path().join("sparse.tar");
+    gnu_tar(&s.src, &archive, &["--format=posix", "--sparse"]);
+    let tar_len = std::fs::metadata(&archive).expect("stat").len();
+    assert!(tar_len < 64 << 10, "a sparse tar of {tar_len} bytes");
+    let cache = s.tmp.path().join("cache");
+    let mnt = s.tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir");
+    let r = ferry(&cache, &[&"mount", &"--kernel", &archive, &mnt]);
+    r.assert_status(2);
+    for said in ["swollen", "chunk indexes", "--mode fuse"] {
+        assert!(r.stderr.contains(said), "no {said:?} in {}", r.stderr);
+    }
+    assert!(!is_mounted(&mnt));
+    let images: Vec<_> = walk_files(&cache)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "erofs"))
+        .collect();
+    assert!(images.is_empty(), "an image was left: {images:?}");
+    if !fuse_here() {
+        return;
+    }
+    let r = ferry(&cache, &[&"mount", &"--mode", &"auto", &archive, &mnt]);
+    r.assert_ok();
+    assert!(r.stderr.contains("mounting with FUSE"), "{}", r.stderr);
+    let data = std::fs::File::open(mnt.join("swollen")).expect("open");
+    let mut block = [0u8; 8];
+    data.read_exact_at(&mut block, 4 << 30)
+        .expect("read the data");
+    assert_eq!(block, [7u8; 8]);
+    drop(data);
+    ferry(&cache, &[&"umount", &mnt]).assert_ok();
+}
+
+/// Every file below `dir`.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

@@ -11,6 +11,7 @@
 mod common;
 
 mod crafted;
+mod fuzz_table;
 mod hostile;
 mod kernel;
 mod lifecycle;

@@ -7,10 +7,12 @@
 //! the mountpoint and leaves the mount alone if that works; once a directory has been
 //! listed, the kernel knows this filesystem needs no OPENDIR, so the open succeeds
 //! without asking the dead process and the mount stays. The watchdog holds the read
-//! end of a pipe whose write end only the serving process has: when the pipe closes
-//! (however that process ended), it unmounts the mount it was started for (the same
-//! mount id, so a mount made there since is left alone), lazily, since a dead mount
-//! serves nobody.
+//! end of a pipe whose write end only the serving process has. A process that ends
+//! well writes [`DONE`] to it once it has unmounted; when the pipe closes without it
+//! (however that process ended), the watchdog unmounts the mount it was started for,
+//! lazily (a dead mount serves nobody), if that mount is still there (the same mount
+//! id) and dead (`statfs` answers "not connected"), so a mount made there since, which
+//! may have been given the same id, is left alone.
 
 use crate::MountError;
 use std::io::Read;
@@ -23,19 +25,25 @@ pub fn mount_id(mountpoint: &Path) -> Option<u64> {
     std::str::from_utf8(id).ok()?.parse().ok()
 }
 
-/// Waits until `alive` ends (the serving process's end of the pipe closed), then
-/// unmounts `mountpoint` if the mount there is still mount `id`.
+/// What the serving process writes to the watchdog's pipe once it has unmounted.
+pub const DONE: &[u8] = b"done\n";
+
+/// Waits until `alive` ends (the serving process's end of the pipe closed); then, if
+/// it ended without [`DONE`], unmounts `mountpoint` if the mount there is still mount
+/// `id` and dead.
 pub fn watch(mountpoint: &Path, id: u64, mut alive: impl Read) -> Result<(), MountError> {
     let mut buf = [0u8; 64];
+    let mut said = 0;
     loop {
         match alive.read(&mut buf) {
             Ok(0) => break,
-            Ok(_) => {}
+            Ok(n) => said += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }
     }
-    if mount_id(mountpoint) != Some(id) {
+    let dead = || rustix::fs::statfs(mountpoint).err() == Some(rustix::io::Errno::NOTCONN);
+    if said > 0 || mount_id(mountpoint) != Some(id) || !dead() {
         return Ok(());
     }
     crate::session::unmount(mountpoint, true)
