@@ -40,5 +40,9 @@ export PATH="$HOME/.cargo/bin:$PATH"
 command -v garage >/dev/null || cargo install garage --locked
 
 cargo fmt --all --check
-cargo clippy --workspace --all-targets --release -- -D warnings
-cargo test --workspace --release
+# The ci profile is release with overflow checks on (Cargo.toml): integer overflow that
+# input can reach panics in a test instead of wrapping. The mutation fuzz loops run for
+# a bounded time each (FERRY_FUZZ_SECS; longer runs: set it higher).
+export FERRY_FUZZ_SECS="${FERRY_FUZZ_SECS:-10}"
+cargo clippy --workspace --all-targets --profile ci -- -D warnings
+cargo test --workspace --profile ci
