@@ -92,6 +92,7 @@ fn a_thousand_unauthenticated_connections_keep_the_daemon_in_its_budget() {
     r.assert_ok();
     assert_same_tree(&sc.src, &d.root.join("good"));
     let peak = d.peak_rss();
+    eprintln!("peak RSS {} MiB with {opened} connections", peak >> 20);
     drop(kept);
     assert!(
         peak <= (64 + 32) * MIB as u64,

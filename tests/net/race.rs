@@ -80,7 +80,8 @@ fn uploads_through_a_component_swapped_with_a_symlink_stay_in_the_root() {
     while_swapping(&d.root, &outside, |i| {
         let r = d.copy(s(&sc.src), &d.url(&format!("sw/u{i}")), &["--insecure"]);
         landed += usize::from(r.status == 0);
-        assert!(r.status == 0 || r.stderr.contains("refused"), "{r}");
+        // Refused (a symlink on the way), or landed: whichever, only inside.
+        assert!(r.status == 0 || r.status == 2, "{r}");
     });
     assert_eq!(
         names_in(&outside),

@@ -3,8 +3,9 @@
 //!
 //! Before the token is checked a frame is small: a frame's length is checked before
 //! anything is allocated for it, a token frame holds at most [`MAX_TOKEN`] bytes, and
-//! a request frame's bytes are taken from the daemon's budget for handshakes
-//! ([`Pending::reserve`]) and arrive in memory only as they are read. The daemon's
+//! a request frame's bytes past [`SMALL_REQUEST`] are taken from the daemon's budget
+//! for handshakes ([`Pending::reserve`]); and they arrive in memory only as they are
+//! read. The daemon's
 //! limits on connections in their handshake are [`crate::preauth`]'s.
 
 use crate::frame::{read_head, Frame, Kind};
@@ -12,6 +13,10 @@ use crate::preauth::{same_secret, Pending, MAX_TOKEN};
 use crate::proto::{unexpected, Request};
 use crate::NetError;
 use std::io::Read;
+
+/// A request frame up to this size (a path, a few rules) is read without the budget:
+/// the places in the handshake bound how many there are at once.
+const SMALL_REQUEST: usize = 16 << 10;
 
 /// Reads the client's token (checked against `token`, the server's, when it has one)
 /// and its request. The outer error is a connection that failed or sent what is not
@@ -41,8 +46,8 @@ pub fn read_request(
         return Ok(Err(unexpected(Frame { kind, payload }, "a request")));
     }
     let reserved = match pending.as_deref() {
-        Some(p) => Some(p.reserve(len)?),
-        None => None,
+        Some(p) if len > SMALL_REQUEST => Some(p.reserve(len)?),
+        _ => None,
     };
     let payload = read_payload(input, kind, len, usize::MAX)?;
     let request = Request::decode(&payload);
