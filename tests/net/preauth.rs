@@ -178,9 +178,11 @@ fn wrong_tokens_from_an_address_are_slowed_down() {
         assert!(r.stderr.contains("wrong or missing token"), "{r}");
         ends.push(Instant::now());
     }
-    // The third was checked no sooner than twice the first delay after the second.
+    // The third was checked no sooner than twice the first delay (500 ms) after the
+    // second was refused, which the client saw a moment later (unslowed, the three
+    // took about 12 ms each).
     let gap = ends[2] - ends[1];
-    assert!(gap >= Duration::from_millis(500), "{gap:?}");
+    assert!(gap >= Duration::from_millis(400), "{gap:?}");
     // The right token is let in, after the address's delay.
     d.copy(
         s(&sc.src),
