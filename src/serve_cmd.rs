@@ -5,8 +5,10 @@
 use crate::cli::ServeArgs;
 use ferry_core::pool::BufferPool;
 use ferry_net::admission::Admission;
+use ferry_net::beneath::Root;
 use ferry_net::conn::Limits;
 use ferry_net::daemon::{self, Daemon};
+use ferry_net::preauth::{self, PreAuth};
 use ferry_net::serve::{serve, ServeConfig, Served};
 use ferry_net::tls::Identity;
 use ferry_net::NetError;
@@ -29,6 +31,15 @@ const RUNNING_SHARE: usize = 4;
 /// How long the uploads running may go without one starting or finishing before a
 /// queued one runs anyway (they wait on slow clients, say).
 const RUN_PATIENCE: Duration = Duration::from_secs(1);
+
+/// Connections in their handshake at once: one more closes the oldest of them.
+const HANDSHAKES: usize = 64;
+
+/// Bytes of request frames all handshakes may hold at once.
+const HANDSHAKE_BYTES: usize = 4 << 20;
+
+/// The longest a handshake may take (shorter when `--idle-timeout` is).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `ferry serve`.
 pub fn run_serve(args: ServeArgs) -> ExitCode {
@@ -128,6 +139,14 @@ fn run_daemon(args: &ServeArgs) -> anyhow::Result<()> {
             if token.is_empty() {
                 anyhow::bail!("{}: the token file is empty", path.display());
             }
+            if token.len() > preauth::MAX_TOKEN {
+                anyhow::bail!(
+                    "{}: a token of {} bytes: more than the {} a client may send",
+                    path.display(),
+                    token.len(),
+                    preauth::MAX_TOKEN
+                );
+            }
             Some(Arc::from(token))
         }
         None => None,
@@ -148,19 +167,25 @@ fn run_daemon(args: &ServeArgs) -> anyhow::Result<()> {
     let wait = Duration::from_secs(args.busy_timeout);
     let serve = ServeConfig {
         threads: args.jobs.unwrap_or(4),
-        root: Some(root.clone()),
+        root: Some(Arc::new(Root::open(&root)?)),
         read_only: args.read_only,
         token,
         admission: Some(Admission::with_runners(max, wait, runners, RUN_PATIENCE)),
         pool: Some((pool, per_connection)),
     };
+    let idle = Duration::from_secs(args.idle_timeout.max(1));
     let daemon = Arc::new(Daemon {
         tls,
         serve,
         limits: Limits {
-            idle: Duration::from_secs(args.idle_timeout.max(1)),
+            idle,
             bwlimit: args.bwlimit,
         },
+        preauth: PreAuth::new(preauth::Limits {
+            timeout: idle.min(HANDSHAKE_TIMEOUT),
+            slots: HANDSHAKES,
+            frame_bytes: HANDSHAKE_BYTES,
+        }),
     });
     let (listener, local) = daemon::listen(listen)?;
     crate::report::to_stderr(format_args!(

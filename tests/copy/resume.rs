@@ -66,16 +66,31 @@ fn complete_looking_files_are_complete(src: &Path, dst: &Path) -> usize {
     complete
 }
 
-/// Starts a copy of `src` into `dst`, kills it with SIGKILL after `delay`, and says
-/// whether it was still running then.
-fn copy_killed_after(src: &Path, dst: &Path, delay: Duration) -> bool {
+/// Starts a copy of `src` into `dst`, kills it with SIGKILL once the last file of the
+/// directory `d{dir}` is there (polled, within a minute), and says whether it was
+/// still running then.
+fn copy_killed_at(src: &Path, dst: &Path, dir: usize) -> bool {
     let mut child = copy_command(src, dst, &[])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("start ferry");
-    std::thread::sleep(delay);
-    let running = child.try_wait().expect("poll ferry").is_none();
+    let started = Instant::now();
+    let mut running = true;
+    let mark = dst.join(format!("d{dir:03}/f{:03}", FILES_PER_DIR - 1));
+    while std::fs::symlink_metadata(&mark).is_err() {
+        running = child.try_wait().expect("poll ferry").is_none();
+        if !running {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the copy never made {}",
+            mark.display()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    running = running && child.try_wait().expect("poll ferry").is_none();
     child.kill().expect("kill ferry");
     child.wait().expect("reap ferry");
     running
@@ -119,14 +134,16 @@ fn killed_copies_resume_to_an_exact_copy() {
     ]);
 
     let mut interrupted = 0;
-    let delays = [20, 50, 150].map(Duration::from_millis);
-    for (i, delay) in delays.into_iter().chain([full / 2]).enumerate() {
+    // Killed once the last file of four directories is there: four points of the
+    // copy, whatever order the walk takes (here, about 2,400 to 19,600 of the files
+    // were complete at the kill).
+    for (i, dir) in [0, 10, DIRS / 2, DIRS - 10].into_iter().enumerate() {
         let (src, dst) = (&first.src, &first.tmp.path().join(format!("dst{i}")));
-        if copy_killed_after(src, dst, delay) {
+        if copy_killed_at(src, dst, dir) {
             interrupted += 1;
         }
         let complete = complete_looking_files_are_complete(src, dst);
-        eprintln!("killed after {delay:?} (a full copy took {full:?}): {complete} files complete");
+        eprintln!("killed once d{dir:03} had a file (a full copy took {full:?}): {complete} files complete");
         copy_ok(src, dst, &[]);
         assert_same_tree(src, dst);
     }

@@ -14,5 +14,7 @@ mod common;
 mod copy;
 mod daemon;
 mod hostile;
+mod preauth;
+mod race;
 mod served;
 mod sshd;

@@ -18,14 +18,45 @@ use std::time::{Duration, Instant};
 
 const MIB: usize = 1 << 20;
 
-fn token(sc: &Scratch, secret: &str) -> String {
+/// Whether a file below `src` is at the same place below `dst` with its size and
+/// mtime (set last: it is complete).
+fn any_complete_file(src: &Path, dst: &Path) -> bool {
+    std::fs::read_dir(src).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let (from, to) = (e.path(), dst.join(e.file_name()));
+            match (
+                std::fs::symlink_metadata(&from),
+                std::fs::symlink_metadata(&to),
+            ) {
+                (Ok(a), _) if a.is_dir() => any_complete_file(&from, &to),
+                (Ok(a), Ok(b)) => {
+                    b.is_file()
+                        && (a.size(), a.mtime(), a.mtime_nsec())
+                            == (b.size(), b.mtime(), b.mtime_nsec())
+                }
+                _ => false,
+            }
+        })
+    })
+}
+
+/// Polls `cond` until it holds, for at most 30 s (then fails naming `what`).
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "waited 30 s for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn token(sc: &Scratch, secret: &str) -> String {
     let path = sc.tmp.path().join(format!("token-{secret}"));
     write(&path, format!("{secret}\n").as_bytes());
     path.display().to_string()
 }
 
 /// Many small files and a few large ones, below `s.src`.
-fn files(sc: &Scratch, small: usize, large: usize, large_size: usize) {
+pub fn files(sc: &Scratch, small: usize, large: usize, large_size: usize) {
     mkdirs(&sc.src.join("small"));
     for i in 0..small {
         write(
@@ -134,7 +165,11 @@ fn a_server_killed_mid_upload_and_restarted_finishes_on_rerun() {
         .copy_command(s(&sc.src), &d.url("up"), &[])
         .spawn()
         .expect("spawn");
-    std::thread::sleep(Duration::from_millis(1500));
+    // Killed once data has landed: the first file is complete.
+    let up = d.root.join("up");
+    wait_until("a complete file of the upload", || {
+        any_complete_file(&sc.src, &up)
+    });
     d.kill();
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(2), "{out:?}");
@@ -430,7 +465,10 @@ fn past_its_places_a_client_waits_then_is_told_the_server_is_busy() {
         .copy_command(s(&sc.src), &d.url("a"), &["--insecure"])
         .spawn()
         .expect("spawn");
-    std::thread::sleep(Duration::from_millis(500));
+    // The slow one has its place once its destination is made.
+    wait_until("the first upload's destination", || {
+        d.root.join("a").exists()
+    });
     let t = Instant::now();
     let r = d.copy(s(&sc.src), &d.url("b"), &["--insecure"]);
     r.assert_status(2);

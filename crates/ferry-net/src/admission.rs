@@ -118,6 +118,12 @@ impl Admission {
     pub fn running(&self) -> usize {
         self.lock().running
     }
+
+    /// Jobs waiting for their turn to run now.
+    pub fn queued(&self) -> usize {
+        let state = self.lock();
+        (state.next_turn - state.turn) as usize
+    }
 }
 
 impl Ticket {
@@ -204,11 +210,19 @@ mod tests {
         let (a, b, c) = (a.expect("a"), b.expect("b"), c.expect("c"));
         let first = a.run();
         let order = Mutex::new(Vec::new());
+        // Each queues before the next is started: the order they asked in is known.
+        let queued = |n: usize| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while gate.queued() < n {
+                assert!(Instant::now() < deadline, "{} queued", gate.queued());
+                std::thread::yield_now();
+            }
+        };
         std::thread::scope(|s| {
             let tb = s.spawn(|| run_and_note(&b, "b", &order));
-            std::thread::sleep(Duration::from_millis(50));
+            queued(1);
             let tc = s.spawn(|| run_and_note(&c, "c", &order));
-            std::thread::sleep(Duration::from_millis(50));
+            queued(2);
             assert_eq!(gate.running(), 1, "b and c must queue behind a");
             assert!(order.lock().expect("lock").is_empty());
             drop(first);

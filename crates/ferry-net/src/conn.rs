@@ -35,7 +35,16 @@ pub fn plain(sock: TcpStream, limits: Limits) -> io::Result<(ReadHalf, WriteHalf
     sock.set_read_timeout(Some(limits.idle))?;
     sock.set_write_timeout(Some(limits.idle))?;
     let w = PlainWriter(sock.try_clone()?);
-    Ok(paced(Box::new(sock), Box::new(w), limits))
+    Ok(paced(Box::new(PlainReader(sock)), Box::new(w), limits))
+}
+
+/// The plain reader: a read that times out says so.
+struct PlainReader(TcpStream);
+
+impl Read for PlainReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf).map_err(timed_out)
+    }
 }
 
 /// The plain writer: the connection is shut for writing when it is dropped, so the

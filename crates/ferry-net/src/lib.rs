@@ -37,12 +37,16 @@
 #![deny(missing_docs)]
 
 pub mod admission;
+pub mod beneath;
+pub mod charge;
 pub mod client;
 pub mod conn;
 pub mod daemon;
 pub mod dial;
 pub mod frame;
+pub mod handshake;
 pub mod manifest;
+pub mod preauth;
 pub mod proto;
 pub mod serve;
 pub mod ssh;

@@ -14,6 +14,7 @@
 //! Directories are always sent (a header each), so their metadata is brought up to
 //! date.
 
+use crate::charge::Charge;
 use crate::frame::{expect_frame, Fields, Kind, PutFields, MAX_FRAME};
 use crate::proto::{unexpected, MAX_PATH};
 use crate::stream::report_message;
@@ -37,6 +38,10 @@ const BATCH: usize = 256 << 10;
 /// The most records a sender keeps: past that, the rest are sent whatever the
 /// destination holds (the job stays right, only slower).
 const MAX_RECORDS: usize = 32 << 20;
+
+/// Bytes a kept record costs besides its path and extra: the path's and extra's own
+/// vectors, the record, the hash table's slot.
+const RECORD_COST: usize = 96;
 
 /// What kind of entry a record describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,6 +237,16 @@ impl Manifest {
     /// Reads manifest frames up to `ManifestEnd`; messages between them go to
     /// `reporter`.
     pub fn read(r: &mut impl Read, reporter: &dyn Reporter) -> Result<Manifest, NetError> {
+        Self::read_charged(r, reporter, None)
+    }
+
+    /// As [`Manifest::read`], each record kept counted in `charge` (the daemon's
+    /// memory budget): past what it allows, an error saying so.
+    pub fn read_charged(
+        r: &mut impl Read,
+        reporter: &dyn Reporter,
+        mut charge: Option<&mut Charge>,
+    ) -> Result<Manifest, NetError> {
         let mut m = Manifest::default();
         loop {
             let frame = expect_frame(r)?;
@@ -241,6 +256,10 @@ impl Manifest {
                     while !f.is_empty() {
                         let (path, rec) = decode(&mut f)?;
                         if m.records.len() < MAX_RECORDS {
+                            if let Some(charge) = charge.as_deref_mut() {
+                                let kept = RECORD_COST + path.as_bytes().len() + rec.extra.len();
+                                charge.add(kept, "the manifest (what the client holds)")?;
+                            }
                             m.records.insert(path, rec);
                         }
                     }

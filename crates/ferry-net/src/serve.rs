@@ -9,37 +9,47 @@
 //! working directory (the user's home, under ssh), as rsync and scp take it.
 //!
 //! The daemon serves a root: a request's path is taken beneath it (a leading `/`
-//! too), and the part of it that exists is resolved beneath the root without
-//! following a symlink ([`beneath_root`]), as unpack resolves members' parents. It
+//! too), each component opened from the root's descriptor without following a
+//! symlink when the job uses it, and the job then works in the directory it opened,
+//! whatever is renamed or linked meanwhile ([`crate::beneath`]). A download there
+//! never follows a symlink (`-L` is refused), as none may lead out of the root. It
 //! checks the client's token, refuses uploads when read-only, and admits the job only
 //! when a place is free ([`Admission`]); an upload runs when its turn comes among
 //! those running, and its data then moves in buffers of the daemon's one pool.
 
 use crate::admission::{Admission, Ticket};
-use crate::frame::{expect_frame, write_frame, Kind};
+use crate::beneath::{relative, Held, Root};
+use crate::charge::Charge;
+use crate::frame::{write_frame, Kind};
+use crate::handshake::read_request;
 use crate::manifest::{send_manifest, Manifest};
-use crate::proto::{encode_done, read_hello, send_fatal, send_hello, unexpected, Op, Request};
+use crate::preauth::Pending;
+use crate::proto::{encode_done, read_hello, send_fatal, send_hello, Op, Request};
 use crate::stream::{lock, FrameReporter, Inbound, Outbound};
-use crate::transfer::{receive_tree, send_tree, ReceiveOptions};
+use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SourceWalk};
 use crate::NetError;
 use ferry_core::error::Counting;
 use ferry_core::pool::{BufferPool, Share};
 use ferry_core::Stats;
-use rustix::fs::{self as rfs, Mode, OFlags, ResolveFlags};
-use rustix::io::Errno;
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a download waits for room in the memory budget for its client's
+/// manifest before it is refused.
+const MEMORY_WAIT: Duration = Duration::from_secs(10);
 
 /// How the server works.
 #[derive(Clone, Default)]
 pub struct ServeConfig {
     /// Workers for walking and writing trees.
     pub threads: usize,
-    /// Requests' paths are taken beneath this directory (the daemon's `--root`).
-    pub root: Option<PathBuf>,
+    /// Requests' paths are taken beneath this directory (the daemon's `--root`),
+    /// opened once.
+    pub root: Option<Arc<Root>>,
     /// Uploads are refused.
     pub read_only: bool,
     /// The shared secret a client must send (`--token-file`).
@@ -81,65 +91,73 @@ pub fn confined_path(raw: &[u8]) -> Result<PathBuf, NetError> {
     Ok(path.to_path_buf())
 }
 
-/// The path `raw` names beneath `root`: a leading `/` is taken from the root, `..`
-/// is refused, and the part that exists must resolve beneath the root without a
-/// symlink.
-pub fn beneath_root(root: &Path, raw: &[u8]) -> Result<PathBuf, NetError> {
-    let start = raw.iter().position(|&b| b != b'/').unwrap_or(raw.len());
-    let rel = match &raw[start..] {
-        [] => &b"."[..],
-        rel => rel,
-    };
-    let rel = confined_path(rel)?;
-    let fd = rfs::open(
-        root,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| NetError::Refused(format!("the served root {}: {e}", root.display())))?;
-    let flags = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
-    // From the root down, so a refusal names the symlink.
-    let mut parts: Vec<&Path> = rel
-        .ancestors()
-        .filter(|p| !p.as_os_str().is_empty())
-        .collect();
-    parts.reverse();
-    for part in parts {
-        match rfs::openat2(
-            &fd,
-            part,
-            OFlags::PATH | OFlags::CLOEXEC,
-            Mode::empty(),
-            flags,
-        ) {
-            Ok(_) => {}
-            Err(Errno::NOENT) => break,
-            Err(Errno::LOOP | Errno::XDEV) => {
-                return Err(NetError::Refused(format!(
-                    "{}: refused: a symlink on the way leads out of, or around in, the \
-                     served root",
-                    part.display()
-                )))
-            }
-            Err(e) => return Err(NetError::Refused(format!("{}: {e}", part.display()))),
-        }
-    }
-    Ok(root.join(rel))
+/// Where a request's path is: as named (`--stdio`, the user's own account), or
+/// beneath the daemon's root, opened from its descriptor when used.
+enum Place {
+    Named(PathBuf),
+    Beneath(Arc<Root>, PathBuf),
 }
 
-/// What the daemon checks before a job: the token, read-only, a free place.
-fn admit(
-    config: &ServeConfig,
-    token: Option<&[u8]>,
-    request: &Request,
-) -> Result<Option<Ticket>, NetError> {
-    if let Some(want) = &config.token {
-        if !token.is_some_and(|t| same_secret(t, want)) {
-            return Err(NetError::Refused(
-                "wrong or missing token (--token-file): refused".into(),
-            ));
+/// A directory or file a job works on: by name, or held open.
+enum Target {
+    Named(PathBuf),
+    Held(Held),
+}
+
+impl Target {
+    fn path(&self) -> &Path {
+        match self {
+            Target::Named(p) => p,
+            Target::Held(h) => h.path(),
         }
     }
+}
+
+impl Place {
+    fn of(config: &ServeConfig, request: &Request) -> Result<Place, NetError> {
+        Ok(match &config.root {
+            Some(root) => Place::Beneath(root.clone(), relative(&request.path)?),
+            None => Place::Named(confined_path(&request.path)?),
+        })
+    }
+
+    /// An upload's destination: `None` where it is missing (beneath a root) and not
+    /// to be made; made, with its missing parents, when `make`.
+    fn upload_dir(&self, make: bool) -> Result<Option<Target>, NetError> {
+        match self {
+            Place::Named(p) => Ok(Some(Target::Named(p.clone()))),
+            Place::Beneath(root, rel) => Ok(root.dir(rel, make)?.map(Target::Held)),
+        }
+    }
+
+    /// A download's source, and the walk to send it with. Beneath a root, no symlink
+    /// is followed (`-L` is refused: one could lead out of the root); a single file
+    /// is sent through the one link to its descriptor (see [`crate::beneath`]).
+    fn download_source(&self, walk: &SourceWalk) -> Result<(Target, SourceWalk), NetError> {
+        match self {
+            Place::Named(p) => Ok((Target::Named(p.clone()), walk.clone())),
+            Place::Beneath(root, rel) => {
+                if walk.dereference {
+                    return Err(NetError::Refused(
+                        "-L (--dereference): refused by a server with a root, where a \
+                         symlink could lead out of it"
+                            .into(),
+                    ));
+                }
+                let held = root.source(rel)?;
+                let walk = SourceWalk {
+                    dereference: held.is_single(),
+                    ..walk.clone()
+                };
+                Ok((Target::Held(held), walk))
+            }
+        }
+    }
+}
+
+/// What the daemon checks before a job (the token was, in the handshake): read-only,
+/// a free place.
+fn admit(config: &ServeConfig, request: &Request) -> Result<Option<Ticket>, NetError> {
     if config.read_only && request.op == Op::Upload {
         return Err(NetError::Refused(
             "this server is read-only (--read-only): uploads are refused".into(),
@@ -182,40 +200,28 @@ impl FairShare {
     }
 }
 
-/// Compares secrets in time independent of where they differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
-}
-
-/// The client's token, if it sends one, and its request.
-#[allow(clippy::type_complexity)]
-fn read_request(
-    input: &mut impl Read,
-) -> Result<(Option<Vec<u8>>, Result<Request, NetError>), NetError> {
-    let mut frame = expect_frame(input)?;
-    let mut token = None;
-    if frame.kind == Kind::Auth {
-        token = Some(frame.payload);
-        frame = expect_frame(input)?;
-    }
-    let request = match frame.kind {
-        Kind::Request => Request::decode(&frame.payload),
-        _ => Err(unexpected(frame, "a request")),
-    };
-    Ok((token, request))
-}
-
 /// Serves one request read from `input`, answering on `output`. An error is returned
 /// only where the client could not be told (the handshake failed, or the connection
 /// did); otherwise the outcome says how it went.
 pub fn serve<R: Read, W: Write + Send + 'static>(
+    input: R,
+    output: W,
+    config: &ServeConfig,
+) -> Result<Served, NetError> {
+    serve_pending(input, output, config, None)
+}
+
+/// As [`serve`], for a daemon's connection in its handshake (`pending`, whose limits
+/// apply until the request is read).
+pub fn serve_pending<R: Read, W: Write + Send + 'static>(
     mut input: R,
     mut output: W,
     config: &ServeConfig,
+    pending: Option<&mut Pending>,
 ) -> Result<Served, NetError> {
     read_hello(&mut input)?;
     send_hello(&mut output)?;
-    let (token, request) = match read_request(&mut input) {
+    let request = match read_request(&mut input, config.token.as_deref(), pending) {
         Ok(read) => read,
         Err(e) => {
             send_fatal(&mut output, &e.to_string());
@@ -225,11 +231,8 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
     let stats = Stats::default();
     let out = Outbound::new(output, request.as_ref().is_ok_and(|r| r.compress)).shared();
     let result = request.and_then(|request| {
-        let ticket = admit(config, token.as_deref(), &request)?;
-        let path = match &config.root {
-            Some(root) => beneath_root(root, &request.path)?,
-            None => confined_path(&request.path)?,
-        };
+        let ticket = admit(config, &request)?;
+        let place = Place::of(config, &request)?;
         lock(&out).frame(Kind::Accept, &[])?;
         let messages = FrameReporter(out.clone());
         let reporter = Counting {
@@ -238,13 +241,30 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
         };
         match request.op {
             Op::Upload => {
-                let send = |batch: &[u8]| lock(&out).frame(Kind::Manifest, batch);
-                send_manifest(&path, request.checksum, config.threads, &send)?;
+                // The destination as it is now: the manifest tells of it, and the
+                // data goes into this same directory, whatever is renamed meanwhile.
+                let found = place.upload_dir(false)?;
+                if let Some(dst) = &found {
+                    let send = |batch: &[u8]| lock(&out).frame(Kind::Manifest, batch);
+                    send_manifest(dst.path(), request.checksum, config.threads, &send)?;
+                }
                 lock(&out).frame(Kind::ManifestEnd, &[])?;
                 // Queued behind the uploads running, holding no buffer or worker; the
                 // client, told what the server has, starts sending meanwhile, so its
                 // first bytes are waiting in the socket when this upload's turn comes.
                 let _running = ticket.as_ref().map(Ticket::run);
+                let dst = match found {
+                    Some(dst) => dst,
+                    None => place.upload_dir(true)?.ok_or_else(|| {
+                        NetError::Refused("the destination could not be made".into())
+                    })?,
+                };
+                if let Target::Held(held) = &dst {
+                    if held.made() {
+                        // Made here rather than by the unpack, which counts its own.
+                        Stats::bump(&stats.dirs);
+                    }
+                }
                 let mut inbound = Inbound::new(&mut input, &reporter);
                 let fair = FairShare::now(config);
                 let share = config
@@ -258,7 +278,7 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
                 };
                 receive_tree(
                     &mut inbound,
-                    &path,
+                    dst.path(),
                     &opts,
                     share.as_ref(),
                     &stats,
@@ -266,13 +286,18 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
                 )
             }
             Op::Download => {
-                let manifest = Manifest::read(&mut input, &reporter)?;
+                let (src, walk) = place.download_source(&request.walk)?;
+                let mut charge = config
+                    .pool
+                    .as_ref()
+                    .map(|(pool, _)| Charge::new(pool, MEMORY_WAIT));
+                let manifest = Manifest::read_charged(&mut input, &reporter, charge.as_mut())?;
                 send_tree(
-                    &path,
+                    src.path(),
                     &out,
                     &manifest,
                     request.checksum,
-                    &request.walk,
+                    &walk,
                     &stats,
                     &reporter,
                 )

@@ -7,6 +7,7 @@
 #![no_main]
 
 use ferry_core::error::{Error, Reporter};
+use ferry_net::beneath::Root;
 use ferry_net::frame::{read_frame, Kind, MAX_FRAME};
 use ferry_net::proto::{decode_done, decode_error, Request};
 use ferry_net::serve::{serve, ServeConfig};
@@ -37,9 +38,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let mut conn = b"FERRYNET".to_vec();
     conn.extend_from_slice(&1u32.to_le_bytes());
     conn.extend_from_slice(data);
+    static ROOT: std::sync::OnceLock<std::sync::Arc<Root>> = std::sync::OnceLock::new();
+    let root = ROOT.get_or_init(|| std::sync::Arc::new(Root::open(&root).expect("root")));
     let config = ServeConfig {
         threads: 1,
-        root: Some(root),
+        root: Some(root.clone()),
         ..ServeConfig::default()
     };
     let _ = serve(conn.as_slice(), Vec::new(), &config);
