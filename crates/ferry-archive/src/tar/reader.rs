@@ -3,7 +3,7 @@
 
 use std::io::{self, Read};
 
-use super::entry::{self, Pending, TarEntry};
+use super::entry::{self, Pending, TarEntry, TarKind};
 use super::error::{TarError, TarErrorKind};
 use super::header::{self, Block, Header};
 use super::pax::{self, Globals};
@@ -328,6 +328,13 @@ impl<R: Read> Reader<R> {
                 .map_err(|k| TarError::new(at, k))?;
             entry.size = realsize;
             entry.sparse = Some(runs);
+        }
+        if entry.kind != TarKind::File {
+            // Only a GNU incremental directory gets here with data (the names it held):
+            // not the entry's to read, so it is skipped with the padding, and the
+            // entry, like every one that is not a file, stores nothing.
+            self.padding = self.padding.saturating_add(self.remaining);
+            self.remaining = 0;
         }
         entry.stored = self.remaining;
         entry.header_offset = header_offset;
