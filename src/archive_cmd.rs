@@ -403,20 +403,30 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let each = |m: &Member| print_member(&mut out, m, args.long);
+    // Names are members of the archive: its path is the root they are shown under.
+    let reporter = StderrReporter::for_archive(&args.archive);
+    let stats = ferry_core::Stats::default();
+    let counting = ferry_core::error::Counting {
+        inner: &reporter,
+        stats: &stats,
+    };
     let listed = match open_input(&args.archive)? {
-        Input::File(a) => list(&a, &select, each),
+        Input::File(a) => list(&a, &select, &counting, each),
         Input::Stream(mut r) => {
-            list_stream(&mut r, &select, each).and_then(|()| Ok(read_to_end(&mut r)?))
+            list_stream(&mut r, &select, &counting, each).and_then(|()| Ok(read_to_end(&mut r)?))
         }
     };
     let status = finish_output(listed.map_err(anyhow::Error::from), &args.archive, out)?;
     if status != ExitCode::SUCCESS {
         return Ok(status);
     }
-    // Names are members of the archive: its path is the root they are shown under.
-    let reporter = StderrReporter::for_archive(&args.archive);
     let missing = select.report_unmatched("ls", &reporter);
-    Ok(if missing { ExitCode::from(1) } else { status })
+    let cut_short = stats.snapshot().errors > 0;
+    Ok(if missing || cut_short {
+        ExitCode::from(1)
+    } else {
+        status
+    })
 }
 
 /// `ferry cat`.

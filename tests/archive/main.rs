@@ -5,7 +5,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod changed;
 mod commands;
+mod cut;
 mod edit;
 mod errors;
 mod filters;

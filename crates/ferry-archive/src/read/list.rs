@@ -4,13 +4,14 @@
 use super::archive::{tar_kind, Archive, ArchiveError};
 use super::convert::{runs_of, safe_path};
 use super::select::Selection;
-use super::tail::StreamHashes;
+use super::tail::{report_cut_short, StreamHashes};
 use crate::index::{IndexEntry, Kind, Names};
 use crate::tar::{Reader, TarEntry, TarKind};
+use ferry_core::content::ContentHash;
 use ferry_core::entry::RelPath;
+use ferry_core::error::Reporter;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use xxhash_rust::xxh3::Xxh3;
 
 /// What a listing shows of one member.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,9 +84,12 @@ fn selected(select: &Selection, path: &[u8]) -> bool {
 
 /// Calls `each` for every member of an archive file that `select` asks for: from its
 /// index if it has one.
+/// An archive without an index that ends with no end-of-archive blocks is reported to
+/// `reporter` as cut short (see [`report_cut_short`]).
 pub fn list(
     archive: &Archive,
     select: &Selection,
+    reporter: &dyn Reporter,
     mut each: impl FnMut(&Member) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
     match archive.entries() {
@@ -106,6 +110,7 @@ pub fn list(
 pub fn list_stream(
     input: impl Read,
     select: &Selection,
+    reporter: &dyn Reporter,
     mut each: impl FnMut(&Member) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
     let mut reader = Reader::new(input);
@@ -113,6 +118,9 @@ pub fn list_stream(
         if selected(select, &t.path) {
             each(&Member::from(&t))?;
         }
+    }
+    if reader.unterminated() {
+        report_cut_short(reporter, reader.offset());
     }
     Ok(())
 }

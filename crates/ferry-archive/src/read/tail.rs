@@ -248,6 +248,23 @@ impl Records {
     }
 }
 
+/// Reports, as an error of the archive (exit status 1), that it ended at `offset`
+/// with no end-of-archive blocks: a ferry archive always ends with them and its index,
+/// and a tar without them was most likely cut short (GNU tar and bsdtar say nothing,
+/// so a download cut at a member boundary looks whole to them). What was read before
+/// stays as it was made.
+pub fn report_cut_short(reporter: &dyn Reporter, offset: u64) {
+    let why = format!(
+        "the archive ends at offset {offset} without its end-of-archive blocks (nor, \
+         for a ferry archive, its index): cut short; the members before are kept"
+    );
+    reporter.error(&ferry_core::error::Error::new(
+        &RelPath::root(),
+        "read",
+        io::Error::other(why),
+    ));
+}
+
 /// What reading past the end of a streamed archive found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct TailCheck {
