@@ -20,6 +20,7 @@ mod order;
 mod parallel;
 mod reflink;
 mod select;
+mod sparse_claims;
 mod streams;
 mod zstd;
 

@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 pub mod changes;
+pub mod content;
 pub mod copy;
 pub mod count;
 pub mod data;

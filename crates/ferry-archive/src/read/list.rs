@@ -102,11 +102,12 @@ pub fn list(
             }
             Ok(())
         }
-        None => list_stream(archive.scan(), select, each),
+        None => list_stream(archive.scan(), select, reporter, each),
     }
 }
 
-/// Calls `each` for every member of a tar stream that `select` asks for.
+/// Calls `each` for every member of a tar stream that `select` asks for; a stream
+/// that ends with no end-of-archive blocks is reported to `reporter` as cut short.
 pub fn list_stream(
     input: impl Read,
     select: &Selection,
@@ -184,7 +185,7 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
     let mut stored_at = e.data_offset;
     let mut out = Hashing {
         out,
-        hash: Xxh3::new(),
+        hash: ContentHash::new(),
     };
     write_runs(&runs, e.size, &mut out, |buf| {
         // Damaged data (a compressed archive's frame) is told with the member's name.
@@ -196,7 +197,7 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
         Ok(())
     })?;
     match e.hash {
-        Some(recorded) if recorded != out.hash.digest128() => Err(refused(
+        Some(recorded) if recorded != out.digest() => Err(refused(
             path,
             "content differs from the hash recorded when it was packed (printed anyway)",
         )),
@@ -207,7 +208,14 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
 /// Passes what is written on to `out`, hashing it.
 pub(crate) struct Hashing<'w> {
     pub out: &'w mut dyn Write,
-    pub hash: Xxh3,
+    pub hash: ContentHash,
+}
+
+impl Hashing<'_> {
+    /// The content hash of what was written.
+    pub fn digest(&self) -> u128 {
+        self.hash.clone().finish(self.hash.at())
+    }
 }
 
 impl Write for Hashing<'_> {
@@ -318,10 +326,10 @@ fn print_first(
                 let mut data = reader.data();
                 let mut out = Hashing {
                     out: &mut *out,
-                    hash: Xxh3::new(),
+                    hash: ContentHash::new(),
                 };
                 write_runs(&runs, t.size, &mut out, |buf| data.read_exact(buf))?;
-                hashes.push(t.header_offset, out.hash.digest128());
+                hashes.push(t.header_offset, out.digest());
                 None
             }
             TarKind::HardLink => Some(t.link_target.unwrap_or_default()),

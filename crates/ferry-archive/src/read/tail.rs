@@ -22,25 +22,23 @@ use super::convert::safe_path;
 use crate::index::{
     Footer, Index, IndexError, Kind, FOOTER_LEN, FOOTER_MAGIC, INDEX_MAGIC, TAR_RECORD,
 };
-use ferry_core::data::hash_zeros;
+use ferry_core::content::ContentHash;
 use ferry_core::entry::RelPath;
 use ferry_core::error::Reporter;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
-use xxhash_rust::xxh3::Xxh3;
 
 /// Hashes a member's logical content from its stored bytes as they are read: the runs'
-/// bytes in order, with zeros fed in for the holes before each run and after the last.
+/// bytes in order, with the holes before each run and after the last (the work follows
+/// the bytes stored, not the size the map claims: see [`ContentHash`]).
 pub struct ContentHasher<'a> {
-    hasher: Xxh3,
+    hasher: ContentHash,
     /// The runs with data, in file order.
     runs: &'a [(u64, u64)],
     /// The run the next stored byte belongs to, and how much of it has been hashed.
     run: usize,
     in_run: u64,
-    /// Logical offset where the last run done ended: the hash has been fed up to it.
-    covered: u64,
     /// Stored bytes hashed, and how many there are.
     hashed: u64,
     stored: u64,
@@ -51,11 +49,10 @@ impl<'a> ContentHasher<'a> {
     /// logical content, in order.
     pub fn new(runs: &'a [(u64, u64)]) -> Self {
         ContentHasher {
-            hasher: Xxh3::new(),
+            hasher: ContentHash::new(),
             runs,
             run: 0,
             in_run: 0,
-            covered: 0,
             hashed: 0,
             stored: runs.iter().map(|r| r.1).sum(),
         }
@@ -74,7 +71,7 @@ impl<'a> ContentHasher<'a> {
                 return;
             };
             if self.in_run == 0 {
-                hash_zeros(&mut self.hasher, off.saturating_sub(self.covered));
+                self.hasher.zeros(off.saturating_sub(self.hasher.at()));
             }
             let take = (len - self.in_run).min(bytes.len() as u64) as usize;
             self.hasher.update(&bytes[..take]);
@@ -82,7 +79,6 @@ impl<'a> ContentHasher<'a> {
             self.in_run += take as u64;
             self.hashed = self.hashed.saturating_add(take as u64);
             if self.in_run == len {
-                self.covered = off + len;
                 self.run += 1;
                 self.in_run = 0;
             }
@@ -91,12 +87,11 @@ impl<'a> ContentHasher<'a> {
 
     /// The content hash of a member of logical `size`, if every stored byte was fed
     /// (exactly those); None otherwise.
-    pub fn finish(mut self, size: u64) -> Option<u128> {
+    pub fn finish(self, size: u64) -> Option<u128> {
         if self.hashed != self.stored {
             return None;
         }
-        hash_zeros(&mut self.hasher, size.saturating_sub(self.covered));
-        Some(self.hasher.digest128())
+        Some(self.hasher.finish(size))
     }
 }
 

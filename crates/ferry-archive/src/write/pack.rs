@@ -16,9 +16,8 @@ use super::fill::{
 use super::header::{pad_block, DataShape, HeaderEncoder, ALIGN};
 use super::stream_out::{Shared as StreamShared, StreamOut};
 use crate::index::{HashSlot, IndexEntry, IndexWriter, Kind, INDEX_MEMORY};
-use ferry_core::data::{
-    data_runs, hash_zeros, with_buffer, write_full, Mover, Reflink, Segment, Sparse,
-};
+use ferry_core::content::ContentHash;
+use ferry_core::data::{data_runs, with_buffer, write_full, Mover, Reflink, Segment, Sparse};
 use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, OneEntry, Reporter, Result};
 use ferry_core::limits::{open_files_each, workers_within};
@@ -613,12 +612,11 @@ pub(super) fn stream_runs(
     w: &mut dyn Write,
     reporter: &dyn Reporter,
 ) -> io::Result<u128> {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let mut covered = 0u64;
+    let mut h = ContentHash::new();
     let mut stored = 0u64;
     let mut shrank = None;
     for seg in &f.segs {
-        hash_zeros(&mut h, seg.file_off - covered);
+        h.zeros(seg.file_off.saturating_sub(h.at()));
         with_buffer(seg.len, |buf| {
             let mut done = 0;
             while done < seg.len {
@@ -635,15 +633,13 @@ pub(super) fn stream_runs(
             }
             io::Result::Ok(())
         })?;
-        covered = seg.file_off + seg.len;
         stored += seg.len;
     }
-    hash_zeros(&mut h, f.size - covered);
     w.write_all(&vec![0u8; (pad_block(stored) - stored) as usize])?;
     if let Some(e) = shrank {
         reporter.error(&Error::new(&f.path, "read", e));
     }
-    Ok(h.digest128())
+    Ok(h.finish(f.size))
 }
 
 /// The root is stored as `./`, directories with a trailing `/`, as tar does.
