@@ -43,6 +43,7 @@ pub mod prefetch;
 pub mod preview;
 pub mod pseudo;
 pub mod sink;
+pub mod stamp;
 pub mod stats;
 pub mod walk;
 pub mod xattr;

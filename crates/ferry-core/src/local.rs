@@ -423,13 +423,23 @@ impl<'a> LocalTreeSink<'a> {
         let recorded = data.recorded_hash().filter(|_| self.update.verify);
         let verify = self.update.verify && recorded.is_none();
         let dst = fd.as_fd();
+        // A source that changed while it was read is not copied: what was read may be
+        // a version that never existed, under the old mtime (removed by the caller).
+        let mut unchanged = Ok(());
         let moved = match data {
             FileData::File {
                 fd: src,
                 maybe_sparse,
-            } => self
-                .mover
-                .copy_file(src.as_fd(), size, maybe_sparse, dst, verify),
+                stamp,
+            } => {
+                let moved = self
+                    .mover
+                    .copy_file(src.as_fd(), size, maybe_sparse, dst, verify);
+                if let (Ok(_), Some(stamp)) = (&moved, stamp) {
+                    unchanged = stamp.check(src.as_fd(), path);
+                }
+                moved
+            }
             FileData::Range {
                 fd: src,
                 offset,
@@ -449,6 +459,7 @@ impl<'a> LocalTreeSink<'a> {
                 .transfer_buffered(reader, dst, runs, size, verify),
         }
         .at_dst(path, "copy data")?;
+        unchanged?;
         // Holes at the end (or a file that is all holes) need the length set.
         if moved.written_end.unwrap_or(0) < size {
             rfs::ftruncate(dst, size).at_dst(path, "set length")?;

@@ -22,6 +22,7 @@ use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, OneEntry, Reporter, Result};
 use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::sink::{FileData, TreeSink};
+use ferry_core::stamp::Stamp;
 use ferry_core::walk::{walk, walk_as, walk_one, WalkConfig, HELD_LEVELS};
 use ferry_core::Stats;
 use std::collections::hash_map::Entry::{Occupied, Vacant};
@@ -408,7 +409,13 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         }
     }
 
-    fn write_file(&self, entry: &Entry, fd: OwnedFd, maybe_sparse: bool) -> Result<()> {
+    fn write_file(
+        &self,
+        entry: &Entry,
+        fd: OwnedFd,
+        maybe_sparse: bool,
+        stamp: Option<Stamp>,
+    ) -> Result<()> {
         let EntryKind::File { size } = &entry.kind else {
             return Ok(());
         };
@@ -448,6 +455,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 len: size as usize,
                 slot: placed.slot,
                 path: entry.path.clone(),
+                stamp,
             });
             st.small_since_large = true;
             if st.block.is_full(self.files_per_block) {
@@ -477,6 +485,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 size,
                 slot: placed.slot,
                 path: entry.path.clone(),
+                stamp,
             };
             // A clone into the archive waits for the archive's writes in flight: the
             // walker clones itself only between large files, when the fillers have no
@@ -638,6 +647,8 @@ pub(super) fn stream_runs(
     w.write_all(&vec![0u8; (pad_block(stored) - stored) as usize])?;
     if let Some(e) = shrank {
         reporter.error(&Error::new(&f.path, "read", e));
+    } else {
+        f.check_unchanged(reporter);
     }
     Ok(h.finish(f.size))
 }
@@ -670,9 +681,14 @@ impl TreeSink for ArchiveSink<'_, '_> {
 
     fn leaf(&self, _: &(), entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
         match (&entry.kind, data) {
-            (EntryKind::File { .. }, Some(FileData::File { fd, maybe_sparse })) => {
-                self.write_file(entry, fd, maybe_sparse)
-            }
+            (
+                EntryKind::File { .. },
+                Some(FileData::File {
+                    fd,
+                    maybe_sparse,
+                    stamp,
+                }),
+            ) => self.write_file(entry, fd, maybe_sparse, stamp),
             (EntryKind::File { .. }, _) => Err(Error::new(
                 &entry.path,
                 "pack",
@@ -928,6 +944,7 @@ mod tests {
             size,
             slot: HashSlot(0),
             path: RelPath::from_bytes(b"d/big".to_vec()),
+            stamp: None,
         };
         let kept = Kept::default();
         let mut out = Vec::new();
