@@ -12,14 +12,14 @@ use ferry_archive::read::archive::Source;
 use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
 use ferry_archive::read::lookup::cat_by_tree;
 use ferry_archive::read::select::Selection;
-use ferry_archive::read::tail::{check_tail, TailError};
+use ferry_archive::read::tail::{check_tail, check_tail_removing, TailError};
 use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
 use ferry_archive::read::{Archive, ArchiveError};
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, pack_named, Output, PackOptions};
 use ferry_core::data::Reflink;
 use ferry_core::entry::{escaped, RelPath};
-use ferry_core::error::{Error, Reporter};
+use ferry_core::error::Error;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -319,10 +319,9 @@ fn unpack_job(args: &UnpackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
             || {
                 let hashes =
                     unpack_stream(&mut r, &args.dst, &opts, &select, &job.stats, &counting)?;
-                let mut differs = |path: RelPath| {
-                    counting.error(&Error::dst(&path, "verify", io::Error::other(DAMAGED)));
-                };
-                check_tail(&mut r, hashes, &counting, &mut differs).map_err(tail_error)?;
+                // A file whose data differs is removed: none is left looking complete.
+                check_tail_removing(&mut r, hashes, &args.dst, DAMAGED, &counting)
+                    .map_err(tail_error)?;
                 Ok(())
             },
         ),

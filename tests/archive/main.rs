@@ -8,6 +8,7 @@ mod common;
 mod changed;
 mod commands;
 mod cut;
+mod damage;
 mod edit;
 mod errors;
 mod filters;

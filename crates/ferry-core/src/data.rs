@@ -80,6 +80,10 @@ pub struct Mover {
     /// Check data passing through memory for all-zero blocks (off only to measure what
     /// the check costs).
     pub zero_scan: bool,
+    /// Hash what is cloned when a hash is asked for (reading the shared blocks); off,
+    /// a transfer that clones any part gives no hash: a clone shares the very blocks
+    /// and so cannot differ from them (pack records hashes so, unless `--hash`).
+    pub hash_clones: bool,
     clone_refused: AtomicBool,
     kernel_copy_refused: AtomicBool,
     /// Clones run at most one per CPU at a time (see [`crate::gate`]).
@@ -121,6 +125,7 @@ impl Mover {
             reflink,
             sparse,
             zero_scan: true,
+            hash_clones: true,
             ..Default::default()
         }
     }
@@ -145,9 +150,8 @@ impl Mover {
     /// clones are off: on XFS and btrfs `copy_file_range` shares blocks where it can,
     /// and `--reflink=never` promises a copy with blocks of its own (as GNU cp's does,
     /// which reads and writes then too).
-    fn may_kernel_copy(&self, hash: bool, len: u64) -> bool {
+    fn may_kernel_copy(&self, len: u64) -> bool {
         (self.sparse == Sparse::Never || len < BLOCK as u64)
-            && !hash
             && self.reflink != Reflink::Never
             && !self.kernel_copy_refused.load(Relaxed)
     }
@@ -248,6 +252,7 @@ impl Mover {
         let mut hasher = hash.then(ContentHash::new);
         let mut method = Method::Buffered;
         let mut written_end = None;
+        let mut unhashed_clone = false;
         for seg in segs {
             if let Some(h) = hasher.as_mut() {
                 h.zeros(seg.file_off.saturating_sub(h.at()));
@@ -261,8 +266,10 @@ impl Mover {
                         done = aligned;
                         method = Method::Clone;
                         written_end = Some(seg.dst + aligned);
-                        if let Some(h) = hasher.as_mut() {
-                            hash_into(h, src, seg.src, aligned)?;
+                        match hasher.as_mut() {
+                            Some(h) if self.hash_clones => hash_into(h, src, seg.src, aligned)?,
+                            Some(_) => unhashed_clone = true,
+                            None => {}
                         }
                     }
                     Err(e) => self.clone_failed(e)?,
@@ -277,11 +284,17 @@ impl Mover {
             if rest.len == 0 {
                 continue;
             }
-            if self.may_kernel_copy(hash, rest.len) {
+            if self.may_kernel_copy(rest.len) {
                 match kernel_copy(src, rest.src, dst, rest.dst, rest.len) {
                     Ok(()) => {
                         method = method.min(Method::KernelCopy);
                         written_end = Some(rest.dst + rest.len);
+                        // The kernel moved the bytes without showing them: they are
+                        // read once more, from the source's pages it just read.
+                        if let Some(h) = hasher.as_mut() {
+                            h.zeros(rest.file_off.saturating_sub(h.at()));
+                            hash_into(h, src, rest.src, rest.len)?;
+                        }
                         continue;
                     }
                     Err(e) if refused(e) => self.kernel_copy_refused.store(true, Relaxed),
@@ -300,7 +313,7 @@ impl Mover {
         }
         Ok(Moved {
             method,
-            hash: hasher.map(|h| h.finish(size)),
+            hash: hasher.filter(|_| !unhashed_clone).map(|h| h.finish(size)),
             written_end,
         })
     }

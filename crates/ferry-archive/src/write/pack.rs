@@ -50,8 +50,8 @@ pub struct PackOptions {
     pub threads: usize,
     /// Clone policy for file data.
     pub reflink: Reflink,
-    /// Hash every file's content into the index even where the data never passes
-    /// through memory (clones and kernel copies).
+    /// Hash cloned files' content into the index too (reading the shared blocks);
+    /// every other file's is hashed anyway.
     pub hash: bool,
     /// Bytes of the index held in memory; beyond that it moves to a temporary file
     /// (see [`IndexWriter`]), so memory does not grow with the member count.
@@ -825,10 +825,13 @@ fn pack_roots(
     } else {
         Reflink::Never
     };
-    let mover = Mover::new(reflink, Sparse::Never);
+    // Every member whose bytes are read or copied gets a content hash; a clone, which
+    // shares the very blocks, only with --hash.
+    let mut mover = Mover::new(reflink, Sparse::Never);
+    mover.hash_clones = opts.hash;
     let shared = file
         .as_ref()
-        .map(|f| Shared::new(f.as_fd(), &mover, opts.hash, stats, reporter));
+        .map(|f| Shared::new(f.as_fd(), &mover, true, stats, reporter));
     let filler_count = if shared.is_some() { fillers() } else { 0 };
     let stream_shared = StreamShared::default();
     let (threads, walkers_hold) = walkers_within_open_files(opts.threads, filler_count, reporter);
