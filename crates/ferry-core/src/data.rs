@@ -105,7 +105,7 @@ thread_local! {
 pub struct Moved {
     /// The cheapest method that did part of the work.
     pub method: Method,
-    /// xxh3-128 of the file's logical content (holes read as zeros), when asked for.
+    /// The content hash of the file ([`crate::content`]), when asked for.
     pub hash: Option<u128>,
     /// Target offset just past the last byte written (or cloned), if any was.
     pub written_end: Option<u64>,

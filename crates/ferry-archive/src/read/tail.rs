@@ -3,7 +3,7 @@
 //! Read from a pipe, an archive's data comes before its index, so nothing can be
 //! checked as it goes by. Instead, every file member whose stored bytes all pass
 //! through the reader is hashed on the way ([`ContentHasher`], the same xxh3-128 of the
-//! logical content that `pack` records, holes read as zeros), and the hash is kept with
+//! logical content that `pack` records, see `ferry_core::content`), and the hash is kept with
 //! the member's header offset ([`StreamHashes`], moved to an unnamed temporary file past
 //! a few MiB, so memory does not grow with the member count). Once the tar data has
 //! ended, what follows it is read to the end ([`check_tail`]): for a ferry archive, the
