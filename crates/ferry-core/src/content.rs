@@ -39,9 +39,10 @@ pub struct ContentHash {
     pending: usize,
     /// All-zero blocks seen.
     zero_blocks: u64,
-    /// The current run of skipped blocks (first block, count), and the runs before it.
+    /// The current run of skipped blocks (first block, count), and the runs before it
+    /// (made only for a file that has some, so most files set up one hasher).
     skip: Option<(u64, u64)>,
-    skips: Xxh3,
+    skips: Option<Xxh3>,
 }
 
 impl Default for ContentHash {
@@ -60,7 +61,7 @@ impl ContentHash {
             pending: 0,
             zero_blocks: 0,
             skip: None,
-            skips: Xxh3::new(),
+            skips: None,
         }
     }
 
@@ -144,12 +145,12 @@ impl ContentHash {
         if self.zero_blocks <= ZERO_BLOCKS_HASHED {
             return self.h.digest128();
         }
-        if let Some((first, count)) = self.skip.take() {
-            self.skips.update(&first.to_le_bytes());
-            self.skips.update(&count.to_le_bytes());
+        if let Some(run) = self.skip.take() {
+            self.note_run(run);
         }
+        let skips = self.skips.take().unwrap_or_else(Xxh3::new);
         self.h.update(SKIP_TAG);
-        self.h.update(&self.skips.digest128().to_le_bytes());
+        self.h.update(&skips.digest128().to_le_bytes());
         self.h.update(&self.pos.to_le_bytes());
         self.h.digest128()
     }
@@ -181,12 +182,18 @@ impl ContentHash {
         match self.skip.as_mut() {
             Some((f, c)) if *f + *c == first => *c += count,
             _ => {
-                if let Some((f, c)) = self.skip.replace((first, count)) {
-                    self.skips.update(&f.to_le_bytes());
-                    self.skips.update(&c.to_le_bytes());
+                if let Some(run) = self.skip.replace((first, count)) {
+                    self.note_run(run);
                 }
             }
         }
+    }
+
+    /// Feeds a finished run of skipped blocks to the hash of the runs.
+    fn note_run(&mut self, (first, count): (u64, u64)) {
+        let skips = self.skips.get_or_insert_with(Xxh3::new);
+        skips.update(&first.to_le_bytes());
+        skips.update(&count.to_le_bytes());
     }
 }
 
