@@ -12,14 +12,14 @@ use ferry_archive::read::archive::Source;
 use ferry_archive::read::list::{cat, cat_stream, list, list_stream, Member};
 use ferry_archive::read::lookup::cat_by_tree;
 use ferry_archive::read::select::Selection;
-use ferry_archive::read::tail::{check_tail, TailError};
+use ferry_archive::read::tail::{check_tail, check_tail_removing, TailError};
 use ferry_archive::read::unpack::{unpack_file, unpack_stream, UnpackOptions};
 use ferry_archive::read::{Archive, ArchiveError};
 use ferry_archive::tar::TarKind;
 use ferry_archive::write::pack::{pack, pack_named, Output, PackOptions};
 use ferry_core::data::Reflink;
 use ferry_core::entry::{escaped, RelPath};
-use ferry_core::error::{Error, Reporter};
+use ferry_core::error::Error;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -319,10 +319,9 @@ fn unpack_job(args: &UnpackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
             || {
                 let hashes =
                     unpack_stream(&mut r, &args.dst, &opts, &select, &job.stats, &counting)?;
-                let mut differs = |path: RelPath| {
-                    counting.error(&Error::dst(&path, "verify", io::Error::other(DAMAGED)));
-                };
-                check_tail(&mut r, hashes, &counting, &mut differs).map_err(tail_error)?;
+                // A file whose data differs is removed: none is left looking complete.
+                check_tail_removing(&mut r, hashes, &args.dst, DAMAGED, &counting)
+                    .map_err(tail_error)?;
                 Ok(())
             },
         ),
@@ -403,20 +402,30 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let each = |m: &Member| print_member(&mut out, m, args.long);
+    // Names are members of the archive: its path is the root they are shown under.
+    let reporter = StderrReporter::for_archive(&args.archive);
+    let stats = ferry_core::Stats::default();
+    let counting = ferry_core::error::Counting {
+        inner: &reporter,
+        stats: &stats,
+    };
     let listed = match open_input(&args.archive)? {
-        Input::File(a) => list(&a, &select, each),
+        Input::File(a) => list(&a, &select, &counting, each),
         Input::Stream(mut r) => {
-            list_stream(&mut r, &select, each).and_then(|()| Ok(read_to_end(&mut r)?))
+            list_stream(&mut r, &select, &counting, each).and_then(|()| Ok(read_to_end(&mut r)?))
         }
     };
     let status = finish_output(listed.map_err(anyhow::Error::from), &args.archive, out)?;
     if status != ExitCode::SUCCESS {
         return Ok(status);
     }
-    // Names are members of the archive: its path is the root they are shown under.
-    let reporter = StderrReporter::for_archive(&args.archive);
     let missing = select.report_unmatched("ls", &reporter);
-    Ok(if missing { ExitCode::from(1) } else { status })
+    let cut_short = stats.snapshot().errors > 0;
+    Ok(if missing || cut_short {
+        ExitCode::from(1)
+    } else {
+        status
+    })
 }
 
 /// `ferry cat`.

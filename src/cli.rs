@@ -243,7 +243,7 @@ pub struct PackArgs {
     /// Clone file data into the archive where the filesystem allows.
     #[arg(long, value_enum, default_value_t = ReflinkArg::Auto)]
     pub reflink: ReflinkArg,
-    /// Hash every file into the index, even data the kernel moves without reading.
+    /// Hash cloned files into the index too (every other file is hashed anyway).
     #[arg(long)]
     pub hash: bool,
     /// Compress with zstd, in independent frames of about 4 MiB of tar each, with a

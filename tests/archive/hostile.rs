@@ -752,31 +752,38 @@ fn an_index_that_disagrees_on_times_xattrs_devices_or_acls_is_refused() {
 /// Member data changed after packing with `--hash` (its headers and index intact):
 /// `unpack --verify` finds each file that differs from the hash recorded for it, a
 /// small one read with its header and a large one moved on its own alike, naming it;
-/// `cat` prints it and then fails, naming it. Without `--verify` unpack takes the data
-/// as it is.
+/// `cat` prints it and then fails, naming it. `unpack` checks each file it writes
+/// (issue 32), with or without `--verify`, and removes those that differ.
 #[test]
 fn data_that_differs_from_its_recorded_hash_is_found_by_verify_and_cat() {
     let s = scratch();
     let archive = damaged_after_packing(&s);
-    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
-    let dst = s.tmp.path().join("verified");
-    let r = ferry(&[&"unpack", &"--verify", &archive, &dst]);
-    r.assert_status(1);
-    let mut errors = r.errors();
-    errors.sort_unstable();
-    let dst = dst.display();
-    assert_eq!(
-        errors,
-        [
-            format!(
-                "ferry: {dst}/large: verify: content differs from the hash recorded in the source"
-            ),
-            format!(
-                "ferry: {dst}/small: verify: content differs from the hash recorded in the source"
-            ),
-        ],
-        "{r}"
-    );
+    for verify in [false, true] {
+        let dst = s.tmp.path().join(format!("out-{verify}"));
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"unpack"];
+        if verify {
+            args.push(&"--verify");
+        }
+        args.push(&archive);
+        args.push(&dst);
+        let r = ferry(&args);
+        r.assert_status(1);
+        let mut errors = r.errors();
+        errors.sort_unstable();
+        let shown = dst.display();
+        let why = "verify: content differs from the hash recorded in the source (damaged \
+                   after packing, or on the way); the file is not kept";
+        assert_eq!(
+            errors,
+            [
+                format!("ferry: {shown}/large: {why}"),
+                format!("ferry: {shown}/small: {why}"),
+            ],
+            "{r}"
+        );
+        assert!(!dst.join("small").exists() && !dst.join("large").exists());
+        assert_eq!(std::fs::read(dst.join("intact")).unwrap(), b"not changed");
+    }
     for name in ["small", "large"] {
         let r = ferry(&[&"cat", &archive, &name]);
         assert_eq!(r.status, 2, "{r}");

@@ -5,7 +5,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod changed;
 mod commands;
+mod cut;
+mod damage;
 mod edit;
 mod errors;
 mod filters;
@@ -18,6 +21,7 @@ mod order;
 mod parallel;
 mod reflink;
 mod select;
+mod sparse_claims;
 mod streams;
 mod zstd;
 mod zstd_memory;

@@ -5,6 +5,7 @@
 #![allow(dead_code)] // shared by several test binaries, each using a part
 
 pub mod build;
+pub mod changing;
 pub mod compare;
 pub mod fdwalk;
 pub mod filters;

@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod changed;
 mod cli;
 mod deep;
 mod delete;

@@ -9,15 +9,16 @@
 //! `EINVAL`), and remembers the refusal so it costs one failed call per job, not one per
 //! file.
 
+pub use crate::content::{hash_bytes, hash_range, hash_runs};
+use crate::content::{hash_into, ContentHash};
 use crate::gate::Gate;
 use crate::zero::{self, BLOCK};
 use rustix::fs::{self as rfs, SeekFrom};
 use rustix::io::Errno;
 use std::cell::RefCell;
 use std::io::{self, BufRead, Read};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use xxhash_rust::xxh3::Xxh3;
 
 /// When to clone (share blocks) instead of copying.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,6 +80,10 @@ pub struct Mover {
     /// Check data passing through memory for all-zero blocks (off only to measure what
     /// the check costs).
     pub zero_scan: bool,
+    /// Hash what is cloned when a hash is asked for (reading the shared blocks); off,
+    /// a transfer that clones any part gives no hash: a clone shares the very blocks
+    /// and so cannot differ from them (pack records hashes so, unless `--hash`).
+    pub hash_clones: bool,
     clone_refused: AtomicBool,
     kernel_copy_refused: AtomicBool,
     /// Clones run at most one per CPU at a time (see [`crate::gate`]).
@@ -100,7 +105,7 @@ thread_local! {
 pub struct Moved {
     /// The cheapest method that did part of the work.
     pub method: Method,
-    /// xxh3-128 of the file's logical content (holes read as zeros), when asked for.
+    /// The content hash of the file ([`crate::content`]), when asked for.
     pub hash: Option<u128>,
     /// Target offset just past the last byte written (or cloned), if any was.
     pub written_end: Option<u64>,
@@ -120,6 +125,7 @@ impl Mover {
             reflink,
             sparse,
             zero_scan: true,
+            hash_clones: true,
             ..Default::default()
         }
     }
@@ -144,9 +150,8 @@ impl Mover {
     /// clones are off: on XFS and btrfs `copy_file_range` shares blocks where it can,
     /// and `--reflink=never` promises a copy with blocks of its own (as GNU cp's does,
     /// which reads and writes then too).
-    fn may_kernel_copy(&self, hash: bool, len: u64) -> bool {
+    fn may_kernel_copy(&self, len: u64) -> bool {
         (self.sparse == Sparse::Never || len < BLOCK as u64)
-            && !hash
             && self.reflink != Reflink::Never
             && !self.kernel_copy_refused.load(Relaxed)
     }
@@ -244,15 +249,14 @@ impl Mover {
         size: u64,
         hash: bool,
     ) -> io::Result<Moved> {
-        let mut hasher = hash.then(Xxh3::new);
+        let mut hasher = hash.then(ContentHash::new);
         let mut method = Method::Buffered;
-        let mut covered = 0u64; // file offset up to which the hash is fed
         let mut written_end = None;
+        let mut unhashed_clone = false;
         for seg in segs {
             if let Some(h) = hasher.as_mut() {
-                hash_zeros(h, seg.file_off.saturating_sub(covered));
+                h.zeros(seg.file_off.saturating_sub(h.at()));
             }
-            covered = seg.file_off + seg.len;
             let mut done = 0;
             let aligned = seg.len - seg.len % BLOCK as u64;
             let block_aligned = seg.src % BLOCK as u64 == 0 && seg.dst % BLOCK as u64 == 0;
@@ -262,8 +266,10 @@ impl Mover {
                         done = aligned;
                         method = Method::Clone;
                         written_end = Some(seg.dst + aligned);
-                        if let Some(h) = hasher.as_mut() {
-                            hash_into(h, src, seg.src, aligned)?;
+                        match hasher.as_mut() {
+                            Some(h) if self.hash_clones => hash_into(h, src, seg.src, aligned)?,
+                            Some(_) => unhashed_clone = true,
+                            None => {}
                         }
                     }
                     Err(e) => self.clone_failed(e)?,
@@ -278,11 +284,17 @@ impl Mover {
             if rest.len == 0 {
                 continue;
             }
-            if self.may_kernel_copy(hash, rest.len) {
+            if self.may_kernel_copy(rest.len) {
                 match kernel_copy(src, rest.src, dst, rest.dst, rest.len) {
                     Ok(()) => {
                         method = method.min(Method::KernelCopy);
                         written_end = Some(rest.dst + rest.len);
+                        // The kernel moved the bytes without showing them: they are
+                        // read once more, from the source's pages it just read.
+                        if let Some(h) = hasher.as_mut() {
+                            h.zeros(rest.file_off.saturating_sub(h.at()));
+                            hash_into(h, src, rest.src, rest.len)?;
+                        }
                         continue;
                     }
                     Err(e) if refused(e) => self.kernel_copy_refused.store(true, Relaxed),
@@ -299,12 +311,9 @@ impl Mover {
                 written_end = Some(end);
             }
         }
-        if let Some(h) = hasher.as_mut() {
-            hash_zeros(h, size.saturating_sub(covered));
-        }
         Ok(Moved {
             method,
-            hash: hasher.map(|h| h.digest128()),
+            hash: hasher.filter(|_| !unhashed_clone).map(|h| h.finish(size)),
             written_end,
         })
     }
@@ -391,26 +400,21 @@ impl Mover {
         runs: &[(u64, u64)],
         size: u64,
         hash: bool,
-        mut move_run: impl FnMut(u64, u64, Option<&mut Xxh3>) -> io::Result<Option<u64>>,
+        mut move_run: impl FnMut(u64, u64, Option<&mut ContentHash>) -> io::Result<Option<u64>>,
     ) -> io::Result<Moved> {
-        let mut hasher = hash.then(Xxh3::new);
-        let mut covered = 0u64;
+        let mut hasher = hash.then(ContentHash::new);
         let mut written_end = None;
         for &(off, len) in runs {
             if let Some(h) = hasher.as_mut() {
-                hash_zeros(h, off.saturating_sub(covered));
+                h.zeros(off.saturating_sub(h.at()));
             }
-            covered = off + len;
             if let Some(end) = move_run(base + off, len, hasher.as_mut())? {
                 written_end = Some(end);
             }
         }
-        if let Some(h) = hasher.as_mut() {
-            hash_zeros(h, size.saturating_sub(covered));
-        }
         Ok(Moved {
             method: Method::Buffered,
-            hash: hasher.map(|h| h.digest128()),
+            hash: hasher.map(|h| h.finish(size)),
             written_end,
         })
     }
@@ -424,7 +428,7 @@ impl Mover {
         dst: BorrowedFd<'_>,
         dst_off: u64,
         len: u64,
-        mut hasher: Option<&mut Xxh3>,
+        mut hasher: Option<&mut ContentHash>,
     ) -> io::Result<Option<u64>> {
         with_buffer(len, |buf| {
             let mut done = 0u64;
@@ -490,39 +494,6 @@ pub fn run_segments(offset: u64, runs: &[(u64, u64)]) -> Vec<Segment> {
             seg
         })
         .collect()
-}
-
-/// xxh3-128 of the logical content of a file stored as runs from `offset` in `fd`.
-pub fn hash_runs(
-    fd: BorrowedFd<'_>,
-    offset: u64,
-    runs: &[(u64, u64)],
-    size: u64,
-) -> io::Result<u128> {
-    let mut h = Xxh3::new();
-    let mut covered = 0;
-    for seg in run_segments(offset, runs) {
-        hash_zeros(&mut h, seg.file_off.saturating_sub(covered));
-        hash_into(&mut h, fd, seg.src, seg.len)?;
-        covered = seg.file_off + seg.len;
-    }
-    hash_zeros(&mut h, size.saturating_sub(covered));
-    Ok(h.digest128())
-}
-
-/// xxh3-128 of the logical content of a file whose runs are stored one after another
-/// in `bytes` (holes hash as zeros); `None` if `bytes` holds less than the runs.
-pub fn hash_bytes(bytes: &[u8], runs: &[(u64, u64)], size: u64) -> Option<u128> {
-    let mut h = Xxh3::new();
-    let (mut covered, mut at) = (0u64, 0usize);
-    for &(off, len) in runs {
-        hash_zeros(&mut h, off.saturating_sub(covered));
-        let end = at.checked_add(usize::try_from(len).ok()?)?;
-        h.update(bytes.get(at..end)?);
-        (covered, at) = (off + len, end);
-    }
-    hash_zeros(&mut h, size.saturating_sub(covered));
-    Some(h.digest128())
 }
 
 /// Reads a descriptor from a position with `pread`, leaving its file offset alone.
@@ -660,40 +631,6 @@ pub fn write_full(fd: BorrowedFd<'_>, mut buf: &[u8], mut offset: u64) -> io::Re
         }
     }
     Ok(())
-}
-
-/// Feeds `n` zero bytes (a hole) into `h`.
-pub fn hash_zeros(h: &mut Xxh3, mut n: u64) {
-    static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
-    while n > 0 {
-        let k = n.min(ZEROS.len() as u64) as usize;
-        h.update(&ZEROS[..k]);
-        n -= k as u64;
-    }
-}
-
-fn hash_into(h: &mut Xxh3, fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
-    let mut reader = PositionedReader { fd, pos: offset };
-    with_buffer(len, |buf| {
-        let mut left = len;
-        while left > 0 {
-            let want = left.min(buf.len() as u64) as usize;
-            let got = reader.read(&mut buf[..want])?;
-            if got == 0 {
-                break; // holes past the end read as nothing; the caller hashes zeros
-            }
-            h.update(&buf[..got]);
-            left -= got as u64;
-        }
-        Ok(())
-    })
-}
-
-/// xxh3-128 of `len` bytes of `fd` at `offset` (holes read as zeros).
-pub fn hash_range(fd: impl AsFd, offset: u64, len: u64) -> io::Result<u128> {
-    let mut h = Xxh3::new();
-    hash_into(&mut h, fd.as_fd(), offset, len)?;
-    Ok(h.digest128())
 }
 
 #[cfg(test)]

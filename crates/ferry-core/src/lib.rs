@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 pub mod changes;
+pub mod content;
 pub mod copy;
 pub mod count;
 pub mod data;
@@ -42,6 +43,7 @@ pub mod prefetch;
 pub mod preview;
 pub mod pseudo;
 pub mod sink;
+pub mod stamp;
 pub mod stats;
 pub mod walk;
 pub mod xattr;

@@ -150,6 +150,10 @@ fn cname(path: &RelPath) -> Result<CString> {
         .map_err(|_| Error::dst(path, "name", io::Error::other("contains a NUL byte")))
 }
 
+/// What a file whose data differs from the hash its source recorded is told to be.
+const DAMAGED: &str = "content differs from the hash recorded in the source (damaged after \
+                       packing, or on the way); the file is not kept";
+
 fn other(msg: &str) -> io::Error {
     io::Error::other(msg.to_string())
 }
@@ -418,18 +422,30 @@ impl<'a> LocalTreeSink<'a> {
         size: u64,
         data: FileData<'_>,
     ) -> Result<()> {
-        // Verified against the hash recorded at the source where there is one (the
-        // data may have changed since), else against the data as read now.
-        let recorded = data.recorded_hash().filter(|_| self.update.verify);
-        let verify = self.update.verify && recorded.is_none();
+        // Data with a hash recorded at the source (an archive member) is hashed as it
+        // is moved and checked against it, always; with --verify, the destination is
+        // read back and checked against the recorded hash, or else against the data
+        // as read now.
+        let recorded = data.recorded_hash();
+        let verify = self.update.verify || recorded.is_some();
         let dst = fd.as_fd();
+        // A source that changed while it was read is not copied: what was read may be
+        // a version that never existed, under the old mtime (removed by the caller).
+        let mut unchanged = Ok(());
         let moved = match data {
             FileData::File {
                 fd: src,
                 maybe_sparse,
-            } => self
-                .mover
-                .copy_file(src.as_fd(), size, maybe_sparse, dst, verify),
+                stamp,
+            } => {
+                let moved = self
+                    .mover
+                    .copy_file(src.as_fd(), size, maybe_sparse, dst, verify);
+                if let (Ok(_), Some(stamp)) = (&moved, stamp) {
+                    unchanged = stamp.check(src.as_fd(), path);
+                }
+                moved
+            }
             FileData::Range {
                 fd: src,
                 offset,
@@ -449,6 +465,7 @@ impl<'a> LocalTreeSink<'a> {
                 .transfer_buffered(reader, dst, runs, size, verify),
         }
         .at_dst(path, "copy data")?;
+        unchanged?;
         // Holes at the end (or a file that is all holes) need the length set.
         if moved.written_end.unwrap_or(0) < size {
             rfs::ftruncate(dst, size).at_dst(path, "set length")?;
@@ -459,6 +476,14 @@ impl<'a> LocalTreeSink<'a> {
                 .at_dst(path, "fill holes")?;
         }
         self.stats.count_method(moved.method);
+        if let (Some(want), Some(got)) = (recorded, moved.hash) {
+            if got != want {
+                return Err(Error::dst(path, "verify", other(DAMAGED)));
+            }
+        }
+        if !self.update.verify {
+            return Ok(());
+        }
         let (want, differs) = match (recorded, moved.hash) {
             (Some(want), _) => (want, "content differs from the hash recorded in the source"),
             (None, Some(want)) => (want, "destination content differs from source"),

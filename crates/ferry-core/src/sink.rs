@@ -25,6 +25,10 @@ pub enum FileData<'a> {
         fd: OwnedFd,
         /// Its blocks do not cover its size, so it may have holes.
         maybe_sparse: bool,
+        /// Its size, mtime and ctime when it was statted for the entry, for the sink
+        /// to tell a change while it reads the data ([`crate::stamp`]); `None` for a
+        /// snapshot that cannot change.
+        stamp: Option<crate::stamp::Stamp>,
     },
     /// The file's runs `(file offset, length)` stored one after another from `offset`
     /// in `fd` (an archive member in a local archive file).

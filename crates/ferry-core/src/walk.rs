@@ -709,21 +709,27 @@ impl<'a, S: TreeSink> Walker<'a, S> {
             let mut meta = meta::from_stat(&st);
             meta.xattrs = meta::read_xattrs(&fd).at(path, "read xattrs")?;
             // A pseudo-file (`/proc`, `/sys`) is what it gives read to its end.
-            let (fd, size, maybe_sparse) = match pseudo::snapshot(&fd, &st).at(path, "read")? {
-                Some((snapshot, len)) => (snapshot, len, false),
-                None => (
-                    fd,
-                    st.st_size as u64,
-                    (st.st_blocks as u64) * 512 < st.st_size as u64,
-                ),
-            };
+            let (fd, size, maybe_sparse, stamp) =
+                match pseudo::snapshot(&fd, &st).at(path, "read")? {
+                    Some((snapshot, len)) => (snapshot, len, false, None),
+                    None => (
+                        fd,
+                        st.st_size as u64,
+                        (st.st_blocks as u64) * 512 < st.st_size as u64,
+                        Some(crate::stamp::Stamp::of(&st)),
+                    ),
+                };
             let entry = Entry {
                 path: path.clone(),
                 kind: EntryKind::File { size },
                 meta,
                 links: link_info(&st),
             };
-            let data = FileData::File { fd, maybe_sparse };
+            let data = FileData::File {
+                fd,
+                maybe_sparse,
+                stamp,
+            };
             return self.sink.leaf(&open.dst, &entry, Some(data));
         }
         let follow = match self.cfg.dereference {

@@ -38,7 +38,15 @@ use xxhash_rust::xxh3::xxh3_64;
 pub(crate) const INDEX_MAGIC: &[u8; 8] = b"FERRYIDX";
 pub(crate) const FOOTER_MAGIC: &[u8; 8] = b"FERRYEND";
 /// The index version written.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
+/// The first version whose content hashes skip all-zero blocks past the first few
+/// ([`ferry_core::content`]); before it, a hash is of every logical byte, which is the
+/// same only for files of at most [`LEGACY_HASH_MAX`] bytes.
+pub const SKIPPING_HASH_SINCE: u32 = 4;
+/// The largest file whose hash in an index older than [`SKIPPING_HASH_SINCE`] is
+/// checked: no bigger file can have more all-zero blocks than the hash feeds.
+pub const LEGACY_HASH_MAX: u64 =
+    ferry_core::content::ZERO_BLOCKS_HASHED * ferry_core::zero::BLOCK as u64;
 /// The first version whose index ends with the tree table ([`crate::tree`]).
 pub const TREE_SINCE: u32 = 3;
 /// The oldest version read.
@@ -550,6 +558,24 @@ mod tests {
         );
     }
 
+    /// Before version 4 a hash was of every logical byte: for a file too big to be
+    /// sure the current hash is the same, it is left unchecked, not wrongly failed.
+    #[test]
+    fn an_older_index_keeps_the_hashes_of_small_files_only() {
+        for (size, kept) in [(LEGACY_HASH_MAX, true), (LEGACY_HASH_MAX + 1, false)] {
+            let mut entries = sample_entries();
+            entries[0].size = size;
+            entries[0].runs = vec![(0, 1000), (size - 2000, 2000)];
+            let hashes = |version| {
+                let bytes = encode_index_version(&entries, 10240, version);
+                let read = read_all(&bytes, 10240).expect("valid").expect("indexed");
+                read[0].1.hash
+            };
+            assert_eq!(hashes(3), kept.then_some(42), "size {size}");
+            assert_eq!(hashes(VERSION), Some(42), "size {size}");
+        }
+    }
+
     #[test]
     fn a_version_1_index_is_read_without_names() {
         let old = encode_index_version(&sample_entries(), 10240, 1);
@@ -577,16 +603,16 @@ mod tests {
     fn an_index_whose_version_is_unknown_or_not_the_footers_is_refused() {
         let mut bytes = sample();
         let n = bytes.len();
-        bytes[n - 16..n - 8].copy_from_slice(&4u64.to_le_bytes());
+        bytes[n - 16..n - 8].copy_from_slice(&5u64.to_le_bytes());
         let mend = |b: &mut Vec<u8>| {
             let n = b.len();
             let hash = xxh3_64(&b[n - 64..n - 8]);
             b[n - 8..].copy_from_slice(&hash.to_le_bytes());
         };
         mend(&mut bytes);
-        let err = read_all(&bytes, 10240).expect_err("version 4");
-        assert!(err.0.contains("unknown index version 4"), "{err}");
-        // The footer says 1, the index's header 3.
+        let err = read_all(&bytes, 10240).expect_err("version 5");
+        assert!(err.0.contains("unknown index version 5"), "{err}");
+        // The footer says 1, the index's header 4.
         bytes[n - 16..n - 8].fill(0);
         mend(&mut bytes);
         let err = read_all(&bytes, 10240).expect_err("versions differ");

@@ -4,13 +4,14 @@
 use super::archive::{tar_kind, Archive, ArchiveError};
 use super::convert::{runs_of, safe_path};
 use super::select::Selection;
-use super::tail::StreamHashes;
+use super::tail::{report_cut_short, StreamHashes};
 use crate::index::{IndexEntry, Kind, Names};
 use crate::tar::{Reader, TarEntry, TarKind};
+use ferry_core::content::ContentHash;
 use ferry_core::entry::RelPath;
+use ferry_core::error::Reporter;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use xxhash_rust::xxh3::Xxh3;
 
 /// What a listing shows of one member.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,9 +84,12 @@ fn selected(select: &Selection, path: &[u8]) -> bool {
 
 /// Calls `each` for every member of an archive file that `select` asks for: from its
 /// index if it has one.
+/// An archive without an index that ends with no end-of-archive blocks is reported to
+/// `reporter` as cut short (see [`report_cut_short`]).
 pub fn list(
     archive: &Archive,
     select: &Selection,
+    reporter: &dyn Reporter,
     mut each: impl FnMut(&Member) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
     match archive.entries() {
@@ -98,14 +102,16 @@ pub fn list(
             }
             Ok(())
         }
-        None => list_stream(archive.scan(), select, each),
+        None => list_stream(archive.scan(), select, reporter, each),
     }
 }
 
-/// Calls `each` for every member of a tar stream that `select` asks for.
+/// Calls `each` for every member of a tar stream that `select` asks for; a stream
+/// that ends with no end-of-archive blocks is reported to `reporter` as cut short.
 pub fn list_stream(
     input: impl Read,
     select: &Selection,
+    reporter: &dyn Reporter,
     mut each: impl FnMut(&Member) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
     let mut reader = Reader::new(input);
@@ -113,6 +119,9 @@ pub fn list_stream(
         if selected(select, &t.path) {
             each(&Member::from(&t))?;
         }
+    }
+    if reader.unterminated() {
+        report_cut_short(reporter, reader.offset());
     }
     Ok(())
 }
@@ -176,7 +185,7 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
     let mut stored_at = e.data_offset;
     let mut out = Hashing {
         out,
-        hash: Xxh3::new(),
+        hash: ContentHash::new(),
     };
     write_runs(&runs, e.size, &mut out, |buf| {
         // Damaged data (a compressed archive's frame) is told with the member's name.
@@ -188,7 +197,7 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
         Ok(())
     })?;
     match e.hash {
-        Some(recorded) if recorded != out.hash.digest128() => Err(refused(
+        Some(recorded) if recorded != out.digest() => Err(refused(
             path,
             "content differs from the hash recorded when it was packed (printed anyway)",
         )),
@@ -199,7 +208,14 @@ pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), Ar
 /// Passes what is written on to `out`, hashing it.
 pub(crate) struct Hashing<'w> {
     pub out: &'w mut dyn Write,
-    pub hash: Xxh3,
+    pub hash: ContentHash,
+}
+
+impl Hashing<'_> {
+    /// The content hash of what was written.
+    pub fn digest(&self) -> u128 {
+        self.hash.clone().finish(self.hash.at())
+    }
 }
 
 impl Write for Hashing<'_> {
@@ -310,10 +326,10 @@ fn print_first(
                 let mut data = reader.data();
                 let mut out = Hashing {
                     out: &mut *out,
-                    hash: Xxh3::new(),
+                    hash: ContentHash::new(),
                 };
                 write_runs(&runs, t.size, &mut out, |buf| data.read_exact(buf))?;
-                hashes.push(t.header_offset, out.hash.digest128());
+                hashes.push(t.header_offset, out.digest());
                 None
             }
             TarKind::HardLink => Some(t.link_target.unwrap_or_default()),

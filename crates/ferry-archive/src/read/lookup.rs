@@ -10,8 +10,8 @@ use super::convert::safe_path;
 use super::list::{not_a_file, refused, write_runs, Hashing};
 use crate::tar::{Reader, TarKind};
 use crate::tree::{Node, NodeKind, Table, TreeError};
+use ferry_core::content::ContentHash;
 use std::io::Write;
-use xxhash_rust::xxh3::Xxh3;
 
 /// Prints member `path` of the archive read from `source` (as [`super::list::cat`]
 /// would) if the archive has a tree table with page sums; `Ok(false)` if it has none
@@ -49,7 +49,7 @@ pub fn cat_by_tree(
     check_headers(source, &node, &extras, path)?;
     let mut out = Hashing {
         out,
-        hash: Xxh3::new(),
+        hash: ContentHash::new(),
     };
     let mut stored_at = node.a;
     write_runs(&node.runs(&extras), node.size, &mut out, |buf| {
@@ -60,7 +60,7 @@ pub fn cat_by_tree(
         Ok(())
     })?;
     match node.hash {
-        Some(recorded) if recorded != out.hash.digest128() => Err(refused(
+        Some(recorded) if recorded != out.digest() => Err(refused(
             path,
             "content differs from the hash recorded when it was packed (printed anyway)",
         )),

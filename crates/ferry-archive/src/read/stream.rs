@@ -374,7 +374,12 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
         loop {
             let t = match next {
                 Ok(Some(t)) => t,
-                Ok(None) => return Ok(()),
+                Ok(None) => {
+                    if self.reader.unterminated() {
+                        super::tail::report_cut_short(self.reporter, self.reader.offset());
+                    }
+                    return Ok(());
+                }
                 Err(e) => return Err(e.into()),
             };
             if let Some(entry) = self.entry(&t) {

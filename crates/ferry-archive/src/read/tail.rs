@@ -3,7 +3,7 @@
 //! Read from a pipe, an archive's data comes before its index, so nothing can be
 //! checked as it goes by. Instead, every file member whose stored bytes all pass
 //! through the reader is hashed on the way ([`ContentHasher`], the same xxh3-128 of the
-//! logical content that `pack` records, holes read as zeros), and the hash is kept with
+//! logical content that `pack` records, see `ferry_core::content`), and the hash is kept with
 //! the member's header offset ([`StreamHashes`], moved to an unnamed temporary file past
 //! a few MiB, so memory does not grow with the member count). Once the tar data has
 //! ended, what follows it is read to the end ([`check_tail`]): for a ferry archive, the
@@ -22,25 +22,23 @@ use super::convert::safe_path;
 use crate::index::{
     Footer, Index, IndexError, Kind, FOOTER_LEN, FOOTER_MAGIC, INDEX_MAGIC, TAR_RECORD,
 };
-use ferry_core::data::hash_zeros;
+use ferry_core::content::ContentHash;
 use ferry_core::entry::RelPath;
 use ferry_core::error::Reporter;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
-use xxhash_rust::xxh3::Xxh3;
 
 /// Hashes a member's logical content from its stored bytes as they are read: the runs'
-/// bytes in order, with zeros fed in for the holes before each run and after the last.
+/// bytes in order, with the holes before each run and after the last (the work follows
+/// the bytes stored, not the size the map claims: see [`ContentHash`]).
 pub struct ContentHasher<'a> {
-    hasher: Xxh3,
+    hasher: ContentHash,
     /// The runs with data, in file order.
     runs: &'a [(u64, u64)],
     /// The run the next stored byte belongs to, and how much of it has been hashed.
     run: usize,
     in_run: u64,
-    /// Logical offset where the last run done ended: the hash has been fed up to it.
-    covered: u64,
     /// Stored bytes hashed, and how many there are.
     hashed: u64,
     stored: u64,
@@ -51,11 +49,10 @@ impl<'a> ContentHasher<'a> {
     /// logical content, in order.
     pub fn new(runs: &'a [(u64, u64)]) -> Self {
         ContentHasher {
-            hasher: Xxh3::new(),
+            hasher: ContentHash::new(),
             runs,
             run: 0,
             in_run: 0,
-            covered: 0,
             hashed: 0,
             stored: runs.iter().map(|r| r.1).sum(),
         }
@@ -74,7 +71,7 @@ impl<'a> ContentHasher<'a> {
                 return;
             };
             if self.in_run == 0 {
-                hash_zeros(&mut self.hasher, off.saturating_sub(self.covered));
+                self.hasher.zeros(off.saturating_sub(self.hasher.at()));
             }
             let take = (len - self.in_run).min(bytes.len() as u64) as usize;
             self.hasher.update(&bytes[..take]);
@@ -82,7 +79,6 @@ impl<'a> ContentHasher<'a> {
             self.in_run += take as u64;
             self.hashed = self.hashed.saturating_add(take as u64);
             if self.in_run == len {
-                self.covered = off + len;
                 self.run += 1;
                 self.in_run = 0;
             }
@@ -91,12 +87,11 @@ impl<'a> ContentHasher<'a> {
 
     /// The content hash of a member of logical `size`, if every stored byte was fed
     /// (exactly those); None otherwise.
-    pub fn finish(mut self, size: u64) -> Option<u128> {
+    pub fn finish(self, size: u64) -> Option<u128> {
         if self.hashed != self.stored {
             return None;
         }
-        hash_zeros(&mut self.hasher, size.saturating_sub(self.covered));
-        Some(self.hasher.digest128())
+        Some(self.hasher.finish(size))
     }
 }
 
@@ -246,6 +241,23 @@ impl Records {
         }
         Ok(self.held.next().map(record))
     }
+}
+
+/// Reports, as an error of the archive (exit status 1), that it ended at `offset`
+/// with no end-of-archive blocks: a ferry archive always ends with them and its index,
+/// and a tar without them was most likely cut short (GNU tar and bsdtar say nothing,
+/// so a download cut at a member boundary looks whole to them). What was read before
+/// stays as it was made.
+pub fn report_cut_short(reporter: &dyn Reporter, offset: u64) {
+    let why = format!(
+        "the archive ends at offset {offset} without its end-of-archive blocks (nor, \
+         for a ferry archive, its index): cut short; the members before are kept"
+    );
+    reporter.error(&ferry_core::error::Error::new(
+        &RelPath::root(),
+        "read",
+        io::Error::other(why),
+    ));
 }
 
 /// What reading past the end of a streamed archive found.

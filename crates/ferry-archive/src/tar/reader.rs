@@ -3,7 +3,7 @@
 
 use std::io::{self, Read};
 
-use super::entry::{self, Pending, TarEntry};
+use super::entry::{self, Pending, TarEntry, TarKind};
 use super::error::{TarError, TarErrorKind};
 use super::header::{self, Block, Header};
 use super::pax::{self, Globals};
@@ -43,6 +43,8 @@ pub struct Reader<R: Read> {
     /// Skips data without reading it, where the stream allows (see
     /// [`Reader::with_skip`]).
     skip_by: Option<fn(&mut R, u64) -> io::Result<()>>,
+    /// The stream ended where a header would start, without end-of-archive blocks.
+    unterminated: bool,
 }
 
 impl<R: Read> Reader<R> {
@@ -56,6 +58,7 @@ impl<R: Read> Reader<R> {
             globals: Globals::default(),
             state: State::Reading,
             skip_by: None,
+            unterminated: false,
         }
     }
 
@@ -99,6 +102,13 @@ impl<R: Read> Reader<R> {
             self.state = State::Failed;
         }
         result
+    }
+
+    /// Whether the archive ended (`next_entry` returned `Ok(None)`) where the stream
+    /// did, with no end-of-archive blocks: most likely cut short (a copy, a download or
+    /// a pipe that broke at a member boundary), which the caller should say.
+    pub fn unterminated(&self) -> bool {
+        self.unterminated
     }
 
     /// Whether an error was returned: every later call fails with
@@ -200,6 +210,7 @@ impl<R: Read> Reader<R> {
             )));
         }
         self.state = State::Done;
+        self.unterminated = true;
         Ok(None)
     }
 
@@ -328,6 +339,13 @@ impl<R: Read> Reader<R> {
                 .map_err(|k| TarError::new(at, k))?;
             entry.size = realsize;
             entry.sparse = Some(runs);
+        }
+        if entry.kind != TarKind::File {
+            // Only a GNU incremental directory gets here with data (the names it held):
+            // not the entry's to read, so it is skipped with the padding, and the
+            // entry, like every one that is not a file, stores nothing.
+            self.padding = self.padding.saturating_add(self.remaining);
+            self.remaining = 0;
         }
         entry.stored = self.remaining;
         entry.header_offset = header_offset;

@@ -21,6 +21,7 @@ use ferry_core::data::{read_up_to, Method, Mover, Segment};
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
 use ferry_core::limits::{open_files_each, threads_within};
+use ferry_core::stamp::Stamp;
 use ferry_core::Stats;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -95,6 +96,8 @@ pub struct Small {
     pub slot: HashSlot,
     /// Its path, for errors.
     pub path: RelPath,
+    /// What it was when laid out, to tell a change while it is read.
+    pub stamp: Option<Stamp>,
 }
 
 /// A file whose data region is moved on its own.
@@ -109,6 +112,23 @@ pub struct Large {
     pub slot: HashSlot,
     /// Its path, for errors.
     pub path: RelPath,
+    /// What it was when laid out, to tell a change while it is read.
+    pub stamp: Option<Stamp>,
+}
+
+impl Large {
+    /// Reports the file if it changed since it was laid out (GNU tar's "file changed
+    /// as we read it", exit status 1): its member may hold a version that never was.
+    pub fn check_unchanged(&self, reporter: &dyn Reporter) {
+        unchanged(self.stamp, self.fd.as_fd(), &self.path, reporter);
+    }
+}
+
+/// Reports `path` (open as `fd`) if it no longer has its `stamp`.
+fn unchanged(stamp: Option<Stamp>, fd: BorrowedFd<'_>, path: &RelPath, reporter: &dyn Reporter) {
+    if let Some(Err(e)) = stamp.map(|s| s.check(fd, path)) {
+        reporter.error(&e);
+    }
 }
 
 /// Work for a filler.
@@ -189,7 +209,10 @@ impl Block {
             let (content, padding) = slot.split_at_mut(f.len);
             padding.fill(0);
             match read_or_zeros(f.fd.as_fd(), content, 0) {
-                Ok(()) => hashes.push((f.slot, xxhash_rust::xxh3::xxh3_128(content))),
+                Ok(()) => {
+                    unchanged(f.stamp, f.fd.as_fd(), &f.path, reporter);
+                    hashes.push((f.slot, ferry_core::content::hash_of(content)));
+                }
                 Err(e) => reporter.error(&Error::new(&f.path, "read", e)),
             }
         }
@@ -307,6 +330,7 @@ impl<'env> Shared<'env> {
                     .transfer(f.fd.as_fd(), self.out, &f.segs, f.size, self.hash)
                 {
                     Ok(moved) => {
+                        f.check_unchanged(self.reporter);
                         self.stats.count_method(moved.method);
                         hashes.extend(moved.hash.map(|h| (f.slot, h)));
                     }
@@ -435,6 +459,7 @@ pub(crate) mod tests {
                 len,
                 slot: HashSlot(n),
                 path: RelPath::from_bytes(path.to_vec()),
+                stamp: None,
             });
         };
         slot(&mut block, whole, 6, 0, b"whole");
@@ -496,6 +521,7 @@ pub(crate) mod tests {
             size,
             slot: HashSlot(3),
             path: RelPath::from_bytes(b"d/big".to_vec()),
+            stamp: None,
         }));
         assert!(!shared.has_failed(), "the archive is still good");
         assert!(

@@ -16,13 +16,13 @@ use super::fill::{
 use super::header::{pad_block, DataShape, HeaderEncoder, ALIGN};
 use super::stream_out::{Shared as StreamShared, StreamOut};
 use crate::index::{HashSlot, IndexEntry, IndexWriter, Kind, INDEX_MEMORY};
-use ferry_core::data::{
-    data_runs, hash_zeros, with_buffer, write_full, Mover, Reflink, Segment, Sparse,
-};
+use ferry_core::content::ContentHash;
+use ferry_core::data::{data_runs, with_buffer, write_full, Mover, Reflink, Segment, Sparse};
 use ferry_core::entry::{Entry, EntryKind, InodeKey, RelPath};
 use ferry_core::error::{Error, OneEntry, Reporter, Result};
 use ferry_core::limits::{open_files_each, workers_within};
 use ferry_core::sink::{FileData, TreeSink};
+use ferry_core::stamp::Stamp;
 use ferry_core::walk::{walk, walk_as, walk_one, WalkConfig, HELD_LEVELS};
 use ferry_core::Stats;
 use std::collections::hash_map::Entry::{Occupied, Vacant};
@@ -50,8 +50,8 @@ pub struct PackOptions {
     pub threads: usize,
     /// Clone policy for file data.
     pub reflink: Reflink,
-    /// Hash every file's content into the index even where the data never passes
-    /// through memory (clones and kernel copies).
+    /// Hash cloned files' content into the index too (reading the shared blocks);
+    /// every other file's is hashed anyway.
     pub hash: bool,
     /// Bytes of the index held in memory; beyond that it moves to a temporary file
     /// (see [`IndexWriter`]), so memory does not grow with the member count.
@@ -409,7 +409,13 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
         }
     }
 
-    fn write_file(&self, entry: &Entry, fd: OwnedFd, maybe_sparse: bool) -> Result<()> {
+    fn write_file(
+        &self,
+        entry: &Entry,
+        fd: OwnedFd,
+        maybe_sparse: bool,
+        stamp: Option<Stamp>,
+    ) -> Result<()> {
         let EntryKind::File { size } = &entry.kind else {
             return Ok(());
         };
@@ -449,6 +455,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 len: size as usize,
                 slot: placed.slot,
                 path: entry.path.clone(),
+                stamp,
             });
             st.small_since_large = true;
             if st.block.is_full(self.files_per_block) {
@@ -478,6 +485,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 size,
                 slot: placed.slot,
                 path: entry.path.clone(),
+                stamp,
             };
             // A clone into the archive waits for the archive's writes in flight: the
             // walker clones itself only between large files, when the fillers have no
@@ -613,12 +621,11 @@ pub(super) fn stream_runs(
     w: &mut dyn Write,
     reporter: &dyn Reporter,
 ) -> io::Result<u128> {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let mut covered = 0u64;
+    let mut h = ContentHash::new();
     let mut stored = 0u64;
     let mut shrank = None;
     for seg in &f.segs {
-        hash_zeros(&mut h, seg.file_off - covered);
+        h.zeros(seg.file_off.saturating_sub(h.at()));
         with_buffer(seg.len, |buf| {
             let mut done = 0;
             while done < seg.len {
@@ -635,15 +642,15 @@ pub(super) fn stream_runs(
             }
             io::Result::Ok(())
         })?;
-        covered = seg.file_off + seg.len;
         stored += seg.len;
     }
-    hash_zeros(&mut h, f.size - covered);
     w.write_all(&vec![0u8; (pad_block(stored) - stored) as usize])?;
     if let Some(e) = shrank {
         reporter.error(&Error::new(&f.path, "read", e));
+    } else {
+        f.check_unchanged(reporter);
     }
-    Ok(h.digest128())
+    Ok(h.finish(f.size))
 }
 
 /// The root is stored as `./`, directories with a trailing `/`, as tar does.
@@ -674,9 +681,14 @@ impl TreeSink for ArchiveSink<'_, '_> {
 
     fn leaf(&self, _: &(), entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
         match (&entry.kind, data) {
-            (EntryKind::File { .. }, Some(FileData::File { fd, maybe_sparse })) => {
-                self.write_file(entry, fd, maybe_sparse)
-            }
+            (
+                EntryKind::File { .. },
+                Some(FileData::File {
+                    fd,
+                    maybe_sparse,
+                    stamp,
+                }),
+            ) => self.write_file(entry, fd, maybe_sparse, stamp),
             (EntryKind::File { .. }, _) => Err(Error::new(
                 &entry.path,
                 "pack",
@@ -813,10 +825,13 @@ fn pack_roots(
     } else {
         Reflink::Never
     };
-    let mover = Mover::new(reflink, Sparse::Never);
+    // Every member whose bytes are read or copied gets a content hash; a clone, which
+    // shares the very blocks, only with --hash.
+    let mut mover = Mover::new(reflink, Sparse::Never);
+    mover.hash_clones = opts.hash;
     let shared = file
         .as_ref()
-        .map(|f| Shared::new(f.as_fd(), &mover, opts.hash, stats, reporter));
+        .map(|f| Shared::new(f.as_fd(), &mover, true, stats, reporter));
     let filler_count = if shared.is_some() { fillers() } else { 0 };
     let stream_shared = StreamShared::default();
     let (threads, walkers_hold) = walkers_within_open_files(opts.threads, filler_count, reporter);
@@ -932,6 +947,7 @@ mod tests {
             size,
             slot: HashSlot(0),
             path: RelPath::from_bytes(b"d/big".to_vec()),
+            stamp: None,
         };
         let kept = Kept::default();
         let mut out = Vec::new();

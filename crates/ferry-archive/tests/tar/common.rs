@@ -40,7 +40,9 @@ pub fn have(tool: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipping: {tool} is not installed (apt-get install tar libarchive-tools)");
+        ferry_testkit::skip(&format!(
+            "{tool} is not installed (apt-get install tar libarchive-tools)"
+        ));
     }
     ok
 }

@@ -15,7 +15,7 @@ fn have_gnu_tar() -> bool {
     let version = run(std::path::Path::new("."), "tar", &["--version"]);
     let gnu = String::from_utf8_lossy(&version).contains("GNU tar");
     if !gnu {
-        eprintln!("skipping: tar is not GNU tar");
+        ferry_testkit::skip("tar is not GNU tar");
     }
     gnu
 }

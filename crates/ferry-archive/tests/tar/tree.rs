@@ -160,7 +160,7 @@ fn make_device(t: &Tree, rel: &[u8], kind: FileType, major: u32, minor: u32) -> 
     match rustix::fs::mknodat(CWD, t.path(rel), kind, Mode::from_raw_mode(0o640), dev) {
         Ok(()) => true,
         Err(e) => {
-            eprintln!("no devices in the tree: mknod: {e}");
+            ferry_testkit::skip(&format!("no devices in the tree: mknod: {e}"));
             false
         }
     }
