@@ -1,6 +1,6 @@
 //! End-to-end tests of `ferry pack`, `unpack`, `ls` and `cat`: ferry's archives read by
 //! the real GNU tar and bsdtar, theirs read by ferry, hostile archives, and cloning in
-//! and out on XFS. One test binary: `cargo test --release --test archive`.
+//! and out on XFS. One test binary: `cargo test --profile ci --test archive`.
 
 #[path = "../common/mod.rs"]
 mod common;

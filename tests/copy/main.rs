@@ -2,7 +2,7 @@
 //! is checked with a tree comparer (tests/common/compare.rs) that looks at every kind
 //! and every metadata field ferry promises to keep.
 //!
-//! One test binary: `cargo test --release --test copy`. Tests that need root (device
+//! One test binary: `cargo test --profile ci --test copy`. Tests that need root (device
 //! nodes, other owners, trusted.* xattrs, loop mounts) or a tool (mkfs.xfs, setpriv)
 //! print `skipping: <why>` and pass when they cannot run; set `FERRY_TEST_NO_SKIP=1` to
 //! make such a skip fail instead (CI does).

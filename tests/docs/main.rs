@@ -4,7 +4,7 @@
 //! they must cover are read from `ferry --help`, so a subcommand added later is
 //! checked without changing these tests.
 //!
-//! One test binary: `cargo test --release --test docs`. Without zsh, fish or man the
+//! One test binary: `cargo test --profile ci --test docs`. Without zsh, fish or man the
 //! tests that need them say why they skip (a failure under FERRY_TEST_NO_SKIP=1, as
 //! in CI).
 

@@ -2,7 +2,7 @@
 //! fusermount3 and /dev/fuse), compared with the tree that was packed, field by field
 //! and byte by byte, by the tests' tree comparer.
 //!
-//! One test binary: `cargo test --release --test mount`. Without /dev/fuse or
+//! One test binary: `cargo test --profile ci --test mount`. Without /dev/fuse or
 //! fusermount3 the tests say why they skip (a failure under FERRY_TEST_NO_SKIP=1, as
 //! in CI).
 

@@ -3,7 +3,7 @@
 //! (`--remote-ferry`), and checks the trees with the tree comparer; and of the
 //! daemon, `ferry serve --listen` ([`daemon`]), reached at `ferry://` ([`served`]).
 //!
-//! One test binary: `cargo test --release --test net`. Without sshd (Debian's
+//! One test binary: `cargo test --profile ci --test net`. Without sshd (Debian's
 //! openssh-server; scripts/test.sh installs it) the tests say why and skip; with
 //! `FERRY_TEST_NO_SKIP=1` such a skip fails.
 

@@ -3,7 +3,7 @@
 //! runs the built ferry against it with the standard `AWS_*` variables, and checks the
 //! trees with the tree comparer.
 //!
-//! One test binary: `cargo test --release --test s3`. Without `garage` on PATH (or in
+//! One test binary: `cargo test --profile ci --test s3`. Without `garage` on PATH (or in
 //! ~/.cargo/bin; scripts/test.sh installs it with `cargo install garage --locked`) the
 //! tests say why and skip; with `FERRY_TEST_NO_SKIP=1` such a skip fails. The
 //! [`mount`] tests also need /dev/fuse and fusermount3, and skip the same way.

@@ -142,7 +142,8 @@ fn serve_embedded(
             .map_err(|e| MountError::at(path, e))?;
     }
     let table = Table::open(TableFile::Shared(source.clone()), tree.at, tree.len, false)
-        .map_err(|e| MountError::at(path, e))?;
+        .map_err(|e| MountError::at(path, e))?
+        .hashes_up_to(tree.hashes_up_to());
     let check_later: LaterCheck = Box::new(move || {
         if !index_now {
             tree.check_index(&*source).map_err(|e| e.to_string())?;

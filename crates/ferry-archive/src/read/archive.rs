@@ -513,6 +513,21 @@ impl EmbeddedTree {
         self.footer.index_len
     }
 
+    /// The index's version.
+    pub fn version(&self) -> u32 {
+        self.footer.version
+    }
+
+    /// The largest file whose content hash the table gives out as recorded: all of
+    /// them, but in an index older than [`crate::index::SKIPPING_HASH_SINCE`] (see
+    /// [`crate::tree::Table::hashes_up_to`]).
+    pub fn hashes_up_to(&self) -> u64 {
+        match self.footer.version < crate::index::SKIPPING_HASH_SINCE {
+            true => crate::index::LEGACY_HASH_MAX,
+            false => u64::MAX,
+        }
+    }
+
     /// Reads the whole index (entries and table) once and compares it with the
     /// footer's checksum, keeping none of it.
     pub fn check_index(&self, file: &(impl ReadAt + ?Sized)) -> Result<(), ArchiveError> {

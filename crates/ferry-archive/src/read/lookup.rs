@@ -26,8 +26,9 @@ pub fn cat_by_tree(
     let Some(tree) = embedded_tree(source, source.data_len()?)?.filter(|t| t.paged) else {
         return Ok(false);
     };
-    let table: Table<&Source> =
-        Table::open_paged(source, tree.at, tree.len).map_err(index_error)?;
+    let table: Table<&Source> = Table::open_paged(source, tree.at, tree.len)
+        .map_err(index_error)?
+        .hashes_up_to(tree.hashes_up_to());
     let want = safe_path(path).map_err(|why| refused(path, why))?;
     let mut node = table.node(0).map_err(index_error)?;
     if !want.is_root() {

@@ -61,14 +61,45 @@ struct Extent {
 /// Checks every file node of `table` against the tar read from `tar`, whose data ends
 /// at the table's `data_end` (see the module's doc). The error names the node's path
 /// and what differs.
-pub fn check_against_tar<R: ReadAt>(
+///
+/// A table ferry wrote numbers files in archive order, so the nodes are taken a batch
+/// at a time, as they are read, holding nothing but the batch and the directories'
+/// paths; a table in another order is checked in the order of its files' data, each
+/// node read again.
+pub fn check_against_tar<R: ReadAt + Sync>(
     table: &Table<R>,
-    tar: &(impl ReadAt + ?Sized),
+    tar: &(impl ReadAt + Sync + ?Sized),
 ) -> Result<Checked, TreeError> {
-    let mut paths = DirPaths::default();
-    let mut extents = Vec::new();
-    let mut first = 0u32;
+    let mut walk = Walk::new(table, tar);
     let count = u32::try_from(table.len()).unwrap_or(u32::MAX);
+    let mut first = 0u32;
+    while first < count {
+        let n = BATCH.min(count - first);
+        let batch = table.nodes(first, n)?;
+        let files: Vec<&Node> = batch.iter().filter(|n| n.kind == NodeKind::File).collect();
+        let mut extents = Vec::with_capacity(files.len());
+        for f in &files {
+            extents.push(extent_of(table, f)?);
+        }
+        if extents.iter().any(|e| e.header < walk.from) || !extents.is_sorted_by_key(|e| e.header) {
+            return check_in_data_order(table, tar);
+        }
+        let names = table.names(&files)?;
+        walk = walk.batch(&files, &extents, names)?;
+        first += n;
+    }
+    Ok(walk.checked)
+}
+
+/// [`check_against_tar`] for a table whose files are not numbered in the order of
+/// their data: all their extents, sorted.
+fn check_in_data_order<R: ReadAt + Sync>(
+    table: &Table<R>,
+    tar: &(impl ReadAt + Sync + ?Sized),
+) -> Result<Checked, TreeError> {
+    let mut extents = Vec::new();
+    let count = u32::try_from(table.len()).unwrap_or(u32::MAX);
+    let mut first = 0u32;
     while first < count {
         let n = BATCH.min(count - first);
         for node in table.nodes(first, n)? {
@@ -78,52 +109,142 @@ pub fn check_against_tar<R: ReadAt>(
         }
         first += n;
     }
-    // A table ferry wrote numbers files in archive order: sorted already.
-    if !extents.is_sorted_by_key(|e| e.header) {
-        extents.sort_unstable_by_key(|e| e.header);
-    }
-    let data_end = table.trailer().data_end;
-    let mut checked = Checked::default();
-    let (mut from, mut before) = (0u64, None);
+    extents.sort_unstable_by_key(|e| e.header);
+    let mut walk = Walk::new(table, tar);
     for e in &extents {
-        let node = table.node(e.id)?;
-        if let Some(prev) = before.filter(|_| e.header < from) {
+        walk.file(&table.node(e.id)?, e, None)?;
+    }
+    Ok(walk.checked)
+}
+
+/// The walk along the tar, from one file's member to the next.
+struct Walk<'a, R: ReadAt, T: ReadAt + ?Sized> {
+    table: &'a Table<R>,
+    tar: &'a T,
+    paths: DirPaths,
+    /// Where the walk stands: the end of the last file's member.
+    from: u64,
+    /// The last file checked.
+    before: Option<u32>,
+    checked: Checked,
+}
+
+impl<'a, R: ReadAt + Sync, T: ReadAt + Sync + ?Sized> Walk<'a, R, T> {
+    /// Checks a batch of files (numbered in the order of their data), its two halves
+    /// on two threads: the second half's walk starts where the first half's last file
+    /// ends by what the table says, which the first half then checks.
+    fn batch(
+        mut self,
+        files: &[&Node],
+        extents: &[Extent],
+        mut names: Vec<Vec<u8>>,
+    ) -> Result<Self, TreeError> {
+        let half = files.len() / 2;
+        if half < 64 {
+            for ((node, e), name) in files.iter().zip(extents).zip(names) {
+                self.file(node, e, Some(name))?;
+            }
+            return Ok(self);
+        }
+        let last = &extents[half - 1];
+        let mut second = Walk {
+            table: self.table,
+            tar: self.tar,
+            paths: DirPaths::default(),
+            from: (last.data + last.stored).next_multiple_of(512),
+            before: Some(last.id),
+            checked: Checked::default(),
+        };
+        let later = names.split_off(half);
+        let run = move |w: &mut Walk<'a, R, T>,
+                        range: std::ops::Range<usize>,
+                        names: Vec<Vec<u8>>| {
+            for ((node, e), name) in files[range.clone()].iter().zip(&extents[range]).zip(names) {
+                w.file(node, e, Some(name))?;
+            }
+            Ok::<(), TreeError>(())
+        };
+        let (a, b, second) = std::thread::scope(|scope| {
+            let other = scope.spawn(move || {
+                let done = run(&mut second, half..files.len(), later);
+                (done, second)
+            });
+            let mine = run(&mut self, 0..half, names);
+            match other.join() {
+                Ok((done, walked)) => (mine, done, Some(walked)),
+                Err(_) => (
+                    mine,
+                    Err(TreeError::new("tree table check: a thread panicked")),
+                    None,
+                ),
+            }
+        });
+        let second = second.ok_or_else(|| TreeError::new("tree table check: a thread panicked"))?;
+        a.and(b)?;
+        self.checked.files += second.checked.files;
+        self.checked.members += second.checked.members;
+        self.from = second.from;
+        self.before = second.before;
+        Ok(self)
+    }
+
+    fn new(table: &'a Table<R>, tar: &'a T) -> Self {
+        Walk {
+            table,
+            tar,
+            paths: DirPaths::default(),
+            from: 0,
+            before: None,
+            checked: Checked::default(),
+        }
+    }
+
+    /// Checks file `node` (its extent `e`, its name if already read) and moves past it.
+    fn file(&mut self, node: &Node, e: &Extent, name: Option<Vec<u8>>) -> Result<(), TreeError> {
+        let table = self.table;
+        if let Some(prev) = self.before.filter(|_| e.header < self.from) {
             let why = format!(
-                "its headers at byte {} lie inside the member of {}, which ends at byte {from}",
+                "its headers at byte {} lie inside the member of {}, which ends at byte {}",
                 e.header,
-                ferry_core::entry::escaped(&table.path_of(prev))
+                ferry_core::entry::escaped(&table.path_of(prev)),
+                self.from
             );
-            return Err(wrong(table, &node, &why));
+            return Err(wrong(table, node, &why));
         }
         if e.data
             .checked_add(e.stored)
-            .is_none_or(|end| end > data_end)
+            .is_none_or(|end| end > table.trailer().data_end)
         {
-            return Err(wrong(table, &node, "its data lies past the end of the tar"));
+            return Err(wrong(table, node, "its data lies past the end of the tar"));
         }
-        let member = walk_to(tar, from, e)
-            .map_err(|why| wrong(table, &node, &why))
-            .inspect(|(_, walked)| checked.members += walked)?
-            .0;
-        let extras = table.extras(&node)?;
+        let (member, walked) =
+            walk_to(self.tar, self.from, e).map_err(|why| wrong(table, node, &why))?;
+        self.checked.members += walked;
+        let extras = table.extras(node)?;
         let named = match node.nlink {
             // A file of one name: the path it was first reached by.
-            0 | 1 => Some(paths.path_of(table, &node)?),
+            0 | 1 => {
+                let name = match name {
+                    Some(n) => n,
+                    None => table.name(node)?,
+                };
+                Some(self.paths.path_of(table, node, &name)?)
+            }
             // Of several: its data is under one of them, which must lead to it.
             _ => {
                 if resolve(table, &member.path)? != Some(node.id) {
-                    return Err(wrong(table, &node, "its tar header names another file"));
+                    return Err(wrong(table, node, "its tar header names another file"));
                 }
                 None
             }
         };
-        header_agrees(&member, &node, &extras, named.as_deref())
-            .map_err(|what| wrong(table, &node, &format!("its tar header says another {what}")))?;
-        checked.files += 1;
-        from = (e.data + e.stored).next_multiple_of(512);
-        before = Some(e.id);
+        header_agrees(&member, node, &extras, named.as_deref())
+            .map_err(|what| wrong(table, node, &format!("its tar header says another {what}")))?;
+        self.checked.files += 1;
+        self.from = (e.data + e.stored).next_multiple_of(512);
+        self.before = Some(e.id);
+        Ok(())
     }
-    Ok(checked)
 }
 
 /// The extent of file node `n`; an error for a node whose headers are not recorded
@@ -249,13 +370,19 @@ struct DirPaths {
 }
 
 impl DirPaths {
-    /// The path node `n` was first reached by: its parent's path and its name.
-    fn path_of<R: ReadAt>(&mut self, table: &Table<R>, n: &Node) -> Result<Vec<u8>, TreeError> {
+    /// The path node `n` (named `name`) was first reached by: its parent's path and
+    /// its name.
+    fn path_of<R: ReadAt>(
+        &mut self,
+        table: &Table<R>,
+        n: &Node,
+        name: &[u8],
+    ) -> Result<Vec<u8>, TreeError> {
         let mut path = self.dir(table, n.parent)?.clone();
         if !path.is_empty() {
             path.push(b'/');
         }
-        path.extend_from_slice(&table.name(n)?);
+        path.extend_from_slice(name);
         Ok(path)
     }
 

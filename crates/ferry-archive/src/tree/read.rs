@@ -188,6 +188,9 @@ pub struct Table<R: ReadAt = TableFile> {
     heap_at: u64,
     trailer: Trailer,
     checked: Checked,
+    /// Content hashes of files larger than this are not given out (see
+    /// [`Table::hashes_up_to`]).
+    hashes_up_to: u64,
 }
 
 /// How what is read of a table is checked.
@@ -277,7 +280,17 @@ impl<R: ReadAt> Table<R> {
             heap_at,
             trailer,
             checked: Checked::Whole,
+            hashes_up_to: u64::MAX,
         })
+    }
+
+    /// The table with the content hashes of files larger than `max` bytes left out (as
+    /// if not recorded): a table made with an index older than
+    /// [`crate::index::SKIPPING_HASH_SINCE`] may hold a hash over holes that the
+    /// current hash skips, and such a hash is left unchecked rather than wrongly failed.
+    pub fn hashes_up_to(mut self, max: u64) -> Table<R> {
+        self.hashes_up_to = max;
+        self
     }
 
     /// Reads the whole body once and compares its checksums with the trailer's (the
@@ -432,7 +445,7 @@ impl<R: ReadAt> Table<R> {
             name: (u64at(72), u16at(2)),
             extras: (u64at(80), u32at(88)),
             head: u32at(92),
-            hash: (r[1] & FLAG_HASH != 0)
+            hash: (r[1] & FLAG_HASH != 0 && u64at(40) <= self.hashes_up_to)
                 .then(|| u128::from_le_bytes(r[96..112].try_into().unwrap_or_default())),
         };
         if n.mode > 0o7777 || n.mtime.1 >= 1_000_000_000 || n.atime.1 >= 1_000_000_000 {
@@ -484,6 +497,28 @@ impl<R: ReadAt> Table<R> {
     /// A symlink's target.
     pub fn target(&self, n: &Node) -> Result<Vec<u8>, TreeError> {
         self.heap_bytes(n.a, n.b)
+    }
+
+    /// The names of `nodes` as first found, read at once where they lie together in
+    /// the heap (as the names of nodes numbered together do).
+    pub fn names(&self, nodes: &[&Node]) -> Result<Vec<Vec<u8>>, TreeError> {
+        let lo = nodes.iter().map(|n| n.name.0).min().unwrap_or(0);
+        let hi = nodes
+            .iter()
+            .map(|n| n.name.0.saturating_add(u64::from(n.name.1)))
+            .max()
+            .unwrap_or(0);
+        if hi.saturating_sub(lo) > NAME_BLOCK {
+            return nodes.iter().map(|n| self.name(n)).collect();
+        }
+        let block = self.heap_bytes(lo, hi - lo)?;
+        Ok(nodes
+            .iter()
+            .map(|n| {
+                let at = (n.name.0 - lo) as usize;
+                block[at..at + usize::from(n.name.1)].to_vec()
+            })
+            .collect())
     }
 
     /// A node's name as first found (empty for the root).
