@@ -148,7 +148,7 @@ impl ContentHash {
         if let Some(run) = self.skip.take() {
             self.note_run(run);
         }
-        let skips = self.skips.take().unwrap_or_else(Xxh3::new);
+        let skips = self.skips.take().unwrap_or_default();
         self.h.update(SKIP_TAG);
         self.h.update(&skips.digest128().to_le_bytes());
         self.h.update(&self.pos.to_le_bytes());
