@@ -30,11 +30,27 @@ fn binary() -> Option<PathBuf> {
     cargo.exists().then_some(cargo)
 }
 
+/// A port free now, below the kernel's ephemeral range (32768 on): a port bind(0)
+/// picks is free again once the probe closes, and an outgoing connection of another
+/// test (ferry to another Garage) may take it before this Garage binds it (seen as
+/// "connection reset" for 30 s). Random, so parallel tests rarely pick the same one.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0) as u64
+        ^ u64::from(std::process::id()) << 16;
+    let mut x = start | 1;
+    for _ in 0..1000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let port = 20_000 + (x % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 20000..32000");
 }
 
 /// One node: its directory, config and ports, and the process while it runs.
