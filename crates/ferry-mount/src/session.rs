@@ -191,12 +191,7 @@ pub fn made_by_ferry(path: &Path) -> Result<MadeBy, MountError> {
     let Some(line) = mountinfo_line(&abs) else {
         return Err(MountError::at(path, "not mounted"));
     };
-    let mut fields = line
-        .split(|&b| b == b' ')
-        .skip_while(|f| *f != b"-")
-        .skip(1);
-    let kind = String::from_utf8_lossy(fields.next().unwrap_or_default()).into_owned();
-    let source = unescape_mountinfo(fields.next().unwrap_or_default());
+    let (kind, source) = type_and_source(&line).unwrap_or_default();
     match kind.as_str() {
         "fuse.ferry" => Ok(MadeBy::FerryFuse),
         "erofs" if crate::kernel::image::is_ferry_image(&image_behind(&source)) => {
@@ -264,11 +259,16 @@ pub fn is_mounted(path: &Path) -> bool {
 /// /proc/self/mountinfo names it (`fuse.ferry`, `erofs` ...).
 pub fn fs_type(path: &Path) -> Option<String> {
     let abs = std::fs::canonicalize(path).ok()?;
-    let line = mountinfo_line(&abs)?;
+    Some(type_and_source(&mountinfo_line(&abs)?)?.0)
+}
+
+/// The filesystem type and the source (its escapes undone) of a mountinfo line.
+fn type_and_source(line: &[u8]) -> Option<(String, std::path::PathBuf)> {
     // Fields after the optional ones: "-", the type, the source, the options.
     let mut fields = line.split(|&b| b == b' ').skip_while(|f| *f != b"-");
     fields.next()?;
-    Some(String::from_utf8_lossy(fields.next()?).into_owned())
+    let kind = String::from_utf8_lossy(fields.next()?).into_owned();
+    Some((kind, unescape_mountinfo(fields.next().unwrap_or_default())))
 }
 
 /// The line of /proc/self/mountinfo of the topmost mount at `path`, if any.

@@ -411,6 +411,22 @@ impl Read for At<'_> {
     }
 }
 
+/// Moving the position is all a seek does (for a reader that skips members' data
+/// with [`crate::tar::Reader::with_skip`]); from the end is not supported.
+impl io::Seek for At<'_> {
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        self.pos = match to {
+            io::SeekFrom::Start(p) => p,
+            io::SeekFrom::Current(d) => self
+                .pos
+                .checked_add_signed(d)
+                .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?,
+            io::SeekFrom::End(_) => return Err(io::ErrorKind::Unsupported.into()),
+        };
+        Ok(self.pos)
+    }
+}
+
 /// What an archive file's end says of its index.
 enum Indexed {
     /// A valid index, which describes every member.

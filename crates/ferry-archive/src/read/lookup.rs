@@ -30,19 +30,10 @@ pub fn cat_by_tree(
         .map_err(index_error)?
         .hashes_up_to(tree.hashes_up_to());
     let want = safe_path(path).map_err(|why| refused(path, why))?;
-    let mut node = table.node(0).map_err(index_error)?;
-    if !want.is_root() {
-        for name in want.as_bytes().split(|&b| b == b'/') {
-            if node.kind != NodeKind::Dir {
-                return Err(refused(path, "no such member"));
-            }
-            let entry = table
-                .lookup(&node, name)
-                .map_err(index_error)?
-                .ok_or_else(|| refused(path, "no such member"))?;
-            node = table.node(entry.node).map_err(index_error)?;
-        }
-    }
+    let id = crate::tree::check::resolve(&table, &want)
+        .map_err(index_error)?
+        .ok_or_else(|| refused(path, "no such member"))?;
+    let node = table.node(id).map_err(index_error)?;
     if node.kind != NodeKind::File {
         return Err(not_a_file(path, tar_kind(node.kind)));
     }

@@ -26,19 +26,18 @@
 //! attributes for entries without data, never another member's bytes.
 
 use super::read::{Extras, Node, NodeKind, Table, TreeError};
-use crate::read::archive::{fill_at, ReadAt};
+use crate::read::archive::{fill_at, At, ReadAt, MAX_HEADERS};
 use crate::read::convert::safe_path;
 use crate::tar::{Reader, TarEntry, TarKind};
+use ferry_core::entry::RelPath;
 use std::collections::HashMap;
-use std::io::{self, BufReader, Read};
+use std::io::{BufReader, Read};
 
 /// Nodes read at once.
 const BATCH: u32 = 4096;
 /// Bytes between one file's data and the next file's data read in one piece; a larger
 /// gap is walked by a reader that seeks over members' data.
 const WINDOW: u64 = 1 << 20;
-/// The most bytes of headers one member may have (as readers accept).
-const MAX_HEADERS: u64 = 16 << 20;
 
 /// What a check read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -232,7 +231,11 @@ impl<'a, R: ReadAt + Sync, T: ReadAt + Sync + ?Sized> Walk<'a, R, T> {
             }
             // Of several: its data is under one of them, which must lead to it.
             _ => {
-                if resolve(table, &member.path)? != Some(node.id) {
+                let leads_to = match safe_path(&member.path) {
+                    Ok(path) => resolve(table, &path)?,
+                    Err(_) => None,
+                };
+                if leads_to != Some(node.id) {
                     return Err(wrong(table, node, "its tar header names another file"));
                 }
                 None
@@ -271,7 +274,10 @@ fn walk_to(tar: &(impl ReadAt + ?Sized), from: u64, e: &Extent) -> Result<(TarEn
         fill_at(tar, &mut bytes, from).map_err(|err| format!("read its headers: {err}"))?;
         return walk(Reader::new(&bytes[..]), from, e);
     }
-    let at = At { tar, pos: from };
+    let at = At {
+        file: &tar,
+        pos: from,
+    };
     let r = Reader::with_skip(BufReader::with_capacity(64 << 10, at), |r, n| {
         r.seek_relative(n as i64)
     });
@@ -303,16 +309,17 @@ fn walk<T: Read>(mut r: Reader<T>, from: u64, e: &Extent) -> Result<(TarEntry, u
     }
 }
 
-/// The node a member path leads to in `table`, if any.
-fn resolve<R: ReadAt>(table: &Table<R>, raw: &[u8]) -> Result<Option<u32>, TreeError> {
-    let Ok(path) = safe_path(raw) else {
-        return Ok(None);
-    };
+/// The node the (safe) member path `path` leads to in `table`, if any.
+pub(crate) fn resolve<R: ReadAt>(
+    table: &Table<R>,
+    path: &RelPath,
+) -> Result<Option<u32>, TreeError> {
     let mut node = table.node(0)?;
     if path.is_root() {
         return Ok(Some(0));
     }
     for name in path.as_bytes().split(|&b| b == b'/') {
+        // A lookup in anything but a directory finds nothing.
         match table.lookup(&node, name)? {
             Some(d) => node = table.node(d.node)?,
             None => return Ok(None),
@@ -410,33 +417,5 @@ impl DirPaths {
             }
         }
         Ok(self.known.entry(id).or_default())
-    }
-}
-
-/// The tar read forward from `pos`, for a reader that seeks over members' data.
-struct At<'a, F: ReadAt + ?Sized> {
-    tar: &'a F,
-    pos: u64,
-}
-
-impl<F: ReadAt + ?Sized> Read for At<'_, F> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.tar.read_at(buf, self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl<F: ReadAt + ?Sized> io::Seek for At<'_, F> {
-    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
-        self.pos = match to {
-            io::SeekFrom::Start(p) => p,
-            io::SeekFrom::Current(d) => self
-                .pos
-                .checked_add_signed(d)
-                .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?,
-            io::SeekFrom::End(_) => return Err(io::ErrorKind::Unsupported.into()),
-        };
-        Ok(self.pos)
     }
 }

@@ -969,7 +969,8 @@ mod tests {
         };
         let kept = Kept::default();
         pack(src, to, &[], opts, &Stats::default(), &kept).expect("packed");
-        assert!(kept.0.into_inner().unwrap().is_empty());
+        let errors = kept.0.into_inner().unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
         use std::io::{Read, Seek};
         let (mut out, mut bytes) = (out, Vec::new());
         out.rewind().expect("rewind");

@@ -14,8 +14,3 @@ pub mod image;
 
 pub use attach::{mount, unmount, Attached, Backing};
 pub use image::{prepare, Image, ImageOrigin};
-
-/// Whether the filesystem mounted at `path` is an EROFS mount (a kernel-mode mount).
-pub fn is_kernel_mount(path: &std::path::Path) -> bool {
-    crate::session::fs_type(path).as_deref() == Some("erofs")
-}
