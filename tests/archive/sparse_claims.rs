@@ -88,6 +88,22 @@ fn claims(dir: &Path, size: u64) -> std::path::PathBuf {
 /// for a loaded machine.
 const QUICK: Duration = Duration::from_secs(3);
 
+/// `ferry unpack ARCHIVE DST`, the archive named or on standard input; what it did
+/// and how long it took.
+fn timed_unpack(
+    archive: &Path,
+    dst: &Path,
+    from_stdin: bool,
+) -> (crate::common::run::Run, Duration) {
+    let start = Instant::now();
+    let r = if from_stdin {
+        ferry_stdin(&[&"unpack", &"-", &dst], archive)
+    } else {
+        ferry(&[&"unpack", &archive, &dst])
+    };
+    (r, start.elapsed())
+}
+
 fn check_unpacked(dst: &Path, size: u64) {
     let big = dst.join("big");
     let meta = std::fs::metadata(&big).expect("stat the unpacked file");
@@ -113,13 +129,7 @@ fn a_sparse_map_claiming_60_or_600_gb_unpacks_in_the_time_its_data_takes() {
         let archive = claims(s.tmp.path(), size);
         for from_stdin in [false, true] {
             let dst = s.tmp.path().join(format!("out-{size}-{from_stdin}"));
-            let start = Instant::now();
-            let r = if from_stdin {
-                ferry_stdin(&[&"unpack", &"-", &dst], &archive)
-            } else {
-                ferry(&[&"unpack", &archive, &dst])
-            };
-            let took = start.elapsed();
+            let (r, took) = timed_unpack(&archive, &dst, from_stdin);
             r.assert_ok();
             assert!(took < QUICK, "unpack of a {size}-byte claim took {took:?}");
             check_unpacked(&dst, size);
@@ -159,13 +169,7 @@ fn a_sparse_map_claiming_2_pow_60_bytes_ends_at_once_naming_the_file() {
     let archive = claims(s.tmp.path(), 1 << 60);
     for from_stdin in [false, true] {
         let dst = s.tmp.path().join(format!("out-{from_stdin}"));
-        let start = Instant::now();
-        let r = if from_stdin {
-            ferry_stdin(&[&"unpack", &"-", &dst], &archive)
-        } else {
-            ferry(&[&"unpack", &archive, &dst])
-        };
-        let took = start.elapsed();
+        let (r, took) = timed_unpack(&archive, &dst, from_stdin);
         assert!(took < QUICK, "unpack took {took:?}");
         // No filesystem here holds 2^60 bytes: the file is an error naming it, and
         // nothing that looks complete is left.

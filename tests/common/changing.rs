@@ -39,3 +39,15 @@ pub fn while_changing(path: &Path, command: impl FnOnce() -> Run) -> Run {
         r
     })
 }
+
+/// Checks that `r` told the one file named `name` changed while it was read, and
+/// exited with status 1 (as GNU tar does).
+pub fn assert_told_changed(r: &Run, name: &str) {
+    assert_eq!(r.status, 1, "{r}");
+    let errors = r.errors();
+    assert_eq!(errors.len(), 1, "{r}");
+    assert!(
+        errors[0].contains(name) && errors[0].contains("file changed as we read it"),
+        "{r}"
+    );
+}
