@@ -123,3 +123,86 @@ fn a_table_pointing_a_file_elsewhere_is_refused_by_the_kernel_mount_and_cat() {
         );
     }
 }
+
+/// A mount serves a file's data as soon as the check has passed it, before the whole
+/// check ends: what the check reports passed must never include a file it later finds
+/// lying, nor one whose member lies inside a file passed earlier.
+#[test]
+fn the_checks_progress_never_passes_a_file_it_later_finds_lying() {
+    use ferry_archive::read::archive::embedded_tree;
+    use ferry_archive::tree::{check_against_tar_reporting, Table, TableFile};
+    use std::sync::Mutex;
+
+    let s = scratch();
+    // More files than one batch of the check (4096 nodes), each its own small member.
+    for i in 0..6000 {
+        write(
+            &s.src.join(format!("f{i:05}")),
+            format!("file {i}\n").as_bytes(),
+        );
+    }
+    let archive = s.tmp.path().join("many.far");
+    let cache = s.tmp.path().join("cache");
+    pack(&cache, &s.src, &archive);
+    let bytes = std::fs::read(&archive).expect("read the archive");
+
+    // The honest table passes whole, reporting progress up to every node.
+    let check = |bytes: &[u8]| {
+        let path = s.tmp.path().join("checked.far");
+        std::fs::write(&path, bytes).expect("write the archive");
+        let file = std::fs::File::open(&path).expect("open the archive");
+        let tree = embedded_tree(&file, bytes.len() as u64)
+            .expect("read the trailer")
+            .expect("a table");
+        let table: Table = Table::open(
+            TableFile::File(file.try_clone().expect("dup")),
+            tree.at,
+            tree.len,
+            false,
+        )
+        .expect("open the table");
+        let reported = Mutex::new(Vec::new());
+        let result =
+            check_against_tar_reporting(&table, &file, &|n| reported.lock().unwrap().push(n));
+        (result, reported.into_inner().unwrap(), table.len())
+    };
+    let (result, reported, nodes) = check(&bytes);
+    let late_name = {
+        let file = std::fs::File::open(&archive).expect("open the archive");
+        let tree = embedded_tree(&file, bytes.len() as u64).unwrap().unwrap();
+        let table: Table = Table::open(TableFile::File(file), tree.at, tree.len, false).unwrap();
+        String::from_utf8(table.path_of(5000)).expect("a UTF-8 name")
+    };
+    let checked = result.expect("the honest table passes");
+    assert_eq!(checked.files, 6000);
+    assert!(reported.len() >= 2 && reported.is_sorted(), "{reported:?}");
+    assert_eq!(u64::from(*reported.last().unwrap()), nodes);
+
+    // A late file pointed inside an early file's data (nested in a member that passed
+    // long before), and a late file pointed at an early file's member.
+    let mut lies = Vec::new();
+    let mut t = TableEdit::new(bytes.clone());
+    // (Nodes are numbered in archive order, which is the walk's, not the names'.)
+    let (early, late) = (10, 5000);
+    let at = t.get(early, field::A) + 2;
+    t.set(late, field::A, at);
+    t.set(late, field::B, 3);
+    t.set(late, field::SIZE, 3);
+    t.node(late)[field::FLAGS] &= !1;
+    lies.push(("nested in an early file", late, t.sealed()));
+    let mut t = TableEdit::new(bytes.clone());
+    let own = t.node(late)[field::PARENT..field::HEAD].to_vec();
+    let from = t.node(early)[field::SIZE..].to_vec();
+    t.node(late)[field::SIZE..].copy_from_slice(&from);
+    t.node(late)[field::PARENT..field::HEAD].copy_from_slice(&own);
+    lies.push(("pointed at an early file", late, t.sealed()));
+    for (how, liar, lying) in lies {
+        let (result, reported, _) = check(&lying);
+        let e = result.expect_err(how);
+        assert!(e.to_string().contains(&late_name), "{how}: {e}");
+        assert!(
+            !reported.is_empty() && reported.iter().all(|&n| n as usize <= liar),
+            "{how}: passed {reported:?}, the liar is node {liar}"
+        );
+    }
+}

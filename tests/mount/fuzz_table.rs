@@ -88,7 +88,7 @@ fn mutate(rng: &mut Rng, t: &mut TableEdit) {
 /// and reads every file as the filesystem would; then builds its kernel image.
 fn exercise(path: &Path, cache: &Path) {
     if let Ok(opened) = ferry_mount::source::open(path, Some(cache)) {
-        let checked = opened.check_later.map(|c| c());
+        let checked = opened.check_later.map(|c| c(&|_| ()));
         if checked.is_none_or(|c| c.is_ok()) {
             let (table, data) = (&opened.table, &*opened.data);
             for id in 0..table.len().min(10_000) as u32 {

@@ -114,8 +114,9 @@ impl ArchiveFs {
     }
 
     /// Runs the checks left for after mounting (the table against the tar, a large
-    /// index's checksum) on a thread of their own; file data waits for them, and if they
-    /// fail, every request fails from then on, with one log line saying why.
+    /// index's checksum) on a thread of their own; a file's data waits until they have
+    /// passed it, and if they fail, every request fails from then on, with one log line
+    /// saying why.
     fn check_later(mut self, check: Option<crate::source::LaterCheck>) -> ArchiveFs {
         let Some(check) = check else {
             return self;
@@ -135,7 +136,7 @@ impl ArchiveFs {
         let spawned = std::thread::Builder::new()
             .name("ferry-verify".into())
             .spawn(move || {
-                let result = check();
+                let result = check(&|to| gate.advance(to));
                 if let Err(e) = &result {
                     fail(e);
                 }
@@ -546,7 +547,7 @@ impl Filesystem for ArchiveFs {
             Err(e) => return reply.error(e),
         };
         // (That the archive is unchanged, `node` has just checked.)
-        if !self.verified.wait() {
+        if !self.verified.wait_for(n.id) {
             return reply.error(Errno::EIO);
         }
         if let Err(e) = self.check_content(&n) {

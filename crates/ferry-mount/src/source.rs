@@ -12,7 +12,7 @@ use crate::data::{DataAt, PlainFile};
 use crate::scan::{build, Built};
 use crate::MountError;
 use ferry_archive::read::archive::{embedded_tree, EmbeddedTree, ReadAt};
-use ferry_archive::tree::{check_against_tar, Skipped, Table, TableFile, TreeBuilder};
+use ferry_archive::tree::{check_against_tar_reporting, Skipped, Table, TableFile, TreeBuilder};
 use ferry_seek::{Compressed, SeekIndex};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -58,8 +58,9 @@ pub struct Opened {
     pub check_later: Option<LaterCheck>,
 }
 
-/// A check to be run on a thread of its own; its error says what is damaged.
-pub type LaterCheck = Box<dyn FnOnce() -> Result<(), String> + Send>;
+/// A check to be run on a thread of its own, given where to say how far it has got
+/// (every file node numbered below that has passed); its error says what is damaged.
+pub type LaterCheck = Box<dyn FnOnce(&(dyn Fn(u32) + Sync)) -> Result<(), String> + Send>;
 
 /// An archive's index of at most this many bytes is checked whole before the mount
 /// answers (a few milliseconds: the kernel tree's is about 25 MB); a larger one is
@@ -127,8 +128,8 @@ struct Served {
 /// Serves a ferry archive's own table, read from `source` (the archive file, or its
 /// decompressed frames), its members' data from `data`. Whoever made the archive made
 /// its table, so the table is checked against the tar's headers
-/// ([`check_against_tar`]) by a thread once mounted (file data is served only once that
-/// check has passed); the whole index's checksum is checked before the mount answers
+/// ([`check_against_tar_reporting`]) by a thread once mounted (a file's data is served
+/// once that check has passed it); the whole index's checksum is checked before the mount answers
 /// when the index is small, else by that thread first.
 fn serve_embedded(
     source: Arc<dyn ReadAt + Send + Sync>,
@@ -144,13 +145,13 @@ fn serve_embedded(
     let table = Table::open(TableFile::Shared(source.clone()), tree.at, tree.len, false)
         .map_err(|e| MountError::at(path, e))?
         .hashes_up_to(tree.hashes_up_to());
-    let check_later: LaterCheck = Box::new(move || {
+    let check_later: LaterCheck = Box::new(move |passed_to| {
         if !index_now {
             tree.check_index(&*source).map_err(|e| e.to_string())?;
         }
         let table: Table = Table::open(TableFile::Shared(source.clone()), tree.at, tree.len, false)
             .map_err(|e| e.to_string())?;
-        check_against_tar(&table, &*source).map_err(|e| e.to_string())?;
+        check_against_tar_reporting(&table, &*source, passed_to).map_err(|e| e.to_string())?;
         Ok(())
     });
     Ok(Served {

@@ -69,6 +69,21 @@ pub fn check_against_tar<R: ReadAt + Sync>(
     table: &Table<R>,
     tar: &(impl ReadAt + Sync + ?Sized),
 ) -> Result<Checked, TreeError> {
+    check_against_tar_reporting(table, tar, &|_| ())
+}
+
+/// [`check_against_tar`], saying how far it has got as it goes: after `passed(n)`,
+/// every file node numbered below `n` has passed (its member lies at a member boundary
+/// of the real archive and its headers agree), so a mount can serve those files' data
+/// before the whole check ends. A table whose files are not numbered in the order of
+/// their data says nothing until the check returns. Until it returns `Ok`, nothing is
+/// known of the other files: one of them may still lie inside a passed file's member,
+/// which fails the check then (the passed file's bytes are its own all the same).
+pub fn check_against_tar_reporting<R: ReadAt + Sync>(
+    table: &Table<R>,
+    tar: &(impl ReadAt + Sync + ?Sized),
+    passed: &(dyn Fn(u32) + Sync),
+) -> Result<Checked, TreeError> {
     let mut walk = Walk::new(table, tar);
     let count = u32::try_from(table.len()).unwrap_or(u32::MAX);
     let mut first = 0u32;
@@ -85,6 +100,7 @@ pub fn check_against_tar<R: ReadAt + Sync>(
         }
         let names = table.names(&files)?;
         walk = walk.batch(&files, &extents, names)?;
+        passed(first + n);
         first += n;
     }
     Ok(walk.checked)

@@ -62,7 +62,7 @@ mod nodes;
 pub mod read;
 
 pub use build::{entry_of_tar, DirDefaults, Skipped, TreeBuilder};
-pub use check::check_against_tar;
+pub use check::{check_against_tar, check_against_tar_reporting};
 pub use read::{Dirent, Node, NodeKind, Table, TableFile, TreeError};
 
 /// Magic bytes that open the trailer.

@@ -81,7 +81,7 @@ pub fn prepare(archive: &Path, cache_dir: Option<&Path>) -> Result<Image, MountE
         return Err(MountError(format!("the index could not be kept: {why}")));
     }
     if let Some(check) = opened.check_later {
-        check().map_err(|e| MountError::at(archive, e))?;
+        check(&|_| ()).map_err(|e| MountError::at(archive, e))?;
     }
     let opts = ferry_erofs::Options {
         uuid: xxh3_128(path.as_os_str().as_encoded_bytes()).to_le_bytes(),
