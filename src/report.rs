@@ -37,12 +37,18 @@ impl<'a> StderrReporter<'a> {
             Side::Source => (self.src, self.src_is_archive),
             Side::Destination => (self.dst, false),
         };
-        let root = RelPath::from_bytes(root.as_os_str().as_encoded_bytes().to_vec());
+        let root = root.as_os_str().as_encoded_bytes();
+        // `dst/` and `f` make `dst/f`, not `dst//f`.
+        let in_root = |path: &RelPath| match root.ends_with(b"/") {
+            true => RelPath::from_bytes([root, path.as_bytes()].concat()),
+            false => RelPath::from_bytes(root.to_vec()).join(path.as_bytes()),
+        };
+        let root = RelPath::from_bytes(root.to_vec());
         let (op, os) = (err.op, &err.os);
         match (err.path.is_root(), in_archive) {
             (true, _) => format!("{root}: {op}: {os}"),
             (false, true) => format!("{root}: member {}: {op}: {os}", err.path),
-            (false, false) => format!("{}: {op}: {os}", root.join(err.path.as_bytes())),
+            (false, false) => format!("{}: {op}: {os}", in_root(&err.path)),
         }
     }
 }

@@ -17,6 +17,7 @@ mod delete;
 mod dry_run;
 mod filters;
 mod flags;
+mod in_the_way;
 mod kinds;
 mod names;
 mod pseudo;

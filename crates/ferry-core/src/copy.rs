@@ -161,6 +161,13 @@ pub fn copy_tree(
         rustix::fs::fstat(fd)
             .map_err(|e| Error::dst(&RelPath::root(), "stat destination", io::Error::from(e)))
     };
+    // With --delete, a directory where SRC has a non-directory goes (as rsync does).
+    let in_the_way = opts.delete.then_some(DeleteOptions {
+        filter: opts.filter.as_deref(),
+        excluded: opts.delete_excluded,
+        dry_run: opts.dry_run,
+        changes: opts.changes.as_deref(),
+    });
     if opts.dry_run {
         let root = match rustix::fs::open(
             dst,
@@ -174,21 +181,23 @@ pub fn copy_tree(
         let st = root.as_ref().map(stat_dst).transpose()?;
         let changes = opts.changes.as_deref();
         let sink = PreviewSink::new(PreviewDir::new(root), opts.checksum, stats, changes)
-            .keeping_newer(opts.keep_newer);
+            .keeping_newer(opts.keep_newer)
+            .deleting_in_the_way(in_the_way);
         walk(src, &sink, &cfg(st.as_ref()), &noted)?;
     } else {
         let mover = mover(opts);
         let sink = LocalTreeSink::new(dst, &mover, update(opts), stats, &noted)
-            .with_changes(opts.changes.as_deref());
+            .with_changes(opts.changes.as_deref())
+            .deleting_in_the_way(in_the_way);
         // The destination may still be reachable from inside the source through a bind
         // mount, even one made by this job: it is made first, and the walker skips it by
         // inode.
         let st = stat_dst(sink.tree_root()?.fd())?;
         walk(src, &sink, &cfg(Some(&st)), &noted)?;
     }
-    if !opts.delete {
+    let Some(delete) = in_the_way else {
         return Ok(());
-    }
+    };
     if noted.any() {
         // rsync: "IO error encountered -- skipping file deletion".
         noted.warn(
@@ -197,12 +206,6 @@ pub fn copy_tree(
         );
         return Ok(());
     }
-    let delete = DeleteOptions {
-        filter: opts.filter.as_deref(),
-        excluded: opts.delete_excluded,
-        dry_run: opts.dry_run,
-        changes: opts.changes.as_deref(),
-    };
     delete_extraneous(src, dst, &delete, stats, &noted)
 }
 

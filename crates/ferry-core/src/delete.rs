@@ -142,6 +142,29 @@ pub fn delete_extraneous(
     Ok(())
 }
 
+/// Removes the directory `name` of `dir` (at `path`) with everything below it, as
+/// [`delete_extraneous`] removes a directory the source lacks: never through a symlink,
+/// keeping what the rules exclude (and the directories holding it) unless
+/// `opts.excluded`, each removal counted and told. With `--delete`, this is how a copy
+/// clears a directory standing where the source has a file, a symlink or another
+/// non-directory, as `rsync --delete` does. Failures go to `reporter`; whether the
+/// name is gone is for the caller to look.
+pub fn remove_in_the_way(
+    dir: &OwnedFd,
+    name: &CStr,
+    path: &RelPath,
+    opts: &DeleteOptions<'_>,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) {
+    let deleter = Deleter {
+        opts,
+        stats,
+        reporter,
+    };
+    deleter.remove(dir, name, path, FileType::Directory);
+}
+
 /// One directory of both trees, open, and its subdirectories still to compare.
 struct Level {
     src: OwnedFd,

@@ -9,6 +9,7 @@
 
 use crate::changes::{Changes, Kind, Reasons, What};
 use crate::data::{self, Mover};
+use crate::delete::{remove_in_the_way, DeleteOptions};
 use crate::entry::{Entry, EntryKind, Metadata, RelPath, Timestamp, Xattr};
 use crate::error::{Context, Error, Reporter, Result};
 use crate::links::{Claim, Links, Made};
@@ -59,6 +60,9 @@ pub struct LocalTreeSink<'a> {
     started: Timestamp,
     /// Told about every entry made, replaced or given new metadata (`-i`, `-v`).
     changes: Option<&'a dyn Changes>,
+    /// With `--delete`: how a directory in the way of a non-directory is removed with
+    /// what it holds (else that is an error, as without `--delete` in rsync).
+    in_the_way: Option<DeleteOptions<'a>>,
 }
 
 /// A destination directory the sink has entered.
@@ -178,7 +182,16 @@ impl<'a> LocalTreeSink<'a> {
             root: std::sync::OnceLock::new(),
             started: job_start(),
             changes: None,
+            in_the_way: None,
         }
+    }
+
+    /// The sink, removing a directory that stands where a non-directory is to go, with
+    /// everything below it, by `delete`'s rules (`--delete`; see
+    /// [`crate::delete::remove_in_the_way`]).
+    pub fn deleting_in_the_way(mut self, delete: Option<DeleteOptions<'a>>) -> Self {
+        self.in_the_way = delete;
+        self
     }
 
     /// The sink, telling `changes` about every entry it makes, replaces or gives new
@@ -246,18 +259,41 @@ impl<'a> LocalTreeSink<'a> {
     }
 
     /// Removes what is in the way of a new node: anything but a directory that is not
-    /// empty, which is an error (as rsync and GNU tar do; cp refuses any directory).
+    /// empty, which is an error (as rsync and GNU tar do; cp refuses any directory)
+    /// unless the sink deletes (`--delete`): then it goes with what it holds, except
+    /// what the rules keep, which keeps it and is the error.
     fn remove(&self, dir: &DstDir, name: &CStr, path: &RelPath, st: &Stat) -> Result<()> {
         if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
             return rfs::unlinkat(&*dir.fd, name, AtFlags::empty())
                 .at_dst(path, "remove old destination");
         }
         match rfs::unlinkat(&*dir.fd, name, AtFlags::REMOVEDIR) {
-            Err(Errno::NOTEMPTY | Errno::EXIST) => Err(Error::dst(
-                path,
-                "replace",
-                other("a directory that is not empty is in the way in the destination"),
-            )),
+            Err(Errno::NOTEMPTY | Errno::EXIST) => {
+                if let Some(delete) = &self.in_the_way {
+                    remove_in_the_way(&dir.fd, name, path, delete, self.stats, self.reporter);
+                    match rfs::statat(&*dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                        Err(Errno::NOENT) => return Ok(()),
+                        _ => {
+                            return Err(Error::dst(
+                                path,
+                                "replace",
+                                other(
+                                    "a directory in the way in the destination holds what \
+                                   the rules keep (or could not be removed)",
+                                ),
+                            ))
+                        }
+                    }
+                }
+                Err(Error::dst(
+                    path,
+                    "replace",
+                    other(
+                        "a directory that is not empty is in the way in the destination \
+                           (--delete removes it)",
+                    ),
+                ))
+            }
             other => other.at_dst(path, "remove old destination"),
         }
     }

@@ -127,9 +127,8 @@ impl MetaWriter {
     }
 
     /// How an existing node's metadata (its status `st`, its xattrs `have`) differs
-    /// from `m` as this writer would set it: nothing when it need not change. A
-    /// directory's atime is left out (listing it moves it), and a symlink's mode (it
-    /// has none of its own).
+    /// from `m` as this writer would set it: nothing when it need not change. Atimes
+    /// are left out (see below), and a symlink's mode (it has none of its own).
     pub fn differences(
         &self,
         st: &Stat,
@@ -138,7 +137,11 @@ impl MetaWriter {
         kind: crate::changes::Kind,
     ) -> crate::changes::Reasons {
         use crate::changes::{Kind, Reasons};
-        let times = mtime_of(st) != m.mtime || (kind != Kind::Dir && atime_of(st) != m.atime);
+        // Not the atime: reading the source moves it where `O_NOATIME` cannot be had
+        // (a symlink's `readlink`, another user's file), so comparing it would find
+        // work after every copy. It is set when the node is written, as rsync's
+        // `--atimes` sets it, and not compared, as rsync does not compare it.
+        let times = mtime_of(st) != m.mtime;
         Reasons::none()
             .with_if(
                 kind != Kind::Symlink && st.st_mode & 0o7777 != self.mode_for(m),

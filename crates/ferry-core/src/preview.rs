@@ -13,19 +13,22 @@
 
 use crate::changes::{Changes, Kind, Reasons, What};
 use crate::data;
+use crate::delete::{remove_in_the_way, DeleteOptions};
 use crate::entry::{Entry, EntryKind, RelPath};
-use crate::error::{Context, Error, Result};
+use crate::error::{Context, Error, Reporter, Result};
 use crate::local::open_dir;
 use crate::meta::{self, MetaWriter};
 use crate::sink::{DirHandle, FileData, TreeSink};
 use crate::stats::Stats;
+use crate::walk::read_names;
 use crate::xattr;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use std::ffi::{CStr, CString};
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Previews a copy into the destination whose root is open as the root handle.
 pub struct PreviewSink<'a> {
@@ -36,6 +39,9 @@ pub struct PreviewSink<'a> {
     changes: Option<&'a dyn Changes>,
     /// Files newer in the destination are left alone (`-u`).
     keep_newer: bool,
+    /// With `--delete`: a directory in the way of a non-directory would be removed
+    /// with what it holds (see [`crate::local::LocalTreeSink::deleting_in_the_way`]).
+    in_the_way: Option<DeleteOptions<'a>>,
 }
 
 /// A destination directory as a preview sees it: open if it exists (and is a
@@ -78,6 +84,25 @@ impl DirHandle for PreviewDir {
     }
 }
 
+/// Keeps the first error reported (a preview's removals, which the copy would report).
+#[derive(Default)]
+struct FirstError(Mutex<Option<Error>>);
+
+impl Reporter for FirstError {
+    fn error(&self, err: &Error) {
+        let mut first = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if first.is_none() {
+            *first = Some(Error {
+                path: err.path.clone(),
+                side: err.side,
+                op: err.op,
+                os: io::Error::new(err.os.kind(), err.os.to_string()),
+            });
+        }
+    }
+    fn warn(&self, _: &str) {}
+}
+
 fn cname(path: &RelPath) -> Result<CString> {
     CString::new(path.file_name()).map_err(|e| Error::dst(path, "name", e))
 }
@@ -97,7 +122,45 @@ impl<'a> PreviewSink<'a> {
             stats,
             changes,
             keep_newer: false,
+            in_the_way: None,
         }
+    }
+
+    /// A directory in the way of a non-directory would go with what it holds, by
+    /// `delete`'s rules (`--delete`): the preview tells each removal, as the copy would.
+    pub fn deleting_in_the_way(mut self, delete: Option<DeleteOptions<'a>>) -> Self {
+        self.in_the_way = delete.map(|d| DeleteOptions { dry_run: true, ..d });
+        self
+    }
+
+    /// What the copy would do with the directory `name` of `dir` (status `st`) standing
+    /// where `entry`, not a directory, goes: remove it with what it holds (`--delete`;
+    /// told here), or fail if it holds anything.
+    fn directory_in_the_way(&self, dir: &OwnedFd, name: &CStr, entry: &Entry) -> Result<()> {
+        if let Some(delete) = &self.in_the_way {
+            let failed = FirstError::default();
+            remove_in_the_way(dir, name, &entry.path, delete, self.stats, &failed);
+            return failed
+                .0
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .map_or(Ok(()), Err);
+        }
+        let fd = open_dir(dir, name).at_dst(&entry.path, "open destination directory")?;
+        let mut holds = false;
+        read_names(&fd, &entry.path, |batch| holds |= !batch.is_empty())
+            .map_err(|e| Error::dst(&e.path, e.op, e.os))?;
+        if holds {
+            return Err(Error::dst(
+                &entry.path,
+                "replace",
+                io::Error::other(
+                    "a directory that is not empty is in the way in the destination \
+                     (--delete removes it)",
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Files newer in the destination are left alone (`-u`): the preview says so.
@@ -243,6 +306,9 @@ impl TreeSink for PreviewSink<'_> {
             }
             other => other.at_dst(&entry.path, "stat destination")?,
         };
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+            self.directory_in_the_way(dir, &name, entry)?;
+        }
         let is_file = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
         if let (EntryKind::File { size }, true) = (&entry.kind, is_file) {
             if self.keep_newer && meta::mtime_of(&st) > entry.meta.mtime {
