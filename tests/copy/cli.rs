@@ -22,8 +22,13 @@ fn a_successful_run_prints_nothing_when_not_on_a_terminal() {
 
 /// Runs `ferry copy src dst` expecting exit status 2, an error line, and no DST.
 fn refused(src: &Path, dst: &Path) {
+    refused_with(src, dst, &[])
+}
+
+/// [`refused`], with `args` given.
+fn refused_with(src: &Path, dst: &Path, args: &[&str]) {
     let existed = dst.exists();
-    let r = copy(src, dst, &[]);
+    let r = copy(src, dst, args);
     r.assert_status(2);
     assert!(!r.errors().is_empty(), "no error line says why: {r}");
     assert_eq!(dst.exists(), existed, "{} was created: {r}", dst.display());
@@ -48,6 +53,58 @@ fn refuses_to_copy_a_directory_into_itself() {
     let followed = std::path::PathBuf::from(format!("{}/", alias.display()));
     refused(&followed, &s.src.join("a/x"));
     assert_same_tree(&reference, &s.src);
+}
+
+/// A DST inside SRC that the walk never enters is no copy into itself: the rules
+/// exclude it (or a directory on the way), or with `-x` it is on another filesystem,
+/// as a backup disk mounted below `/` is for `ferry copy -x / /mnt/backup/root`.
+#[test]
+fn a_dst_inside_src_the_walk_leaves_out_is_copied_into() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    let reference = s.tmp.path().join("reference");
+    copy_ok(&s.src, &reference, &[]);
+    for (dst, rules) in [
+        ("backup/root", &["--exclude", "/backup"][..]),
+        ("out/deep/er", &["--exclude", "out/"][..]),
+    ] {
+        let dst = s.src.join(dst);
+        // Made first, SRC's own times put back: the copy is then of SRC as it was.
+        mkdirs(dst.parent().unwrap());
+        restore_times(&s.src, &std::fs::metadata(&reference).unwrap());
+        for delete in [&[][..], &["--delete"][..]] {
+            let args = [rules, delete].concat();
+            copy_ok(&s.src, &dst, &args);
+            assert_same_tree(&reference, &dst);
+        }
+        std::fs::remove_dir_all(
+            s.src
+                .join(dst.strip_prefix(&s.src).unwrap().iter().next().unwrap()),
+        )
+        .expect("remove the copy");
+    }
+    // Excluded by another name: still into itself.
+    refused_with(&s.src, &s.src.join("inside"), &["--exclude", "/elsewhere"]);
+
+    if crate::common::skip_unless_root() {
+        return;
+    }
+    let mnt = s.src.join("mnt");
+    mkdirs(&mnt);
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "ferry-test", mnt.to_str().unwrap()])
+        .status()
+        .expect("run mount");
+    assert!(mounted.success(), "mount a tmpfs");
+    let unmount = || {
+        let _ = Command::new("umount").arg(&mnt).status();
+    };
+    let dst = mnt.join("root");
+    let r = copy(&s.src, &dst, &["-x"]);
+    let refused_without_x = copy(&s.src, &mnt.join("other"), &[]);
+    unmount();
+    r.assert_ok();
+    refused_without_x.assert_status(2);
 }
 
 #[test]

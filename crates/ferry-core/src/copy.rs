@@ -14,6 +14,7 @@ use crate::walk::{held_levels_within, walk, walk_one, WalkConfig};
 use rustix::fs::{Mode, OFlags};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -81,6 +82,40 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()) * 8
 }
 
+/// Whether the walk of `src` never enters `dst`, a directory below it (both resolved):
+/// the rules exclude it or a directory on the way to it, or with `-x` it (or a
+/// directory on the way) is on another filesystem than `src`, as a backup disk
+/// mounted below `/` is for `ferry copy -x / /mnt/backup/root`.
+fn walk_leaves_out(src: &Path, dst: &Path, opts: &CopyOptions) -> bool {
+    let Ok(rel) = dst.strip_prefix(src) else {
+        return false;
+    };
+    let src_dev = std::fs::metadata(src).map(|m| m.dev());
+    let mut at = src.to_path_buf();
+    let mut path = Vec::new();
+    for part in rel.components() {
+        let name = part.as_os_str().as_encoded_bytes();
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(name);
+        at.push(part);
+        if opts
+            .filter
+            .as_ref()
+            .is_some_and(|f| f.excludes(&path, true))
+        {
+            return true;
+        }
+        let elsewhere =
+            std::fs::metadata(&at).is_ok_and(|m| src_dev.as_ref().is_ok_and(|&dev| m.dev() != dev));
+        if opts.one_file_system && elsewhere {
+            return true;
+        }
+    }
+    false
+}
+
 /// `dst` made absolute and free of symlinks as far as it exists.
 fn resolve_partly(dst: &Path) -> io::Result<PathBuf> {
     let mut rest = Vec::new();
@@ -127,7 +162,7 @@ pub fn copy_tree(
     let src_real = src.canonicalize().map_err(not_there)?;
     let dst_real =
         resolve_partly(dst).map_err(|e| Error::dst(&RelPath::root(), "resolve destination", e))?;
-    if dst_real.starts_with(&src_real) {
+    if dst_real.starts_with(&src_real) && !walk_leaves_out(&src_real, &dst_real, opts) {
         return Err(Error::dst(
             &RelPath::root(),
             "copy",
