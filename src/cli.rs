@@ -41,7 +41,9 @@ pub enum Command {
     /// existing DST: files whose size and mtime already match are skipped. A SRC that
     /// is not a directory is copied like `cp -a SRC DST`: to DST, or into it when DST
     /// is a directory. With several SRCs, each is copied into DST under its own name,
-    /// as `cp -a SRC1 SRC2 DST/` does (DST is made if missing).
+    /// as `cp -a SRC1 SRC2 DST/` does (DST is made if missing); so is one directory
+    /// named without a trailing slash into a DST named with one (`proj bk/` makes
+    /// `bk/proj`, as cp and rsync do; `proj/ bk/` copies the contents).
     ///
     /// Either SRC or DST may be remote, `[USER@]HOST:PATH` (the part before the first
     /// `:` without a `/`, as rsync and scp tell it): ferry then runs `ssh HOST ferry
@@ -413,6 +415,8 @@ impl CopyArgs {
         let m = &self.mirror;
         let unsupported = [
             (!takes.delete && (m.delete || m.delete_excluded), "--delete"),
+            // Only the local copy counts its removals yet.
+            (m.max_delete.is_some(), "--max-delete"),
             (
                 !takes.dry_run && (m.dry_run || m.itemize_changes || m.verbose),
                 "--dry-run, -i and -v",
@@ -458,6 +462,10 @@ pub struct MirrorArgs {
     /// Delete what the filter rules exclude from DST too (implies --delete).
     #[arg(long)]
     pub delete_excluded: bool,
+    /// Delete at most N entries: what is past it is kept, named by one error line,
+    /// and the job exits 1 (rsync's --max-delete).
+    #[arg(long, value_name = "N")]
+    pub max_delete: Option<u64>,
     /// Write nothing: only find what the copy would do (counted in the summary; with
     /// -i or -v, listed).
     #[arg(short = 'n', long)]

@@ -133,14 +133,34 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         keep_newer: args.update,
         one_file_system: args.one_file_system,
         dereference: args.dereference,
+        max_delete: args
+            .mirror
+            .max_delete
+            .map(|n| std::sync::Arc::new(ferry_core::delete::DeleteLimit::new(n))),
     };
     Ok(job.or_fatal(copy_job(&args, &opts, &job)))
+}
+
+/// Whether the one SRC `src` goes into `dst` under its own name: a directory named
+/// without a trailing slash into a DST named with one (`ferry copy proj bk/`), as
+/// `cp -a proj bk/` and `rsync -a proj bk/` put it in `bk/proj`. Else a directory's
+/// contents become DST (`ferry copy proj bk`, `proj/ bk/`: `rsync -a proj/ bk/`).
+fn goes_in_by_name(src: &std::path::Path, dst: &std::path::Path) -> bool {
+    let slash = |p: &std::path::Path| p.as_os_str().as_encoded_bytes().ends_with(b"/");
+    slash(dst)
+        && !slash(src)
+        && several::own_name(src).is_some()
+        && std::fs::symlink_metadata(src).is_ok_and(|m| m.is_dir())
 }
 
 /// `ferry copy` as `job`: an error returned means it could not run at all.
 fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
-    if let [src] = &args.srcs[..] {
+    let one = match &args.srcs[..] {
+        [src] if !goes_in_by_name(src, &args.dst) => Some(src),
+        _ => None,
+    };
+    if let Some(src) = one {
         let copied = progress::with_progress(job.show_progress(), src, &job.stats, || {
             copy_tree(src, &args.dst, opts, &job.stats, &job.reporter)
         });
@@ -149,7 +169,8 @@ fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Resul
             Err(e) => job.fatal(&job.reporter.line(&e)),
         });
     }
-    // Several SRCs: each into DST under its own name, as `cp -a A B DST/`.
+    // Several SRCs, or one named into `DST/`: each into DST under its own name, as
+    // `cp -a A B DST/` and `rsync -a A DST/` put them.
     std::fs::create_dir_all(&args.dst)
         .with_context(|| format!("{}: make destination", args.dst.display()))?;
     for src in &args.srcs {

@@ -185,3 +185,82 @@ fn delete_into_a_dst_holding_src_is_refused() {
     r.assert_status(2);
     assert!(s.src.join("inner/f").exists(), "{r}");
 }
+
+/// `ferry copy --delete proj bk/`: a directory named without a trailing slash into a
+/// DST named with one goes in under its own name, where `cp -a proj bk/` and `rsync -a
+/// --delete proj bk/` put it, and what else `bk` holds stays (it once made `bk` an
+/// exact copy of `proj`, deleting the rest). `proj/ bk/` and `proj bk` copy the
+/// contents, as `rsync -a proj/ bk/` does.
+#[test]
+fn a_dst_named_with_a_slash_takes_a_directory_under_its_own_name() {
+    let s = scratch();
+    let proj = s.tmp.path().join("proj");
+    tree(&proj);
+    let slash = |p: &Path| {
+        let mut o = p.as_os_str().to_owned();
+        o.push("/");
+        std::path::PathBuf::from(o)
+    };
+    let (theirs, ours) = (s.tmp.path().join("r"), s.tmp.path().join("f"));
+    for bk in [&theirs, &ours] {
+        mkdirs(bk);
+        write(&bk.join("other"), b"not proj's");
+    }
+    let out = std::process::Command::new("rsync")
+        .args(["-aHUX", "--delete"])
+        .arg(&proj)
+        .arg(slash(&theirs))
+        .output()
+        .expect("run rsync");
+    assert!(out.status.success(), "{out:?}");
+    let r = crate::common::run::copy(&proj, &slash(&ours), &["--delete", "--json"]);
+    r.assert_ok();
+    r.json().assert_counts(&[("deleted", 0)]);
+    let opts = Options {
+        skip_atime: true,
+        ..Options::default()
+    };
+    assert_same_tree_with(&theirs.join("proj"), &ours.join("proj"), &opts);
+    assert_eq!(std::fs::read(ours.join("other")).unwrap(), b"not proj's");
+    // Contents: `proj/ bk/` (and `proj bk`), a mirror of proj with --delete.
+    for (named, dst) in [(slash(&proj), slash(&ours)), (proj.clone(), ours.clone())] {
+        copy_ok(&named, &dst, &["--delete"]);
+        assert!(!ours.join("other").exists() && !ours.join("proj").exists());
+        assert_same_tree_with(&proj, &ours, &opts);
+        write(&ours.join("other"), b"again");
+    }
+}
+
+/// `--max-delete N` removes N entries, then keeps the rest, names the first kept in
+/// an error line and exits 1; a dry run counts the same; the in-the-way removals count.
+#[test]
+fn max_delete_stops_deleting_after_n() {
+    let s = scratch();
+    let (_, ours, _) = two_dsts(&s);
+    let dry = crate::common::run::copy(
+        &s.src,
+        &ours,
+        &["-n", "--delete", "--max-delete", "3", "--json"],
+    );
+    dry.assert_status(1);
+    dry.json().assert_counts(&[("deleted", 3), ("errors", 1)]);
+    let before = entries(&ours);
+    let r = crate::common::run::copy(&s.src, &ours, &["--delete", "--max-delete", "3", "--json"]);
+    r.assert_status(1);
+    r.json().assert_counts(&[("deleted", 3), ("errors", 1)]);
+    assert_eq!(entries(&ours), before - 3, "{r}");
+    assert!(
+        r.errors()
+            .iter()
+            .any(|e| e.contains("--max-delete 3 reached")),
+        "{r}"
+    );
+    assert!(r.warnings().iter().any(|w| w.contains("were kept")), "{r}");
+    // Without a limit the mirror then completes.
+    copy_ok(&s.src, &ours, &["--delete"]);
+    let opts = Options {
+        skip_atime: true,
+        ..Options::default()
+    };
+    assert_same_tree_with(&s.src, &ours, &opts);
+}

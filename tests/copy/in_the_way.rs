@@ -93,11 +93,14 @@ fn without_delete_a_directory_in_the_way_is_named_by_the_run_and_the_dry_run() {
     let dst = s.tmp.path().join("dst");
     src_tree(&s.src, &outside);
     dst_tree(&s.src, &dst, &outside);
-    let mut dst_slash = dst.as_os_str().to_owned();
-    dst_slash.push("/");
-    let dst_slash = Path::new(&dst_slash);
+    // Both named with a slash (`rsync -a SRC/ DST/`): the message joins them right.
+    let slash = |p: &Path| {
+        let mut o = p.as_os_str().to_owned();
+        o.push("/");
+        std::path::PathBuf::from(o)
+    };
     for args in [&["-n", "-i"][..], &[][..]] {
-        let r = copy(&s.src, dst_slash, args);
+        let r = copy(&slash(&s.src), &slash(&dst), args);
         r.assert_status(1);
         let named = format!(
             "{}: replace: a directory that is not empty is in the way",

@@ -3,7 +3,7 @@
 
 use crate::changes::Changes;
 use crate::data::{Mover, Reflink, Sparse};
-use crate::delete::{delete_extraneous, DeleteOptions, SourceErrors};
+use crate::delete::{delete_extraneous, DeleteLimit, DeleteOptions, SourceErrors};
 use crate::entry::{InodeKey, RelPath};
 use crate::error::{Counting, Error, OneEntry, Reporter, Result};
 use crate::filter::Filter;
@@ -52,6 +52,8 @@ pub struct CopyOptions {
     pub one_file_system: bool,
     /// Follow symlinks (see [`WalkConfig::dereference`]).
     pub dereference: bool,
+    /// With `delete`, remove at most this many entries (`--max-delete`).
+    pub max_delete: Option<Arc<DeleteLimit>>,
 }
 
 impl Default for CopyOptions {
@@ -71,6 +73,7 @@ impl Default for CopyOptions {
             keep_newer: false,
             one_file_system: false,
             dereference: false,
+            max_delete: None,
         }
     }
 }
@@ -202,6 +205,7 @@ pub fn copy_tree(
         excluded: opts.delete_excluded,
         dry_run: opts.dry_run,
         changes: opts.changes.as_deref(),
+        limit: opts.max_delete.as_deref(),
     });
     if opts.dry_run {
         let root = match rustix::fs::open(
@@ -241,7 +245,17 @@ pub fn copy_tree(
         );
         return Ok(());
     }
-    delete_extraneous(src, dst, &delete, stats, &noted)
+    delete_extraneous(src, dst, &delete, stats, &noted)?;
+    if let Some(limit) = &opts.max_delete {
+        let refused = limit.refused.load(std::sync::atomic::Ordering::Relaxed);
+        if refused > 0 {
+            noted.warn(&format!(
+                "--max-delete {}: {refused} entries that would go were kept",
+                limit.max
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Copies `src`, which is not a directory (a symlink is copied as a link), as `cp -a

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// How to delete.
 #[derive(Clone, Copy, Debug, Default)]
@@ -42,6 +42,52 @@ pub struct DeleteOptions<'a> {
     pub dry_run: bool,
     /// Told about every entry removed.
     pub changes: Option<&'a dyn Changes>,
+    /// Remove at most this many entries in all (`--max-delete`), counting with
+    /// `Stats::deleted`; what is past it is kept.
+    pub limit: Option<&'a DeleteLimit>,
+}
+
+/// `--max-delete N`: at most `N` removals in a job, then none. The first one refused
+/// is an error naming its path (the job ends with status 1); the rest are counted.
+#[derive(Debug, Default)]
+pub struct DeleteLimit {
+    /// Removals allowed.
+    pub max: u64,
+    /// Removals begun (a failed one is not given back).
+    taken: AtomicU64,
+    /// Removals refused because `max` was reached.
+    pub refused: AtomicU64,
+}
+
+impl DeleteLimit {
+    /// A limit of `max` removals.
+    pub fn new(max: u64) -> Self {
+        DeleteLimit {
+            max,
+            ..DeleteLimit::default()
+        }
+    }
+
+    /// Whether one more removal (of `path`) is allowed, taking it if so; a refusal is
+    /// counted, and the first reported.
+    fn allows(&self, path: &RelPath, reporter: &dyn Reporter) -> bool {
+        let taken = self
+            .taken
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.max).then_some(n + 1)
+            });
+        if taken.is_ok() {
+            return true;
+        }
+        if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
+            let why = format!(
+                "--max-delete {} reached: kept, with whatever else would go",
+                self.max
+            );
+            reporter.error(&Error::dst(path, "delete", std::io::Error::other(why)));
+        }
+        false
+    }
 }
 
 /// Passes messages on, noting whether any error was on the source's side.
@@ -234,13 +280,15 @@ impl Deleter<'_> {
     /// holding it, as rsync keeps them.
     fn remove(&self, dir: &OwnedFd, name: &CStr, path: &RelPath, kind: FileType) {
         if kind != FileType::Directory {
-            return self.unlink(dir, name, path, kind);
+            self.unlink(dir, name, path, kind);
+            return;
         }
         let top = match open_dst_dir(dir, name) {
             Ok(fd) => fd,
             // Not a directory any more (a symlink now): removed as what it is.
             Err(Errno::NOTDIR | Errno::LOOP) => {
-                return self.unlink(dir, name, path, FileType::Symlink)
+                self.unlink(dir, name, path, FileType::Symlink);
+                return;
             }
             Err(e) => return self.reporter.error(&Error::dst(path, "delete", e)),
         };
@@ -267,8 +315,12 @@ impl Deleter<'_> {
                         (true, Some(up)) => up.kept = true,
                         (true, None) => {}
                         (false, up) => {
-                            let parent = up.map_or(dir, |up| &up.fd);
-                            self.unlink(parent, &done.name, &done.path, FileType::Directory)
+                            let parent = up.as_ref().map_or(dir, |up| &up.fd);
+                            let gone =
+                                self.unlink(parent, &done.name, &done.path, FileType::Directory);
+                            if let (false, Some(up)) = (gone, up) {
+                                up.kept = true;
+                            }
                         }
                     }
                 }
@@ -281,13 +333,17 @@ impl Deleter<'_> {
                 continue;
             }
             if !is_dir {
-                self.unlink(&level.fd, &n.name, &child, n.kind);
+                if !self.unlink(&level.fd, &n.name, &child, n.kind) {
+                    level.kept = true;
+                }
                 continue;
             }
             match open_dst_dir(&level.fd, &n.name) {
                 Ok(sub) => stack.push(Doomed::new(sub, child, n.name)),
                 Err(Errno::NOTDIR | Errno::LOOP) => {
-                    self.unlink(&level.fd, &n.name, &child, FileType::Symlink)
+                    if !self.unlink(&level.fd, &n.name, &child, FileType::Symlink) {
+                        level.kept = true;
+                    }
                 }
                 Err(e) => {
                     self.reporter.error(&Error::dst(&child, "delete", e));
@@ -306,24 +362,36 @@ impl Deleter<'_> {
                 .is_some_and(|f| f.excludes(path.as_bytes(), is_dir))
     }
 
-    /// Removes the one node `name` of `dir` (a directory must be empty by now).
-    fn unlink(&self, dir: &OwnedFd, name: &CStr, path: &RelPath, kind: FileType) {
+    /// Removes the one node `name` of `dir` (a directory must be empty by now);
+    /// whether it is gone (or, in a dry run, would be).
+    fn unlink(&self, dir: &OwnedFd, name: &CStr, path: &RelPath, kind: FileType) -> bool {
+        if let Some(limit) = self.opts.limit {
+            if !limit.allows(path, self.reporter) {
+                return false;
+            }
+        }
         if let Some(c) = self.opts.changes {
             c.change(path, Kind::of_type(kind), What::Deleted);
         }
         if self.opts.dry_run {
             Stats::bump(&self.stats.deleted);
-            return;
+            return true;
         }
         let flags = match kind {
             FileType::Directory => AtFlags::REMOVEDIR,
             _ => AtFlags::empty(),
         };
         match rfs::unlinkat(dir, name, flags) {
-            Ok(()) => Stats::bump(&self.stats.deleted),
+            Ok(()) => {
+                Stats::bump(&self.stats.deleted);
+                true
+            }
             // Gone meanwhile: nothing left to delete.
-            Err(Errno::NOENT) => {}
-            Err(e) => self.reporter.error(&Error::dst(path, "delete", e)),
+            Err(Errno::NOENT) => true,
+            Err(e) => {
+                self.reporter.error(&Error::dst(path, "delete", e));
+                false
+            }
         }
     }
 }
