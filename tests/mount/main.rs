@@ -16,6 +16,7 @@ mod hostile;
 mod kernel;
 mod lifecycle;
 mod privilege;
+mod shown;
 mod trees;
 mod umount;
 

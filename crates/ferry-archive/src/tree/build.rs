@@ -17,7 +17,7 @@
 
 use super::nodes::{dirent, finish_record, member_parts, Finish, HashingWriter, Meta, NodeStore};
 use super::{read::NodeKind, MAX_NODES, NODE_LEN};
-use crate::index::{IndexEntry, Kind};
+use crate::index::{IndexEntry, Kind, Names};
 use crate::read::convert::safe_path;
 use crate::tar::{TarEntry, TarKind};
 use ferry_core::entry::escaped;
@@ -451,7 +451,7 @@ struct Plan {
 }
 
 /// The index entry that stands for tar member `t`, for a [`TreeBuilder`] (the header
-/// offset and names are those of the member; no content hash).
+/// offset and owner names are those of the member; no content hash).
 pub fn entry_of_tar(t: &TarEntry) -> IndexEntry {
     let kind = match t.kind {
         TarKind::File => Kind::File,
@@ -479,6 +479,9 @@ pub fn entry_of_tar(t: &TarEntry) -> IndexEntry {
         link: t.link_target.clone().unwrap_or_default(),
         runs: t.sparse.clone().unwrap_or_default(),
         xattrs: t.xattrs.clone(),
-        names: None,
+        names: Some(Names {
+            user: t.uname.clone(),
+            group: t.gname.clone(),
+        }),
     }
 }

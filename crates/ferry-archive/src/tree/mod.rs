@@ -48,7 +48,11 @@
 //!
 //! Extras: u32 run count, then u64 offset and u64 length per run (a sparse file's data
 //! runs, stored one after another; none for a file stored whole), u32 xattr count, then
-//! u16 name length, name, u32 value length, value per xattr.
+//! u16 name length, name, u32 value length, value per xattr; then, where the archive
+//! names the owner, u16 length and the user name, u16 length and the group name (empty
+//! where it gives none; tables written before have no names and are read without). The
+//! node keeps the archive's numeric owner (what its tar header says, as
+//! [`check`] holds it to); what the tree shows is decided from both by [`shown`].
 //!
 //! Nothing in a table is trusted: [`read::Table`] checks its trailer and, when asked, the
 //! checksum of the body when it is opened, and every node, range and name when it is
@@ -60,10 +64,12 @@ pub mod check;
 pub(crate) mod lean;
 mod nodes;
 pub mod read;
+pub mod shown;
 
 pub use build::{entry_of_tar, DirDefaults, Skipped, TreeBuilder};
 pub use check::check_against_tar;
 pub use read::{Dirent, Node, NodeKind, Table, TableFile, TreeError};
+pub use shown::{mode_here, Here, Shown};
 
 /// Magic bytes that open the trailer.
 pub const TREE_MAGIC: &[u8; 8] = b"FERRYTRE";

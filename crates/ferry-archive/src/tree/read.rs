@@ -150,6 +150,11 @@ pub struct Extras {
     pub runs: Vec<(u64, u64)>,
     /// Extended attributes (name, value).
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The owner's user name as the archive gives it (empty: none; tables written
+    /// before names were kept have none).
+    pub user: Vec<u8>,
+    /// The owner's group name as the archive gives it (empty: none).
+    pub group: Vec<u8>,
 }
 
 /// What a table is read from: a file of its own, or anything read at an offset,
@@ -558,6 +563,13 @@ impl<R: ReadAt> Table<R> {
             let vl = p.u32().ok_or_else(bad)?;
             let value = p.take(vl as usize).ok_or_else(bad)?.to_vec();
             x.xattrs.push((name, value));
+        }
+        // The owner's names, in a table that keeps them.
+        if !p.b.is_empty() {
+            for name in [&mut x.user, &mut x.group] {
+                let len = p.u16().ok_or_else(bad)?;
+                *name = p.take(usize::from(len)).ok_or_else(bad)?.to_vec();
+            }
         }
         Ok(x)
     }
