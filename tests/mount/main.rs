@@ -10,6 +10,7 @@
 #[allow(unused_imports)]
 mod common;
 
+mod corpus;
 mod crafted;
 mod fuzz_table;
 mod hostile;
