@@ -1,7 +1,8 @@
 //! A mount shows the tree `unpack` makes (issue 33): owners by the names the archive
 //! gives, where this machine has them (as root, as GNU tar extracts), not the
-//! archive's numbers; symlinks 0777 whatever their header says. In both modes, and
-//! the same as the unpacked tree field by field.
+//! archive's numbers; symlinks 0777 whatever their header says; directories the
+//! archive never names as `mkdir` makes them here (not with the archive file's owner).
+//! In both modes, and the same as the unpacked tree field by field.
 
 use super::common::compare::{assert_same_tree_with, Options};
 use super::common::run::run_python;
@@ -28,7 +29,18 @@ with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
     t.addfile(member("d/f", tarfile.REGTYPE, mode=0o640, size=len(data)), io.BytesIO(data))
     t.addfile(member("d/l", tarfile.SYMTYPE, mode=0o755, linkname="f"))
     t.addfile(member("n", tarfile.REGTYPE, mode=0o600, uname="", gname="", uid=12345, gid=23456))
+    t.addfile(member("implied/x/f", tarfile.REGTYPE, mode=0o644))
 "#;
+
+/// This process's umask (what ferry, its child, inherits).
+fn umask() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("Umask:"))
+        .expect("a Umask line");
+    u32::from_str_radix(line["Umask:".len()..].trim(), 8).expect("an octal umask")
+}
 
 /// The uid and gid of `path` (not following a symlink), and its permission bits.
 fn owner_and_mode(path: &Path) -> (u32, u32, u32) {
@@ -44,15 +56,19 @@ fn mounts_show_the_owners_and_symlink_modes_unpack_makes() {
     let s = scratch();
     let archive = s.tmp.path().join("mac.tar");
     run_python(MAC_LIKE, &archive);
+    // The archive file's owner is not who unpacks or mounts it.
+    super::common::build::chown(&archive, 4321, 4321);
     let cache = s.tmp.path().join("cache");
     ferry(&cache, &[&"unpack", &"--no-progress", &archive, &s.dst]).assert_ok();
     let (daemon, staff) = (1, 50); // Debian's ids for those names
     assert_eq!(owner_and_mode(&s.dst.join("d/f")), (daemon, staff, 0o640));
     assert_eq!(owner_and_mode(&s.dst.join("d/l")), (daemon, staff, 0o777));
     assert_eq!(owner_and_mode(&s.dst.join("n")), (12345, 23456, 0o600));
-    // The archive names no root: unpack makes it now, the mount shows the archive's
-    // time.
-    let made_root = || vec![Vec::new()];
+    let made = 0o777 & !umask();
+    assert_eq!(owner_and_mode(&s.dst.join("implied/x")), (0, 0, made));
+    // The archive names no root and no `implied/x`: unpack makes them now, the mount
+    // shows the archive's time.
+    let made_root = || vec![Vec::new(), b"implied".to_vec(), b"implied/x".to_vec()];
     let fuse = Mounted::new(&cache, &archive, &s.tmp.path().join("fuse"));
     let fuse_opts = Options {
         made_dirs: made_root(),

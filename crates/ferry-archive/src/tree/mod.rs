@@ -32,7 +32,8 @@
 //! still read, checked whole.
 //!
 //! A node (112 bytes): u8 kind (the index's codes: 0 file, 1 dir, 2 symlink, 4 fifo,
-//! 5 char device, 6 block device), u8 flags (1: has a content hash), u16 name length,
+//! 5 char device, 6 block device), u8 flags (1: has a content hash; 2: a directory the
+//! archive needs but never names), u16 name length,
 //! u32 mode, u32 uid, u32 gid, i64 mtime seconds, u32 mtime nanoseconds, u32 atime
 //! nanoseconds, i64 atime seconds, u64 size, u64 `a`, u64 `b`, u32 parent node,
 //! u32 link count, u64 name offset (in the heap: the name under which it was first
@@ -87,6 +88,9 @@ pub const TRAILER_LEN: u64 = 64;
 pub const MAX_NODES: u64 = u32::MAX as u64 - 1;
 /// Flag: the node records a content hash.
 const FLAG_HASH: u8 = 1;
+/// Flag: a directory the archive needs but never names (made as an extraction makes
+/// it; see [`shown`]). Readers from before it ignore it.
+const FLAG_MADE: u8 = 2;
 
 /// The trailer of a table: what its body holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

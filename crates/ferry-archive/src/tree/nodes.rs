@@ -2,7 +2,7 @@
 //! extras) written as members arrive, kept in [`Spill`]s so that only their newest part
 //! stays in memory, and the fields of a record filled in at the end.
 
-use super::{read::NodeKind, DirDefaults, FLAG_HASH, NODE_LEN};
+use super::{read::NodeKind, DirDefaults, FLAG_HASH, FLAG_MADE, NODE_LEN};
 use crate::index::{IndexEntry, Kind, Names};
 use crate::spill::Spill;
 use ferry_core::entry::RelPath;
@@ -28,6 +28,8 @@ pub(super) struct Meta {
     /// File: bytes of its member's headers, before its data (0: too many to say).
     head: u32,
     hash: Option<u128>,
+    /// A directory the archive needs but never names.
+    made: bool,
 }
 
 impl Meta {
@@ -56,6 +58,7 @@ impl Meta {
                 _ => 0,
             },
             hash: e.hash.filter(|_| kind == NodeKind::File),
+            made: false,
         }
     }
 
@@ -73,6 +76,7 @@ impl Meta {
             b: 0,
             head: 0,
             hash: None,
+            made: true,
         }
     }
 }
@@ -196,6 +200,9 @@ impl NodeStore {
         let mut rec = [0u8; NODE_LEN as usize];
         rec[0] = meta.kind.code();
         rec[1] = if meta.hash.is_some() { FLAG_HASH } else { 0 };
+        if meta.made {
+            rec[1] |= FLAG_MADE;
+        }
         rec[4..8].copy_from_slice(&meta.mode.to_le_bytes());
         rec[8..12].copy_from_slice(&meta.uid.to_le_bytes());
         rec[12..16].copy_from_slice(&meta.gid.to_le_bytes());

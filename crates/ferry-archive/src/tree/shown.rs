@@ -8,7 +8,11 @@
 //!   them, else the archive's numbers, when [`by_name_here`] says so (as root, not
 //!   `--numeric-owner`), as GNU tar extracts; otherwise the numbers;
 //! - a symlink's mode is 0777 whatever its header says: Linux symlinks have no mode of
-//!   their own, and an extracted one is 0777.
+//!   their own, and an extracted one is 0777;
+//! - a directory the archive needs but never names (the root too, when there is no
+//!   `./` member) has what `mkdir` gives it here: 0777 less this process's umask, and
+//!   this process's user and group (its time is the one the table gives, where an
+//!   extraction's is the time it ran).
 //!
 //! `unpack` gives each member its owner through the same [`LocalIds::ids`] and
 //! [`by_name_here`]; the kernel makes its symlinks 0777.
@@ -41,6 +45,8 @@ pub fn mode_here(kind: NodeKind, mode: u32) -> u32 {
 pub struct Here {
     /// Set when owners go by name.
     ids: Option<Mutex<LocalIds>>,
+    /// What a directory the archive never names is made with.
+    made: Shown,
 }
 
 impl Here {
@@ -48,6 +54,11 @@ impl Here {
     pub fn by_name(by_name: bool) -> Here {
         Here {
             ids: by_name.then(Mutex::default),
+            made: Shown {
+                mode: 0o777 & !umask(),
+                uid: rustix::process::geteuid().as_raw(),
+                gid: rustix::process::getegid().as_raw(),
+            },
         }
     }
 
@@ -64,6 +75,9 @@ impl Here {
 
     /// Node `n` as extracted here, given its `extras` (which hold its owner's names).
     pub fn shown(&self, n: &Node, extras: &Extras) -> Shown {
+        if n.made {
+            return self.made;
+        }
         let (uid, gid) = match &self.ids {
             Some(ids) => {
                 fn name(n: &[u8]) -> Option<&[u8]> {
@@ -88,10 +102,22 @@ impl Here {
     /// Node `n` of `table` as extracted here; its extras are read only when owners go
     /// by name and it has any.
     pub fn node<R: ReadAt>(&self, table: &Table<R>, n: &Node) -> Result<Shown, TreeError> {
-        let extras = match self.ids.is_some() && n.extras.1 > 0 {
+        let extras = match self.ids.is_some() && !n.made && n.extras.1 > 0 {
             true => table.extras(n)?,
             false => Extras::default(),
         };
         Ok(self.shown(n, &extras))
     }
+}
+
+/// This process's umask, read from /proc (reading it with `umask(2)` would set it, for
+/// a moment, under every other thread); 022 where /proc does not say.
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+            u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
+        })
+        .map_or(0o022, |m| m & 0o777)
 }

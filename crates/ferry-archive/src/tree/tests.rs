@@ -545,3 +545,37 @@ fn owner_names_are_kept_and_decide_the_owner_shown() {
     );
     assert_eq!(shown(&numeric, "l").mode, 0o777);
 }
+
+/// Issue 33: a directory the archive needs but never names is marked so, and shown as
+/// `mkdir` makes it here; one a later member names is not.
+#[test]
+fn directories_the_archive_never_names_are_shown_as_mkdir_makes_them() {
+    let entries = [
+        file("a/b/f", 512, 3),
+        file("c/f", 1024, 3),
+        member("c", Kind::Dir),
+    ];
+    let (t, _) = table_of(&entries);
+    let node = |p| at(&t, p).expect(p);
+    assert!(t.node(0).expect("root").made, "the root no member names");
+    assert!(node("a").made && node("a/b").made);
+    assert!(!node("c").made, "named after its file");
+    assert!(!node("a/b/f").made);
+    let here = Here::by_name(false);
+    let a = here.node(&t, &node("a")).expect("shown");
+    assert_eq!(
+        (a.uid, a.gid),
+        (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw()
+        )
+    );
+    assert_eq!(
+        a.mode & !0o777,
+        0,
+        "no setuid, setgid or sticky: {:o}",
+        a.mode
+    );
+    let c = here.node(&t, &node("c")).expect("shown");
+    assert_eq!((c.mode, c.uid, c.gid), (0o755, 1, 2));
+}
