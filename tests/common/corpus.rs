@@ -35,8 +35,8 @@ pub const STAFF: u32 = 50;
 /// Makes the corpus's source tree at `root` (which exists): long names (over 100 and
 /// over 255 bytes of path), names that are not UTF-8 or hold a newline, a symlink, a
 /// hardlink, an empty directory, a fifo, a character device, a sparse file, an
-/// executable, a setuid file, a file with an xattr, files owned by named (daemon,
-/// staff) and unnamed ids; every time with nanoseconds. Needs root (devices, owners).
+/// executable, a setuid file, a file with an xattr, one with an ACL naming daemon,
+/// files owned by named (daemon, staff) and unnamed ids; every time with nanoseconds. Needs root (devices, owners).
 pub fn source_tree(root: &Path) {
     write(&root.join("plain"), b"plain file\n");
     write(&root.join("run.sh"), b"#!/bin/sh\necho corpus\n");
@@ -69,12 +69,44 @@ pub fn source_tree(root: &Path) {
     );
     write(&root.join("xattr"), b"has an xattr\n");
     set_xattr(&root.join("xattr"), "user.corpus", b"value");
+    write(&root.join("acl"), b"readable by daemon\n");
+    set_xattr(&root.join("acl"), "system.posix_acl_access", &ACL);
     write(&root.join("owned"), b"daemon:staff\n");
     chown(&root.join("owned"), DAEMON, STAFF);
     write(&root.join("numeric"), b"no names here\n");
     chown(&root.join("numeric"), 12345, 23456);
     stamp_times(root);
 }
+
+/// An access ACL in the kernel's form (version 2, then tag, permissions, id per entry):
+/// owner rw, user daemon r, group r, mask r, others r.
+const ACL: [u8; 44] = {
+    let entries: [(u16, u16, u32); 5] = [
+        (0x01, 6, u32::MAX),
+        (0x02, 4, DAEMON),
+        (0x04, 4, u32::MAX),
+        (0x10, 4, u32::MAX),
+        (0x20, 4, u32::MAX),
+    ];
+    let mut out = [0u8; 44];
+    out[0] = 2;
+    let mut i = 0;
+    while i < entries.len() {
+        let (tag, perm, id) = entries[i];
+        let at = 4 + 8 * i;
+        let (t, p, d) = (tag.to_le_bytes(), perm.to_le_bytes(), id.to_le_bytes());
+        out[at] = t[0];
+        out[at + 1] = t[1];
+        out[at + 2] = p[0];
+        out[at + 3] = p[1];
+        out[at + 4] = d[0];
+        out[at + 5] = d[1];
+        out[at + 6] = d[2];
+        out[at + 7] = d[3];
+        i += 1;
+    }
+    out
+};
 
 /// Python's tarfile writing the tree at argv[1] to argv[2] in format argv[3]: member
 /// by member (one it cannot store is left out, as the other writers do), with `owned`
@@ -107,7 +139,7 @@ with tarfile.open(out, "w", format=form) as tf:
 fn writers(dir: &Path) -> Vec<(String, &'static str, Vec<String>, Vec<String>)> {
     let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
     let mut w = Vec::new();
-    let xattrs = ["--xattrs", "--xattrs-include=*"];
+    let xattrs = ["--xattrs", "--xattrs-include=*", "--acls"];
     for f in ["v7", "oldgnu", "gnu", "ustar", "posix"] {
         let mut args = vec![format!("--format={f}")];
         if f == "posix" {

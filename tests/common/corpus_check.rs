@@ -244,7 +244,7 @@ fn extract(tool: &str, archive: &Path, dst: &Path) -> Run {
     std::fs::create_dir_all(dst).expect("make the extraction directory");
     let mut cmd = Command::new(tool);
     match tool {
-        "tar" => cmd.args(["--xattrs", "--xattrs-include=*", "-xpf"]),
+        "tar" => cmd.args(["--xattrs", "--xattrs-include=*", "--acls", "-xpf"]),
         _ => cmd.args(["--xattrs", "-xpf"]),
     };
     cmd.arg(archive).arg("-C").arg(dst);

@@ -67,7 +67,7 @@ mod nodes;
 pub mod read;
 pub mod shown;
 
-pub use build::{entry_of_tar, DirDefaults, Skipped, TreeBuilder};
+pub use build::{entry_of_tar, entry_of_tar_here, DirDefaults, Skipped, TreeBuilder};
 pub use check::check_against_tar;
 pub use read::{Dirent, Node, NodeKind, Table, TableFile, TreeError};
 pub use shown::{mode_here, Here, Shown};
