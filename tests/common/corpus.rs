@@ -7,7 +7,9 @@
 //! dumpdirs, the first volume of a multi-volume `-M` archive), bsdtar
 //! (`--format=ustar|pax|gnutar|v7`), Python's tarfile (USTAR, GNU, PAX, writing one
 //! member with owner ids that are not this machine's for its names and a symlink whose
-//! header says 0755), Debian's `pax` (`-x ustar|tar`) and `busybox tar`. A writer that
+//! header says 0755), Debian's `pax` (`-x ustar|tar`) and `busybox tar`; and GNU tar
+//! given the files alone (no directory members: every directory is made by the
+//! extraction, the mount shows it as `mkdir` makes it). A writer that
 //! cannot store a member (a long name in v7 or ustar) leaves it out and goes on, as
 //! each of them does; the extractions compared are of the same archive, so they miss
 //! the same members.
@@ -25,6 +27,9 @@ pub struct Archive {
     /// differences names it.
     pub name: String,
     pub path: PathBuf,
+    /// Directories (relative, bytes; empty: the root) the archive never names: an
+    /// extraction makes them at the time it runs.
+    pub made_dirs: Vec<Vec<u8>>,
 }
 
 /// The owner ids Debian gives `daemon` and `staff`: a member the source tree gives
@@ -194,7 +199,39 @@ fn writers(dir: &Path) -> Vec<(String, &'static str, Vec<String>, Vec<String>)> 
         w.push((format!("pax-{f}"), "pax", args, s(&["."])));
     }
     w.push(("busybox".into(), "busybox", s(&["tar", "-cf"]), s(&["."])));
+    // Files only, no directory members: every directory is made by the extraction.
+    let list = dir.join("files-only.list").to_string_lossy().into_owned();
+    let mut args = s(&["--format=posix", "--no-recursion", "--null", "-T", &list]);
+    args.extend(s(&xattrs));
+    args.push("-cf".into());
+    w.push(("gnutar-files-only".into(), "tar", args, Vec::new()));
     w
+}
+
+/// The entries below `root` (relative, as `./a/b`), not directories and directories
+/// apart, parents before children.
+fn entries(root: &Path) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let (mut others, mut dirs) = (Vec::new(), Vec::new());
+    let mut todo = vec![(root.to_path_buf(), b".".to_vec())];
+    while let Some((at, rel)) = todo.pop() {
+        let mut names: Vec<_> = std::fs::read_dir(&at)
+            .unwrap_or_else(|e| panic!("list {}: {e}", at.display()))
+            .map(|e| e.expect("a directory entry").file_name())
+            .collect();
+        names.sort();
+        for name in names {
+            let path = at.join(&name);
+            let child = [&rel[..], b"/", name.as_bytes()].concat();
+            match std::fs::symlink_metadata(&path).map(|m| m.is_dir()) {
+                Ok(true) => {
+                    dirs.push(child.clone());
+                    todo.push((path, child));
+                }
+                _ => others.push(child),
+            }
+        }
+    }
+    (others, dirs)
 }
 
 /// Writes every archive of the corpus of the tree `src` into `dir`. A writer this
@@ -202,6 +239,12 @@ fn writers(dir: &Path) -> Vec<(String, &'static str, Vec<String>, Vec<String>)> 
 /// FERRY_TEST_NO_SKIP=1); one that fails to write anything fails the test.
 pub fn write_all(src: &Path, dir: &Path) -> Vec<Archive> {
     mkdirs(dir);
+    let (others, dirs) = entries(src);
+    let list: Vec<u8> = others
+        .iter()
+        .flat_map(|p| p.iter().copied().chain([0]))
+        .collect();
+    std::fs::write(dir.join("files-only.list"), list).expect("write the list of files");
     let mut made = Vec::new();
     for (name, program, before, after) in writers(dir) {
         let path = dir.join(format!("{name}.tar"));
@@ -231,9 +274,25 @@ pub fn write_all(src: &Path, dir: &Path) -> Vec<Archive> {
             let name = format!("{name}-2");
             let path = dir.join(format!("{name}.tar"));
             assert!(path.exists(), "{name}: tar wrote no second volume");
-            made.push(Archive { name, path });
+            made.push(Archive {
+                name,
+                path,
+                made_dirs: Vec::new(),
+            });
         }
-        made.push(Archive { name, path });
+        let made_dirs = match name.as_str() {
+            // Names without the leading `./`, as the comparer gives paths.
+            "gnutar-files-only" => [Vec::new()]
+                .into_iter()
+                .chain(dirs.iter().map(|d| d[2..].to_vec()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        made.push(Archive {
+            name,
+            path,
+            made_dirs,
+        });
     }
     made
 }

@@ -135,19 +135,19 @@ pub fn read(a: &Archive, work: &Path, checks: &[Check]) -> Vec<Outcome> {
     );
     put(
         Check::GnuTar,
-        same(&work.join("tar"), &unpacked, "tar", &gnu),
+        same(a, &work.join("tar"), &unpacked, "tar", &gnu),
     );
     if checks.contains(&Check::Bsdtar) {
         let bsd = extract("bsdtar", &a.path, &work.join("bsdtar"));
         put(
             Check::Bsdtar,
-            same(&work.join("bsdtar"), &unpacked, "bsdtar", &bsd),
+            same(a, &work.join("bsdtar"), &unpacked, "bsdtar", &bsd),
         );
     }
     for (check, flags) in [(Check::Fuse, &[][..]), (Check::Kernel, &["--kernel"][..])] {
         if checks.contains(&check) {
             let at = work.join(format!("mnt-{}", check.name()));
-            put(check, mounted(&a.path, flags, &at, &cache, &unpacked));
+            put(check, mounted(a, flags, &at, &cache, &unpacked));
         }
     }
     out
@@ -251,8 +251,9 @@ fn extract(tool: &str, archive: &Path, dst: &Path) -> Run {
     run(cmd)
 }
 
-/// The tree `tool` extracted at `dst` (saying `said`) equals the unpack at `unpacked`.
-fn same(dst: &Path, unpacked: &Path, tool: &str, said: &Run) -> Result<(), String> {
+/// The tree `tool` extracted from `a` at `dst` (saying `said`) equals the unpack at
+/// `unpacked` (but for the times of directories `a` never names).
+fn same(a: &Archive, dst: &Path, unpacked: &Path, tool: &str, said: &Run) -> Result<(), String> {
     if !unpacked.exists() {
         return Err("nothing unpacked to compare with".into());
     }
@@ -261,6 +262,7 @@ fn same(dst: &Path, unpacked: &Path, tool: &str, said: &Run) -> Result<(), Strin
         skip_atime: true,
         // bsdtar does not apply an archive's `./` to the directory it extracts into.
         skip_root_meta: tool == "bsdtar",
+        made_dirs: a.made_dirs.clone(),
         ..Options::default()
     };
     let diffs = compare(dst, unpacked, &opts);
@@ -276,9 +278,10 @@ fn same(dst: &Path, unpacked: &Path, tool: &str, said: &Run) -> Result<(), Strin
     }
 }
 
-/// `ferry mount FLAGS archive at` equals the unpack at `unpacked`.
+/// `ferry mount FLAGS` of `a` at `at` equals the unpack at `unpacked` (but for the
+/// times of directories `a` never names).
 fn mounted(
-    archive: &Path,
+    a: &Archive,
     flags: &[&str],
     at: &Path,
     cache: &Path,
@@ -286,7 +289,7 @@ fn mounted(
 ) -> Result<(), String> {
     std::fs::create_dir_all(at).expect("make the mountpoint");
     let mut cmd = Command::new(FERRY);
-    cmd.arg("mount").args(flags).arg(archive).arg(at);
+    cmd.arg("mount").args(flags).arg(&a.path).arg(at);
     cmd.env("XDG_CACHE_HOME", cache);
     let r = run(cmd);
     if r.status != 0 {
@@ -301,6 +304,7 @@ fn mounted(
     let opts = Options {
         // EROFS keeps one time, shown as the atime too.
         skip_atime: !flags.is_empty(),
+        made_dirs: a.made_dirs.clone(),
         ..Options::default()
     };
     let diffs = compare(unpacked, &m.at, &opts);
