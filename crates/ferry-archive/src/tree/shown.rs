@@ -68,11 +68,6 @@ impl Here {
         Here::by_name(by_name_here(numeric_owner))
     }
 
-    /// Whether owners go by name.
-    pub fn maps_names(&self) -> bool {
-        self.ids.is_some()
-    }
-
     /// Node `n` as extracted here, given its `extras` (which hold its owner's names).
     pub fn shown(&self, n: &Node, extras: &Extras) -> Shown {
         if n.made {
