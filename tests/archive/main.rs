@@ -7,6 +7,7 @@ mod common;
 
 mod changed;
 mod commands;
+mod corpus;
 mod cut;
 mod damage;
 mod edit;

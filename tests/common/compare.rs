@@ -38,6 +38,10 @@ pub struct Options {
     /// Leave out the link structure of fifos and devices (GNU tar stores every name of
     /// one as a node of its own: it records hardlinks of files and symlinks only).
     pub skip_special_links: bool,
+    /// Relative paths (bytes; empty: the root) of directories whose mtime is not
+    /// compared: ones an archive does not name, which an extraction makes at the time
+    /// it runs.
+    pub made_dirs: Vec<Vec<u8>>,
 }
 
 impl Options {
@@ -162,7 +166,7 @@ impl Comparer<'_> {
             ("gid", true, s.gid().to_string(), d.gid().to_string()),
             (
                 "mtime",
-                true,
+                !(kind == "dir" && self.opts.made_dirs.iter().any(|p| p == rel)),
                 time(
                     s.mtime(),
                     if self.opts.mtime_seconds {

@@ -7,6 +7,8 @@
 pub mod build;
 pub mod changing;
 pub mod compare;
+pub mod corpus;
+pub mod corpus_check;
 pub mod fdwalk;
 pub mod filters;
 pub mod mounted;

@@ -10,12 +10,14 @@
 #[allow(unused_imports)]
 mod common;
 
+mod corpus;
 mod crafted;
 mod fuzz_table;
 mod hostile;
 mod kernel;
 mod lifecycle;
 mod privilege;
+mod shown;
 mod trees;
 mod umount;
 

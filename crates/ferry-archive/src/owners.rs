@@ -51,6 +51,14 @@ fn group_name(groups: &mut HashMap<u32, Option<Box<[u8]>>>, gid: u32) -> Option<
     name.as_deref()
 }
 
+/// Whether members get the owners their names have here (else the archive's numbers):
+/// as GNU tar does, when root extracts (only root sets owners) and `numeric_owner` is
+/// not asked for. The one rule `unpack`, the mount and the kernel image follow (see
+/// [`crate::tree::shown`]).
+pub fn by_name_here(numeric_owner: bool) -> bool {
+    !numeric_owner && rustix::process::geteuid().is_root()
+}
+
 /// The ids user and group names have here, looked up once each.
 #[derive(Default)]
 pub struct LocalIds {
@@ -68,9 +76,24 @@ impl LocalIds {
         group: Option<&[u8]>,
         meta: &Metadata,
     ) -> Option<(u32, u32)> {
-        let uid = user.and_then(|name| self.user(name)).unwrap_or(meta.uid);
-        let gid = group.and_then(|name| self.group(name)).unwrap_or(meta.gid);
+        let (uid, gid) = self.ids(user, group, meta.uid, meta.gid);
         ((uid, gid) != (meta.uid, meta.gid)).then_some((uid, gid))
+    }
+
+    /// The uid and gid an owner of the archive's `uid` and `gid`, called `user` and
+    /// `group` there, has here: those of the names where this machine has them, else
+    /// the numbers.
+    pub fn ids(
+        &mut self,
+        user: Option<&[u8]>,
+        group: Option<&[u8]>,
+        uid: u32,
+        gid: u32,
+    ) -> (u32, u32) {
+        (
+            user.and_then(|name| self.user(name)).unwrap_or(uid),
+            group.and_then(|name| self.group(name)).unwrap_or(gid),
+        )
     }
 
     /// The uid of the user called `name` here, if there is one.

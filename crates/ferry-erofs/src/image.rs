@@ -19,7 +19,7 @@ use crate::format::{self, file_type, Inode, Layout, Super, BLOCK, INODE_LEN, INO
 use crate::walk::Walked;
 use crate::xattr;
 use crate::{ErofsError, Options};
-use ferry_archive::tree::{Node, NodeKind, Table};
+use ferry_archive::tree::{Here, Node, NodeKind, Shown, Table};
 use ferry_core::entry::escaped;
 use std::io::Write;
 
@@ -101,13 +101,20 @@ pub fn write(
     };
     img.put_at(format::SUPER_OFFSET, &sb.encode())?;
     img.put_at(DEVICE_TABLE_AT, &format::device_slot(archive_blocks))?;
+    let here = Here::for_this_process(opts.numeric_owner);
     for (i, (p, &id)) in placed.iter().zip(&w.order).enumerate() {
         let n = &w.nodes[id as usize];
-        let inode = inode_of(n, p, i as u32 + 1, w.nlink[id as usize]);
-        img.put_at(p.nid * INODE_SLOT, &inode.encode())?;
         let extras = table
             .extras(n)
             .map_err(|e| ErofsError(format!("{}: {e}", path(id))))?;
+        let inode = inode_of(
+            n,
+            &here.shown(n, &extras),
+            p,
+            i as u32 + 1,
+            w.nlink[id as usize],
+        );
+        img.put_at(p.nid * INODE_SLOT, &inode.encode())?;
         img.put(&xattr::body(&extras.xattrs).bytes)?;
         if p.chunks.is_some() {
             let c = chunks::map(n.size, n.a, &n.runs(&extras), archive_len)
@@ -271,8 +278,8 @@ fn file_type_of(k: NodeKind) -> u8 {
     }
 }
 
-/// The inode of node `n`, laid out as `p`.
-fn inode_of(n: &Node, p: &Placed, ino: u32, nlink: u32) -> Inode {
+/// The inode of node `n`, shown as `shown` (what `unpack` makes of it), laid out as `p`.
+fn inode_of(n: &Node, shown: &Shown, p: &Placed, ino: u32, nlink: u32) -> Inode {
     let kind_bits: u32 = match n.kind {
         NodeKind::File => 0o100000,
         NodeKind::Dir => 0o040000,
@@ -294,12 +301,12 @@ fn inode_of(n: &Node, p: &Placed, ino: u32, nlink: u32) -> Inode {
     Inode {
         layout: layout as u8,
         xattr_icount: xattr::icount(p.xattr_len),
-        mode: (kind_bits | (n.mode & 0o7777)) as u16,
+        mode: (kind_bits | shown.mode) as u16,
         size,
         u,
         ino,
-        uid: n.uid,
-        gid: n.gid,
+        uid: shown.uid,
+        gid: shown.gid,
         mtime: n.mtime.0,
         mtime_nsec: n.mtime.1,
         nlink,

@@ -41,6 +41,9 @@ pub struct Options {
     pub uuid: [u8; 16],
     /// The volume's name (up to 16 bytes).
     pub volume_name: [u8; 16],
+    /// Keep the archive's numeric owners even where its names name others here (see
+    /// [`ferry_archive::tree::shown`]: the image shows the tree `unpack` makes).
+    pub numeric_owner: bool,
 }
 
 /// A built image.

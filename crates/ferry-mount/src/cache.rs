@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use xxhash_rust::xxh3::xxh3_64;
 
 const MAGIC: &[u8; 8] = b"FERRYMNT";
-const VERSION: u32 = 1;
+/// Version 2: tables keep owner names (a version 1 file is rebuilt, so a mount shows
+/// the owners `unpack` gives).
+const VERSION: u32 = 2;
 /// Size of a cache file's header.
 pub const HEADER_LEN: u64 = 64;
 

@@ -24,7 +24,7 @@ use crate::data::{read_member, DataAt};
 use crate::source::Opened;
 use ferry_archive::read::tail::ContentHasher;
 use ferry_archive::tree::read::Extras;
-use ferry_archive::tree::{Node, NodeKind, Table, TreeError};
+use ferry_archive::tree::{Here, Node, NodeKind, Table, TreeError};
 use ferry_core::entry::escaped;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo, InitFlags,
@@ -48,6 +48,9 @@ pub struct Options {
     pub ttl: Duration,
     /// Largest read-ahead asked of the kernel.
     pub max_readahead: u32,
+    /// Show the archive's numeric owners even where its names name others here (see
+    /// [`ferry_archive::tree::shown`]).
+    pub numeric_owner: bool,
 }
 
 impl Default for Options {
@@ -55,6 +58,7 @@ impl Default for Options {
         Options {
             ttl: Duration::from_secs(24 * 3600),
             max_readahead: 1 << 20,
+            numeric_owner: false,
         }
     }
 }
@@ -78,6 +82,8 @@ pub struct ArchiveFs {
     damaged: Arc<AtomicBool>,
     /// The checks left for after mounting: file data is served once they pass.
     verified: Arc<gate::Gate>,
+    /// What each node is once extracted here: the tree shown is the one `unpack` makes.
+    here: Here,
     opts: Options,
 }
 
@@ -108,6 +114,7 @@ impl ArchiveFs {
             changed: AtomicBool::new(false),
             damaged: Arc::new(AtomicBool::new(false)),
             verified: Arc::new(gate::Gate::open()),
+            here: Here::for_this_process(opts.numeric_owner),
             opts,
         }
         .check_later(check_later)
@@ -187,7 +194,12 @@ impl ArchiveFs {
         Errno::EIO
     }
 
-    fn attr(&self, n: &Node) -> FileAttr {
+    /// Node `n`'s attributes: those of what `unpack` makes of it ([`Here`]).
+    fn attr(&self, n: &Node) -> Result<FileAttr, Errno> {
+        let shown = self
+            .here
+            .node(&self.table, n)
+            .map_err(|e| self.damaged(&e))?;
         let time = |(s, ns): (i64, u32)| {
             if s >= 0 {
                 UNIX_EPOCH + Duration::new(s as u64, ns)
@@ -212,7 +224,7 @@ impl ArchiveFs {
             _ => 0,
         };
         let mtime = time(n.mtime);
-        FileAttr {
+        Ok(FileAttr {
             ino: INodeNo(u64::from(n.id) + 1),
             size,
             blocks,
@@ -221,14 +233,14 @@ impl ArchiveFs {
             ctime: mtime,
             crtime: mtime,
             kind,
-            perm: (n.mode & 0o7777) as u16,
+            perm: shown.mode as u16,
             nlink: n.nlink.max(1),
-            uid: n.uid,
-            gid: n.gid,
+            uid: shown.uid,
+            gid: shown.gid,
             rdev,
             flags: 0,
             blksize: 4096,
-        }
+        })
     }
 
     /// Whether the archive is still what was mounted; logs once when it is not.
@@ -496,17 +508,17 @@ impl Filesystem for ArchiveFs {
                 .lookup(&dir, name.as_bytes())
                 .map_err(|e| self.damaged(&e))?
                 .ok_or(Errno::ENOENT)?;
-            self.table.node(d.node).map_err(|e| self.damaged(&e))
+            self.attr(&self.table.node(d.node).map_err(|e| self.damaged(&e))?)
         });
         match found {
-            Ok(n) => reply.entry(&self.opts.ttl, &self.attr(&n), Generation(0)),
+            Ok(attr) => reply.entry(&self.opts.ttl, &attr, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.node(ino) {
-            Ok(n) => reply.attr(&self.opts.ttl, &self.attr(&n)),
+        match self.node(ino).and_then(|n| self.attr(&n)) {
+            Ok(attr) => reply.attr(&self.opts.ttl, &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -643,21 +655,28 @@ impl Filesystem for ArchiveFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let ttl = self.opts.ttl;
+        // A node whose attributes cannot be read ends the listing with its error.
+        let mut failed = None;
         let result = self.list(ino, offset, true, |next, name, _, _, n| {
             let Some(n) = n else {
                 return true;
             };
-            let attr = self.attr(n);
-            reply.add(
-                attr.ino,
-                next,
-                OsStr::from_bytes(name),
-                &ttl,
-                &attr,
-                Generation(0),
-            )
+            match self.attr(n) {
+                Ok(attr) => reply.add(
+                    attr.ino,
+                    next,
+                    OsStr::from_bytes(name),
+                    &ttl,
+                    &attr,
+                    Generation(0),
+                ),
+                Err(e) => {
+                    failed = Some(e);
+                    true
+                }
+            }
         });
-        match result {
+        match result.and(failed.map_or(Ok(()), Err)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

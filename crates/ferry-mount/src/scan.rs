@@ -5,9 +5,10 @@
 
 use crate::source::clone;
 use crate::MountError;
+use ferry_archive::owners::LocalIds;
 use ferry_archive::read::Archive;
 use ferry_archive::tar::Reader;
-use ferry_archive::tree::{entry_of_tar, DirDefaults, Skipped, TreeBuilder};
+use ferry_archive::tree::{entry_of_tar_here, DirDefaults, Skipped, TreeBuilder};
 use ferry_seek::Indexing;
 use std::fs::{File, Metadata};
 use std::io::{BufReader, Read, Seek};
@@ -29,6 +30,8 @@ pub struct Built {
     pub codec: u8,
     /// The seek points.
     pub seek: Vec<u8>,
+    /// The ids ACLs' names have here, looked up once each.
+    acl_ids: LocalIds,
 }
 
 /// The defaults for directories the archive needs but never names: the archive file's
@@ -53,6 +56,7 @@ pub fn build(file: &File, meta: &Metadata, path: &Path) -> Result<Built, MountEr
         data_end: 0,
         codec: 0,
         seek: Vec::new(),
+        acl_ids: LocalIds::default(),
     };
     if let Some(codec) = ferry_seek::detect(&head[..n]) {
         let mut indexing = Indexing::new(clone(file, path)?, codec, ferry_seek::DEFAULT_SPAN)
@@ -98,7 +102,12 @@ fn scan<R: Read>(tar: &mut Reader<R>, built: &mut Built, len: Option<u64>) -> Re
                 ferry_core::entry::escaped(&t.path)
             ));
         }
-        if let Err(s) = built.builder.add(&entry_of_tar(&t)) {
+        let (entry, acl_dropped) = entry_of_tar_here(&t, &mut built.acl_ids);
+        if let Some(why) = acl_dropped {
+            let path = ferry_core::entry::escaped(&t.path);
+            note(&mut built.skipped, Skipped { path, why });
+        }
+        if let Err(s) = built.builder.add(&entry) {
             note(&mut built.skipped, s);
         }
     }

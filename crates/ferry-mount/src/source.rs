@@ -195,6 +195,7 @@ fn serve_built(
         data_end,
         codec,
         seek,
+        ..
     } = build(archive, meta, path)?;
     let (data, advice) = data_of(archive, path, codec, &seek)?;
     let (table, origin) = keep_table(builder, data_end, stamp, (codec, &seek), cache_path, path)?;

@@ -69,7 +69,7 @@ impl ByName {
     /// For an unpack that sets owners by name: as root (only root sets owners),
     /// unless told to keep the numbers.
     pub(super) fn for_unpack(opts: &UnpackOptions) -> Option<ByName> {
-        (!opts.numeric_owner && rustix::process::geteuid().is_root()).then(ByName::default)
+        crate::owners::by_name_here(opts.numeric_owner).then(ByName::default)
     }
 
     /// `entry` with the owner the names `user` and `group` (its member's) have here, if

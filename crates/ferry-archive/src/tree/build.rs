@@ -17,7 +17,9 @@
 
 use super::nodes::{dirent, finish_record, member_parts, Finish, HashingWriter, Meta, NodeStore};
 use super::{read::NodeKind, MAX_NODES, NODE_LEN};
-use crate::index::{IndexEntry, Kind};
+use crate::index::{IndexEntry, Kind, Names};
+use crate::owners::LocalIds;
+use crate::read::acl;
 use crate::read::convert::safe_path;
 use crate::tar::{TarEntry, TarKind};
 use ferry_core::entry::escaped;
@@ -450,8 +452,31 @@ struct Plan {
     name_at: Vec<u32>,
 }
 
+/// [`entry_of_tar`] with the ACLs member `t`'s pax records hold as text (GNU tar's and
+/// bsdtar's `--acls`) as the attributes `unpack` makes of them ([`crate::read::acl`]:
+/// a name takes the id it has here), where it has no attribute of that name already,
+/// so that a mount shows the ACLs an unpack sets. The second part says why an ACL was
+/// left out (the entry is made without it, as unpack warns and goes on).
+pub fn entry_of_tar_here(t: &TarEntry, ids: &mut LocalIds) -> (IndexEntry, Option<String>) {
+    let mut e = entry_of_tar(t);
+    if !t.pax.iter().any(|(key, _)| acl::is_acl_key(key)) {
+        return (e, None);
+    }
+    match acl::acl_xattrs(&t.pax, ids) {
+        Ok(acls) => {
+            for a in acls {
+                if !e.xattrs.iter().any(|(name, _)| *name == a.name) {
+                    e.xattrs.push((a.name, a.value));
+                }
+            }
+            (e, None)
+        }
+        Err(why) => (e, Some(format!("ACL not set: {why}"))),
+    }
+}
+
 /// The index entry that stands for tar member `t`, for a [`TreeBuilder`] (the header
-/// offset and names are those of the member; no content hash).
+/// offset and owner names are those of the member; no content hash).
 pub fn entry_of_tar(t: &TarEntry) -> IndexEntry {
     let kind = match t.kind {
         TarKind::File => Kind::File,
@@ -479,6 +504,9 @@ pub fn entry_of_tar(t: &TarEntry) -> IndexEntry {
         link: t.link_target.clone().unwrap_or_default(),
         runs: t.sparse.clone().unwrap_or_default(),
         xattrs: t.xattrs.clone(),
-        names: None,
+        names: Some(Names {
+            user: t.uname.clone(),
+            group: t.gname.clone(),
+        }),
     }
 }

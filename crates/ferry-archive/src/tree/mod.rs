@@ -32,7 +32,8 @@
 //! still read, checked whole.
 //!
 //! A node (112 bytes): u8 kind (the index's codes: 0 file, 1 dir, 2 symlink, 4 fifo,
-//! 5 char device, 6 block device), u8 flags (1: has a content hash), u16 name length,
+//! 5 char device, 6 block device), u8 flags (1: has a content hash; 2: a directory the
+//! archive needs but never names), u16 name length,
 //! u32 mode, u32 uid, u32 gid, i64 mtime seconds, u32 mtime nanoseconds, u32 atime
 //! nanoseconds, i64 atime seconds, u64 size, u64 `a`, u64 `b`, u32 parent node,
 //! u32 link count, u64 name offset (in the heap: the name under which it was first
@@ -48,7 +49,11 @@
 //!
 //! Extras: u32 run count, then u64 offset and u64 length per run (a sparse file's data
 //! runs, stored one after another; none for a file stored whole), u32 xattr count, then
-//! u16 name length, name, u32 value length, value per xattr.
+//! u16 name length, name, u32 value length, value per xattr; then, where the archive
+//! names the owner, u16 length and the user name, u16 length and the group name (empty
+//! where it gives none; tables written before have no names and are read without). The
+//! node keeps the archive's numeric owner (what its tar header says, as
+//! [`check`] holds it to); what the tree shows is decided from both by [`shown`].
 //!
 //! Nothing in a table is trusted: [`read::Table`] checks its trailer and, when asked, the
 //! checksum of the body when it is opened, and every node, range and name when it is
@@ -60,10 +65,12 @@ pub mod check;
 pub(crate) mod lean;
 mod nodes;
 pub mod read;
+pub mod shown;
 
-pub use build::{entry_of_tar, DirDefaults, Skipped, TreeBuilder};
+pub use build::{entry_of_tar, entry_of_tar_here, DirDefaults, Skipped, TreeBuilder};
 pub use check::{check_against_tar, check_against_tar_reporting};
 pub use read::{Dirent, Node, NodeKind, Table, TableFile, TreeError};
+pub use shown::{mode_here, Here, Shown};
 
 /// Magic bytes that open the trailer.
 pub const TREE_MAGIC: &[u8; 8] = b"FERRYTRE";
@@ -81,6 +88,9 @@ pub const TRAILER_LEN: u64 = 64;
 pub const MAX_NODES: u64 = u32::MAX as u64 - 1;
 /// Flag: the node records a content hash.
 const FLAG_HASH: u8 = 1;
+/// Flag: a directory the archive needs but never names (made as an extraction makes
+/// it; see [`shown`]). Readers from before it ignore it.
+const FLAG_MADE: u8 = 2;
 
 /// The trailer of a table: what its body holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

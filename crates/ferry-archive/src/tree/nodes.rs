@@ -2,8 +2,8 @@
 //! extras) written as members arrive, kept in [`Spill`]s so that only their newest part
 //! stays in memory, and the fields of a record filled in at the end.
 
-use super::{read::NodeKind, DirDefaults, FLAG_HASH, NODE_LEN};
-use crate::index::{IndexEntry, Kind};
+use super::{read::NodeKind, DirDefaults, FLAG_HASH, FLAG_MADE, NODE_LEN};
+use crate::index::{IndexEntry, Kind, Names};
 use crate::spill::Spill;
 use ferry_core::entry::RelPath;
 use std::io::{self, Read, Write};
@@ -28,6 +28,8 @@ pub(super) struct Meta {
     /// File: bytes of its member's headers, before its data (0: too many to say).
     head: u32,
     hash: Option<u128>,
+    /// A directory the archive needs but never names.
+    made: bool,
 }
 
 impl Meta {
@@ -56,6 +58,7 @@ impl Meta {
                 _ => 0,
             },
             hash: e.hash.filter(|_| kind == NodeKind::File),
+            made: false,
         }
     }
 
@@ -73,6 +76,7 @@ impl Meta {
             b: 0,
             head: 0,
             hash: None,
+            made: true,
         }
     }
 }
@@ -104,7 +108,7 @@ pub(super) fn member_parts(e: &IndexEntry) -> Result<(Meta, &[u8], Vec<u8>), &'s
         NodeKind::Symlink => &e.link,
         _ => &[],
     };
-    Ok((Meta::of(e, kind), target, encode_extras(&e.runs, &e.xattrs)))
+    Ok((Meta::of(e, kind), target, encode_extras(e)))
 }
 
 /// The node records, in node order, and the blobs they point to.
@@ -151,7 +155,7 @@ impl NodeStore {
     /// (Its parent, set when it was made, stays.)
     pub fn set_dir_meta(&mut self, node: u32, e: &IndexEntry) {
         let meta = Meta::of(e, NodeKind::Dir);
-        let record = self.record(&meta, &[], &encode_extras(&e.runs, &e.xattrs));
+        let record = self.record(&meta, &[], &encode_extras(e));
         let at = u64::from(node) * NODE_LEN;
         for (from, to) in [(0, 64), (80, NODE_LEN as usize)] {
             if let Err(err) = self.records.patch(at + from as u64, &record[from..to]) {
@@ -196,6 +200,9 @@ impl NodeStore {
         let mut rec = [0u8; NODE_LEN as usize];
         rec[0] = meta.kind.code();
         rec[1] = if meta.hash.is_some() { FLAG_HASH } else { 0 };
+        if meta.made {
+            rec[1] |= FLAG_MADE;
+        }
         rec[4..8].copy_from_slice(&meta.mode.to_le_bytes());
         rec[8..12].copy_from_slice(&meta.uid.to_le_bytes());
         rec[12..16].copy_from_slice(&meta.gid.to_le_bytes());
@@ -262,17 +269,21 @@ pub(super) fn dirent(name_at: u32, name_len: u8, kind: u8, node: u32) -> [u8; 16
     r
 }
 
-pub(super) fn encode_extras(runs: &[(u64, u64)], xattrs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-    if runs.is_empty() && xattrs.is_empty() {
+/// Member `e`'s extras (see the module [`super`]'s layout): its sparse runs, its xattrs
+/// and its owner's names; nothing when it has none of them.
+pub(super) fn encode_extras(e: &IndexEntry) -> Vec<u8> {
+    let names = owner_names(e.names.as_ref());
+    if e.runs.is_empty() && e.xattrs.is_empty() && names.is_none() {
         return Vec::new();
     }
     let mut out = Vec::new();
-    out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
-    for (o, l) in runs {
+    out.extend_from_slice(&(e.runs.len() as u32).to_le_bytes());
+    for (o, l) in &e.runs {
         out.extend_from_slice(&o.to_le_bytes());
         out.extend_from_slice(&l.to_le_bytes());
     }
-    let kept: Vec<_> = xattrs
+    let kept: Vec<_> = e
+        .xattrs
         .iter()
         .filter(|(n, v)| n.len() <= usize::from(u16::MAX) && v.len() <= u32::MAX as usize)
         .collect();
@@ -283,8 +294,31 @@ pub(super) fn encode_extras(runs: &[(u64, u64)], xattrs: &[(Vec<u8>, Vec<u8>)]) 
         out.extend_from_slice(&(v.len() as u32).to_le_bytes());
         out.extend_from_slice(v);
     }
+    if let Some((user, group)) = names {
+        for name in [user, group] {
+            out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            out.extend_from_slice(name);
+        }
+    }
     out
 }
+
+/// The user and group names worth keeping (empty where missing); `None` when neither
+/// is. A name longer than [`MAX_OWNER_NAME`] is not kept: no system has one, and the
+/// owner is then the archive's number.
+fn owner_names(names: Option<&Names>) -> Option<(&[u8], &[u8])> {
+    fn keep(n: &Option<Vec<u8>>) -> &[u8] {
+        n.as_deref()
+            .filter(|n| n.len() <= MAX_OWNER_NAME)
+            .unwrap_or_default()
+    }
+    let names = names?;
+    let (user, group) = (keep(&names.user), keep(&names.group));
+    (!user.is_empty() || !group.is_empty()).then_some((user, group))
+}
+
+/// The longest owner name a table keeps.
+pub(super) const MAX_OWNER_NAME: usize = 255;
 
 /// Passes writes on, counting them and summing each page of them (see the module
 /// [`super`]'s layout: a sum per [`super::PAGE_LEN`] bytes).

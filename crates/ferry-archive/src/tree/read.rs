@@ -8,7 +8,7 @@
 //! against its sum the first time it is read, so a lookup reads and checks a few pages
 //! and a damaged one is still an error, never a wrong answer.
 
-use super::{Trailer, DIRENT_LEN, FLAG_HASH, NODE_LEN, PAGE_LEN, TRAILER_LEN};
+use super::{Trailer, DIRENT_LEN, FLAG_HASH, FLAG_MADE, NODE_LEN, PAGE_LEN, TRAILER_LEN};
 use crate::read::archive::{fill_at, ReadAt};
 use std::collections::HashMap;
 use std::fmt;
@@ -115,6 +115,9 @@ pub struct Node {
     pub head: u32,
     /// xxh3-128 of its content, where it was recorded.
     pub hash: Option<u128>,
+    /// A directory the archive needs but never names (made with the table's defaults;
+    /// always false in a table from before this was recorded).
+    pub made: bool,
 }
 
 impl Node {
@@ -150,6 +153,11 @@ pub struct Extras {
     pub runs: Vec<(u64, u64)>,
     /// Extended attributes (name, value).
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The owner's user name as the archive gives it (empty: none; tables written
+    /// before names were kept have none).
+    pub user: Vec<u8>,
+    /// The owner's group name as the archive gives it (empty: none).
+    pub group: Vec<u8>,
 }
 
 /// What a table is read from: a file of its own, or anything read at an offset,
@@ -447,6 +455,7 @@ impl<R: ReadAt> Table<R> {
             head: u32at(92),
             hash: (r[1] & FLAG_HASH != 0 && u64at(40) <= self.hashes_up_to)
                 .then(|| u128::from_le_bytes(r[96..112].try_into().unwrap_or_default())),
+            made: kind == NodeKind::Dir && r[1] & FLAG_MADE != 0,
         };
         if n.mode > 0o7777 || n.mtime.1 >= 1_000_000_000 || n.atime.1 >= 1_000_000_000 {
             return Err(bad("mode or time out of range"));
@@ -558,6 +567,13 @@ impl<R: ReadAt> Table<R> {
             let vl = p.u32().ok_or_else(bad)?;
             let value = p.take(vl as usize).ok_or_else(bad)?.to_vec();
             x.xattrs.push((name, value));
+        }
+        // The owner's names, in a table that keeps them.
+        if !p.b.is_empty() {
+            for name in [&mut x.user, &mut x.group] {
+                let len = p.u16().ok_or_else(bad)?;
+                *name = p.take(usize::from(len)).ok_or_else(bad)?.to_vec();
+            }
         }
         Ok(x)
     }

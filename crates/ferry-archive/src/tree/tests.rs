@@ -469,3 +469,113 @@ fn a_name_given_twice_falls_back_to_the_general_builder() {
         assert!(chosen == general, "case {i}: the tables differ");
     }
 }
+
+/// Issue 33: the table keeps the owner's names beside the archive's numbers, and the
+/// tree shown goes by the names this machine has (as root), symlinks 0777.
+#[test]
+fn owner_names_are_kept_and_decide_the_owner_shown() {
+    use crate::index::Names;
+    let named = |user: &str, group: &str| {
+        Some(Names {
+            user: Some(user.as_bytes().to_vec()),
+            group: Some(group.as_bytes().to_vec()),
+        })
+    };
+    let entries = [
+        IndexEntry {
+            names: named("root", "no such group here"),
+            uid: 501,
+            gid: 20,
+            ..file("f", 512, 3)
+        },
+        IndexEntry {
+            names: named("", "root"),
+            mode: 0o755,
+            ..link("l", Kind::Symlink, "f")
+        },
+        // Without names (an old table, or a v7 archive): the numbers.
+        file("n", 1024, 3),
+    ];
+    let (t, skipped) = table_of(&entries);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let node = |p| at(&t, p).expect(p);
+    let x = t.extras(&node("f")).expect("extras");
+    assert_eq!(
+        (&x.user[..], &x.group[..]),
+        (&b"root"[..], &b"no such group here"[..])
+    );
+    assert_eq!(
+        t.extras(&node("n")).expect("extras"),
+        read::Extras::default()
+    );
+    let by_name = Here::by_name(true);
+    let shown = |h: &Here, p| h.node(&t, &node(p)).expect("shown");
+    assert_eq!(
+        shown(&by_name, "f"),
+        Shown {
+            mode: 0o644,
+            uid: 0,
+            gid: 20
+        }
+    );
+    assert_eq!(
+        shown(&by_name, "l"),
+        Shown {
+            mode: 0o777,
+            uid: 1,
+            gid: 0
+        }
+    );
+    assert_eq!(
+        shown(&by_name, "n"),
+        Shown {
+            mode: 0o644,
+            uid: 1,
+            gid: 2
+        }
+    );
+    let numeric = Here::by_name(false);
+    assert_eq!(
+        shown(&numeric, "f"),
+        Shown {
+            mode: 0o644,
+            uid: 501,
+            gid: 20
+        }
+    );
+    assert_eq!(shown(&numeric, "l").mode, 0o777);
+}
+
+/// Issue 33: a directory the archive needs but never names is marked so, and shown as
+/// `mkdir` makes it here; one a later member names is not.
+#[test]
+fn directories_the_archive_never_names_are_shown_as_mkdir_makes_them() {
+    let entries = [
+        file("a/b/f", 512, 3),
+        file("c/f", 1024, 3),
+        member("c", Kind::Dir),
+    ];
+    let (t, _) = table_of(&entries);
+    let node = |p| at(&t, p).expect(p);
+    assert!(t.node(0).expect("root").made, "the root no member names");
+    assert!(node("a").made && node("a/b").made);
+    assert!(!node("c").made, "named after its file");
+    assert!(!node("a/b/f").made);
+    let here = Here::by_name(false);
+    let a = here.node(&t, &node("a")).expect("shown");
+    assert_eq!(
+        (a.uid, a.gid),
+        (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw()
+        )
+    );
+    assert_eq!(
+        a.mode & !0o777,
+        0,
+        "no setuid, setgid or sticky: {:o}",
+        a.mode
+    );
+    let c = here.node(&t, &node("c")).expect("shown");
+    assert_eq!((c.mode, c.uid, c.gid), (0o755, 1, 2));
+}

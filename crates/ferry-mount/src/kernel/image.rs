@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64, Xxh3};
 
 const MAGIC: &[u8; 8] = b"FERRYIMG";
-const VERSION: u32 = 1;
+/// Version 2: owners by name, symlinks 0777, as `unpack` makes them (a version 1 image
+/// is rebuilt).
+const VERSION: u32 = 2;
 /// Bytes at the image's start that EROFS leaves alone.
 const PAD: usize = 1024;
 
@@ -86,6 +88,7 @@ pub fn prepare(archive: &Path, cache_dir: Option<&Path>) -> Result<Image, MountE
     let opts = ferry_erofs::Options {
         uuid: xxh3_128(path.as_os_str().as_encoded_bytes()).to_le_bytes(),
         volume_name: *b"ferry\0\0\0\0\0\0\0\0\0\0\0",
+        numeric_owner: false,
     };
     let built = store(&path, opened.stamp, |out| {
         ferry_erofs::build(&opened.table, opened.stamp.size, &opts, out)
