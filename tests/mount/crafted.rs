@@ -206,3 +206,51 @@ fn the_checks_progress_never_passes_a_file_it_later_finds_lying() {
         );
     }
 }
+
+/// A table keeps the owner names the mount maps to local ids (as unpack maps them): a
+/// table naming another owner than the tar's header is refused by the check.
+#[test]
+fn a_table_naming_another_owner_is_refused_by_the_check() {
+    use ferry_archive::read::archive::embedded_tree;
+    use ferry_archive::tree::{check_against_tar, Table, TableFile};
+
+    let (s, archive, _cache) = packed();
+    let open = |path: &Path| {
+        let file = std::fs::File::open(path).expect("open the archive");
+        let len = file.metadata().expect("stat").len();
+        let tree = embedded_tree(&file, len).unwrap().expect("a table");
+        let table: Table = Table::open(
+            TableFile::File(file.try_clone().expect("dup")),
+            tree.at,
+            tree.len,
+            false,
+        )
+        .expect("open the table");
+        (table, file)
+    };
+    let (table, file) = open(&archive);
+    check_against_tar(&table, &file).expect("the honest table passes");
+    let a = (0..table.len() as u32)
+        .map(|id| table.node(id).unwrap())
+        .find(|n| table.path_of(n.id) == b"a")
+        .expect("node a");
+    let user = table.extras(&a).expect("extras").user;
+    assert!(!user.is_empty(), "the table keeps no owner name");
+
+    let mut t = TableEdit::new(std::fs::read(&archive).unwrap());
+    let records = t.records();
+    let other = vec![b'x'; user.len()];
+    let mut changed = 0;
+    for at in 0..records.len().saturating_sub(user.len()) {
+        if records[at..at + user.len()] == user[..] {
+            records[at..at + user.len()].copy_from_slice(&other);
+            changed += 1;
+        }
+    }
+    assert!(changed > 0);
+    let lying = s.tmp.path().join("owner.far");
+    std::fs::write(&lying, t.sealed()).unwrap();
+    let (table, file) = open(&lying);
+    let e = check_against_tar(&table, &file).expect_err("a table naming another owner");
+    assert!(e.to_string().contains("owner or group name"), "{e}");
+}

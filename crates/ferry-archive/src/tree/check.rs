@@ -15,8 +15,8 @@
 //!   exactly on each file node's first header, so every file starts at a member
 //!   boundary of the real archive, never inside another member's data;
 //! - that member's headers say what the node says ([`header_agrees`]): the path it was
-//!   first reached by, kind, sizes, place of the data, sparse map, mode, owner, times
-//!   and xattrs.
+//!   first reached by, kind, sizes, place of the data, sparse map, mode, owner (ids,
+//!   and names where the table keeps them), times and xattrs.
 //!
 //! It costs one read of a few hundred bytes to a few KiB per file (its headers and the
 //! header-only members before it), about what listing the archive with `tar -t` reads.
@@ -374,6 +374,13 @@ pub fn header_agrees(
     }
     if t.xattrs != extras.xattrs {
         return Err("set of xattrs");
+    }
+    // A table from before names were kept has none (the mount then shows the ids,
+    // checked above); one that names an owner names the header's.
+    let named =
+        |kept: &[u8], header: &Option<Vec<u8>>| kept.is_empty() || header.as_deref() == Some(kept);
+    if !named(&extras.user, &t.uname) || !named(&extras.group, &t.gname) {
+        return Err("owner or group name");
     }
     Ok(())
 }
