@@ -59,8 +59,8 @@ pub enum Command {
     /// ARCHIVE `-` writes to standard output. With --zstd, or an ARCHIVE name ending in
     /// .zst, compressed in independent zstd frames that ls, cat and unpack read apart.
     Pack(PackArgs),
-    /// Unpack an archive (ferry's, or any tar; compressed with gzip, zstd, xz or bzip2
-    /// too) into DST. ARCHIVE `-` reads standard input; a ferry archive read so is
+    /// Unpack an archive (ferry's, or any tar; compressed with gzip, zstd, xz, bzip2,
+    /// lz4, lzma, lzip, compress or lzop too, as its first bytes say) into DST. ARCHIVE `-` reads standard input; a ferry archive read so is
     /// checked against the content hashes its index records, once the index arrives.
     Unpack(UnpackArgs),
     /// List an archive's members (from the index of a ferry archive).

@@ -6,6 +6,7 @@
 mod common;
 
 mod changed;
+mod codecs;
 mod commands;
 mod cut;
 mod damage;

@@ -25,6 +25,11 @@ fn fixtures() -> Option<(Fixture, Vec<(Codec, &'static str)>)> {
         (Codec::Zstd, "zstd -q -c"),
         (Codec::Xz, "xz -0 -T2 --block-size=100KiB -c"),
         (Codec::Bzip2, "bzip2 -c"),
+        // The sequential codecs with checks of their own (lzma_alone and compress have
+        // none: seq.rs mutates those).
+        (Codec::Lz4, "lz4 -q -c"),
+        (Codec::Lzip, "lzip -c"),
+        (Codec::Lzop, "lzop -c"),
     ];
     for (codec, cmd) in &files {
         f.compress(codec.name(), cmd)?;
