@@ -85,7 +85,7 @@ fn pack_job(
         (true, _) => Some(Compress::Zstd),
         (_, true) => Some(Compress::Gzip),
         _ if to_stdout => None,
-        _ => Compress::implied_by_name(&args.archive),
+        _ => Compress::implied_by_name(&args.archive)?,
     };
     let format = compress.map(|c| c.format(args.level)).transpose()?;
     // Nothing clones out of a compressed archive: its data needs no 4 KiB padding.

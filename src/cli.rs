@@ -58,6 +58,8 @@ pub enum Command {
     /// With -z, or an ARCHIVE name ending in .gz, compressed in gzip members alike.
     /// ARCHIVE `-` writes to standard output. With --zstd, or an ARCHIVE name ending in
     /// .zst, compressed in independent zstd frames that ls, cat and unpack read apart.
+    /// A name ending in .xz (in independent blocks), .bz2 or .lz4 writes that
+    /// compression; the name of one ferry does not write is refused.
     Pack(PackArgs),
     /// Unpack an archive (ferry's, or any tar; compressed with gzip, zstd, xz, bzip2,
     /// lz4, lzma, lzip, compress or lzop too, as its first bytes say) into DST. ARCHIVE `-` reads standard input; a ferry archive read so is

@@ -16,6 +16,7 @@ mod job;
 mod malloc_tuning;
 mod mount_cmd;
 mod net_cmd;
+mod plain_out;
 mod progress;
 mod read_ahead;
 mod report;

@@ -19,6 +19,7 @@ mod hostile;
 mod interop;
 mod json;
 mod order;
+mod pack_compressed;
 mod parallel;
 mod reflink;
 mod select;
