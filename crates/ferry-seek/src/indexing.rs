@@ -59,11 +59,14 @@ impl Indexing {
     /// Where bytes that are not the codec's data start after its last stream (trailing
     /// garbage, which `finish` accepts: the data before it is all there), once `read`
     /// has returned the end of the data; `None` before that, or when nothing follows.
-    /// Told for the sequential codecs (see [`crate::seq`]).
+    /// Told for gzip, zstd and the sequential codecs (see [`crate::seq`]); xz's
+    /// stream padding is read by liblzma, whose error trailing garbage stays.
     pub fn trailing_garbage(&self) -> Option<u64> {
         match &self.dec {
             Decoder::Seq(d) => d.trailing_garbage(),
-            _ => None,
+            Decoder::Gzip(d) => d.trailing_garbage(),
+            Decoder::Zstd(d) => d.trailing_garbage(),
+            Decoder::Xz(_) => None,
         }
     }
 
