@@ -79,6 +79,12 @@ pub fn read_to_end(input: &mut dyn Read) -> io::Result<()> {
 
 /// A failure to read `input` after the archive's end, told as what it may mean.
 pub fn after_the_end(e: io::Error) -> io::Error {
+    if e.get_ref()
+        .is_some_and(|inner| inner.is::<TrailingGarbage>())
+    {
+        // The compressed data before it was whole: nothing read before is in doubt.
+        return io::Error::new(e.kind(), format!("after the end of the archive: {e}"));
+    }
     io::Error::new(
         e.kind(),
         format!(
@@ -107,13 +113,29 @@ impl Read for Trailing {
         if matches!(codec, Compression::Lzma | Compression::Lzop) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("{what} (ignored; `{}` fails on it too)", codec.command()),
+                TrailingGarbage(format!(
+                    "{what} (the members before it were read; `{}` fails on it too, as GNU \
+                     tar does)",
+                    codec.command()
+                )),
             ));
         }
         crate::report::to_stderr(format_args!("ferry: warning: {what}, ignored"));
         Ok(0)
     }
 }
+
+/// Trailing garbage that fails the command, as GNU tar's decompressor fails on it.
+#[derive(Debug)]
+struct TrailingGarbage(String);
+
+impl std::fmt::Display for TrailingGarbage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TrailingGarbage {}
 
 /// The most memory the xz decoder may take. xz's largest preset (`-9`) needs 65 MiB to
 /// decompress; an input may ask for up to 4 GiB (its dictionary size is the sender's
