@@ -69,7 +69,7 @@ fn pack_job(
         threads: args.jobs,
         reflink: args.reflink.into(),
         hash: args.hash,
-        filter: crate::filters::compile(&args.filter)?,
+        filter: crate::vcs::filter(&args.filter, args.exclude_vcs)?,
         one_file_system: args.one_file_system,
         dereference: args.dereference,
         ..PackOptions::default()

@@ -260,9 +260,14 @@ pub struct PackArgs {
     /// name ending in .gz or .tgz.
     #[arg(short = 'z', long)]
     pub gzip: bool,
-    /// The compression level (zstd 1-19, default 3; gzip 1-9, default 6).
+    /// The compression level (zstd 1-19, default 3; gzip 1-9, default 6; xz 0-9,
+    /// default 6; bzip2 1-9, default 9).
     #[arg(long, value_name = "N")]
     pub level: Option<u32>,
+    /// Leave out version control files and directories at any depth (.git, .svn, CVS,
+    /// .hg, .bzr, _darcs and their kin), as GNU tar's --exclude-vcs does.
+    #[arg(long)]
+    pub exclude_vcs: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

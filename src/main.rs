@@ -25,6 +25,7 @@ mod s3_objects;
 mod serve_cmd;
 mod several;
 mod utc;
+mod vcs;
 
 use anyhow::Context;
 use cli::{Command, CopyArgs};

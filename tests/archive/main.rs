@@ -12,6 +12,7 @@ mod cut;
 mod damage;
 mod edit;
 mod errors;
+mod exclude_vcs;
 mod filters;
 mod flags;
 mod gzip;
