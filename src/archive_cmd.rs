@@ -69,7 +69,7 @@ fn pack_job(
         threads: args.jobs,
         reflink: args.reflink.into(),
         hash: args.hash,
-        filter: crate::filters::compile(&args.filter)?,
+        filter: crate::vcs::filter(&args.filter, args.exclude_vcs)?,
         one_file_system: args.one_file_system,
         dereference: args.dereference,
         ..PackOptions::default()
@@ -85,7 +85,7 @@ fn pack_job(
         (true, _) => Some(Compress::Zstd),
         (_, true) => Some(Compress::Gzip),
         _ if to_stdout => None,
-        _ => Compress::implied_by_name(&args.archive),
+        _ => Compress::implied_by_name(&args.archive)?,
     };
     let format = compress.map(|c| c.format(args.level)).transpose()?;
     // Nothing clones out of a compressed archive: its data needs no 4 KiB padding.

@@ -60,9 +60,11 @@ pub enum Command {
     /// With -z, or an ARCHIVE name ending in .gz, compressed in gzip members alike.
     /// ARCHIVE `-` writes to standard output. With --zstd, or an ARCHIVE name ending in
     /// .zst, compressed in independent zstd frames that ls, cat and unpack read apart.
+    /// A name ending in .xz (in independent blocks), .bz2 or .lz4 writes that
+    /// compression; the name of one ferry does not write is refused.
     Pack(PackArgs),
-    /// Unpack an archive (ferry's, or any tar; compressed with gzip, zstd, xz or bzip2
-    /// too) into DST. ARCHIVE `-` reads standard input; a ferry archive read so is
+    /// Unpack an archive (ferry's, or any tar; compressed with gzip, zstd, xz, bzip2,
+    /// lz4, lzma, lzip, compress or lzop too, as its first bytes say) into DST. ARCHIVE `-` reads standard input; a ferry archive read so is
     /// checked against the content hashes its index records, once the index arrives.
     Unpack(UnpackArgs),
     /// List an archive's members (from the index of a ferry archive).
@@ -260,9 +262,14 @@ pub struct PackArgs {
     /// name ending in .gz or .tgz.
     #[arg(short = 'z', long)]
     pub gzip: bool,
-    /// The compression level (zstd 1-19, default 3; gzip 1-9, default 6).
+    /// The compression level (zstd 1-19, default 3; gzip 1-9, default 6; xz 0-9,
+    /// default 6; bzip2 1-9, default 9).
     #[arg(long, value_name = "N")]
     pub level: Option<u32>,
+    /// Leave out version control files and directories at any depth (.git, .svn, CVS,
+    /// .hg, .bzr, _darcs and their kin), as GNU tar's --exclude-vcs does.
+    #[arg(long)]
+    pub exclude_vcs: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

@@ -1,42 +1,27 @@
-//! Compressed archives: which compression an input's first bytes name, and a reader that
-//! undoes it. gzip, zstd, xz and bzip2 are read (each also when several streams follow
-//! one another, as `cat a.gz b.gz` makes); lz4, lzip and compress (`.Z`) are recognised
-//! only to say so, with the command that decompresses them, instead of failing later on
-//! bytes that are not tar headers. Decompression runs on a thread of its own.
+//! Compressed archives: which compression an input's first bytes name (never its file
+//! name), and a reader that undoes it. gzip, zstd, xz, bzip2, lz4, lzma (`lzma_alone`),
+//! lzip, compress (`.Z`) and lzop are read, as bsdtar reads them (each also when several
+//! streams follow one another, as `cat a.gz b.gz` makes). Bytes after the last stream of
+//! a sequential codec (all but gzip, zstd and xz) are trailing garbage: a warning, and,
+//! where GNU tar's decompressor fails on it (lzma, lzop), an error once the archive has
+//! been read. Decompression runs on a thread of its own.
 
 use crate::read_ahead::read_ahead;
 use std::io::{self, BufReader, Read};
 
 /// A compression ferry reads: what ferry-seek recognises (gzip, zstd with a frame or
-/// a skippable frame first, as `pzstd` writes, xz, bzip2).
+/// a skippable frame first, as `pzstd` writes, xz, bzip2, lz4, lzma, lzip, compress,
+/// lzop).
 use ferry_seek::Codec as Compression;
-
-/// The first bytes of compressions ferry does not read: their name, and the command
-/// that decompresses them to standard output.
-const NOT_READ: [(&[u8], &str, &str); 3] = [
-    (&[0x04, 0x22, 0x4d, 0x18], "lz4", "lz4 -dc"),
-    (b"LZIP", "lzip", "lzip -dc"),
-    (&[0x1f, 0x9d], "compress (.Z)", "gzip -dc"),
-];
 
 /// How many first bytes to look at: a whole tar header block.
 pub const HEAD_LEN: usize = ferry_archive::tar::BLOCK_SIZE as usize;
 
 /// The compression `head` (an input's first bytes, up to [`HEAD_LEN`]) names: none if
-/// it is a tar header (whatever its first bytes look like), an error naming it when
-/// ferry does not read it.
+/// it is a tar header (whatever its first bytes look like).
 fn of(head: &[u8]) -> io::Result<Option<Compression>> {
     if ferry_archive::tar::starts_with_header(head) {
         return Ok(None);
-    }
-    if let Some((_, name, command)) = NOT_READ.iter().find(|(m, ..)| head.starts_with(m)) {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "compressed with {name}, which ferry does not read: \
-                 decompress it first (`{command}`), and pipe that in as -"
-            ),
-        ));
     }
     Ok(ferry_seek::detect(head).filter(|&c| c != Compression::Bzip2 || is_bzip2(head)))
 }
@@ -73,7 +58,10 @@ pub fn decompressed(mut raw: Box<dyn Read + Send>) -> io::Result<Box<dyn Read>> 
             liblzma::stream::Stream::new_stream_decoder(XZ_MEMORY, liblzma::stream::CONCATENATED)
                 .map_err(io::Error::other)?,
         ))),
-        Some(Compression::Bzip2) => Box::new(bzip2::bufread::MultiBzDecoder::new(buffered)),
+        Some(codec) => Box::new(Trailing(
+            ferry_seek::stream_decoder(codec, Box::new(buffered))?,
+            false,
+        )),
     };
     Ok(Box::new(read_ahead(decoder)))
 }
@@ -91,6 +79,12 @@ pub fn read_to_end(input: &mut dyn Read) -> io::Result<()> {
 
 /// A failure to read `input` after the archive's end, told as what it may mean.
 pub fn after_the_end(e: io::Error) -> io::Error {
+    if e.get_ref()
+        .is_some_and(|inner| inner.is::<TrailingGarbage>())
+    {
+        // The compressed data before it was whole: nothing read before is in doubt.
+        return io::Error::new(e.kind(), format!("after the end of the archive: {e}"));
+    }
     io::Error::new(
         e.kind(),
         format!(
@@ -99,6 +93,49 @@ pub fn after_the_end(e: io::Error) -> io::Error {
         ),
     )
 }
+
+/// A sequential decoder whose trailing garbage is told as GNU tar tells it: a warning,
+/// and an error (after the archive, whose members are all read) where GNU tar's
+/// decompressor fails on it: `xz --format=lzma` and `lzop` do, `bzip2` and `lzip` warn
+/// or say nothing and succeed, and lz4, which GNU tar 1.34 does not read, is read as
+/// bsdtar does, which succeeds.
+struct Trailing(ferry_seek::SeqDecoder, bool);
+
+impl Read for Trailing {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.0.read(buf)?;
+        let Some(at) = self.0.trailing_garbage().filter(|_| n == 0 && !self.1) else {
+            return Ok(n);
+        };
+        self.1 = true;
+        let codec = self.0.codec();
+        let what = format!("trailing garbage after the {codec} data, at compressed offset {at}");
+        if matches!(codec, Compression::Lzma | Compression::Lzop) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                TrailingGarbage(format!(
+                    "{what} (the members before it were read; `{}` fails on it too, as GNU \
+                     tar does)",
+                    codec.command()
+                )),
+            ));
+        }
+        crate::report::to_stderr(format_args!("ferry: warning: {what}, ignored"));
+        Ok(0)
+    }
+}
+
+/// Trailing garbage that fails the command, as GNU tar's decompressor fails on it.
+#[derive(Debug)]
+struct TrailingGarbage(String);
+
+impl std::fmt::Display for TrailingGarbage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TrailingGarbage {}
 
 /// The most memory the xz decoder may take. xz's largest preset (`-9`) needs 65 MiB to
 /// decompress; an input may ask for up to 4 GiB (its dictionary size is the sender's
@@ -146,8 +183,20 @@ mod tests {
         assert_eq!(of(b"BZh9 and more").unwrap(), None);
         assert_eq!(of(b"./a\0\0\0").unwrap(), None);
         assert_eq!(of(b"").unwrap(), None);
-        let err = of(b"LZIP\x01").unwrap_err();
-        assert!(err.to_string().contains("lzip"), "{err}");
+        assert_eq!(of(b"LZIP\x01").unwrap(), Some(Compression::Lzip));
+        assert_eq!(
+            of(b"\x04\x22\x4d\x18\x64\x40").unwrap(),
+            Some(Compression::Lz4)
+        );
+        assert_eq!(of(b"\x1f\x9d\x90").unwrap(), Some(Compression::Compress));
+        assert_eq!(
+            of(b"\x89LZO\0\r\n\x1a\n\x10").unwrap(),
+            Some(Compression::Lzop)
+        );
+        assert_eq!(
+            of(b"\x5d\0\0\x80\0\xff\xff\xff\xff\xff\xff\xff\xff").unwrap(),
+            Some(Compression::Lzma)
+        );
     }
 
     #[test]
@@ -164,6 +213,6 @@ mod tests {
         assert_eq!(of(&block).unwrap(), None);
         // The same bytes with a broken checksum are lzip's.
         block[148] = b'7';
-        assert!(of(&block).is_err());
+        assert_eq!(of(&block).unwrap(), Some(Compression::Lzip));
     }
 }

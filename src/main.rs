@@ -16,6 +16,7 @@ mod job;
 mod malloc_tuning;
 mod mount_cmd;
 mod net_cmd;
+mod plain_out;
 mod progress;
 mod read_ahead;
 mod report;
@@ -24,6 +25,7 @@ mod s3_objects;
 mod serve_cmd;
 mod several;
 mod utc;
+mod vcs;
 
 use anyhow::Context;
 use cli::{Command, CopyArgs};

@@ -412,27 +412,23 @@ fn what_is_not_an_archive_is_named_and_nothing_is_made() {
     }
 }
 
+/// lz4 and lzip input (read since issue 33) that is damaged from its first bytes: refused,
+/// naming the codec and the offset, and nothing made.
 #[test]
-fn compressions_it_does_not_read_are_named() {
+fn damaged_lz4_and_lzip_input_is_refused_naming_the_codec() {
     let s = scratch();
-    for (name, magic, compression, command) in [
+    for (name, magic, said) in [
         (
             "a.tar.lz4",
             &b"\x04\x22\x4d\x18\x64\x40"[..],
-            "lz4",
-            "lz4 -dc",
+            "lz4 data: frame header checksum mismatch, near compressed offset 7",
         ),
-        ("a.tar.lz", b"LZIP\x01\x0c", "lzip", "lzip -dc"),
-        ("a.tar.Z", b"\x1f\x9d\x90", "compress (.Z)", "gzip -dc"),
+        // Version 2 does not exist.
+        ("a.tar.lz", b"LZIP\x02\x0c", "lzip data: "),
     ] {
         let archive = s.tmp.path().join(name);
         std::fs::write(&archive, [magic, &[0u8; 600][..]].concat()).expect("write");
-        let said = format!(
-            "{}: compressed with {compression}, which ferry does not read: \
-             decompress it first (`{command}`), and pipe that in as -",
-            archive.display()
-        );
-        all_refuse(&archive, &s.dst, &said);
+        all_refuse(&archive, &s.dst, said);
         assert!(!s.dst.exists(), "{name}: unpack made its destination");
     }
 }

@@ -2,7 +2,7 @@
 //! summary on its stream (standard output; standard error for `pack SRC -`), a job that
 //! could not start or go on too: its `errors` count it and `error` gives the line
 //! printed on stderr (issue 21: unpack of a missing archive, of a directory, of lz4
-//! input, and pack into a missing directory printed none).
+//! input (damaged lz4 since lz4 is read), and pack into a missing directory printed none).
 
 use crate::common::{build, scratch, skip};
 use crate::{ferry, ferry_command};
@@ -39,6 +39,11 @@ fn every_failure_prints_one_json_summary_with_its_error() {
         .args([OsStr::new("-q"), tar.as_os_str(), lz4.as_os_str()])
         .status()
         .is_ok_and(|st| st.success());
+    if lz4_made {
+        // Cut inside its frame header: damaged from the start.
+        let bytes = std::fs::read(&lz4).expect("read");
+        std::fs::write(&lz4, &bytes[..6]).expect("write");
+    }
     let (nosuch, out) = (tmp.join("nosuch.tar"), tmp.join("out"));
     let missing_dir = tmp.join("no-such-dir/p.tar");
     let os = OsStr::new;
@@ -70,7 +75,7 @@ fn every_failure_prints_one_json_summary_with_its_error() {
     ];
     if lz4_made {
         cases.push((
-            "unpack of lz4 input",
+            "unpack of lz4 input cut short",
             [os("unpack"), lz4.as_os_str(), out.as_os_str()],
         ));
     } else {

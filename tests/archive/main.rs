@@ -6,12 +6,14 @@
 mod common;
 
 mod changed;
+mod codecs;
 mod commands;
 mod corpus;
 mod cut;
 mod damage;
 mod edit;
 mod errors;
+mod exclude_vcs;
 mod filters;
 mod flags;
 mod gzip;
@@ -19,6 +21,7 @@ mod hostile;
 mod interop;
 mod json;
 mod order;
+mod pack_compressed;
 mod parallel;
 mod reflink;
 mod select;

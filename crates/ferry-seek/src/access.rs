@@ -12,16 +12,17 @@
 //! Memory: at most [`POOL`] cursors live. A gzip cursor holds about 180 KiB (inflate state
 //! and window, input buffer), a zstd cursor its frame's window (8 MiB at the default
 //! levels, up to 128 MiB with `--long`), an xz cursor its dictionary (8 MiB at -6, 64 MiB
-//! at -9), a bzip2 cursor about 4 MiB.
+//! at -9), a bzip2 cursor about 4 MiB, lz4 and lzop cursors two blocks (up to 16 MiB and
+//! 128 MiB), lzma and lzip ones their dictionary (at most `seq::LZMA_MEMORY`).
 
 use std::fs::File;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::bzip2::Bz2Decoder;
 use crate::gzip::GzDecoder;
 use crate::index::{Point, SeekIndex};
+use crate::seq::{self, SeqDecoder};
 use crate::xz::XzDecoder;
 use crate::zstd::ZstdDecoder;
 use crate::{Codec, SeekError};
@@ -34,7 +35,7 @@ pub(crate) enum Decoder {
     Gzip(GzDecoder),
     Zstd(ZstdDecoder),
     Xz(XzDecoder),
-    Bzip2(Bz2Decoder),
+    Seq(SeqDecoder),
 }
 
 impl Decoder {
@@ -43,7 +44,7 @@ impl Decoder {
             Codec::Gzip => Decoder::Gzip(GzDecoder::resume(file, point)?),
             Codec::Zstd => Decoder::Zstd(ZstdDecoder::resume(file, point.inp, point.out)?),
             Codec::Xz => Decoder::Xz(XzDecoder::resume(file, point)?),
-            Codec::Bzip2 => Decoder::Bzip2(Bz2Decoder::new(file)),
+            _ => Decoder::Seq(seq::from_file(codec, file)),
         })
     }
 
@@ -53,7 +54,7 @@ impl Decoder {
             Decoder::Gzip(d) => d.read(buf),
             Decoder::Zstd(d) => d.read(buf),
             Decoder::Xz(d) => d.read(buf),
-            Decoder::Bzip2(d) => d.read(buf),
+            Decoder::Seq(d) => std::io::Read::read(d, buf),
         }
     }
 }

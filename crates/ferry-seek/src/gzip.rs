@@ -190,6 +190,8 @@ pub(crate) struct GzDecoder {
     /// Between members: the next thing is a member header, trailing zeros or the end.
     between: bool,
     done: bool,
+    /// Where bytes that start no member follow the last one.
+    trailing: Option<u64>,
     out: u64,
     stalls: u8,
     recorder: Option<Recorder>,
@@ -215,6 +217,7 @@ impl GzDecoder {
             raw: false,
             between: true,
             done: false,
+            trailing: None,
             out,
             stalls: 0,
             recorder: None,
@@ -255,8 +258,15 @@ impl GzDecoder {
         )
     }
 
+    /// Where trailing garbage (bytes that start no member, not all zeros) follows the
+    /// last member, once the end is reached.
+    pub fn trailing_garbage(&self) -> Option<u64> {
+        self.trailing
+    }
+
     /// At a member boundary: start the next member, or finish at the end (or at trailing
-    /// zeros); anything else is an error.
+    /// zeros, or at trailing garbage, told by [`GzDecoder::trailing_garbage`]); bytes
+    /// that are not gzip at the start are an error.
     fn next_member(&mut self) -> io::Result<()> {
         let at = self.input.offset();
         let head = self.input.peek(3)?;
@@ -285,14 +295,15 @@ impl GzDecoder {
             self.done = true;
             return Ok(());
         }
-        Err(corrupt(
-            Codec::Gzip,
-            if at == 0 {
-                "not a gzip file (no gzip header at offset 0)".to_string()
-            } else {
-                format!("trailing garbage after the gzip member ending at compressed offset {at}")
-            },
-        ))
+        if at == 0 {
+            return Err(corrupt(
+                Codec::Gzip,
+                "not a gzip file (no gzip header at offset 0)",
+            ));
+        }
+        self.trailing = Some(at);
+        self.done = true;
+        Ok(())
     }
 
     fn record_block_point(&mut self) -> io::Result<()> {

@@ -36,7 +36,7 @@ pub(crate) struct Point {
 /// How a decoder starts at a [`Point`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// At the start of a gzip member, a zstd frame or a bzip2 stream: nothing to restore.
+    /// At the start of a gzip member, a zstd frame or a sequential file: nothing to restore.
     Start,
     /// Inside a gzip member, at a deflate block boundary: a raw inflate primed with the
     /// low `bits` bits of `prime >> (8 - bits)` (the byte at `inp - 1`) and the dictionary
@@ -121,8 +121,8 @@ impl SeekIndex {
     pub fn is_random_access(&self) -> bool {
         match self.codec {
             Codec::Gzip => true,
-            Codec::Bzip2 => false,
-            Codec::Zstd | Codec::Xz => self.largest_gap() <= RANDOM_ACCESS_GAP,
+            c if c.is_sequential() => false,
+            _ => self.largest_gap() <= RANDOM_ACCESS_GAP,
         }
     }
 
@@ -138,10 +138,10 @@ impl SeekIndex {
         let gap_mib = self.largest_gap() >> 20;
         Some(match self.codec {
             Codec::Gzip => return None,
-            Codec::Bzip2 => "bzip2 has no seek points: reads are sequential (a read may \
-                 decompress from the start of the file); for random access recompress with \
-                 gzip or `pzstd`"
-                .to_string(),
+            c if c.is_sequential() => format!(
+                "{c} has no seek points: reads are sequential (a read may decompress from \
+                 the start of the file); for random access recompress with gzip or `pzstd`"
+            ),
             Codec::Zstd if self.points.len() <= 1 => "a single zstd frame: reads are \
                  sequential (a read may decompress from the start of the file); for random \
                  access recompress with `pzstd` (one frame per chunk) or gzip (`zstd -T0`, \
@@ -156,7 +156,7 @@ impl SeekIndex {
                  recompress with `xz -T0 --block-size=8MiB` (or `xz -T0`, blocks of 24 MiB \
                  at -6), or with gzip or `pzstd`"
                 .to_string(),
-            Codec::Xz => format!(
+            _ => format!(
                 "xz blocks of up to {gap_mib} MiB: a read may decompress that much before its \
                  data; for quicker random access recompress with `xz -T0 --block-size=8MiB`"
             ),
@@ -307,8 +307,11 @@ impl SeekIndex {
             Some(p) if p.out != 0 => return Err(bad(0, "the first point is not at offset 0")),
             _ => {}
         }
-        if self.codec == Codec::Bzip2 && self.points.len() > 1 {
-            return Err(SeekError::BadIndex("more than one bzip2 point".into()));
+        if self.codec.is_sequential() && self.points.len() > 1 {
+            return Err(SeekError::BadIndex(format!(
+                "more than one {} point",
+                self.codec
+            )));
         }
         let mut prev: Option<&Point> = None;
         for (i, p) in self.points.iter().enumerate() {
@@ -327,7 +330,7 @@ impl SeekIndex {
                 return Err(bad(i, "past the end of the compressed file"));
             }
             match (&p.kind, self.codec) {
-                (Kind::Start, Codec::Gzip | Codec::Zstd | Codec::Bzip2) => {}
+                (Kind::Start, c) if c != Codec::Xz => {}
                 (Kind::Deflate { bits, .. }, Codec::Gzip) => {
                     if *bits > 7 || (*bits > 0 && p.inp == 0) {
                         return Err(bad(i, "bad bit position"));

@@ -5,9 +5,9 @@ use std::io::{self, Read};
 use std::sync::Arc;
 
 use crate::access::Decoder;
-use crate::bzip2::Bz2Decoder;
 use crate::gzip::GzDecoder;
-use crate::index::SeekIndex;
+use crate::index::{Kind, Point, SeekIndex};
+use crate::seq;
 use crate::xz::{self, XzDecoder};
 use crate::zstd::ZstdDecoder;
 use crate::{corrupt, Codec, MIN_SPAN};
@@ -40,7 +40,7 @@ impl Indexing {
             Codec::Gzip => Decoder::Gzip(GzDecoder::indexing(file.clone(), span)?),
             Codec::Zstd => Decoder::Zstd(ZstdDecoder::indexing(file.clone(), span)?),
             Codec::Xz => Decoder::Xz(XzDecoder::indexing(file.clone())?),
-            Codec::Bzip2 => Decoder::Bzip2(Bz2Decoder::new(file.clone())),
+            _ => Decoder::Seq(seq::from_file(codec, file.clone())),
         };
         Ok(Indexing {
             codec,
@@ -56,15 +56,37 @@ impl Indexing {
         self.out
     }
 
+    /// Where bytes that are not the codec's data start after its last stream (trailing
+    /// garbage, which `finish` accepts: the data before it is all there), once `read`
+    /// has returned the end of the data; `None` before that, or when nothing follows.
+    /// Told for gzip, zstd and the sequential codecs (see [`crate::seq`]); xz's
+    /// stream padding is read by liblzma, whose error trailing garbage stays.
+    pub fn trailing_garbage(&self) -> Option<u64> {
+        match &self.dec {
+            Decoder::Seq(d) => d.trailing_garbage(),
+            Decoder::Gzip(d) => d.trailing_garbage(),
+            Decoder::Zstd(d) => d.trailing_garbage(),
+            Decoder::Xz(_) => None,
+        }
+    }
+
     /// Reads the rest of the input to its end, verifying it, and returns the seek index.
     pub fn finish(mut self) -> io::Result<SeekIndex> {
         let mut scratch = vec![0u8; 256 << 10];
         while self.read(&mut scratch)? > 0 {}
         let decoded = self.out;
+        let trailing = self.trailing_garbage();
         let (mut points, consumed) = match self.dec {
             Decoder::Gzip(d) => d.into_points(),
             Decoder::Zstd(d) => d.into_points(),
-            Decoder::Bzip2(d) => d.into_points(),
+            Decoder::Seq(d) => {
+                let start = Point {
+                    out: 0,
+                    inp: 0,
+                    kind: Kind::Start,
+                };
+                (vec![start], d.consumed())
+            }
             Decoder::Xz(d) => {
                 let consumed = d.consumed();
                 (
@@ -74,7 +96,7 @@ impl Indexing {
             }
         };
         let len = self.file.metadata()?.len();
-        if len != consumed {
+        if len != consumed && trailing.is_none() {
             return Err(corrupt(
                 self.codec,
                 format!("the file has {len} bytes but its data ends at {consumed} (changed while read?)"),

@@ -21,7 +21,9 @@
 //! - **xz**: a seek point at the start of a block, from the xz index at the end of each
 //!   stream. Random access when the file has several blocks (`xz -T0` on input larger than
 //!   a block, `xz --block-size=`); plain single-threaded `xz` makes one block.
-//! - **bzip2**: sequential only.
+//! - **bzip2, lz4, lzma, lzip, compress (`.Z`), lzop**: sequential only ([`seq`]): one
+//!   point at the start. Bytes after the last stream that do not start another are
+//!   trailing garbage, not an error: [`Indexing::trailing_garbage`] says where.
 //!
 //! Sequential files still work: reads are served by live decompressors that move forward,
 //! so reading members in archive order costs one pass; only going backwards restarts from
@@ -57,7 +59,6 @@
 #![deny(missing_docs)]
 
 mod access;
-mod bzip2;
 mod frame_read;
 mod frames;
 mod gzip;
@@ -66,6 +67,7 @@ mod index;
 mod indexing;
 mod input;
 pub mod seekable;
+pub mod seq;
 mod xz;
 mod zstd;
 
@@ -75,6 +77,7 @@ pub use frames::{Frames, CACHE_BYTES};
 pub use index::{SeekIndex, RANDOM_ACCESS_GAP};
 pub use indexing::Indexing;
 pub use seekable::{seek_table, FrameFormat, SeekableWriter};
+pub use seq::{stream_decoder, SeqDecoder};
 
 /// A good default distance between seek points: 4 MiB of output. Measured here on the
 /// first 1.4 GB of a tar of /usr/lib and /usr/share (`examples/measure.rs`): pigz -6 gives
@@ -100,37 +103,80 @@ pub enum Codec {
     Xz,
     /// bzip2, one stream or several.
     Bzip2,
+    /// lz4: frames, skippable frames and the legacy format, one or several.
+    Lz4,
+    /// lzma: the `lzma_alone` format of LZMA Utils (`.lzma`, `.tlz` of that kind).
+    Lzma,
+    /// lzip, one member or several.
+    Lzip,
+    /// compress (`.Z`): LZW.
+    Compress,
+    /// lzop, one member or several.
+    Lzop,
 }
 
 impl Codec {
-    /// The codec's usual name, as in messages: `gzip`, `zstd`, `xz`, `bzip2`.
+    /// The codec's usual name, as in messages: `gzip`, `zstd`, `xz`, `bzip2`, `lz4`,
+    /// `lzma`, `lzip`, `compress`, `lzop`.
     pub fn name(self) -> &'static str {
         match self {
             Codec::Gzip => "gzip",
             Codec::Zstd => "zstd",
             Codec::Xz => "xz",
             Codec::Bzip2 => "bzip2",
+            Codec::Lz4 => "lz4",
+            Codec::Lzma => "lzma",
+            Codec::Lzip => "lzip",
+            Codec::Compress => "compress",
+            Codec::Lzop => "lzop",
         }
     }
 
-    /// The byte that stands for the codec in a seek index (1 gzip, 2 zstd, 3 xz, 4 bzip2).
+    /// The byte that stands for the codec in a seek index (1 gzip, 2 zstd, 3 xz, 4 bzip2,
+    /// 5 lz4, 6 lzma, 7 lzip, 8 compress, 9 lzop).
     pub fn to_byte(self) -> u8 {
-        match self {
-            Codec::Gzip => 1,
-            Codec::Zstd => 2,
-            Codec::Xz => 3,
-            Codec::Bzip2 => 4,
-        }
+        Self::ALL
+            .iter()
+            .position(|&c| c == self)
+            .map_or(0, |i| i as u8 + 1)
     }
 
     fn from_byte(b: u8) -> Option<Codec> {
-        Some(match b {
-            1 => Codec::Gzip,
-            2 => Codec::Zstd,
-            3 => Codec::Xz,
-            4 => Codec::Bzip2,
-            _ => return None,
-        })
+        Self::ALL.get(usize::from(b).checked_sub(1)?).copied()
+    }
+
+    /// Every codec, in the order of their bytes in a seek index.
+    pub const ALL: [Codec; 9] = [
+        Codec::Gzip,
+        Codec::Zstd,
+        Codec::Xz,
+        Codec::Bzip2,
+        Codec::Lz4,
+        Codec::Lzma,
+        Codec::Lzip,
+        Codec::Compress,
+        Codec::Lzop,
+    ];
+
+    /// Whether files of this codec have only one seek point, their start (all but gzip,
+    /// zstd and xz), and are read by [`SeqDecoder`].
+    pub fn is_sequential(self) -> bool {
+        !matches!(self, Codec::Gzip | Codec::Zstd | Codec::Xz)
+    }
+
+    /// The command that decompresses this codec to standard output.
+    pub fn command(self) -> &'static str {
+        match self {
+            Codec::Gzip => "gzip -dc",
+            Codec::Zstd => "zstd -dc",
+            Codec::Xz => "xz -dc",
+            Codec::Bzip2 => "bzip2 -dc",
+            Codec::Lz4 => "lz4 -dc",
+            Codec::Lzma => "xz --format=lzma -dc",
+            Codec::Lzip => "lzip -dc",
+            Codec::Compress => "uncompress -c",
+            Codec::Lzop => "lzop -dc",
+        }
     }
 }
 
@@ -144,8 +190,12 @@ impl std::fmt::Display for Codec {
 ///
 /// gzip is `1f 8b 08`, zstd `28 b5 2f fd` or a skippable frame `5? 2a 4d 18` (`pzstd`
 /// output starts with one), xz `fd 37 7a 58 5a 00`, bzip2 `BZh` and a
-/// block size digit `1`-`9`. Give it at least the first 6 bytes; fewer can only match the
-/// shorter magics.
+/// block size digit `1`-`9`, lz4 `04 22 4d 18` (a frame) or `02 21 4c 18` (the legacy
+/// format), lzip `LZIP`, compress `1f 9d`, lzop `89 4c 5a 4f 00 0d 0a 1a 0a` (its first
+/// 6 bytes are enough), and lzma, which has no magic, as bsdtar tells it: a properties
+/// byte of at most 224 and a dictionary size that LZMA Utils or xz write (see
+/// [`is_lzma_alone`]). Give it at least the first 6 bytes (13 for lzma's fullest test);
+/// fewer can only match the shorter magics.
 pub fn detect(head: &[u8]) -> Option<Codec> {
     if head.starts_with(&[0x1f, 0x8b, 0x08]) {
         Some(Codec::Gzip)
@@ -158,8 +208,51 @@ pub fn detect(head: &[u8]) -> Option<Codec> {
     } else if head.len() >= 4 && head.starts_with(b"BZh") && (b'1'..=b'9').contains(&head[3]) {
         Some(Codec::Bzip2)
     } else {
+        detect_sequential(head)
+    }
+}
+
+/// The sequential codecs' magics; lzma last, as the weakest test.
+fn detect_sequential(head: &[u8]) -> Option<Codec> {
+    const LZOP: [u8; 9] = [0x89, b'L', b'Z', b'O', 0x00, 0x0D, 0x0A, 0x1A, 0x0A];
+    if head.len() >= 4 && seq::starts_lz4(head) {
+        Some(Codec::Lz4)
+    } else if head.starts_with(b"LZIP") {
+        Some(Codec::Lzip)
+    } else if head.starts_with(&[0x1f, 0x9d]) {
+        Some(Codec::Compress)
+    } else if head.len() >= 6 && LZOP.starts_with(&head[..head.len().min(9)]) {
+        Some(Codec::Lzop)
+    } else if is_lzma_alone(head) {
+        Some(Codec::Lzma)
+    } else {
         None
     }
+}
+
+/// Whether `head` starts as an `lzma_alone` file does, by libarchive's test: the
+/// properties byte (lc + lp * 9 + pb * 45) at most 224, the dictionary size (bytes 1-4)
+/// a power of two from 4 KiB to 128 MiB as LZMA Utils write, or a multiple of 1 MiB from
+/// 3 to 63 MiB (xz lowers its dictionary so when memory is short) with the usual
+/// properties 0x5d or 0x5e and an unknown size (bytes 5-12 all ones). Needs 5 bytes.
+pub fn is_lzma_alone(head: &[u8]) -> bool {
+    let (Some(&props), Some(d)) = (head.first(), head.get(1..5)) else {
+        return false;
+    };
+    let dict = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+    if props > 224 {
+        return false;
+    }
+    if dict.is_power_of_two() && (1 << 12..=1 << 27).contains(&dict) {
+        return true;
+    }
+    let unknown_size = head
+        .get(5..13)
+        .is_some_and(|s| s.iter().all(|&b| b == 0xff));
+    (props == 0x5d || props == 0x5e)
+        && unknown_size
+        && (0x0030_0000..=0x03F0_0000).contains(&dict)
+        && dict & 0xF_FFFF == 0
 }
 
 /// What went wrong reading a compressed file or a seek index.

@@ -25,6 +25,8 @@ pub(crate) struct ZstdDecoder {
     out: u64,
     in_frame: bool,
     done: bool,
+    /// Where bytes that start no frame follow the last one.
+    trailing: Option<u64>,
     stalls: u8,
     /// While indexing: the span and the points so far.
     recorder: Option<(u64, Vec<Point>)>,
@@ -46,9 +48,16 @@ impl ZstdDecoder {
             out,
             in_frame: false,
             done: false,
+            trailing: None,
             stalls: 0,
             recorder: None,
         })
+    }
+
+    /// Where trailing garbage (bytes that start no frame) follows the last frame, once
+    /// the end is reached.
+    pub fn trailing_garbage(&self) -> Option<u64> {
+        self.trailing
     }
 
     /// The points recorded (indexing only) and the compressed size read.
@@ -73,6 +82,12 @@ impl ZstdDecoder {
                     if at == 0 {
                         return Err(corrupt(Codec::Zstd, "empty file"));
                     }
+                    self.done = true;
+                    return Ok(0);
+                }
+                // Bytes that start no frame after the last: trailing garbage.
+                if at > 0 && crate::detect(self.input.peek(4)?) != Some(Codec::Zstd) {
+                    self.trailing = Some(at);
                     self.done = true;
                     return Ok(0);
                 }

@@ -3,4 +3,5 @@
 pub mod fill;
 pub mod header;
 pub mod pack;
+mod pack_sink;
 pub mod stream_out;

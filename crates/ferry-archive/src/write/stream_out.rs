@@ -9,7 +9,7 @@
 //! overlap with the layout, which only waits when [`QUEUED`] jobs are waiting.
 
 use super::fill::Job;
-use super::pack::stream_runs;
+use super::pack_sink::stream_runs;
 use crate::index::HashSlot;
 use ferry_core::data::Method;
 use ferry_core::error::Reporter;

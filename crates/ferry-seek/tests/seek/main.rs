@@ -6,6 +6,7 @@ mod bzip2;
 mod gzip;
 mod hostile;
 mod huge;
+mod seq;
 mod xz;
 mod zstd;
 
