@@ -371,6 +371,8 @@ pub struct CopyArgs {
     #[arg(long, hide = true)]
     pub no_zero_scan: bool,
     #[command(flatten)]
+    pub rsync_habits: RsyncHabits,
+    #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
     pub mirror: MirrorArgs,
@@ -585,7 +587,7 @@ pub struct RemoteArgs {
     #[arg(long, value_name = "PATH", default_value = "ferry")]
     pub remote_ferry: String,
     /// Compress file data on the wire with zstd (remote copies).
-    #[arg(long)]
+    #[arg(short = 'z', long)]
     pub compress: bool,
     /// ferry:// without TLS (the daemon must run with --insecure too).
     #[arg(long)]
@@ -701,11 +703,30 @@ pub struct DataArgs {
     #[arg(long, value_enum, default_value_t = SparseArg::Auto)]
     pub sparse: SparseArg,
     /// Decide an existing file is up to date by its content, not its size and mtime.
-    #[arg(long)]
+    #[arg(short = 'c', long)]
     pub checksum: bool,
     /// Re-read every file written and compare its hash with the source's.
     #[arg(long)]
     pub verify: bool,
+}
+
+/// rsync's flags for keeping what ferry always keeps, taken so that an rsync habit
+/// (`ferry copy -aHAX SRC DST`) works; each changes nothing.
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct RsyncHabits {
+    /// Accepted for rsync's habit: ferry always keeps what -a keeps (a tree with its
+    /// symlinks, modes, times, owners as root, devices and specials).
+    #[arg(short = 'a', long)]
+    pub archive: bool,
+    /// Accepted for rsync's habit: ferry always keeps hardlinks.
+    #[arg(short = 'H', long)]
+    pub hard_links: bool,
+    /// Accepted for rsync's habit: ferry always keeps ACLs.
+    #[arg(short = 'A', long)]
+    pub acls: bool,
+    /// Accepted for rsync's habit: ferry always keeps extended attributes.
+    #[arg(short = 'X', long)]
+    pub xattrs: bool,
 }
 
 /// Flags every job shares about what it prints.
@@ -721,6 +742,10 @@ pub struct OutputArgs {
     /// line every few seconds instead of the bar.
     #[arg(long)]
     pub progress: bool,
+    /// Print the summary line at the end also where standard error is not a terminal
+    /// (rsync's --stats); with --json, the JSON says it all.
+    #[arg(long)]
+    pub stats: bool,
 }
 
 /// Flags of `ferry demo`.

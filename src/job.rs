@@ -83,7 +83,7 @@ impl<'a> Job<'a> {
             ));
             let mut summary = Summary::new(&stats.snapshot(), start.elapsed().as_secs_f64());
             summary.interrupted = true;
-            summary.print(output.json, terminal, stdout_taken);
+            summary.print(output.json, terminal || output.stats, stdout_taken);
             std::process::exit(130);
         })?;
         Ok(())
@@ -99,7 +99,11 @@ impl<'a> Job<'a> {
     fn summarize(&self, error: Option<String>) -> ExitCode {
         let mut summary = Summary::new(&self.stats.snapshot(), self.start.elapsed().as_secs_f64());
         summary.error = error;
-        summary.print(self.output.json, self.terminal, self.stdout_taken);
+        summary.print(
+            self.output.json,
+            self.terminal || self.output.stats,
+            self.stdout_taken,
+        );
         if summary.errors > 0 {
             ExitCode::from(1)
         } else {

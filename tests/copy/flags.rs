@@ -204,3 +204,30 @@ fn dereference_reports_loops_and_dangling_links_and_copies_the_rest() {
     assert_eq!(std::fs::read(s.dst.join("a/b/f")).expect("read"), b"f");
     assert!(!s.dst.join("a/b/up").exists() && !s.dst.join("dangling").exists());
 }
+
+/// rsync's habits: `-aHAX` is taken (ferry keeps all that anyway), `-c` is
+/// `--checksum`, and `--stats` prints the summary line off a terminal too.
+#[test]
+fn rsync_habits_are_taken() {
+    let s = scratch();
+    trees::mixed(&s.src);
+    let r = crate::common::run::copy(&s.src, &s.dst, &["-aHAX", "--stats"]);
+    r.assert_status(0);
+    assert_same_tree(&s.src, &s.dst);
+    assert!(
+        r.stderr.contains(" files, ") && r.stderr.contains(" up to date, "),
+        "--stats printed no summary: {r}"
+    );
+    // A change size and mtime do not show: only -c (--checksum) finds it.
+    let f = s.src.join("size4097");
+    let was = std::fs::metadata(&f).unwrap();
+    let mut data = std::fs::read(&f).unwrap();
+    data[0] ^= 0xff;
+    std::fs::write(&f, &data).unwrap();
+    restore_times(&f, &was);
+    let r = copy_ok(&s.src, &s.dst, &["-a", "--json"]);
+    r.json().assert_counts(&[("files", 0)]);
+    let r = copy_ok(&s.src, &s.dst, &["-ac", "--json"]);
+    r.json().assert_counts(&[("files", 1)]);
+    assert_eq!(std::fs::read(s.dst.join("size4097")).unwrap(), data);
+}
