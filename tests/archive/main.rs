@@ -7,6 +7,9 @@ mod common;
 
 mod changed;
 mod commands;
+#[path = "../../crates/ferry-archive/tests/tar/craft.rs"]
+#[allow(dead_code)]
+mod craft;
 mod cut;
 mod damage;
 mod edit;
@@ -19,6 +22,7 @@ mod interop;
 mod json;
 mod order;
 mod parallel;
+mod peers;
 mod reflink;
 mod select;
 mod sparse_claims;

@@ -69,7 +69,13 @@ impl From<&TarEntry> for Member {
                 group: t.gname.clone(),
             },
             mtime: t.mtime,
-            size: t.size,
+            // What `tar -tv` lists: the size the header claims for a directory (a GNU
+            // incremental one's names), symlink or fifo; none for a hardlink.
+            size: match t.kind {
+                TarKind::File => t.size,
+                TarKind::HardLink => 0,
+                _ => t.header_size,
+            },
             link: t.link_target.clone().unwrap_or_default(),
             device: t.rdev,
         }
@@ -115,7 +121,10 @@ pub fn list_stream(
     mut each: impl FnMut(&Member) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
     let mut reader = Reader::new(input);
-    while let Some(t) = reader.next_entry()? {
+    loop {
+        let next = reader.next_entry();
+        super::warnings::report(&mut reader, reporter);
+        let Some(t) = next? else { break };
         if selected(select, &t.path) {
             each(&Member::from(&t))?;
         }

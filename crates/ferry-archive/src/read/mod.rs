@@ -13,5 +13,6 @@ pub mod select;
 pub mod stream;
 pub mod tail;
 pub mod unpack;
+mod warnings;
 
 pub use archive::{Archive, ArchiveError};
