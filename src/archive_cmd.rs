@@ -361,7 +361,10 @@ fn mode_string(kind: TarKind, mode: u32) -> String {
 /// columns then line up with ours).
 const OWNER_AND_SIZE_WIDTH: usize = 19;
 
+/// Prints a member as `tar -t` (`long`: `tar -tv`) does, its names quoted as GNU tar
+/// quotes them (`\200`, `\n`).
 fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> {
+    use ferry_archive::read::quote::tar_quoted as escaped;
     if !long {
         return writeln!(out, "{}", escaped(&m.path));
     }

@@ -428,3 +428,48 @@ fn issue_33_tars_the_peers_read_are_unpacked_as_gnu_tar_does() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// `ferry ls` prints what `tar -tf` prints, and `ls -l` what `tar -tv` does (but the
+/// time, which ferry gives to the nanosecond): sizes as the headers claim them (a GNU
+/// incremental directory's, a directory's or symlink's of a size, none for a
+/// hardlink), names quoted as GNU tar quotes them (`\200`, `\n`, `\\`).
+#[test]
+fn issue_33_ls_shows_what_tar_tv_shows() {
+    if missing("tar") {
+        return;
+    }
+    let s = scratch();
+    let archive = s.tmp.path().join("odd.tar");
+    let a = Archive::default()
+        .header(&gnu(b'D', b"inc/", 9))
+        .data(b"Yf\0Nold\0\0")
+        .header(&ustar(b'5', b"d/", 255))
+        .file(b"caf\xc3\xa9\x80a\nb\\c\x01d\x7fe f\tg\rh", b"x")
+        .file(b"\xff\xfe", b"y")
+        .header(&link(b'1', b"h", 321, b"\xff\xfe"))
+        // Last: `tar -t` (not `-x`) skips a block after a symlink with a size.
+        .header(&link(b'2', b"s", 10, b"t\x80"));
+    std::fs::write(&archive, a.end().bytes()).unwrap();
+    let tar = |args: &[&str]| {
+        let out = Command::new("tar")
+            .args(args)
+            .arg(&archive)
+            .env("LANG", "C.UTF-8")
+            .output();
+        String::from_utf8(out.unwrap().stdout).unwrap()
+    };
+    let ls = ferry(&[&"ls", &archive]);
+    ls.assert_ok();
+    assert_eq!(ls.stdout, tar(&["-tf"]));
+    let ls = ferry(&[&"ls", &"-l", &archive]);
+    ls.assert_ok();
+    let without_time = |text: &str| -> Vec<String> {
+        let fields = |l: &str| {
+            let mut f: Vec<&str> = l.split(' ').filter(|f| !f.is_empty()).collect();
+            f.drain(3..5);
+            f.join(" ")
+        };
+        text.lines().map(fields).collect()
+    };
+    assert_eq!(without_time(&ls.stdout), without_time(&tar(&["-tvf"])));
+}

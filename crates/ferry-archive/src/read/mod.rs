@@ -8,6 +8,7 @@ mod extract;
 pub mod list;
 pub mod lookup;
 pub mod order;
+pub mod quote;
 mod schedule;
 pub mod select;
 pub mod stream;
