@@ -319,8 +319,12 @@ pub struct LsArgs {
 pub struct CatArgs {
     /// The archive (`-` for standard input).
     pub archive: PathBuf,
-    /// The member to print.
+    /// The member to print: the last member of that name, as an extraction leaves it.
     pub path: PathBuf,
+    /// More members to print after it, each in the order given (as `tar -xOf A m1
+    /// m2`; not for `s3://`).
+    #[arg(value_name = "MEMBER")]
+    pub more: Vec<PathBuf>,
 }
 
 /// Flags of `ferry copy`.

@@ -473,3 +473,95 @@ fn issue_33_ls_shows_what_tar_tv_shows() {
     };
     assert_eq!(without_time(&ls.stdout), without_time(&tar(&["-tvf"])));
 }
+
+/// `cat` prints the last member of a name, as GNU tar's extraction leaves it (after
+/// `tar -r` appended a newer one), from a file, a compressed file or standard input;
+/// several names print in the order given; a member before a damaged header prints,
+/// with a warning, and exits 0.
+#[test]
+fn issue_33_cat_prints_the_last_member_of_each_name_and_what_comes_before_damage() {
+    if missing("tar") || missing("gzip") {
+        return;
+    }
+    let s = scratch();
+    let plain = s.tmp.path().join("dup.tar");
+    let dup = Archive::default()
+        .file(b"a", b"old\n")
+        .file(b"b", b"bee\n")
+        .file(b"a", b"new\n")
+        .header(&link(b'1', b"h", 0, b"a"));
+    std::fs::write(&plain, dup.end().bytes()).unwrap();
+    let gz = s.tmp.path().join("dup.tar.gz");
+    let zipped = Command::new("gzip")
+        .arg("-kc")
+        .arg(&plain)
+        .output()
+        .unwrap();
+    std::fs::write(&gz, zipped.stdout).unwrap();
+    // What GNU tar leaves of `a`: the newer member.
+    let gnu = s.tmp.path().join("gnu");
+    std::fs::create_dir(&gnu).unwrap();
+    let x = Command::new("tar")
+        .arg("-xf")
+        .arg(&plain)
+        .arg("-C")
+        .arg(&gnu)
+        .status();
+    assert!(x.unwrap().success());
+    let left = std::fs::read_to_string(gnu.join("a")).unwrap();
+    for archive in [&plain, &gz] {
+        let r = ferry(&[&"cat", archive, &"a"]);
+        r.assert_ok();
+        assert_eq!(r.stdout, left);
+        let r = ferry(&[&"cat", archive, &"b", &"a", &"h"]);
+        r.assert_ok();
+        assert_eq!(r.stdout, "bee\nnew\nnew\n");
+        let r = crate::ferry_stdin(&[&"cat", &"-", &"a", &"b"], archive);
+        r.assert_ok();
+        assert_eq!(r.stdout, "new\nbee\n");
+    }
+    let r = ferry(&[&"cat", &plain, &"a", &"missing", &"b"]);
+    assert_eq!(r.stdout, "new\nbee\n", "the others are printed: {r}");
+    assert!(r.stderr.contains("member missing: no such member"), "{r}");
+    assert_ne!(r.status, 0);
+
+    // A ferry archive that tar -r appended a newer member to.
+    build_file(&s.src.join("f"), b"packed\n");
+    let far = s.tmp.path().join("a.far");
+    crate::pack(&s.src, &far, &[]);
+    build_file(&gnu.join("f"), b"appended\n");
+    let r = Command::new("tar")
+        .arg("-rf")
+        .arg(&far)
+        .arg("-C")
+        .arg(&gnu)
+        .arg("./f")
+        .status();
+    assert!(r.unwrap().success());
+    let r = ferry(&[&"cat", &far, &"f"]);
+    assert_eq!(r.stdout, "appended\n", "{r}");
+
+    // A damaged header after the member asked for.
+    let damaged = s.tmp.path().join("damaged.tar");
+    let mut bytes = Archive::default().file(b"a", b"aaa\n").bytes();
+    let mut bad = Archive::default().file(b"c", b"x").end().bytes();
+    bad[0] = b'Z';
+    bytes.extend(bad);
+    std::fs::write(&damaged, bytes).unwrap();
+    for r in [
+        ferry(&[&"cat", &damaged, &"a"]),
+        crate::ferry_stdin(&[&"cat", &"-", &"a"], &damaged),
+    ] {
+        r.assert_ok();
+        assert_eq!(r.stdout, "aaa\n");
+        let w = r.warnings();
+        assert!(
+            w.len() == 1 && w[0].contains("offset 1024, after member a: bad header"),
+            "{r}"
+        );
+    }
+}
+
+fn build_file(path: &Path, data: &[u8]) {
+    std::fs::write(path, data).unwrap();
+}

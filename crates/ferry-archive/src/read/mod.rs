@@ -3,6 +3,7 @@
 
 pub mod acl;
 pub mod archive;
+mod cat_once;
 pub mod convert;
 mod extract;
 pub mod list;
