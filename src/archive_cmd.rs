@@ -363,9 +363,12 @@ const OWNER_AND_SIZE_WIDTH: usize = 19;
 
 /// Prints a member as `tar -t` (`long`: `tar -tv`) does, its names quoted as GNU tar
 /// quotes them (`\200`, `\n`).
-fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> {
+fn print_member(out: &mut impl Write, m: &Member, args: &LsArgs) -> io::Result<()> {
     use ferry_archive::read::quote::tar_quoted as escaped;
-    if !long {
+    if args.json {
+        return writeln!(out, "{}", crate::ls_format::json_line(m));
+    }
+    if !args.long {
         return writeln!(out, "{}", escaped(&m.path));
     }
     let link = match m.kind {
@@ -388,6 +391,7 @@ fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> 
     // A device's numbers where a file's size would be.
     let size = match m.device {
         Some((major, minor)) => format!("{major},{minor}"),
+        None if args.human => crate::ls_format::human(m.size),
         None => m.size.to_string(),
     };
     writeln!(
@@ -404,7 +408,7 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let select = selection(&args.members)?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let each = |m: &Member| print_member(&mut out, m, args.long);
+    let each = |m: &Member| print_member(&mut out, m, &args);
     // Names are members of the archive: its path is the root they are shown under.
     let reporter = StderrReporter::for_archive(&args.archive);
     let stats = ferry_core::Stats::default();

@@ -299,9 +299,13 @@ pub struct UnpackArgs {
     pub output: OutputArgs,
 }
 
-/// Flags of `ferry ls`.
+/// Flags of `ferry ls` (`-h` is `--human-readable`, as for `ls`; help is `--help`).
 #[derive(Args, Debug)]
+#[command(disable_help_flag = true)]
 pub struct LsArgs {
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
     /// The archive (`-` for standard input).
     pub archive: PathBuf,
     /// List only these members, each with everything below it; a name with `*`, `?`
@@ -312,6 +316,13 @@ pub struct LsArgs {
     /// size, mtime (UTC, to the nanosecond). For `s3://`: kind and mode, size, mtime.
     #[arg(short = 'l', long)]
     pub long: bool,
+    /// With `-l`: sizes as `ls -h` prints them (1.0K, 15M).
+    #[arg(short = 'h', long = "human-readable", requires = "long")]
+    pub human: bool,
+    /// One JSON object per member, one a line: path, kind, mode, owner, size, mtime,
+    /// link, device (names quoted as `tar -t` shows them). Not for `s3://`.
+    #[arg(long, conflicts_with = "long")]
+    pub json: bool,
 }
 
 /// Flags of `ferry cat`.

@@ -565,3 +565,40 @@ fn issue_33_cat_prints_the_last_member_of_each_name_and_what_comes_before_damage
 fn build_file(path: &Path, data: &[u8]) {
     std::fs::write(path, data).unwrap();
 }
+
+/// `ls --json` prints one object per member, one a line; `ls -lh` sizes as `ls -h`.
+#[test]
+fn issue_33_ls_json_and_human_sizes() {
+    let s = scratch();
+    let archive = s.tmp.path().join("a.tar");
+    let a = Archive::default()
+        .file(b"big\x80", &vec![7; 1025])
+        .header(&link(b'2', b"s", 0, b"big"))
+        .header(ustar(b'3', b"c", 0).octal(329, 8, 1).octal(337, 8, 3));
+    std::fs::write(&archive, a.end().bytes()).unwrap();
+    let r = ferry(&[&"ls", &"--json", &archive]);
+    r.assert_ok();
+    let lines: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{r}");
+    assert_eq!(lines[0]["path"], "big\\200");
+    assert_eq!(
+        (&lines[0]["kind"], &lines[0]["size"]),
+        (&"file".into(), &1025.into())
+    );
+    assert_eq!(
+        (&lines[0]["mode"], &lines[0]["mtime"]),
+        (&"0644".into(), &1_600_000_000.into())
+    );
+    assert_eq!(
+        (&lines[1]["kind"], &lines[1]["link"]),
+        (&"symlink".into(), &"big".into())
+    );
+    assert_eq!(lines[2]["device"], serde_json::json!([1, 3]));
+    let r = ferry(&[&"ls", &"-lh", &archive]);
+    r.assert_ok();
+    assert!(r.stdout.lines().next().unwrap().contains(" 1.1K "), "{r}");
+}
