@@ -293,6 +293,12 @@ pub struct UnpackArgs {
     /// does).
     #[arg(long)]
     pub numeric_owner: bool,
+    /// Leave out the members PATTERN matches, and what lies below them, as GNU tar's
+    /// `--exclude`: a glob (`*` matches `/` too) matched against any run of whole
+    /// components of a member's path (`d` leaves out `d/f` and `e/d`); a leading `./`
+    /// or `/` matches from the archive's root only. May be given several times.
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<std::ffi::OsString>,
     #[command(flatten)]
     pub data: DataArgs,
     #[command(flatten)]

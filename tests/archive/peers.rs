@@ -602,3 +602,56 @@ fn issue_33_ls_json_and_human_sizes() {
     r.assert_ok();
     assert!(r.stdout.lines().next().unwrap().contains(" 1.1K "), "{r}");
 }
+
+/// `unpack --exclude` leaves out what GNU tar's `--exclude` does, from a ferry
+/// archive (through its index) and from GNU tar's.
+#[test]
+fn issue_33_unpack_exclude_leaves_out_what_gnu_tar_does() {
+    if missing("tar") {
+        return;
+    }
+    let s = scratch();
+    for p in ["d/f", "d/sub/g", "e/d", "e/y.o", "x.o"] {
+        let path = s.src.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        build_file(&path, p.as_bytes());
+    }
+    let far = s.tmp.path().join("a.far");
+    crate::pack(&s.src, &far, &[]);
+    let gnu_tar = s.tmp.path().join("a.tar");
+    let made = Command::new("tar")
+        .arg("-cf")
+        .arg(&gnu_tar)
+        .arg("-C")
+        .arg(&s.src)
+        .arg(".")
+        .status();
+    assert!(made.unwrap().success());
+    for (i, patterns) in [&["d"][..], &["*.o", "sub"], &["./d"], &["*/g"]]
+        .iter()
+        .enumerate()
+    {
+        let gnu = s.tmp.path().join(format!("gnu{i}"));
+        std::fs::create_dir(&gnu).unwrap();
+        let mut tar = Command::new("tar");
+        tar.arg("-xf").arg(&gnu_tar).arg("-C").arg(&gnu);
+        for p in *patterns {
+            tar.arg(format!("--exclude={p}"));
+        }
+        assert!(tar.status().unwrap().success());
+        for (j, archive) in [&far, &gnu_tar].iter().enumerate() {
+            let dst = s.tmp.path().join(format!("ours{i}-{j}"));
+            let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"unpack", *archive, &dst];
+            for p in *patterns {
+                args.push(&"--exclude");
+                args.push(p);
+            }
+            ferry(&args).assert_ok();
+            assert_eq!(
+                tree(&dst).keys().collect::<Vec<_>>(),
+                tree(&gnu).keys().collect::<Vec<_>>(),
+                "{patterns:?}"
+            );
+        }
+    }
+}
