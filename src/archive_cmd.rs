@@ -276,7 +276,11 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
 
 /// `ferry unpack` as `job`: an error returned means it could not run at all.
 fn unpack_job(args: &UnpackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
-    let select = selection(&args.members)?.stripping(args.strip_components);
+    let excluded: Vec<&[u8]> = args.exclude.iter().map(|p| p.as_bytes()).collect();
+    let select = selection(&args.members)?
+        .stripping(args.strip_components)
+        .excluding(&excluded)
+        .map_err(anyhow::Error::msg)?;
     let opts = UnpackOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
         reflink: args.data.reflink.into(),
@@ -361,8 +365,14 @@ fn mode_string(kind: TarKind, mode: u32) -> String {
 /// columns then line up with ours).
 const OWNER_AND_SIZE_WIDTH: usize = 19;
 
-fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> {
-    if !long {
+/// Prints a member as `tar -t` (`long`: `tar -tv`) does, its names quoted as GNU tar
+/// quotes them (`\200`, `\n`).
+fn print_member(out: &mut impl Write, m: &Member, args: &LsArgs) -> io::Result<()> {
+    use ferry_archive::read::quote::tar_quoted as escaped;
+    if args.json {
+        return writeln!(out, "{}", crate::ls_format::json_line(m));
+    }
+    if !args.long {
         return writeln!(out, "{}", escaped(&m.path));
     }
     let link = match m.kind {
@@ -385,6 +395,7 @@ fn print_member(out: &mut impl Write, m: &Member, long: bool) -> io::Result<()> 
     // A device's numbers where a file's size would be.
     let size = match m.device {
         Some((major, minor)) => format!("{major},{minor}"),
+        None if args.human => crate::ls_format::human(m.size),
         None => m.size.to_string(),
     };
     writeln!(
@@ -401,7 +412,7 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let select = selection(&args.members)?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let each = |m: &Member| print_member(&mut out, m, args.long);
+    let each = |m: &Member| print_member(&mut out, m, &args);
     // Names are members of the archive: its path is the root they are shown under.
     let reporter = StderrReporter::for_archive(&args.archive);
     let stats = ferry_core::Stats::default();
@@ -428,36 +439,72 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `ferry cat`.
+/// `ferry cat`: each member named, in the order given, the last of its name.
 pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
-    let path = args.path.as_os_str().as_bytes();
+    let paths: Vec<&[u8]> = std::iter::once(&args.path)
+        .chain(&args.more)
+        .map(|p| p.as_os_str().as_bytes())
+        .collect();
+    let reporter = StderrReporter::for_archive(&args.archive);
     let done = match open_source(&args.archive)? {
         // Looked up through the tree table where the archive has one; read whole
         // (its index checked, or scanned) otherwise.
-        Opened::Source(source) => match cat_by_tree(&source, path, &mut out) {
-            Ok(true) => Ok(()),
-            Ok(false) => cat(&open_archive(source, &args.archive)?, path, &mut out),
-            Err(e) => Err(e),
-        },
-        Opened::Stream(mut r) => cat_stream(&mut r, path, &mut out, |target| {
-            stream_again(&args.archive, path, target)
-        })
-        .and_then(|hashes| {
-            let mut differed = false;
-            let warn = StderrReporter::for_archive(&args.archive);
-            check_tail(&mut r, hashes, &warn, &mut |_| differed = true).map_err(tail_error)?;
-            match differed {
-                true => Err(ArchiveError::Member {
-                    path: escaped(path),
-                    why: format!("{DAMAGED} (printed anyway)"),
-                }),
-                false => Ok(()),
-            }
-        }),
+        Opened::Source(source) => cat_each(source, &paths, &args.archive, &mut out, &reporter),
+        Opened::Stream(mut r) => {
+            let again = |target: &[u8]| stream_again(&args.archive, paths[0], target);
+            let printed = cat_stream(&mut r, &paths, &mut out, again, &reporter);
+            let checked = printed.and_then(|hashes| {
+                // Damaged inside the tar data (reported): no end to check past.
+                let Some(hashes) = hashes else { return Ok(()) };
+                let mut differed = false;
+                check_tail(&mut r, hashes, &reporter, &mut |_| differed = true)
+                    .map_err(tail_error)?;
+                match differed {
+                    true => Err(ArchiveError::Member {
+                        path: escaped(paths[0]),
+                        why: format!("{DAMAGED} (printed anyway)"),
+                    }),
+                    false => Ok(()),
+                }
+            });
+            checked.map_err(anyhow::Error::from)
+        }
     };
-    finish_output(done.map_err(anyhow::Error::from), &args.archive, out)
+    finish_output(done, &args.archive, out)
+}
+
+/// `cat` of each of `paths` from an archive file, in order; the first error is
+/// returned once the others are printed.
+fn cat_each(
+    source: Source,
+    paths: &[&[u8]],
+    archive: &Path,
+    out: &mut impl Write,
+    reporter: &StderrReporter<'_>,
+) -> anyhow::Result<()> {
+    let mut first_error = None;
+    let mut note = |done: Result<(), ArchiveError>| {
+        if let Err(e) = done {
+            first_error.get_or_insert(e);
+        }
+    };
+    // Through the tree table where the archive has one (it has, or has not, for all).
+    let (first, rest) = paths.split_first().context("cat: no member named")?;
+    match cat_by_tree(&source, first, out) {
+        Ok(true) => rest
+            .iter()
+            .for_each(|p| note(cat_by_tree(&source, p, out).map(drop))),
+        Ok(false) => {
+            let opened = open_archive(source, archive)?;
+            paths
+                .iter()
+                .for_each(|p| note(cat(&opened, p, out, reporter)));
+        }
+        Err(e) => note(Err(e)),
+    }
+    first_error.map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// What a member whose streamed data differs from its index's hash is told to be.

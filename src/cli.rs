@@ -302,15 +302,25 @@ pub struct UnpackArgs {
     /// does).
     #[arg(long)]
     pub numeric_owner: bool,
+    /// Leave out the members PATTERN matches, and what lies below them, as GNU tar's
+    /// `--exclude`: a glob (`*` matches `/` too) matched against any run of whole
+    /// components of a member's path (`d` leaves out `d/f` and `e/d`); a leading `./`
+    /// or `/` matches from the archive's root only. May be given several times.
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<std::ffi::OsString>,
     #[command(flatten)]
     pub data: DataArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
 
-/// Flags of `ferry ls`.
+/// Flags of `ferry ls` (`-h` is `--human-readable`, as for `ls`; help is `--help`).
 #[derive(Args, Debug)]
+#[command(disable_help_flag = true)]
 pub struct LsArgs {
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
     /// The archive (`-` for standard input).
     pub archive: PathBuf,
     /// List only these members, each with everything below it; a name with `*`, `?`
@@ -321,6 +331,13 @@ pub struct LsArgs {
     /// size, mtime (UTC, to the nanosecond). For `s3://`: kind and mode, size, mtime.
     #[arg(short = 'l', long)]
     pub long: bool,
+    /// With `-l`: sizes as `ls -h` prints them (1.0K, 15M).
+    #[arg(short = 'h', long = "human-readable", requires = "long")]
+    pub human: bool,
+    /// One JSON object per member, one a line: path, kind, mode, owner, size, mtime,
+    /// link, device (names quoted as `tar -t` shows them). Not for `s3://`.
+    #[arg(long, conflicts_with = "long")]
+    pub json: bool,
 }
 
 /// Flags of `ferry cat`.
@@ -328,8 +345,12 @@ pub struct LsArgs {
 pub struct CatArgs {
     /// The archive (`-` for standard input).
     pub archive: PathBuf,
-    /// The member to print.
+    /// The member to print: the last member of that name, as an extraction leaves it.
     pub path: PathBuf,
+    /// More members to print after it, each in the order given (as `tar -xOf A m1
+    /// m2`; not for `s3://`).
+    #[arg(value_name = "MEMBER")]
+    pub more: Vec<PathBuf>,
 }
 
 /// Flags of `ferry copy`.

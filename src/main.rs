@@ -13,6 +13,7 @@ mod filters;
 mod frames_out;
 mod itemize;
 mod job;
+mod ls_format;
 mod malloc_tuning;
 mod mount_cmd;
 mod net_cmd;
@@ -47,7 +48,13 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Copy(args) if s3_cmd::is_s3_copy(&args) => s3_cmd::run_copy(args),
+        Command::Ls(args) if s3_cmd::is_s3(&args.archive) && (args.json || args.human) => Err(
+            anyhow::anyhow!("ls of an s3:// upload takes neither --json nor -h"),
+        ),
         Command::Ls(args) if s3_cmd::is_s3(&args.archive) => s3_cmd::run_ls(args),
+        Command::Cat(args) if s3_cmd::is_s3(&args.archive) && !args.more.is_empty() => Err(
+            anyhow::anyhow!("cat of an s3:// upload prints one member at a time"),
+        ),
         Command::Cat(args) if s3_cmd::is_s3(&args.archive) => s3_cmd::run_cat(args),
         Command::Copy(args) if net_cmd::is_remote(&args) => net_cmd::run_remote_copy(args),
         Command::Copy(args) => run_copy(args),

@@ -9,6 +9,9 @@ mod changed;
 mod codecs;
 mod commands;
 mod corpus;
+#[path = "../../crates/ferry-archive/tests/tar/craft.rs"]
+#[allow(dead_code)]
+mod craft;
 mod cut;
 mod damage;
 mod edit;
@@ -23,6 +26,7 @@ mod json;
 mod order;
 mod pack_compressed;
 mod parallel;
+mod peers;
 mod reflink;
 mod select;
 mod sparse_claims;

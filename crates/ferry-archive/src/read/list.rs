@@ -2,9 +2,10 @@
 //! data), or from one scan of any other tar; all of them, or those asked for.
 
 use super::archive::{tar_kind, Archive, ArchiveError};
+pub use super::cat_once::cat_stream;
 use super::convert::{runs_of, safe_path};
 use super::select::Selection;
-use super::tail::{report_cut_short, StreamHashes};
+use super::tail::report_cut_short;
 use crate::index::{IndexEntry, Kind, Names};
 use crate::tar::{Reader, TarEntry, TarKind};
 use ferry_core::content::ContentHash;
@@ -69,7 +70,13 @@ impl From<&TarEntry> for Member {
                 group: t.gname.clone(),
             },
             mtime: t.mtime,
-            size: t.size,
+            // What `tar -tv` lists: the size the header claims for a directory (a GNU
+            // incremental one's names), symlink or fifo; none for a hardlink.
+            size: match t.kind {
+                TarKind::File => t.size,
+                TarKind::HardLink => 0,
+                _ => t.header_size,
+            },
             link: t.link_target.clone().unwrap_or_default(),
             device: t.rdev,
         }
@@ -115,7 +122,10 @@ pub fn list_stream(
     mut each: impl FnMut(&Member) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
     let mut reader = Reader::new(input);
-    while let Some(t) = reader.next_entry()? {
+    loop {
+        let next = reader.next_entry();
+        super::warnings::report(&mut reader, reporter);
+        let Some(t) = next? else { break };
         if selected(select, &t.path) {
             each(&Member::from(&t))?;
         }
@@ -135,7 +145,7 @@ pub(crate) fn refused(path: &[u8], why: impl std::fmt::Display) -> ArchiveError 
 }
 
 /// The member path asked for, made safe as member paths are.
-fn wanted(path: &[u8]) -> Result<RelPath, ArchiveError> {
+pub(crate) fn wanted(path: &[u8]) -> Result<RelPath, ArchiveError> {
     safe_path(path).map_err(|why| refused(path, why))
 }
 
@@ -160,11 +170,18 @@ pub(crate) fn not_a_file(path: &[u8], kind: TarKind) -> ArchiveError {
 /// `out`, and for a hardlink the content of the file it links to. In a ferry archive
 /// that is the last member of that name, as an extraction would leave it, and only it is
 /// read, and checked against the content hash recorded when packing (`pack --hash`);
-/// any other tar is scanned as [`cat_stream`] does.
-pub fn cat(archive: &Archive, path: &[u8], out: &mut dyn Write) -> Result<(), ArchiveError> {
+/// any other tar is scanned as [`cat_stream`] does (the last member of that name
+/// printed), what the reader reads liberally reported to `reporter`.
+pub fn cat(
+    archive: &Archive,
+    path: &[u8],
+    out: &mut dyn Write,
+    reporter: &dyn Reporter,
+) -> Result<(), ArchiveError> {
     let want = wanted(path)?;
     if archive.index().is_none() {
-        return cat_stream(archive.scan(), path, out, |_| Ok(archive.scan())).map(drop);
+        let again = |_: &[u8]| Ok(archive.scan());
+        return cat_stream(archive.scan(), &[path], out, again, reporter).map(drop);
     }
     let (at, mut e) =
         last_named(archive, &want, u64::MAX)?.ok_or_else(|| refused(path, "no such member"))?;
@@ -272,70 +289,4 @@ pub(crate) fn write_runs(
     }
     zeros(out, size - pos)?;
     Ok(())
-}
-
-/// `cat` on a tar stream. tar lets a later member of the same name win, but a stream
-/// cannot be read twice, so the first member of that name is the one printed. For a
-/// hardlink, whose data came before it, `again` gives a fresh stream of the same archive
-/// (it is told the link's target), or says why there is none. The tar data of `input`
-/// is read to its end; the hash of what was printed from it is returned, for
-/// [`check_tail`](super::tail::check_tail) to compare with a ferry archive's index.
-pub fn cat_stream<R: Read, Again: Read>(
-    input: R,
-    path: &[u8],
-    out: &mut dyn Write,
-    again: impl FnOnce(&[u8]) -> Result<Again, ArchiveError>,
-) -> Result<StreamHashes, ArchiveError> {
-    let mut hashes = StreamHashes::default();
-    let Some(target) = print_first(input, path, out, &mut hashes)? else {
-        return Ok(hashes);
-    };
-    let about_target = |why: &dyn std::fmt::Display| {
-        let shown = RelPath::from_bytes(target.clone());
-        refused(path, format!("a hardlink to {shown}: {why}"))
-    };
-    // The target's data is in the other stream: nothing of it to check against this one.
-    let mut elsewhere = StreamHashes::default();
-    match print_first(again(&target)?, &target, out, &mut elsewhere) {
-        Ok(None) => Ok(hashes),
-        Ok(Some(_)) => Err(about_target(&"not a regular file but a hardlink")),
-        Err(ArchiveError::Member { why, .. }) => Err(about_target(&why)),
-        Err(e) => Err(e),
-    }
-}
-
-/// Prints the first member named `path` in a tar stream if it is a regular file, noting
-/// the hash of what it printed in `hashes`; returns its target if it is a hardlink.
-/// Reads on to the end of the tar data either way.
-fn print_first(
-    input: impl Read,
-    path: &[u8],
-    out: &mut dyn Write,
-    hashes: &mut StreamHashes,
-) -> Result<Option<Vec<u8>>, ArchiveError> {
-    let want = wanted(path)?;
-    let mut reader = Reader::new(input);
-    let mut found = None;
-    while let Some(t) = reader.next_entry()? {
-        if found.is_some() || !safe_path(&t.path).is_ok_and(|p| p == want) {
-            continue;
-        }
-        found = Some(match t.kind {
-            TarKind::File => {
-                let runs = t.sparse.clone().unwrap_or_else(|| vec![(0, t.size)]);
-                let mut data = reader.data();
-                let mut out = Hashing {
-                    out: &mut *out,
-                    hash: ContentHash::new(),
-                };
-                write_runs(&runs, t.size, &mut out, |buf| data.read_exact(buf))?;
-                hashes.push(t.header_offset, out.digest());
-                None
-            }
-            TarKind::HardLink => Some(t.link_target.unwrap_or_default()),
-            kind => return Err(not_a_file(path, kind)),
-        });
-    }
-    hashes.set_tar_end(reader.offset());
-    found.ok_or_else(|| refused(path, "no such member"))
 }

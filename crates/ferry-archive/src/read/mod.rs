@@ -3,15 +3,18 @@
 
 pub mod acl;
 pub mod archive;
+mod cat_once;
 pub mod convert;
 mod extract;
 pub mod list;
 pub mod lookup;
 pub mod order;
+pub mod quote;
 mod schedule;
 pub mod select;
 pub mod stream;
 pub mod tail;
 pub mod unpack;
+mod warnings;
 
 pub use archive::{Archive, ArchiveError};

@@ -65,18 +65,49 @@ fn glob_of(raw: &[u8]) -> Result<Option<Wanted>, String> {
         return Ok(None);
     }
     let shown = RelPath::from_bytes(raw.to_vec());
+    let (glob, _) = matcher(raw)?;
+    Ok(Some(Wanted::Glob { shown, glob }))
+}
+
+/// `raw` as a glob over safe member paths (`*` matching `/` too, as tar's), and
+/// whether it was anchored at the archive's root by a leading `/` or `./`.
+fn matcher(raw: &[u8]) -> Result<(globset::GlobMatcher, bool), String> {
+    let shown = RelPath::from_bytes(raw.to_vec());
     let text = std::str::from_utf8(raw).map_err(|_| format!("{shown}: a glob must be UTF-8"))?;
     let mut text = text.trim_start_matches('/');
     while let Some(rest) = text.strip_prefix("./") {
         text = rest.trim_start_matches('/');
     }
+    let anchored = text.len() < raw.len();
     let glob = globset::GlobBuilder::new(text.trim_end_matches('/'))
         .literal_separator(false)
         .backslash_escape(true)
         .build()
         .map_err(|e| format!("{shown}: {e}"))?
         .compile_matcher();
-    Ok(Some(Wanted::Glob { shown, glob }))
+    Ok((glob, anchored))
+}
+
+/// Whether `glob` matches a run of whole components of `path` (from its first one
+/// only when `anchored`): how GNU tar's `--exclude` matches, unanchored, with
+/// wildcards matching `/`, a match excluding what lies below too.
+fn excludes(glob: &globset::GlobMatcher, anchored: bool, path: &RelPath) -> bool {
+    let p = path.as_bytes();
+    let bounds: Vec<usize> = p
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b'/')
+        .map(|(i, _)| i)
+        .chain([p.len()])
+        .collect();
+    let starts = std::iter::once(0).chain(bounds.iter().map(|&b| b + 1));
+    let starts = starts.take(if anchored { 1 } else { bounds.len() });
+    starts.enumerate().any(|(first, start)| {
+        bounds[first..].iter().any(|&end| {
+            let run = p.get(start..end).unwrap_or_default();
+            glob.is_match(std::path::Path::new(std::ffi::OsStr::from_bytes(run)))
+        })
+    })
 }
 
 /// The members asked for: all of them, or those at or below some names.
@@ -87,6 +118,9 @@ pub struct Selection {
     /// Leading components dropped from every member's name before it is selected
     /// and made (`--strip-components`).
     strip: usize,
+    /// Patterns whose members are left out (`--exclude`), each with whether it is
+    /// anchored at the root.
+    excluded: Vec<(globset::GlobMatcher, bool)>,
 }
 
 impl Selection {
@@ -110,7 +144,29 @@ impl Selection {
                     .map_err(|why| format!("{}: {why}", RelPath::from_bytes(raw.to_vec())))
             })
             .collect::<Result<_, _>>()?;
-        Ok(Selection { names, strip: 0 })
+        Ok(Selection {
+            names,
+            ..Selection::default()
+        })
+    }
+
+    /// The same selection without the members `patterns` match, as GNU tar's
+    /// `--exclude` takes them: a pattern (a glob; `*` matches `/` too) matches any run
+    /// of whole components of a member's path, and so leaves out what lies below it
+    /// too (`d` leaves out `d`, `d/f` and `e/d`); with a leading `./` or `/`, only from
+    /// the archive's root (`./d` leaves out `d` and `d/f`, not `e/d`).
+    pub fn excluding<P: AsRef<[u8]>>(mut self, patterns: &[P]) -> Result<Selection, String> {
+        for p in patterns {
+            self.excluded.push(matcher(p.as_ref())?);
+        }
+        Ok(self)
+    }
+
+    /// Whether an `--exclude` pattern leaves out the member at `path`.
+    fn is_excluded(&self, path: &RelPath) -> bool {
+        self.excluded
+            .iter()
+            .any(|(glob, anchored)| excludes(glob, *anchored, path))
     }
 
     /// The same selection of members whose names lose their first `n` components
@@ -127,13 +183,19 @@ impl Selection {
 
     /// Whether every member is selected.
     pub fn is_all(&self) -> bool {
-        self.names.is_empty()
+        self.names.is_empty() && self.excluded.is_empty()
     }
 
     /// Whether the member at `path` (a safe path) is selected; the names that select it
     /// are marked as having matched.
     pub fn selects(&self, path: &RelPath) -> bool {
         if self.is_all() {
+            return true;
+        }
+        if self.is_excluded(path) {
+            return false;
+        }
+        if self.names.is_empty() {
             return true;
         }
         let mut selected = false;
@@ -148,7 +210,9 @@ impl Selection {
 
     /// Whether the member at `path` is selected, without marking any name.
     pub fn covers(&self, path: &RelPath) -> bool {
-        self.is_all() || self.names.iter().any(|(name, _)| name.takes(path))
+        self.is_all()
+            || !self.is_excluded(path)
+                && (self.names.is_empty() || self.names.iter().any(|(name, _)| name.takes(path)))
     }
 
     /// Reports each name that selected no member as an error of `op` naming it, as GNU
@@ -232,6 +296,28 @@ mod tests {
         assert!(Selection::of(&["[z-a]"])
             .unwrap_err()
             .starts_with("[z-a]: "));
+    }
+
+    #[test]
+    fn excluded_as_gnu_tar_excludes() {
+        // What `tar -xf A --exclude=P` left of ./d ./d/f ./d/sub ./d/sub/g ./e ./e/d
+        // ./e/y.o ./x.o (GNU tar 1.34).
+        let all = ["d", "d/f", "d/sub", "d/sub/g", "e", "e/d", "e/y.o", "x.o"];
+        for (pattern, left) in [
+            ("d", &["e", "e/y.o", "x.o"][..]),
+            ("d/sub", &["d", "d/f", "e", "e/d", "e/y.o", "x.o"]),
+            ("*.o", &["d", "d/f", "d/sub", "d/sub/g", "e", "e/d"]),
+            ("./d", &["e", "e/d", "e/y.o", "x.o"]),
+            ("*/g", &["d", "d/f", "d/sub", "e", "e/d", "e/y.o", "x.o"]),
+        ] {
+            let s = Selection::all().excluding(&[pattern]).unwrap();
+            let got: Vec<&str> = all
+                .iter()
+                .copied()
+                .filter(|p| s.selects(&path(p)))
+                .collect();
+            assert_eq!(got, left, "--exclude {pattern}");
+        }
     }
 
     #[test]

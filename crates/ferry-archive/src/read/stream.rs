@@ -284,7 +284,9 @@ pub fn unpack_stream_pooled(
     let mover = Mover::new(opts.reflink, opts.sparse);
     let mut reader = Reader::new(input);
     // Nothing is made before the input shows it is an archive.
-    let first = reader.next_entry()?;
+    let first = reader.next_entry();
+    super::warnings::report(&mut reader, reporter);
+    let first = first?;
     let workers = workers_within_open_files(opts.threads, reporter);
     // The workers, and the reader once members come in order.
     let ex = Extractor::new(dst, &mover, opts, workers + 1, stats, reporter)?;
@@ -386,6 +388,7 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
                 self.member(&t, entry)?;
             }
             next = self.reader.next_entry();
+            super::warnings::report(&mut self.reader, self.reporter);
         }
     }
 

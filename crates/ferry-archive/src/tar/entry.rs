@@ -1,7 +1,7 @@
 //! One archive member as the reader returns it, and how it is built from its header,
 //! the extension headers before it and the pax globals in force.
 
-use super::error::TarErrorKind;
+use super::error::{TarErrorKind, TypeFlag};
 use super::header::Header;
 use super::pax::{PaxView, Record};
 use super::sparse::{self, Plan};
@@ -27,7 +27,8 @@ pub enum TarKind {
 }
 
 impl TarKind {
-    /// The kind for a type flag, `None` for the flags this reader does not extract.
+    /// The kind for a type flag, `None` for a flag POSIX and GNU tar do not define as
+    /// a member kind (which is then read as a regular file, see [`build`]).
     fn from_typeflag(flag: u8) -> Option<Self> {
         Some(match flag {
             b'0' | b'\0' | b'7' | b'S' => TarKind::File,
@@ -48,6 +49,12 @@ impl TarKind {
 
     fn is_device(self) -> bool {
         matches!(self, TarKind::CharDevice | TarKind::BlockDevice)
+    }
+
+    /// Whether a header of this kind is followed by no data, whatever its size field
+    /// says (POSIX: types 1 to 6).
+    pub(crate) fn is_header_only(self) -> bool {
+        self != TarKind::File
     }
 }
 
@@ -77,6 +84,11 @@ pub struct TarEntry {
     pub atime: Option<(i64, u32)>,
     /// Logical size of the file; 0 for entries other than files.
     pub size: u64,
+    /// The size the headers declare (the pax `size`, else the size field), which is
+    /// what `tar -tv` lists: for a file its stored bytes; for a GNU incremental
+    /// directory the length of the names it lists; for another kind whatever its
+    /// header claims, though no data follows it (POSIX).
+    pub header_size: u64,
     /// Bytes of data stored in the archive for it: what [`Reader::read_data`] returns
     /// (for a sparse file, the runs' data concatenated, without the pax 1.0 map).
     ///
@@ -111,6 +123,8 @@ pub(crate) struct Pending {
     pub(crate) long_name: Option<Vec<u8>>,
     /// Body of a GNU `K` header.
     pub(crate) long_link: Option<Vec<u8>>,
+    /// Warnings about these headers, (offset, message), for when the member is known.
+    pub(crate) notes: Vec<(u64, String)>,
 }
 
 impl Pending {
@@ -127,32 +141,45 @@ pub(crate) struct Built {
     pub(crate) entry: TarEntry,
     /// Bytes following the header(s) in the data area (map included for pax 1.0).
     pub(crate) data_area: u64,
+    /// For a kind without data whose size is not 0: the size its header claims (no
+    /// data follows it, POSIX; see the reader for a writer that wrote some anyway).
+    pub(crate) claimed: u64,
     /// How to get the sparse map.
     pub(crate) plan: Plan,
+    /// What was read liberally, for a warning each.
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Builds an entry from its header, the pending extension headers and the globals.
+///
+/// Read as GNU tar reads it: an unknown type flag is a regular file (POSIX; GNU tar
+/// warns "Unknown file type"), as are Solaris ACL headers (`A`), which GNU tar
+/// extracts as files too; a regular file whose name ends in `/` is a directory; a
+/// pax time, owner or device number that does not parse is ignored, with a warning,
+/// and the header field read instead.
 pub(crate) fn build(
     header: &Header<'_>,
     pending: &Pending,
     globals: &[Record],
 ) -> Result<Built, TarErrorKind> {
+    let mut warnings = Vec::new();
     let pax = PaxView::new(pending.pax.as_deref().unwrap_or_default(), globals);
     let typeflag = header.typeflag();
-    let mut kind =
-        TarKind::from_typeflag(typeflag).ok_or(TarErrorKind::UnsupportedType(typeflag))?;
-    let data_area = match pax.get_u64(b"size")? {
+    let mut kind = TarKind::from_typeflag(typeflag).unwrap_or_else(|| {
+        warnings.push(format!(
+            "unknown file type {}, read as a regular file",
+            TypeFlag(typeflag)
+        ));
+        TarKind::File
+    });
+    let declared = match pax.get_u64(b"size")? {
         Some(size) => size,
         None => header.size()?,
     };
     let plan = sparse::plan(header, &pax)?;
     let path = entry_path(header, pending, &pax)?;
-    if kind == TarKind::File && path.ends_with(b"/") && typeflag != b'S' {
-        if data_area != 0 || plan != Plan::Plain {
-            return Err(TarErrorKind::Invalid(
-                "file with a path ending in '/' has data",
-            ));
-        }
+    // Old (v7 and early ustar) writers mark a directory by the '/' of its name alone.
+    if kind == TarKind::File && path.ends_with(b"/") && typeflag != b'S' && plan == Plan::Plain {
         kind = TarKind::Dir;
     }
     if kind != TarKind::File && plan != Plan::Plain {
@@ -164,32 +191,43 @@ pub(crate) fn build(
     // names it held, which only an incremental restore uses: like GNU tar without
     // that option, and bsdtar, this reader takes it for a directory and skips the data.
     let dumpdir = typeflag == b'D';
-    if kind != TarKind::File && data_area != 0 && !dumpdir {
-        return Err(TarErrorKind::Invalid(
-            "entry of a kind without data declares a size",
-        ));
-    }
+    let (data_area, claimed) = if kind.is_header_only() && !dumpdir {
+        (0, declared)
+    } else {
+        (declared, 0)
+    };
+    let w = &mut warnings;
+    let rdev = match kind.is_device() {
+        true => {
+            let (major, minor) = header.device()?;
+            Some((
+                lenient(w, pax.get_u32(b"SCHILY.devmajor"), || Ok(major))?,
+                lenient(w, pax.get_u32(b"SCHILY.devminor"), || Ok(minor))?,
+            ))
+        }
+        false => None,
+    };
+    let uid = lenient(w, pax.get_u32(b"uid"), || header.uid())?;
+    let gid = lenient(w, pax.get_u32(b"gid"), || header.gid())?;
+    let mtime = lenient(w, pax.get_time(b"mtime"), || Ok((header.mtime()?, 0)))?;
+    let atime = pax.get_time(b"atime").map(|t| t.map(Some));
+    let atime = lenient(w, atime, || Ok(header.gnu_atime()?.map(|s| (s, 0))))?;
     let entry = TarEntry {
         link_target: link_target(kind, header, pending, &pax)?,
-        rdev: device(kind, header, &pax)?,
+        rdev,
         mode: header.mode()?,
-        uid: owner_id(&pax, b"uid", || header.uid())?,
-        gid: owner_id(&pax, b"gid", || header.gid())?,
+        uid,
+        gid,
         uname: owner_name(&pax, b"uname", header.uname())?,
         gname: owner_name(&pax, b"gname", header.gname())?,
-        mtime: match pax.get_time(b"mtime")? {
-            Some(t) => t,
-            None => (header.mtime()?, 0),
-        },
-        atime: match pax.get_time(b"atime")? {
-            Some(t) => Some(t),
-            None => header.gnu_atime()?.map(|s| (s, 0)),
-        },
+        mtime,
+        atime,
         xattrs: pax.xattrs()?,
         pax: pax.applied(),
         path,
         kind,
-        size: if dumpdir { 0 } else { data_area },
+        size: if kind == TarKind::File { data_area } else { 0 },
+        header_size: declared,
         stored: data_area,
         sparse: None,
         header_offset: 0,
@@ -198,8 +236,27 @@ pub(crate) fn build(
     Ok(Built {
         entry,
         data_area,
+        claimed,
         plan,
+        warnings,
     })
+}
+
+/// The value a pax record gives, else (when it has none, or one that does not parse,
+/// which is noted in `warnings`, as GNU tar reports and ignores it) the header's.
+fn lenient<T>(
+    warnings: &mut Vec<String>,
+    pax: Result<Option<T>, TarErrorKind>,
+    header: impl FnOnce() -> Result<T, TarErrorKind>,
+) -> Result<T, TarErrorKind> {
+    match pax {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => header(),
+        Err(e) => {
+            warnings.push(format!("{e}: ignored, the header's field used"));
+            header()
+        }
+    }
 }
 
 /// The path: `GNU.sparse.name`, else pax `path`, else a GNU long name, else the header.
@@ -242,33 +299,6 @@ fn link_target(
         return Err(TarErrorKind::Invalid("link with an empty target"));
     }
     Ok(Some(target))
-}
-
-/// A device's numbers: `SCHILY.devmajor`/`SCHILY.devminor` (bsdtar) over the header.
-fn device(
-    kind: TarKind,
-    header: &Header<'_>,
-    pax: &PaxView<'_>,
-) -> Result<Option<(u32, u32)>, TarErrorKind> {
-    if !kind.is_device() {
-        return Ok(None);
-    }
-    let (major, minor) = header.device()?;
-    let major = pax.get_u32(b"SCHILY.devmajor")?.unwrap_or(major);
-    let minor = pax.get_u32(b"SCHILY.devminor")?.unwrap_or(minor);
-    Ok(Some((major, minor)))
-}
-
-/// A uid or gid: the pax value, else the header field (parsed only when needed).
-fn owner_id(
-    pax: &PaxView<'_>,
-    key: &[u8],
-    from_header: impl FnOnce() -> Result<u32, TarErrorKind>,
-) -> Result<u32, TarErrorKind> {
-    match pax.get_u32(key)? {
-        Some(id) => Ok(id),
-        None => from_header(),
-    }
 }
 
 /// A user or group name: the pax value, else the header field.

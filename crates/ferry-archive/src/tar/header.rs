@@ -132,7 +132,7 @@ impl<'a> Header<'a> {
     /// The permission bits (the file-type bits some writers add are dropped).
     pub(crate) fn mode(&self) -> Result<u32, TarErrorKind> {
         let mode = self.unsigned(MODE)?;
-        u32::try_from(mode & 0o7777).map_err(|_| TarErrorKind::BadNumber(MODE.name))
+        u32::try_from(mode & 0o7777).map_err(|_| self.bad(MODE))
     }
 
     /// The owner's user id.
@@ -191,15 +191,19 @@ impl<'a> Header<'a> {
     }
 
     fn unsigned(&self, f: Field) -> Result<u64, TarErrorKind> {
-        parse_unsigned(self.get(f)).ok_or(TarErrorKind::BadNumber(f.name))
+        parse_unsigned(self.get(f)).ok_or_else(|| self.bad(f))
     }
 
     fn unsigned_u32(&self, f: Field) -> Result<u32, TarErrorKind> {
-        u32::try_from(self.unsigned(f)?).map_err(|_| TarErrorKind::BadNumber(f.name))
+        u32::try_from(self.unsigned(f)?).map_err(|_| self.bad(f))
     }
 
     fn signed(&self, f: Field) -> Result<i64, TarErrorKind> {
-        parse_signed(self.get(f)).ok_or(TarErrorKind::BadNumber(f.name))
+        parse_signed(self.get(f)).ok_or_else(|| self.bad(f))
+    }
+
+    fn bad(&self, f: Field) -> TarErrorKind {
+        TarErrorKind::bad_number(f.name, self.get(f))
     }
 }
 
@@ -234,52 +238,66 @@ pub(crate) fn checksum_ok(block: &Block) -> bool {
     recorded == u64::from(unsigned) || u64::try_from(signed) == Ok(recorded)
 }
 
-/// A non-negative numeric field: octal or positive GNU base-256.
+/// A non-negative numeric field (as GNU tar's `from_header` reads it, see
+/// [`from_header`]), at most `i64::MAX` as GNU tar's `off_t`.
 pub(crate) fn parse_unsigned(field: &[u8]) -> Option<u64> {
-    match field.first() {
-        Some(&b) if b & 0x80 != 0 => u64::try_from(parse_base256(field)?).ok(),
-        _ => parse_octal(field),
-    }
+    u64::try_from(from_header(field, false)?).ok()
 }
 
-/// A signed numeric field: octal or GNU base-256 (two's complement when negative).
+/// A signed numeric field (as GNU tar's `from_header` reads it, see [`from_header`]).
 pub(crate) fn parse_signed(field: &[u8]) -> Option<i64> {
-    match field.first() {
-        Some(&b) if b & 0x80 != 0 => parse_base256(field),
-        _ => i64::try_from(parse_octal(field)?).ok(),
-    }
+    from_header(field, false)
 }
 
-/// Octal digits, optionally preceded by spaces or NULs and followed only by spaces or
-/// NULs. A field with no digits at all is 0.
+/// Octal digits only, as GNU tar reads the checksum field.
 fn parse_octal(field: &[u8]) -> Option<u64> {
-    let start = field
-        .iter()
-        .position(|&c| c != b' ' && c != 0)
-        .unwrap_or(field.len());
-    let rest = field.get(start..)?;
-    let digits = rest
-        .iter()
-        .position(|c| !(b'0'..=b'7').contains(c))
-        .unwrap_or(rest.len());
-    let (number, tail) = rest.split_at(digits);
-    if !tail.iter().all(|&c| c == b' ' || c == 0) {
-        return None;
-    }
-    number.iter().try_fold(0u64, |acc, &d| {
-        acc.checked_mul(8)?.checked_add(u64::from(d - b'0'))
-    })
+    u64::try_from(from_header(field, true)?).ok()
 }
 
-/// GNU base-256: the high bit of the first byte is the marker, the remaining bits a
-/// big-endian two's complement number.
-fn parse_base256(field: &[u8]) -> Option<i64> {
-    let (&first, rest) = field.split_first()?;
-    let low = i64::from(first & 0x7f);
-    let start = if first & 0x40 != 0 { low - 0x80 } else { low };
-    rest.iter().try_fold(start, |acc, &b| {
-        acc.checked_mul(256)?.checked_add(i64::from(b))
-    })
+/// Whether GNU tar's `isspace` (in the C locale) holds for `c`.
+fn is_c_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// A numeric header field read exactly as GNU tar 1.34's `from_header` (list.c) reads
+/// it, so that every archive GNU tar reads is read with the same numbers:
+///
+/// - one leading NUL is skipped (a buggy old tar wrote one when the field before
+///   overflowed), then any white space; a field that is white space to its end is
+///   invalid (GNU tar: "Blanks in header where numeric value expected");
+/// - octal digits are read up to the first byte that is not one; that byte, if any,
+///   must be a NUL or white space, and nothing after it is looked at (so a size field
+///   of NULs and then digits is 0, and `"1 1"` is 1, as for GNU tar);
+/// - a first byte (after the skipping) of exactly 0x80 or 0xff starts a GNU base-256
+///   number, positive or negative two's complement, filling the rest of the field;
+/// - with `octal_only` (the checksum field), base-256 is not read.
+///
+/// GNU tar's base-64 (written only by its test releases of 1999) and its reading of
+/// overflowing octal as two's complement (which 12-byte fields never reach with a
+/// 64-bit `time_t`) are not read: such fields are invalid.
+pub(crate) fn from_header(field: &[u8], octal_only: bool) -> Option<i64> {
+    let mut i = usize::from(field.first() == Some(&0));
+    while field.get(i).is_some_and(|&c| is_c_space(c)) {
+        i += 1;
+    }
+    let &first = field.get(i)?;
+    let mut value: i64 = 0;
+    if (b'0'..=b'7').contains(&first) {
+        while let Some(&c) = field.get(i).filter(|c| (b'0'..=b'7').contains(*c)) {
+            value = value.checked_mul(8)?.checked_add(i64::from(c - b'0'))?;
+            i += 1;
+        }
+    } else if !octal_only && (first == 0x80 || first == 0xff) && i + 2 <= field.len() {
+        value = if first == 0xff { -1 } else { 0 };
+        for &c in field.get(i + 1..).unwrap_or_default() {
+            value = value.checked_mul(256)?.checked_add(i64::from(c))?;
+        }
+        i = field.len();
+    }
+    match field.get(i) {
+        Some(&c) if c != 0 && !is_c_space(c) => None,
+        _ => Some(value),
+    }
 }
 
 #[cfg(test)]
@@ -290,17 +308,28 @@ mod tests {
     fn octal_accepts_padding_and_terminators() {
         assert_eq!(parse_octal(b"0000644\0"), Some(0o644));
         assert_eq!(parse_octal(b"   644 \0"), Some(0o644));
-        assert_eq!(parse_octal(b"\0\0 644  "), Some(0o644));
+        assert_eq!(parse_octal(b"\0 644  "), Some(0o644));
         assert_eq!(parse_octal(b"77777777777\0"), Some(0o77777777777));
         assert_eq!(parse_octal(b"777777777777"), Some(0o777777777777));
-        assert_eq!(parse_octal(b"        "), Some(0));
         assert_eq!(parse_octal(b"\0\0\0\0"), Some(0));
+        // As GNU tar: NULs then digits read as 0, a digit after a blank is not read.
+        assert_eq!(parse_octal(b"\0\0\0\0\0\0\0\0\0\0\x001"), Some(0));
+        assert_eq!(parse_octal(b"1 1        \0"), Some(1));
+        assert_eq!(parse_octal(b"12\0garbage!"), Some(0o12));
+        assert_eq!(parse_octal(b"\t\n 7\r"), Some(7));
     }
 
     #[test]
     fn octal_rejects_garbage() {
         assert_eq!(parse_octal(b"0000648\0"), None);
-        assert_eq!(parse_octal(b"64 4\0\0\0\0"), None);
+        assert_eq!(parse_octal(b"        "), None, "blanks to the end");
+        assert_eq!(parse_octal(b"\0       "), None, "a NUL, then blanks");
+        assert_eq!(
+            parse_octal(b"\0\0 644  "),
+            Some(0),
+            "only one NUL is skipped"
+        );
+        assert_eq!(parse_octal(b"-1"), None, "GNU base-64 is not read");
         assert_eq!(parse_octal(b"+644"), None);
         assert_eq!(parse_octal(b"644x"), None);
         assert_eq!(parse_octal(b"0x10"), None);
@@ -325,6 +354,11 @@ mod tests {
         too_big[0] = 0x80;
         too_big[3] = 0x01;
         assert_eq!(parse_signed(&too_big), None);
+        // Only 0x80 and 0xff start a base-256 number, as for GNU tar.
+        let mut other = [0u8; 12];
+        other[0] = 0x81;
+        assert_eq!(parse_signed(&other), None);
+        assert_eq!(from_header(&other, true), None);
     }
 
     #[test]

@@ -1,44 +1,49 @@
 //! Reading tar streams: headers, pax records, GNU extensions, sparse maps.
 //!
-//! [`Reader`] reads a tar stream written by ferry, GNU tar or bsdtar, one entry at a time,
-//! from any [`std::io::Read`]: it never seeks and holds at most one extension header in
-//! memory. It is strict, because an extractor's input is hostile by default and a
-//! difference between two tar parsers is a security bug:
+//! [`Reader`] reads a tar stream written by ferry, GNU tar, bsdtar or another tar, one
+//! entry at a time, from any [`std::io::Read`]: it never seeks and holds at most one
+//! extension header in memory. It reads every archive GNU tar 1.34 reads, as GNU tar
+//! reads it, and is strict only where strictness protects the machine or where the
+//! stream's framing would be a guess:
 //!
 //! - every header checksum is verified (unsigned or signed sum, as GNU tar accepts);
-//! - numeric fields are octal (leading spaces/NULs and trailing space/NUL terminators
-//!   allowed, nothing else) or GNU base-256; anything else is an error;
+//! - numeric fields are read exactly as GNU tar's `from_header` reads them (octal
+//!   with leading blanks and one leading NUL, ended by a NUL or blank; GNU base-256);
+//!   anything else is an error naming the field and its bytes;
 //! - a pax `x` header applies only to the next entry, a `g` header to all the following
-//!   ones; a pax `size` overrides the ustar size; records are validated byte for byte;
-//! - entries that carry no data (directories, links, devices, fifos) must declare size 0,
-//!   because GNU tar and libarchive disagree about skipping such data; the one exception
-//!   is GNU tar's incremental directory (`D`), whose data (the names it held) both
-//!   tools skip, and so does this reader, taking it for a directory;
+//!   ones (every key, as GNU tar applies them, but sparse maps); a pax `size`
+//!   overrides the ustar size; records are validated byte for byte;
 //! - sparse maps (GNU old `S`, pax 0.0, 0.1 and 1.0) are validated: runs sorted,
 //!   non-overlapping, inside the file, adding up to the stored data;
 //! - a truncated stream is an "unexpected end of archive" error, never a short success;
 //! - sizes of everything kept in memory are capped (see the `MAX_*` constants).
 //!
-//! Every error names the stream offset where it was found.
+//! Every error names the stream offset where it was found and the member: the one
+//! whose header is at fault, or the last one read before. What is read liberally is
+//! noted as a [`TarWarning`] for the caller to report ([`Reader::take_warnings`]).
 //!
-//! Decisions where tar readers differ (documented so that callers know):
+//! Decisions where tar readers differ (documented so that callers know; the user's
+//! side of it is in docs/archives.md, "Reading other tars"):
 //!
 //! - End of archive is a zero block. The second zero block is read if present; a single
 //!   zero block followed by the end of the stream is accepted, and so is the end of the
 //!   stream exactly at a header boundary (GNU tar and bsdtar accept both silently). A
-//!   zero block followed by a non-zero block is an error (GNU tar warns "A lone zero
-//!   block" and stops; we refuse rather than guess). Bytes after the end marker are not
-//!   read: ferry's index lives there.
-//! - Unknown type flags are errors (GNU tar and bsdtar extract them as regular files,
-//!   which would turn e.g. an unknown kind of link into a file). GNU volume labels (`V`)
-//!   are skipped, as both tools do.
-//! - A regular file whose path ends in `/` and whose size is 0 is a directory (as in
-//!   both tools); with a non-zero size it is an error.
-//! - A pax `g` header may not set `path`, `linkpath`, `size` or `GNU.sparse.*`: those
-//!   describe one file, and bsdtar ignores global headers altogether while GNU tar
-//!   applies them. Other global keys (times, owners, xattrs) are applied, as GNU tar
-//!   does.
-//! - Two `x` headers, two `L` or two `K` headers before one entry are an error.
+//!   zero block followed by anything else ends the archive too, with a warning (GNU
+//!   tar's "A lone zero block"). Bytes after the end marker are not read: ferry's index
+//!   lives there.
+//! - Unknown type flags are regular files (POSIX; GNU tar and bsdtar extract them so),
+//!   with a warning; so are Solaris ACL headers (`A`), as GNU tar extracts them.
+//!   Solaris `X` headers are pax headers. GNU volume labels (`V`) are skipped; files
+//!   continued from another volume (`M`) are skipped with a [`Severity::Error`]
+//!   warning, as GNU tar without `-M` fails them.
+//! - Directories, links, devices and fifos have no data, whatever their size field
+//!   says (POSIX): if the block after such a header is not a header, the writer stored
+//!   data there anyway and it is skipped, with a warning. A regular file whose path
+//!   ends in `/` is a directory (old writers), its size read the same way.
+//! - Two `x`, `L` or `K` headers before one entry: the last one wins, with a warning.
+//! - A GNU long name ends at its first NUL.
+//! - A pax time, uid, gid or device number that does not parse is ignored, with a
+//!   warning, and the header field read instead, as GNU tar does.
 //! - An xattr given twice (bsdtar writes both `LIBARCHIVE.xattr` and `SCHILY.xattr`) is
 //!   reported once, with the value of the last record, which is what both tools apply.
 //! - Zero-length runs in sparse maps (GNU tar ends a map that ends in a hole with one)
@@ -67,11 +72,13 @@ mod header;
 mod pax;
 mod reader;
 mod sparse;
+mod warning;
 pub(crate) mod xattr;
 
 pub use entry::{TarEntry, TarKind};
-pub use error::{TarError, TarErrorKind};
+pub use error::{Member, TarError, TarErrorKind};
 pub use reader::{DataReader, Reader};
+pub use warning::{Severity, TarWarning};
 
 /// The tar block size: headers are one block, data is padded to a whole block.
 pub const BLOCK_SIZE: u64 = 512;
@@ -85,8 +92,11 @@ pub fn starts_with_header(bytes: &[u8]) -> bool {
         .is_some_and(header::checksum_ok)
 }
 
-/// Largest pax extended header (`x` or `g`) body accepted, in bytes.
-pub const MAX_PAX_HEADER: u64 = 1 << 20;
+/// Largest pax extended header (`x` or `g`) body accepted, in bytes: real archives
+/// carry headers of several MiB (one seen has 8 MB of xattrs), and one is held in
+/// memory at most three times over (the body, its records, the entry's copy), so
+/// reading one costs at most about 48 MiB.
+pub const MAX_PAX_HEADER: u64 = 16 << 20;
 
 /// Largest total size of the pax global records in force, in bytes. Kept small because
 /// every following entry carries a copy of them (in [`TarEntry::pax`], and the global

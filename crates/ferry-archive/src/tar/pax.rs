@@ -77,9 +77,12 @@ fn parse_record(rest: &[u8]) -> Result<(Record, usize), &'static str> {
     Ok(((key.to_vec(), value.to_vec()), len))
 }
 
-/// Validates the value of a key this reader interprets, so that a bad value is reported
-/// at its record. Unknown keys are not checked. An empty value is always valid: it
-/// cancels the key.
+/// Validates the value of a key this reader interprets where a bad value leaves the
+/// archive unreadable (its framing, its names, its sparse map, its xattrs), so that
+/// it is reported at its record. Unknown keys are not checked, nor are the keys whose
+/// bad value GNU tar reports and ignores, reading the header field instead (times,
+/// owners, device numbers: see [`PaxView`]'s users). An empty value is always valid:
+/// it cancels the key.
 fn check_value(key: &[u8], value: &[u8]) -> Result<(), TarErrorKind> {
     if value.is_empty() && !xattr::is_xattr_key(key) {
         return Ok(());
@@ -92,8 +95,6 @@ fn check_value(key: &[u8], value: &[u8]) -> Result<(), TarErrorKind> {
         | b"GNU.sparse.numblocks"
         | b"GNU.sparse.offset"
         | b"GNU.sparse.numbytes" => decimal_u64(value).is_some(),
-        b"uid" | b"gid" | b"SCHILY.devmajor" | b"SCHILY.devminor" => decimal_u32(value).is_some(),
-        b"mtime" | b"atime" => parse_time(value).is_some(),
         _ => match xattr::decode(key, value) {
             Some(x) => x.is_ok(),
             None => true,
@@ -102,13 +103,15 @@ fn check_value(key: &[u8], value: &[u8]) -> Result<(), TarErrorKind> {
     if ok {
         Ok(())
     } else {
-        Err(TarErrorKind::BadPaxValue(key.to_vec()))
+        Err(TarErrorKind::bad_pax_value(key, value))
     }
 }
 
-/// Whether a key describes one file and so may not appear in a global header.
-fn is_per_file_key(key: &[u8]) -> bool {
-    matches!(key, b"path" | b"linkpath" | b"size") || key.starts_with(b"GNU.sparse.")
+/// Whether a key belongs to a sparse map, which describes one file: GNU tar itself
+/// cannot apply one from a global header ("excess GNU.sparse.map"), so it is dropped
+/// there, with a warning.
+fn is_sparse_key(key: &[u8]) -> bool {
+    key.starts_with(b"GNU.sparse.")
 }
 
 /// Key-value pairs, each key once, in the order keys first appear; setting a key again
@@ -150,25 +153,37 @@ pub(crate) struct Globals {
 }
 
 impl Globals {
-    /// Merges the records of a `g` header into the globals.
-    pub(crate) fn apply(&mut self, records: Vec<Record>) -> Result<(), TarErrorKind> {
-        if records.iter().any(|(k, _)| is_per_file_key(k)) {
-            return Err(TarErrorKind::BadPax(
-                "global header sets path, linkpath, size or a sparse key",
+    /// Merges the records of a `g` header into the globals, as GNU tar does: every key
+    /// applies to each following member (`path`, `linkpath` and `size` too) unless
+    /// that member's own records set it. Returns what was left out, to be warned of:
+    /// sparse keys, and the whole header if the globals would pass
+    /// [`MAX_PAX_GLOBAL`] bytes (they are copied into every following entry).
+    pub(crate) fn apply(&mut self, records: Vec<Record>) -> Vec<String> {
+        let mut dropped = Vec::new();
+        let (sparse, records): (Vec<_>, Vec<_>) =
+            records.into_iter().partition(|(k, _)| is_sparse_key(k));
+        if let Some((key, _)) = sparse.first() {
+            dropped.push(format!(
+                "pax global header: sparse record {} (and {} more) ignored: a sparse map \
+                 describes one file",
+                String::from_utf8_lossy(key),
+                sparse.len() - 1
             ));
         }
-        for (key, value) in records {
-            self.records.set(key, value);
+        let mut merged = OrderedMap::default();
+        for (key, value) in self.records.pairs().iter().cloned().chain(records) {
+            merged.set(key, value);
         }
-        let total: usize = self.records().iter().map(|(k, v)| k.len() + v.len()).sum();
+        let total: usize = merged.pairs().iter().map(|(k, v)| k.len() + v.len()).sum();
         if u64::try_from(total).map_or(true, |t| t > MAX_PAX_GLOBAL) {
-            return Err(TarErrorKind::TooLarge {
-                what: "pax global records",
-                size: u64::try_from(total).unwrap_or(u64::MAX),
-                limit: MAX_PAX_GLOBAL,
-            });
+            dropped.push(format!(
+                "pax global header ignored: the global records would take {total} bytes, \
+                 over the limit of {MAX_PAX_GLOBAL}"
+            ));
+            return dropped;
         }
-        Ok(())
+        self.records = merged;
+        dropped
     }
 
     /// The records, in the order their keys were first set.
@@ -264,7 +279,7 @@ impl<'a> PaxView<'a> {
             let Some(decoded) = xattr::decode(key, value) else {
                 continue;
             };
-            let (name, value) = decoded.map_err(|()| TarErrorKind::BadPaxValue(key.clone()))?;
+            let (name, value) = decoded.map_err(|()| TarErrorKind::bad_pax_value(key, value))?;
             out.set(name, value);
         }
         Ok(out.into_pairs())
@@ -276,7 +291,7 @@ fn parse_or<'v, T>(
     key: &[u8],
     parse: impl FnOnce(&'v [u8]) -> Option<T>,
 ) -> Result<T, TarErrorKind> {
-    parse(value).ok_or_else(|| TarErrorKind::BadPaxValue(key.to_vec()))
+    parse(value).ok_or_else(|| TarErrorKind::bad_pax_value(key, value))
 }
 
 /// A non-empty string of decimal digits that fits in a u64.
@@ -295,23 +310,24 @@ pub(crate) fn decimal_u32(v: &[u8]) -> Option<u32> {
     u32::try_from(decimal_u64(v)?).ok()
 }
 
-/// A pax time: optional `-`, decimal seconds, optional `.` and fraction digits (digits
-/// past nanoseconds are validated and dropped). Returned as (seconds, nanoseconds) with
-/// nanoseconds in 0..1e9, so -1.5 is (-2, 500000000).
+/// A pax time as GNU tar 1.34 reads one: optional `-`, at least one decimal digit of
+/// seconds, optional `.` and fraction digits (digits past nanoseconds dropped), and
+/// whatever follows ignored (GNU tar reads `1.5x` and `1e9` as 1.5 and 1, `1.` as 1).
+/// Returned as (seconds, nanoseconds) with nanoseconds in 0..1e9, so -1.5 is (-2,
+/// 500000000), as POSIX means it and GNU tar extracts it.
 pub(crate) fn parse_time(v: &[u8]) -> Option<(i64, u32)> {
     let (negative, v) = match v.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, v),
     };
-    let (secs, frac) = match v.iter().position(|&c| c == b'.') {
-        Some(dot) => (v.get(..dot)?, Some(v.get(dot + 1..)?)),
-        None => (v, None),
+    let digits = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
+    let (secs, rest) = v.split_at(digits(v));
+    let frac = match rest.split_first() {
+        Some((b'.', f)) => f.get(..digits(f)).unwrap_or_default(),
+        _ => &[],
     };
     let secs = i64::try_from(decimal_u64(secs)?).ok()?;
-    let nanos = match frac {
-        Some(f) => fraction_nanos(f)?,
-        None => 0,
-    };
+    let nanos = fraction_nanos(frac);
     if !negative {
         return Some((secs, nanos));
     }
@@ -321,17 +337,14 @@ pub(crate) fn parse_time(v: &[u8]) -> Option<(i64, u32)> {
     Some((secs.checked_neg()?.checked_sub(1)?, 1_000_000_000 - nanos))
 }
 
-/// The nanoseconds of a fraction's digits (at least one digit).
-fn fraction_nanos(frac: &[u8]) -> Option<u32> {
-    if frac.is_empty() || !frac.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
+/// The nanoseconds of a fraction's digits (all ASCII digits, maybe none).
+fn fraction_nanos(frac: &[u8]) -> u32 {
     let mut nanos = 0u32;
     for i in 0..9 {
-        let digit = frac.get(i).map_or(0, |c| u32::from(c - b'0'));
+        let digit = frac.get(i).map_or(0, |c| u32::from(c.saturating_sub(b'0')));
         nanos = nanos * 10 + digit;
     }
-    Some(nanos)
+    nanos
 }
 
 #[cfg(test)]
@@ -392,9 +405,9 @@ mod tests {
     #[test]
     fn known_values_checked() {
         assert!(parse_records(&rec("size", "12x")).is_err());
-        assert!(parse_records(&rec("uid", "4294967296")).is_err());
-        assert!(parse_records(&rec("uid", "4294967295")).is_ok());
-        assert!(parse_records(&rec("mtime", "1.")).is_err());
+        // Times and owners are checked where they are used (a bad one is ignored).
+        assert!(parse_records(&rec("uid", "4294967296")).is_ok());
+        assert!(parse_records(&rec("mtime", "+1")).is_ok());
         assert!(parse_records(&rec("path", "a\0b")).is_err());
         assert!(parse_records(&rec("size", "")).is_ok());
         assert!(parse_records(&rec("LIBARCHIVE.xattr.user.a", "!!")).is_err());
@@ -408,17 +421,14 @@ mod tests {
         assert_eq!(parse_time(b"-1.5"), Some((-2, 500_000_000)));
         assert_eq!(parse_time(b"-3"), Some((-3, 0)));
         assert_eq!(parse_time(b"-0.000000001"), Some((-1, 999_999_999)));
-        for bad in [
-            &b""[..],
-            b"-",
-            b".5",
-            b"1.",
-            b"1.5.",
-            b"+1",
-            b" 1",
-            b"1e9",
-            b"1.-5",
-        ] {
+        // As GNU tar: what follows the number is ignored.
+        assert_eq!(parse_time(b"1."), Some((1, 0)));
+        assert_eq!(parse_time(b"1.5.5"), Some((1, 500_000_000)));
+        assert_eq!(parse_time(b"1e9"), Some((1, 0)));
+        assert_eq!(parse_time(b"5x"), Some((5, 0)));
+        assert_eq!(parse_time(b"-0"), Some((0, 0)));
+        assert_eq!(parse_time(b"-0.5"), Some((-1, 500_000_000)));
+        for bad in [&b""[..], b"-", b".5", b"+1", b" 1", b"-.5", b"x1"] {
             assert_eq!(parse_time(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
         assert_eq!(parse_time(b"9223372036854775808"), None);
@@ -431,8 +441,10 @@ mod tests {
     #[test]
     fn view_local_over_global_and_cancel() {
         let mut g = Globals::default();
-        g.apply(vec![(b"uid".to_vec(), b"5".to_vec())]).unwrap();
-        g.apply(vec![(b"uname".to_vec(), b"bob".to_vec())]).unwrap();
+        assert!(g.apply(vec![(b"uid".to_vec(), b"5".to_vec())]).is_empty());
+        assert!(g
+            .apply(vec![(b"uname".to_vec(), b"bob".to_vec())])
+            .is_empty());
         let local = vec![
             (b"uid".to_vec(), b"7".to_vec()),
             (b"uname".to_vec(), vec![]),
@@ -442,6 +454,11 @@ mod tests {
         assert_eq!(v.get(b"uname"), None);
         let v = PaxView::new(&[], g.records());
         assert_eq!(v.get_u32(b"uid").unwrap(), Some(5));
-        assert!(g.apply(vec![(b"path".to_vec(), b"x".to_vec())]).is_err());
+        // As GNU tar, a global path applies; a sparse key is dropped, with a word.
+        assert!(g.apply(vec![(b"path".to_vec(), b"x".to_vec())]).is_empty());
+        assert_eq!(PaxView::new(&[], g.records()).get(b"path"), Some(&b"x"[..]));
+        let said = g.apply(vec![(b"GNU.sparse.map".to_vec(), b"0,1".to_vec())]);
+        assert_eq!(said.len(), 1);
+        assert_eq!(PaxView::new(&[], g.records()).get(b"GNU.sparse.map"), None);
     }
 }

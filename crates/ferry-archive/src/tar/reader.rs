@@ -4,10 +4,11 @@
 use std::io::{self, Read};
 
 use super::entry::{self, Pending, TarEntry, TarKind};
-use super::error::{TarError, TarErrorKind};
+use super::error::{Member, TarError, TarErrorKind};
 use super::header::{self, Block, Header};
 use super::pax::{self, Globals};
 use super::sparse::{self, Map10Parser, Plan, Run};
+use super::warning::{Severity, TarWarning, Warnings};
 use super::{BLOCK_SIZE, MAX_LONG_NAME, MAX_PAX_HEADER};
 
 /// Size of the scratch buffer used to skip data.
@@ -45,6 +46,13 @@ pub struct Reader<R: Read> {
     skip_by: Option<fn(&mut R, u64) -> io::Result<()>>,
     /// The stream ended where a header would start, without end-of-archive blocks.
     unterminated: bool,
+    /// A block read ahead (after a header-only member whose size is not 0) and given
+    /// back: the next block to read. The offset does not count it.
+    peeked: Option<Block>,
+    /// The path of the last member returned, for errors after it.
+    last: Option<Vec<u8>>,
+    /// What was read liberally, for the caller to report.
+    warnings: Warnings,
 }
 
 impl<R: Read> Reader<R> {
@@ -59,6 +67,9 @@ impl<R: Read> Reader<R> {
             state: State::Reading,
             skip_by: None,
             unterminated: false,
+            peeked: None,
+            last: None,
+            warnings: Warnings::default(),
         }
     }
 
@@ -84,9 +95,19 @@ impl<R: Read> Reader<R> {
         &self.inner
     }
 
-    /// Gives back the underlying stream, positioned at [`offset`](Reader::offset).
+    /// Gives back the underlying stream, positioned at [`offset`](Reader::offset)
+    /// (except right after a directory, link, device or fifo whose header claims a size,
+    /// when the reader holds the block after it).
     pub fn into_inner(self) -> R {
         self.inner
+    }
+
+    /// What the reader read liberally (as GNU tar reads it) or left out since the last
+    /// call: callers report each, as a warning or, for [`Severity::Error`], as an error
+    /// that leaves the rest of the archive read. Bounded: past a few hundred, they are
+    /// counted in one.
+    pub fn take_warnings(&mut self) -> Vec<TarWarning> {
+        self.warnings.take(self.offset)
     }
 
     /// Reads the headers of the next entry, skipping the unread data of the current one.
@@ -98,10 +119,13 @@ impl<R: Read> Reader<R> {
             State::Reading => {}
         }
         let result = self.read_next_entry();
-        if result.is_err() {
-            self.state = State::Failed;
+        match &result {
+            Ok(Some(t)) => self.last = Some(t.path.clone()),
+            Ok(None) => {}
+            Err(_) => self.state = State::Failed,
         }
-        result
+        let last = self.last.clone().map(Member::After);
+        result.map_err(|e| e.about(last))
     }
 
     /// Whether the archive ended (`next_entry` returned `Ok(None)`) where the stream
@@ -173,19 +197,31 @@ impl<R: Read> Reader<R> {
                 ),
                 (_, k) => TarError::new(at, k),
             })?;
-            match header.typeflag() {
-                b'x' | b'X' => pending.pax = Some(self.read_pax(&header, at, &pending.pax)?),
-                b'L' => {
-                    let name = self.read_long_name(&header, at, &pending.long_name, "long name")?;
-                    pending.long_name = Some(name);
+            let flag = header.typeflag();
+            match flag {
+                b'x' | b'X' => {
+                    let records = self.read_pax(&header, at)?;
+                    let before = pending.pax.replace(records);
+                    repeated(&mut pending, at, flag, before.is_some());
                 }
-                b'K' => {
-                    let name = self.read_long_name(&header, at, &pending.long_link, "long link")?;
-                    pending.long_link = Some(name);
+                b'L' | b'K' => {
+                    let name = self.read_long_name(&header, at)?;
+                    let slot = match flag {
+                        b'L' => &mut pending.long_name,
+                        _ => &mut pending.long_link,
+                    };
+                    let before = slot.replace(name);
+                    repeated(&mut pending, at, flag, before.is_some());
                 }
-                b'g' | b'V' => {
-                    self.read_unattached(&header, at, &pending)?;
-                    header_offset = self.offset;
+                b'g' => {
+                    self.read_global(&header, at)?;
+                    if pending.is_empty() {
+                        header_offset = self.offset;
+                    }
+                }
+                b'V' | b'M' => {
+                    self.skip_unextracted(&header, &pending, at)?;
+                    (pending, header_offset) = (Pending::default(), self.offset);
                 }
                 _ => {
                     return self
@@ -194,6 +230,28 @@ impl<R: Read> Reader<R> {
                 }
             }
         }
+    }
+
+    /// Skips a volume label (`V`, which GNU tar and bsdtar skip) or a file continued
+    /// from another volume (`M`, which GNU tar without `-M` does not extract, and
+    /// counts as an error, and neither does this reader), with what extension headers
+    /// came before it.
+    fn skip_unextracted(
+        &mut self,
+        header: &Header<'_>,
+        pending: &Pending,
+        at: u64,
+    ) -> Result<(), TarError> {
+        let size = header.size().map_err(|k| TarError::new(at, k))?;
+        self.skip(size.saturating_add(padding(size)))?;
+        if header.typeflag() == b'M' {
+            let name = name_of(header, pending);
+            let message = "not extracted: it continues a file from another volume of a \
+                           multi-volume archive (GNU tar -M reads those)"
+                .to_string();
+            self.note(at, Some(&name), message, Severity::Error);
+        }
+        Ok(())
     }
 
     /// The stream ended where a header would start. (GNU tar and bsdtar accept an
@@ -214,7 +272,9 @@ impl<R: Read> Reader<R> {
         Ok(None)
     }
 
-    /// A zero block at `at`: the end-of-archive marker. Reads its second block.
+    /// A zero block at `at`: the end-of-archive marker. Reads its second block. A
+    /// second block that is not zero (or cut short) ends the archive too, with GNU tar's
+    /// warning ("A lone zero block"); what follows is not read, as GNU tar reads none.
     fn end_marker(&mut self, pending: &Pending, at: u64) -> Result<Option<TarEntry>, TarError> {
         if !pending.is_empty() {
             return Err(TarError::new(
@@ -222,35 +282,39 @@ impl<R: Read> Reader<R> {
                 TarErrorKind::Invalid("end of archive right after an extension header"),
             ));
         }
-        let second = self.offset;
-        match self.read_block()? {
-            Some(block) if !header::is_zero(&block) => Err(TarError::new(
-                second,
-                TarErrorKind::Invalid("a lone zero block is followed by non-zero data"),
-            )),
-            _ => {
-                self.state = State::Done;
-                Ok(None)
+        let mut second = [0u8; BLOCK_SIZE as usize];
+        let mut filled = 0;
+        while let Some(rest) = second.get_mut(filled..).filter(|r| !r.is_empty()) {
+            match self.read_some(rest)? {
+                0 => break,
+                n => filled += n,
             }
         }
+        if filled > 0 && !header::is_zero(&second) {
+            let message = format!(
+                "a lone zero block, then {}: read as the end of the archive, as GNU tar \
+                 does; what follows it is ignored",
+                if filled < second.len() {
+                    "a partial block"
+                } else {
+                    "a block that is not zero"
+                }
+            );
+            self.warn(at, None, message);
+        }
+        self.state = State::Done;
+        Ok(None)
     }
 
-    /// Reads the body of an `x`, `L` or `K` header at `at`, refusing a second one for
-    /// the same entry (`already`) and a body over `limit`.
-    fn read_extension<T>(
+    /// Reads the body of an extension header at `at`, refusing one over `limit`
+    /// bytes (before reading it).
+    fn read_extension(
         &mut self,
         header: &Header<'_>,
         at: u64,
-        already: &Option<T>,
         limit: u64,
         what: &'static str,
     ) -> Result<Vec<u8>, TarError> {
-        if already.is_some() {
-            return Err(TarError::new(
-                at,
-                TarErrorKind::Invalid("two extension headers of one kind for one entry"),
-            ));
-        }
         let size = header.size().map_err(|k| TarError::new(at, k))?;
         if size > limit {
             return Err(TarError::new(
@@ -261,53 +325,29 @@ impl<R: Read> Reader<R> {
         self.read_body(size)
     }
 
-    /// Reads and parses the body of the pax `x` header at `at`.
-    fn read_pax(
-        &mut self,
-        header: &Header<'_>,
-        at: u64,
-        already: &Option<Vec<pax::Record>>,
-    ) -> Result<Vec<pax::Record>, TarError> {
-        let body = self.read_extension(header, at, already, MAX_PAX_HEADER, "pax header")?;
+    /// Reads and parses the body of the pax `x` (or Solaris `X`) header at `at`.
+    fn read_pax(&mut self, header: &Header<'_>, at: u64) -> Result<Vec<pax::Record>, TarError> {
+        let body = self.read_extension(header, at, MAX_PAX_HEADER, "pax header")?;
         parse_pax(&body, at + BLOCK_SIZE)
     }
 
     /// Reads the name in the body of the GNU `L` or `K` header at `at`.
-    fn read_long_name(
-        &mut self,
-        header: &Header<'_>,
-        at: u64,
-        already: &Option<Vec<u8>>,
-        what: &'static str,
-    ) -> Result<Vec<u8>, TarError> {
-        let body = self.read_extension(header, at, already, MAX_LONG_NAME, what)?;
+    fn read_long_name(&mut self, header: &Header<'_>, at: u64) -> Result<Vec<u8>, TarError> {
+        let what = match header.typeflag() {
+            b'L' => "long name",
+            _ => "long link",
+        };
+        let body = self.read_extension(header, at, MAX_LONG_NAME, what)?;
         long_name(&body).map_err(|k| TarError::new(at, k))
     }
 
-    /// Reads a pax global header (merging it into the globals) or skips a volume label.
-    fn read_unattached(
-        &mut self,
-        header: &Header<'_>,
-        at: u64,
-        pending: &Pending,
-    ) -> Result<(), TarError> {
-        if !pending.is_empty() {
-            return Err(TarError::new(
-                at,
-                TarErrorKind::Invalid("global header or volume label inside an entry's headers"),
-            ));
-        }
-        let what = if header.typeflag() == b'g' {
-            "pax global header"
-        } else {
-            "volume label"
-        };
-        let body = self.read_extension(header, at, &None::<()>, MAX_PAX_HEADER, what)?;
-        if header.typeflag() == b'g' {
-            let records = parse_pax(&body, at + BLOCK_SIZE)?;
-            self.globals
-                .apply(records)
-                .map_err(|k| TarError::new(at, k))?;
+    /// Reads a pax global header, merging it into the globals (before or among a
+    /// member's extension headers: GNU tar applies it either way).
+    fn read_global(&mut self, header: &Header<'_>, at: u64) -> Result<(), TarError> {
+        let body = self.read_extension(header, at, MAX_PAX_HEADER, "pax global header")?;
+        let records = parse_pax(&body, at + BLOCK_SIZE)?;
+        for message in self.globals.apply(records) {
+            self.warn(at, None, message);
         }
         Ok(())
     }
@@ -322,8 +362,12 @@ impl<R: Read> Reader<R> {
         at: u64,
     ) -> Result<TarEntry, TarError> {
         let built = entry::build(header, pending, self.globals.records())
-            .map_err(|k| TarError::new(at, k))?;
+            .map_err(|k| TarError::new(at, k).about(Some(Member::In(name_of(header, pending)))))?;
         let mut entry = built.entry;
+        let notes = pending.notes.iter().cloned();
+        for (offset, message) in notes.chain(built.warnings.into_iter().map(|w| (at, w))) {
+            self.warn(offset, Some(&entry.path), message);
+        }
         self.remaining = built.data_area;
         self.padding = padding(built.data_area);
         let sparse = match built.plan {
@@ -350,7 +394,58 @@ impl<R: Read> Reader<R> {
         entry.stored = self.remaining;
         entry.header_offset = header_offset;
         entry.data_offset = self.offset;
+        if built.claimed > 0 {
+            self.claimed_data(&entry, built.claimed)?;
+        }
         Ok(entry)
+    }
+
+    /// After a header of a kind without data (POSIX: no data follows it, whatever its
+    /// size) that claims `claimed` bytes: if the next block is a header (or the end),
+    /// no data follows, and it is given back to be read next, as GNU tar, bsdtar and Go
+    /// read it. If it is neither, the writer did store data there (old writers stored a
+    /// directory's): it is skipped, which is where GNU tar's search for the next header
+    /// lands ("Skipping to next header"), with a warning.
+    fn claimed_data(&mut self, entry: &TarEntry, claimed: u64) -> Result<(), TarError> {
+        let at = self.offset;
+        let Some(block) = self.read_block()? else {
+            return Ok(());
+        };
+        if header::is_zero(&block) || header::checksum_ok(&block) {
+            self.offset -= BLOCK_SIZE;
+            self.peeked = Some(block);
+            return Ok(());
+        }
+        let area = claimed.saturating_add(padding(claimed));
+        self.skip(area.saturating_sub(BLOCK_SIZE))?;
+        self.warn(
+            at,
+            Some(&entry.path),
+            format!(
+                "a {} whose header claims a size of {claimed}, and no header after it: the \
+                 {area} bytes there skipped as its data",
+                kind_name(entry.kind)
+            ),
+        );
+        Ok(())
+    }
+
+    /// Notes a warning about `member` (None: the last one read before) at `at`.
+    fn warn(&mut self, at: u64, member: Option<&[u8]>, message: String) {
+        self.note(at, member, message, Severity::Warning);
+    }
+
+    fn note(&mut self, at: u64, member: Option<&[u8]>, message: String, severity: Severity) {
+        let member = match member {
+            Some(m) => Some(Member::In(m.to_vec())),
+            None => self.last.clone().map(Member::After),
+        };
+        self.warnings.push(TarWarning {
+            offset: at,
+            member,
+            message,
+            severity,
+        });
     }
 
     /// Reads old GNU sparse extension blocks after the header.
@@ -432,6 +527,10 @@ impl<R: Read> Reader<R> {
 
     /// Reads one block: `None` at a clean end of stream, an error on a partial block.
     fn read_block(&mut self) -> Result<Option<Block>, TarError> {
+        if let Some(block) = self.peeked.take() {
+            self.offset += BLOCK_SIZE;
+            return Ok(Some(block));
+        }
         let mut block = [0u8; 512];
         let mut filled = 0;
         while let Some(rest) = block.get_mut(filled..).filter(|r| !r.is_empty()) {
@@ -471,14 +570,54 @@ fn parse_pax(body: &[u8], body_at: u64) -> Result<Vec<pax::Record>, TarError> {
     pax::parse_records(body).map_err(|(pos, k)| TarError::new(body_at + pos as u64, k))
 }
 
-/// The name in a GNU `L`/`K` body: bytes up to a NUL; only NULs may follow.
+/// The name in a GNU `L`/`K` body: its bytes up to the first NUL, whatever follows
+/// (as GNU tar and bsdtar read it).
 fn long_name(body: &[u8]) -> Result<Vec<u8>, TarErrorKind> {
     let name = header::cstr(body);
-    let rest = body.get(name.len()..).unwrap_or_default();
-    if name.is_empty() || !header::is_zero(rest) {
-        return Err(TarErrorKind::Invalid("malformed GNU long name"));
+    if name.is_empty() {
+        return Err(TarErrorKind::Invalid(
+            "a GNU long name or link header that is empty",
+        ));
     }
     Ok(name.to_vec())
+}
+
+/// Notes in `pending` that the extension header of type `flag` at `at` replaced one
+/// before it for the same member, if it did: the last one wins, as in GNU tar, bsdtar
+/// and Go. (Warned of once the member is known: see `finish_entry`.)
+fn repeated(pending: &mut Pending, at: u64, flag: u8, replaced: bool) {
+    if replaced {
+        let what = extension_name(flag);
+        let message = format!("two {what} for one member: the last one is used");
+        pending.notes.push((at, message));
+    }
+}
+
+/// The name the member whose header is `header` goes by, for an error in it.
+fn name_of(header: &Header<'_>, pending: &Pending) -> Vec<u8> {
+    pending.long_name.clone().unwrap_or_else(|| header.path())
+}
+
+/// A kind in words, for messages.
+fn kind_name(kind: TarKind) -> &'static str {
+    match kind {
+        TarKind::File => "regular file",
+        TarKind::Dir => "directory",
+        TarKind::Symlink => "symlink",
+        TarKind::HardLink => "hardlink",
+        TarKind::CharDevice => "character device",
+        TarKind::BlockDevice => "block device",
+        TarKind::Fifo => "fifo",
+    }
+}
+
+/// The words for an extension header's type flag, for messages.
+fn extension_name(flag: u8) -> &'static str {
+    match flag {
+        b'L' => "GNU long name headers (type 'L')",
+        b'K' => "GNU long link headers (type 'K')",
+        _ => "pax extended headers (type 'x')",
+    }
 }
 
 /// Bytes of padding after `size` bytes of data, up to the next block boundary.

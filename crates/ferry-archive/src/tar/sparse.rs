@@ -107,9 +107,13 @@ fn parse_slots(slots: &[u8], runs: &mut Vec<Run>) -> Result<bool, TarErrorKind> 
             return Err(TarErrorKind::BadSparse("sparse slot after an empty one"));
         }
         let (offset, len) = slot.split_at(SLOT / 2);
-        let offset =
-            header::parse_unsigned(offset).ok_or(TarErrorKind::BadNumber("sparse offset"))?;
-        let len = header::parse_unsigned(len).ok_or(TarErrorKind::BadNumber("sparse numbytes"))?;
+        let number = |field, bytes| {
+            header::parse_unsigned(bytes).ok_or_else(|| TarErrorKind::bad_number(field, bytes))
+        };
+        let (offset, len) = (
+            number("sparse offset", offset)?,
+            number("sparse numbytes", len)?,
+        );
         push_run(runs, (offset, len))?;
     }
     Ok(ended)
@@ -137,7 +141,7 @@ fn required(local: &[Record], key: &'static [u8]) -> Result<u64, TarErrorKind> {
     let value = last(local, key).ok_or(TarErrorKind::BadSparse(
         "a required GNU.sparse record is missing",
     ))?;
-    decimal_u64(value).ok_or_else(|| TarErrorKind::BadPaxValue(key.to_vec()))
+    decimal_u64(value).ok_or_else(|| TarErrorKind::bad_pax_value(key, value))
 }
 
 /// The sparse encoding named by an entry's own pax records.
@@ -191,7 +195,7 @@ fn map01(map: &[u8]) -> Result<Vec<Run>, TarErrorKind> {
     if map.is_empty() {
         return Ok(runs);
     }
-    let bad = || TarErrorKind::BadPaxValue(b"GNU.sparse.map".to_vec());
+    let bad = || TarErrorKind::bad_pax_value(b"GNU.sparse.map", map);
     let mut numbers = map.split(|&c| c == b',');
     while let Some(offset) = numbers.next() {
         let offset = decimal_u64(offset).ok_or_else(bad)?;
@@ -206,7 +210,7 @@ fn pairs00(local: &[Record]) -> Result<Vec<Run>, TarErrorKind> {
     let mut runs = Vec::new();
     let mut offset = None;
     for (key, value) in local {
-        let number = || decimal_u64(value).ok_or_else(|| TarErrorKind::BadPaxValue(key.clone()));
+        let number = || decimal_u64(value).ok_or_else(|| TarErrorKind::bad_pax_value(key, value));
         match (key.as_slice(), offset) {
             (b"GNU.sparse.offset", None) => offset = Some(number()?),
             (b"GNU.sparse.numbytes", Some(o)) => {

@@ -33,7 +33,10 @@ fn bad_checksum() {
         .bytes();
     a[1024 + 1] = b'Z';
     let e = assert_err!(a, 1024, TarErrorKind::BadChecksum);
-    assert_eq!(e.to_string(), "archive offset 1024: bad header checksum");
+    assert_eq!(
+        e.to_string(),
+        "archive offset 1024, after member a: bad header checksum"
+    );
 }
 
 #[test]
@@ -59,8 +62,9 @@ fn nothing_or_no_header_at_the_start_is_not_an_archive() {
 fn non_octal_numbers() {
     for (at, field) in [
         (124, &b"00000000019\0"[..]),
-        (124, b"0000 000012\0"),
         (124, b"12345678901x"),
+        (124, b"            "),
+        (124, b"\x81\0\0\0\0\0\0\0\0\0\0\x01"),
         (100, b"0000644x"),
         (108, b"-0000001"),
         (136, b"0x5f5e1000\0\0"),
@@ -68,20 +72,11 @@ fn non_octal_numbers() {
         let mut h = Header::ustar(b'0', b"a", 0);
         h.set(at, field);
         let a = Archive::default().header(&h).end().bytes();
-        assert_err!(a, 0, TarErrorKind::BadNumber(_));
+        let e = assert_err!(a, 0, TarErrorKind::BadNumber(..));
+        let value = String::from_utf8_lossy(field.split(|&c| c == 0).next().unwrap());
+        let value = value.trim_end_matches('\u{fffd}');
+        assert!(e.to_string().contains(value), "{e} names {value:?}");
     }
-}
-
-#[test]
-fn lenient_octal_forms_are_accepted() {
-    let mut h = Header::ustar(b'0', b"a", 0);
-    h.set(124, b"000000000005")
-        .set(100, b"  644 \0\0")
-        .set(108, b"\0\0\0\0\0\0\0\0");
-    let a = Archive::default().header(&h).data(b"hello").end().bytes();
-    let e = &read_all(&a).unwrap()[0];
-    assert_eq!((e.0.size, e.0.mode, e.0.uid), (5, 0o644, 0));
-    assert_eq!(e.1, b"hello");
 }
 
 #[test]
@@ -103,14 +98,14 @@ fn base256_numbers() {
     assert_err!(
         Archive::default().header(&h).end().bytes(),
         0,
-        TarErrorKind::BadNumber("size")
+        TarErrorKind::BadNumber("size", _)
     );
     let mut h = Header::gnu(b'0', b"a", 0);
     h.set(108, &[0xffu8; 8]); // uid -1
     assert_err!(
         Archive::default().header(&h).end().bytes(),
         0,
-        TarErrorKind::BadNumber("uid")
+        TarErrorKind::BadNumber("uid", _)
     );
 }
 
@@ -196,8 +191,6 @@ fn pax_values_are_validated() {
     for (key, value) in [
         (&b"size"[..], &b"12a"[..]),
         (b"size", b"-1"),
-        (b"uid", b"99999999999"),
-        (b"mtime", b"1.2.3"),
         (b"path", b"a\0b"),
         (b"linkpath", b"\0"),
         (b"LIBARCHIVE.xattr.user.x", b"not base64!"),
@@ -208,7 +201,9 @@ fn pax_values_are_validated() {
             .file(b"a", b"")
             .end()
             .bytes();
-        assert_err!(a, 512, TarErrorKind::BadPaxValue(_));
+        let e = assert_err!(a, 512, TarErrorKind::BadPaxValue(..));
+        let shown = String::from_utf8_lossy(key);
+        assert!(e.to_string().contains(&*shown), "{e}");
     }
 }
 
@@ -288,18 +283,6 @@ fn global_header_applies_to_all_following() {
 }
 
 #[test]
-fn global_header_may_not_set_per_file_keys() {
-    for key in [&b"path"[..], b"linkpath", b"size", b"GNU.sparse.map"] {
-        let a = Archive::default()
-            .pax(b'g', &[(key, b"1")])
-            .file(b"a", b"")
-            .end()
-            .bytes();
-        assert_err!(a, 0, TarErrorKind::BadPax(_));
-    }
-}
-
-#[test]
 fn huge_declared_extension_sizes_are_refused_before_reading() {
     let mut h = Header::ustar(b'x', b"PaxHeaders/x", 0);
     h.octal(124, 12, 0o77777777777);
@@ -324,26 +307,6 @@ fn huge_declared_extension_sizes_are_refused_before_reading() {
         0,
         TarErrorKind::TooLarge { .. }
     );
-}
-
-#[test]
-fn duplicate_extension_headers() {
-    let a = Archive::default()
-        .pax(b'x', &[(b"path", b"p1")])
-        .pax(b'x', &[(b"path", b"p2")])
-        .file(b"a", b"")
-        .end()
-        .bytes();
-    assert_err!(a, 1024, TarErrorKind::Invalid(_));
-    let long = Header::gnu(b'L', b"././@LongLink", 3);
-    let a = Archive::default()
-        .header(&long)
-        .data(b"n1\0")
-        .header(&long)
-        .data(b"n2\0")
-        .file(b"a", b"")
-        .bytes();
-    assert_err!(a, 1024, TarErrorKind::Invalid(_));
 }
 
 #[test]
@@ -372,9 +335,16 @@ fn gnu_long_names_and_links() {
     assert_eq!(r[0].0.link_target.as_deref(), Some(&target[..]));
     assert_eq!(r[1].0.link_target.as_deref(), Some(&b"own-target"[..]));
 
-    let bad = Archive::default()
+    // The name ends at its first NUL, whatever follows (GNU tar, bsdtar).
+    let a = Archive::default()
         .header(&Header::gnu(b'L', b"././@LongLink", 5))
         .data(b"ab\0cd")
+        .file(b"a", b"")
+        .bytes();
+    assert_eq!(paths(&a), [b"ab".to_vec()]);
+    let bad = Archive::default()
+        .header(&Header::gnu(b'L', b"././@LongLink", 2))
+        .data(b"\0x")
         .file(b"a", b"")
         .bytes();
     assert_err!(bad, 0, TarErrorKind::Invalid(_));
@@ -389,24 +359,6 @@ fn ustar_prefix_joins_the_name() {
     let a = Archive::default().header(&h).header(&g).end().bytes();
     assert_eq!(paths(&a), [b"pre/fix/name".to_vec(), b"gnuname".to_vec()]);
     assert_eq!(read_all(&a).unwrap()[1].0.atime, Some((1, 0)));
-}
-
-#[test]
-fn entries_without_data_must_declare_size_zero() {
-    for flag in [b'1', b'2', b'3', b'4', b'5', b'6'] {
-        let mut h = Header::ustar(flag, b"a", 512);
-        h.set(157, b"target");
-        let a = Archive::default()
-            .header(&h)
-            .data(&[0u8; 512])
-            .end()
-            .bytes();
-        assert_err!(a, 0, TarErrorKind::Invalid(_));
-    }
-    let a = Archive::default().file(b"dir/", b"data").end().bytes();
-    assert_err!(a, 0, TarErrorKind::Invalid(_));
-    let r = read_all(&Archive::default().file(b"dir/", b"").end().bytes()).unwrap();
-    assert_eq!(r[0].0.kind, TarKind::Dir);
 }
 
 #[test]
@@ -444,35 +396,6 @@ fn devices_and_fifos() {
 }
 
 #[test]
-fn unknown_type_flags_are_refused() {
-    for flag in [b'M', b'N', b'A', b'Z', 0xff] {
-        let a = Archive::default()
-            .header(&Header::gnu(flag, b"a", 0))
-            .end()
-            .bytes();
-        let e = assert_err!(a, 0, TarErrorKind::UnsupportedType(_));
-        assert!(e.to_string().contains("unsupported entry type"));
-    }
-    let a = Archive::default()
-        .header(&Header::gnu(b'V', b"label", 0))
-        .file(b"a", b"")
-        .end()
-        .bytes();
-    assert_eq!(paths(&a), [b"a".to_vec()], "volume labels are skipped");
-    // A GNU incremental directory is a directory; the names it lists are skipped.
-    let dumpdir = b"Yf\0Nold\0\0";
-    let a = Archive::default()
-        .header(&Header::gnu(b'D', b"d/", dumpdir.len() as u64))
-        .data(dumpdir)
-        .file(b"d/f", b"x")
-        .end()
-        .bytes();
-    let read = read_all(&a).unwrap();
-    let kinds: Vec<_> = read.iter().map(|(e, _)| (e.kind, e.size)).collect();
-    assert_eq!(kinds, [(TarKind::Dir, 0), (TarKind::File, 1)]);
-}
-
-#[test]
 fn end_of_archive_forms() {
     let one = Archive::default().file(b"a", b"x");
     let mut r = Reader::new(&one.0[..]);
@@ -492,11 +415,27 @@ fn end_of_archive_forms() {
     while r.next_entry().unwrap().is_some() {}
     assert_eq!(r.offset(), 2048, "stops right after the end marker");
 
-    let a = one.clone().raw(&[0u8; 512]).file(b"b", b"").bytes();
-    assert_err!(a, 1536, TarErrorKind::Invalid(_));
-
-    let a = one.clone().raw(&[0u8; 512]).raw(&[0u8; 100]).bytes();
-    assert_err!(a, 1636, TarErrorKind::UnexpectedEof);
+    // A lone zero block, then anything: the end, with GNU tar's warning.
+    for after in [
+        &Archive::default().file(b"b", b"").0[..],
+        &[0u8; 100],
+        &[1; 100],
+    ] {
+        let a = one.clone().raw(&[0u8; 512]).raw(after).bytes();
+        let mut r = Reader::new(&a[..]);
+        assert!(r.next_entry().unwrap().is_some());
+        assert!(r.next_entry().unwrap().is_none());
+        let w = r.take_warnings();
+        let zero = after.iter().all(|&c| c == 0);
+        assert_eq!(w.len(), usize::from(!zero), "{w:?}");
+        if let Some(w) = w.first() {
+            assert!(
+                w.to_string().contains("after member a: a lone zero block"),
+                "{w}"
+            );
+            assert_eq!(w.offset, 1024);
+        }
+    }
 
     let a = one.raw(&[1u8; 300]).bytes();
     assert_err!(a, 1324, TarErrorKind::UnexpectedEof);
@@ -830,17 +769,4 @@ fn many_small_records_cost_linear_time() {
     assert_eq!(r[0].0.xattrs.len(), 30_000);
     assert_eq!(r[1].0.pax.len(), 2_500);
     assert!(start.elapsed().as_secs() < 20, "took {:?}", start.elapsed());
-}
-
-#[test]
-fn global_records_are_capped() {
-    let big = vec![b'v'; 40_000];
-    let a = Archive::default()
-        .pax(b'g', &[(b"k1", &big)])
-        .pax(b'g', &[(b"k2", &big)])
-        .file(b"a", b"")
-        .end()
-        .bytes();
-    let e = read_err(&a);
-    assert!(matches!(e.kind, TarErrorKind::TooLarge { .. }), "{e}");
 }

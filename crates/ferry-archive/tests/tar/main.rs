@@ -11,5 +11,6 @@ mod exercise;
 mod exercise_index;
 mod hostile;
 mod index_corpus;
+mod liberal;
 mod real;
 mod tree;
