@@ -84,8 +84,8 @@ const CUT_SHORT: &str = "the first volume ends inside a member: GNU tar and bsdt
 const CUT_SHORT_MOUNT: &str = "a mount refuses an archive cut short inside a member \
     (mount.md), where unpack extracts the members before it";
 const CONTINUED: &str = "a volume that opens with the continuation of a member (type \
-    `M`) is refused at offset 0 (\"unsupported entry type 'M'\"), where GNU tar skips \
-    the continued part and reads the members after it";
+    `M`): that member is left out with an error naming it (exit 1), where GNU tar lists \
+    and extracts the continued part (exit 0); the members after it are read";
 
 /// The line docs/archives.md gives known difference `k`.
 pub fn doc_line(k: &(&str, Check, &str)) -> String {
