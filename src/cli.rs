@@ -302,6 +302,10 @@ pub struct UnpackArgs {
     /// does).
     #[arg(long)]
     pub numeric_owner: bool,
+    /// Replace nothing already in DST (directories are entered): each member whose
+    /// name is taken is an error naming it, and the job exits 1 (GNU tar's -k).
+    #[arg(short = 'k', long)]
+    pub keep_old_files: bool,
     /// Leave out the members PATTERN matches, and what lies below them, as GNU tar's
     /// `--exclude`: a glob (`*` matches `/` too) matched against any run of whole
     /// components of a member's path (`d` leaves out `d/f` and `e/d`); a leading `./`

@@ -77,6 +77,7 @@ pub fn download(
             checksum: args.data.checksum,
             verify: args.data.verify,
             keep_newer: false,
+            keep_old: false,
         },
         mover: (args.data.reflink.into(), args.data.sparse.into()),
     };

@@ -291,3 +291,59 @@ fn member_globs_select_what_gnu_tar_wildcards_do() {
     r.assert_status(1);
     assert!(r.stderr.contains("nothing*"), "{r}");
 }
+
+/// `unpack -k` replaces nothing already in DST, as GNU tar's `-k` (`--keep-old-files`):
+/// the files it keeps are errors naming them (GNU tar exits 2, ferry 1, as for any path
+/// that failed), directories are entered, and every other member is extracted. Both
+/// extract the same tree.
+#[test]
+fn unpack_keep_old_files_replaces_nothing_there_as_gnu_tar_k() {
+    let s = scratch();
+    for p in ["d/f", "d/g", "top", "new/h"] {
+        let path = s.src.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        write(&path, format!("archive's {p}").as_bytes());
+    }
+    symlink("top", &s.src.join("link"));
+    let far = s.tmp.path().join("a.far");
+    crate::pack(&s.src, &far, &[]);
+    let (ours, theirs) = (s.tmp.path().join("ours"), s.tmp.path().join("theirs"));
+    for dst in [&ours, &theirs] {
+        mkdirs(&dst.join("d"));
+        write(&dst.join("d/f"), b"mine");
+        write(&dst.join("link"), b"a file where the archive has a link");
+    }
+    let r = ferry(&[&"unpack", &"-k", &far, &ours]);
+    r.assert_status(1);
+    let tar = Command::new("tar")
+        .arg("-xkf")
+        .arg(&far)
+        .arg("-C")
+        .arg(&theirs)
+        .output()
+        .expect("run tar");
+    assert_eq!(tar.status.code(), Some(2), "GNU tar -k: {tar:?}");
+    for dst in [&ours, &theirs] {
+        assert_eq!(std::fs::read(dst.join("d/f")).unwrap(), b"mine");
+        assert_eq!(
+            std::fs::read(dst.join("link")).unwrap(),
+            b"a file where the archive has a link"
+        );
+        assert_eq!(std::fs::read(dst.join("d/g")).unwrap(), b"archive's d/g");
+        assert_eq!(
+            std::fs::read(dst.join("new/h")).unwrap(),
+            b"archive's new/h"
+        );
+    }
+    for kept in ["d/f", "link"] {
+        assert!(
+            r.stderr
+                .lines()
+                .any(|l| l.contains(&format!("{kept}: extract: already there"))),
+            "{kept} not named: {r}"
+        );
+    }
+    // Without -k they are replaced.
+    ferry(&[&"unpack", &far, &ours]).assert_status(0);
+    assert_eq!(std::fs::read(ours.join("d/f")).unwrap(), b"archive's d/f");
+}

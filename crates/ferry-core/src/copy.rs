@@ -343,6 +343,7 @@ fn update(opts: &CopyOptions) -> Update {
         checksum: opts.checksum,
         verify: opts.verify,
         keep_newer: opts.keep_newer,
+        keep_old: false,
     }
 }
 

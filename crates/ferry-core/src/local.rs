@@ -42,6 +42,9 @@ pub struct Update {
     pub verify: bool,
     /// Leave alone a destination file whose mtime is newer than the source's (`-u`).
     pub keep_newer: bool,
+    /// Replace nothing already in the destination but directories, each such name
+    /// an error naming it (`unpack -k`, GNU tar's `--keep-old-files`).
+    pub keep_old: bool,
 }
 
 /// Writes a tree under a destination directory.
@@ -247,11 +250,17 @@ impl<'a> LocalTreeSink<'a> {
 
     /// Looks at what is already at `name` in a directory that existed before the job.
     /// Returns it unless it was removed to make room.
+    /// With `keep_old`, anything there is an error instead (and stays).
     fn existing(&self, dir: &DstDir, name: &CStr, path: &RelPath) -> Result<Option<Stat>> {
         if dir.fresh {
             return Ok(None);
         }
         match rfs::statat(&*dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(_) if self.update.keep_old => Err(Error::dst(
+                path,
+                "extract",
+                other("already there: kept (-k, --keep-old-files)"),
+            )),
             Ok(st) => Ok(Some(st)),
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(Error::dst(path, "stat destination", e)),

@@ -121,6 +121,7 @@ pub fn receive_tree<R: Read>(
         threads: opts.threads.max(1),
         numeric_owner: false,
         dir_metadata: true,
+        keep_old: false,
     };
     let all = Selection::all();
     let unpacked = match pool {

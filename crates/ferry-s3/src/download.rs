@@ -240,6 +240,7 @@ pub fn download(
         // Directory metadata only from the directory shard, unpacked last.
         let unpack = UnpackOptions {
             dir_metadata: shard.dirs,
+            keep_old: false,
             ..opts.unpack
         };
         let done: Result<bool> = (|| {

@@ -77,6 +77,7 @@ impl<'a> Extractor<'a> {
                 checksum: opts.checksum,
                 verify: opts.verify,
                 keep_newer: false,
+                keep_old: opts.keep_old,
             },
             stats,
             reporter,

@@ -56,6 +56,9 @@ pub struct UnpackOptions {
     /// with the last (S3 shards: a 0500 directory set early would refuse the next
     /// shard's files).
     pub dir_metadata: bool,
+    /// Replace no file already in the destination: each is an error naming it (`-k`,
+    /// GNU tar's `--keep-old-files`).
+    pub keep_old: bool,
 }
 
 /// Owners by name (see [`crate::owners`]), for an unpack that sets them so: the ids
