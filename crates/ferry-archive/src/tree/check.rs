@@ -99,7 +99,8 @@ pub fn check_against_tar_reporting<R: ReadAt + Sync>(
             return check_in_data_order(table, tar);
         }
         let names = table.names(&files)?;
-        walk = walk.batch(&files, &extents, names)?;
+        let extras = table.extras_of(&files)?;
+        walk = walk.batch(&files, &extents, names, extras)?;
         passed(first + n);
         first += n;
     }
@@ -127,7 +128,7 @@ fn check_in_data_order<R: ReadAt + Sync>(
     extents.sort_unstable_by_key(|e| e.header);
     let mut walk = Walk::new(table, tar);
     for e in &extents {
-        walk.file(&table.node(e.id)?, e, None)?;
+        walk.file(&table.node(e.id)?, e, None, None)?;
     }
     Ok(walk.checked)
 }
@@ -153,11 +154,12 @@ impl<'a, R: ReadAt + Sync, T: ReadAt + Sync + ?Sized> Walk<'a, R, T> {
         files: &[&Node],
         extents: &[Extent],
         mut names: Vec<Vec<u8>>,
+        mut extras: Vec<Extras>,
     ) -> Result<Self, TreeError> {
         let half = files.len() / 2;
         if half < 64 {
-            for ((node, e), name) in files.iter().zip(extents).zip(names) {
-                self.file(node, e, Some(name))?;
+            for (((node, e), name), x) in files.iter().zip(extents).zip(names).zip(extras) {
+                self.file(node, e, Some(name), Some(x))?;
             }
             return Ok(self);
         }
@@ -170,21 +172,23 @@ impl<'a, R: ReadAt + Sync, T: ReadAt + Sync + ?Sized> Walk<'a, R, T> {
             before: Some(last.id),
             checked: Checked::default(),
         };
-        let later = names.split_off(half);
+        let (later, later_extras) = (names.split_off(half), extras.split_off(half));
         let run = move |w: &mut Walk<'a, R, T>,
                         range: std::ops::Range<usize>,
-                        names: Vec<Vec<u8>>| {
-            for ((node, e), name) in files[range.clone()].iter().zip(&extents[range]).zip(names) {
-                w.file(node, e, Some(name))?;
+                        names: Vec<Vec<u8>>,
+                        extras: Vec<Extras>| {
+            let nodes = files[range.clone()].iter().zip(&extents[range]);
+            for (((node, e), name), x) in nodes.zip(names).zip(extras) {
+                w.file(node, e, Some(name), Some(x))?;
             }
             Ok::<(), TreeError>(())
         };
         let (a, b, second) = std::thread::scope(|scope| {
             let other = scope.spawn(move || {
-                let done = run(&mut second, half..files.len(), later);
+                let done = run(&mut second, half..files.len(), later, later_extras);
                 (done, second)
             });
-            let mine = run(&mut self, 0..half, names);
+            let mine = run(&mut self, 0..half, names, extras);
             match other.join() {
                 Ok((done, walked)) => (mine, done, Some(walked)),
                 Err(_) => (
@@ -214,8 +218,15 @@ impl<'a, R: ReadAt + Sync, T: ReadAt + Sync + ?Sized> Walk<'a, R, T> {
         }
     }
 
-    /// Checks file `node` (its extent `e`, its name if already read) and moves past it.
-    fn file(&mut self, node: &Node, e: &Extent, name: Option<Vec<u8>>) -> Result<(), TreeError> {
+    /// Checks file `node` (its extent `e`, its name and extras if already read) and
+    /// moves past it.
+    fn file(
+        &mut self,
+        node: &Node,
+        e: &Extent,
+        name: Option<Vec<u8>>,
+        extras: Option<Extras>,
+    ) -> Result<(), TreeError> {
         let table = self.table;
         if let Some(prev) = self.before.filter(|_| e.header < self.from) {
             let why = format!(
@@ -235,7 +246,10 @@ impl<'a, R: ReadAt + Sync, T: ReadAt + Sync + ?Sized> Walk<'a, R, T> {
         let (member, walked) =
             walk_to(self.tar, self.from, e).map_err(|why| wrong(table, node, &why))?;
         self.checked.members += walked;
-        let extras = table.extras(node)?;
+        let extras = match extras {
+            Some(x) => x,
+            None => table.extras(node)?,
+        };
         let named = match node.nlink {
             // A file of one name: the path it was first reached by.
             0 | 1 => {

@@ -511,23 +511,48 @@ impl<R: ReadAt> Table<R> {
     /// The names of `nodes` as first found, read at once where they lie together in
     /// the heap (as the names of nodes numbered together do).
     pub fn names(&self, nodes: &[&Node]) -> Result<Vec<Vec<u8>>, TreeError> {
-        let lo = nodes.iter().map(|n| n.name.0).min().unwrap_or(0);
-        let hi = nodes
+        let ranges: Vec<(u64, u64)> = nodes
             .iter()
-            .map(|n| n.name.0.saturating_add(u64::from(n.name.1)))
-            .max()
-            .unwrap_or(0);
+            .map(|n| (n.name.0, u64::from(n.name.1)))
+            .collect();
+        self.heap_pieces(&ranges)
+    }
+
+    /// The heap bytes of each `(offset, length)` range (an empty one: none), read in
+    /// one piece where they lie within [`NAME_BLOCK`] of one another, else one at a time.
+    fn heap_pieces(&self, ranges: &[(u64, u64)]) -> Result<Vec<Vec<u8>>, TreeError> {
+        let used = || ranges.iter().filter(|r| r.1 > 0);
+        let lo = used().map(|r| r.0).min().unwrap_or(0);
+        let hi = used().map(|r| r.0.saturating_add(r.1)).max().unwrap_or(0);
         if hi.saturating_sub(lo) > NAME_BLOCK {
-            return nodes.iter().map(|n| self.name(n)).collect();
+            return ranges.iter().map(|&(o, l)| self.heap_bytes(o, l)).collect();
         }
         let block = self.heap_bytes(lo, hi - lo)?;
-        Ok(nodes
+        Ok(ranges
             .iter()
-            .map(|n| {
-                let at = (n.name.0 - lo) as usize;
-                block[at..at + usize::from(n.name.1)].to_vec()
+            .map(|&(o, l)| match l {
+                0 => Vec::new(),
+                _ => {
+                    let at = (o - lo) as usize;
+                    block[at..at + l as usize].to_vec()
+                }
             })
             .collect())
+    }
+
+    /// The extras of `nodes` ([`Table::extras`]), read at once where they lie together
+    /// in the heap.
+    pub fn extras_of(&self, nodes: &[&Node]) -> Result<Vec<Extras>, TreeError> {
+        let ranges: Vec<(u64, u64)> = nodes
+            .iter()
+            .map(|n| (n.extras.0, u64::from(n.extras.1)))
+            .collect();
+        let raw = self.heap_pieces(&ranges)?;
+        nodes
+            .iter()
+            .zip(raw)
+            .map(|(n, raw)| parse_extras(n, &raw))
+            .collect()
     }
 
     /// A node's name as first found (empty for the root).
@@ -541,41 +566,7 @@ impl<R: ReadAt> Table<R> {
         if n.extras.1 == 0 {
             return Ok(Extras::default());
         }
-        let raw = self.heap_bytes(n.extras.0, u64::from(n.extras.1))?;
-        let bad = || TreeError::new(format!("tree table: node {}: damaged extras", n.id));
-        let mut p = Parser { b: &raw };
-        let mut x = Extras::default();
-        let runs = p.u32().ok_or_else(bad)?;
-        let (mut end, mut total) = (0u64, 0u64);
-        for _ in 0..runs {
-            let (o, l) = (p.u64().ok_or_else(bad)?, p.u64().ok_or_else(bad)?);
-            let run_end = o.checked_add(l).ok_or_else(bad)?;
-            if o < end || run_end > n.size {
-                return Err(bad());
-            }
-            end = run_end;
-            total = total.checked_add(l).ok_or_else(bad)?;
-            x.runs.push((o, l));
-        }
-        if runs > 0 && total != n.b {
-            return Err(bad());
-        }
-        let xattrs = p.u32().ok_or_else(bad)?;
-        for _ in 0..xattrs {
-            let nl = p.u16().ok_or_else(bad)?;
-            let name = p.take(usize::from(nl)).ok_or_else(bad)?.to_vec();
-            let vl = p.u32().ok_or_else(bad)?;
-            let value = p.take(vl as usize).ok_or_else(bad)?.to_vec();
-            x.xattrs.push((name, value));
-        }
-        // The owner's names, in a table that keeps them.
-        if !p.b.is_empty() {
-            for name in [&mut x.user, &mut x.group] {
-                let len = p.u16().ok_or_else(bad)?;
-                *name = p.take(usize::from(len)).ok_or_else(bad)?.to_vec();
-            }
-        }
-        Ok(x)
+        parse_extras(n, &self.heap_bytes(n.extras.0, u64::from(n.extras.1))?)
     }
 
     /// Up to `max` entries of directory `dir`, from its entry number `from` on.
@@ -727,6 +718,48 @@ impl<R: ReadAt> Table<R> {
         fill_at(&self.file, buf, at)
             .map_err(|e| io_error(&format!("read the tree table's {what}"), e))
     }
+}
+
+/// Node `n`'s extras from their heap bytes `raw` (none: no extras), checked against
+/// the node (runs sorted, inside its size, adding up to its stored bytes).
+fn parse_extras(n: &Node, raw: &[u8]) -> Result<Extras, TreeError> {
+    let mut x = Extras::default();
+    if raw.is_empty() {
+        return Ok(x);
+    }
+    let bad = || TreeError::new(format!("tree table: node {}: damaged extras", n.id));
+    let mut p = Parser { b: raw };
+    let runs = p.u32().ok_or_else(bad)?;
+    let (mut end, mut total) = (0u64, 0u64);
+    for _ in 0..runs {
+        let (o, l) = (p.u64().ok_or_else(bad)?, p.u64().ok_or_else(bad)?);
+        let run_end = o.checked_add(l).ok_or_else(bad)?;
+        if o < end || run_end > n.size {
+            return Err(bad());
+        }
+        end = run_end;
+        total = total.checked_add(l).ok_or_else(bad)?;
+        x.runs.push((o, l));
+    }
+    if runs > 0 && total != n.b {
+        return Err(bad());
+    }
+    let xattrs = p.u32().ok_or_else(bad)?;
+    for _ in 0..xattrs {
+        let nl = p.u16().ok_or_else(bad)?;
+        let name = p.take(usize::from(nl)).ok_or_else(bad)?.to_vec();
+        let vl = p.u32().ok_or_else(bad)?;
+        let value = p.take(vl as usize).ok_or_else(bad)?.to_vec();
+        x.xattrs.push((name, value));
+    }
+    // The owner's names, in a table that keeps them.
+    if !p.b.is_empty() {
+        for name in [&mut x.user, &mut x.group] {
+            let len = p.u16().ok_or_else(bad)?;
+            *name = p.take(usize::from(len)).ok_or_else(bad)?.to_vec();
+        }
+    }
+    Ok(x)
 }
 
 fn damaged() -> TreeError {
