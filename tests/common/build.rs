@@ -178,3 +178,10 @@ pub fn allocated(path: &Path) -> u64 {
         .unwrap_or_else(|e| panic!("fsync {}: {e}", path.display()));
     std::fs::symlink_metadata(path).expect("stat").blocks() * 512
 }
+
+/// `p` named with a trailing slash (`DST/`, as rsync and cp read it).
+pub fn with_slash(p: &Path) -> std::path::PathBuf {
+    let mut named = p.as_os_str().to_owned();
+    named.push("/");
+    named.into()
+}

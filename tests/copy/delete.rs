@@ -196,11 +196,6 @@ fn a_dst_named_with_a_slash_takes_a_directory_under_its_own_name() {
     let s = scratch();
     let proj = s.tmp.path().join("proj");
     tree(&proj);
-    let slash = |p: &Path| {
-        let mut o = p.as_os_str().to_owned();
-        o.push("/");
-        std::path::PathBuf::from(o)
-    };
     let (theirs, ours) = (s.tmp.path().join("r"), s.tmp.path().join("f"));
     for bk in [&theirs, &ours] {
         mkdirs(bk);
@@ -209,11 +204,11 @@ fn a_dst_named_with_a_slash_takes_a_directory_under_its_own_name() {
     let out = std::process::Command::new("rsync")
         .args(["-aHUX", "--delete"])
         .arg(&proj)
-        .arg(slash(&theirs))
+        .arg(with_slash(&theirs))
         .output()
         .expect("run rsync");
     assert!(out.status.success(), "{out:?}");
-    let r = crate::common::run::copy(&proj, &slash(&ours), &["--delete", "--json"]);
+    let r = crate::common::run::copy(&proj, &with_slash(&ours), &["--delete", "--json"]);
     r.assert_ok();
     r.json().assert_counts(&[("deleted", 0)]);
     let opts = Options {
@@ -223,7 +218,10 @@ fn a_dst_named_with_a_slash_takes_a_directory_under_its_own_name() {
     assert_same_tree_with(&theirs.join("proj"), &ours.join("proj"), &opts);
     assert_eq!(std::fs::read(ours.join("other")).unwrap(), b"not proj's");
     // Contents: `proj/ bk/` (and `proj bk`), a mirror of proj with --delete.
-    for (named, dst) in [(slash(&proj), slash(&ours)), (proj.clone(), ours.clone())] {
+    for (named, dst) in [
+        (with_slash(&proj), with_slash(&ours)),
+        (proj.clone(), ours.clone()),
+    ] {
         copy_ok(&named, &dst, &["--delete"]);
         assert!(!ours.join("other").exists() && !ours.join("proj").exists());
         assert_same_tree_with(&proj, &ours, &opts);

@@ -40,6 +40,20 @@ fn dst_tree(src: &Path, dst: &Path, outside: &Path) {
     stamp_times(dst);
 }
 
+/// A scratch with SRC ([`src_tree`]), `outside`, and DST ([`dst_tree`]).
+fn scene() -> (
+    crate::common::Scratch,
+    std::path::PathBuf,
+    std::path::PathBuf,
+) {
+    let s = scratch();
+    let outside = s.tmp.path().join("outside");
+    let dst = s.tmp.path().join("dst");
+    src_tree(&s.src, &outside);
+    dst_tree(&s.src, &dst, &outside);
+    (s, outside, dst)
+}
+
 /// The lines `-i` printed, as a set (the order follows the walk's workers).
 fn itemized(out: &str) -> BTreeSet<String> {
     out.lines().map(str::to_owned).collect()
@@ -88,19 +102,10 @@ fn with_delete_a_directory_in_the_way_goes_and_the_dry_run_said_so() {
 
 #[test]
 fn without_delete_a_directory_in_the_way_is_named_by_the_run_and_the_dry_run() {
-    let s = scratch();
-    let outside = s.tmp.path().join("outside");
-    let dst = s.tmp.path().join("dst");
-    src_tree(&s.src, &outside);
-    dst_tree(&s.src, &dst, &outside);
+    let (s, _outside, dst) = scene();
     // Both named with a slash (`rsync -a SRC/ DST/`): the message joins them right.
-    let slash = |p: &Path| {
-        let mut o = p.as_os_str().to_owned();
-        o.push("/");
-        std::path::PathBuf::from(o)
-    };
     for args in [&["-n", "-i"][..], &[][..]] {
-        let r = copy(&slash(&s.src), &slash(&dst), args);
+        let r = copy(&with_slash(&s.src), &with_slash(&dst), args);
         r.assert_status(1);
         let named = format!(
             "{}: replace: a directory that is not empty is in the way",
@@ -117,11 +122,7 @@ fn without_delete_a_directory_in_the_way_is_named_by_the_run_and_the_dry_run() {
 
 #[test]
 fn with_delete_a_directory_in_the_way_holding_what_the_rules_keep_stays() {
-    let s = scratch();
-    let outside = s.tmp.path().join("outside");
-    let dst = s.tmp.path().join("dst");
-    src_tree(&s.src, &outside);
-    dst_tree(&s.src, &dst, &outside);
+    let (s, _outside, dst) = scene();
     write(&dst.join("f/keep.o"), b"excluded: kept");
     let r = copy(&s.src, &dst, &["--delete", "--exclude", "*.o"]);
     r.assert_status(1);

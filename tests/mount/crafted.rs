@@ -124,13 +124,30 @@ fn a_table_pointing_a_file_elsewhere_is_refused_by_the_kernel_mount_and_cat() {
     }
 }
 
+/// The tree table `path` (a ferry archive) carries, opened, and the archive.
+fn open_table(path: &Path) -> (ferry_archive::tree::Table, std::fs::File) {
+    use ferry_archive::tree::{Table, TableFile};
+    let file = std::fs::File::open(path).expect("open the archive");
+    let len = file.metadata().expect("stat").len();
+    let tree = ferry_archive::read::archive::embedded_tree(&file, len)
+        .expect("read the trailer")
+        .expect("a table");
+    let table = Table::open(
+        TableFile::File(file.try_clone().expect("dup")),
+        tree.at,
+        tree.len,
+        false,
+    )
+    .expect("open the table");
+    (table, file)
+}
+
 /// A mount serves a file's data as soon as the check has passed it, before the whole
 /// check ends: what the check reports passed must never include a file it later finds
 /// lying, nor one whose member lies inside a file passed earlier.
 #[test]
 fn the_checks_progress_never_passes_a_file_it_later_finds_lying() {
-    use ferry_archive::read::archive::embedded_tree;
-    use ferry_archive::tree::{check_against_tar_reporting, Table, TableFile};
+    use ferry_archive::tree::check_against_tar_reporting;
     use std::sync::Mutex;
 
     let s = scratch();
@@ -150,29 +167,14 @@ fn the_checks_progress_never_passes_a_file_it_later_finds_lying() {
     let check = |bytes: &[u8]| {
         let path = s.tmp.path().join("checked.far");
         std::fs::write(&path, bytes).expect("write the archive");
-        let file = std::fs::File::open(&path).expect("open the archive");
-        let tree = embedded_tree(&file, bytes.len() as u64)
-            .expect("read the trailer")
-            .expect("a table");
-        let table: Table = Table::open(
-            TableFile::File(file.try_clone().expect("dup")),
-            tree.at,
-            tree.len,
-            false,
-        )
-        .expect("open the table");
+        let (table, file) = open_table(&path);
         let reported = Mutex::new(Vec::new());
         let result =
             check_against_tar_reporting(&table, &file, &|n| reported.lock().unwrap().push(n));
         (result, reported.into_inner().unwrap(), table.len())
     };
     let (result, reported, nodes) = check(&bytes);
-    let late_name = {
-        let file = std::fs::File::open(&archive).expect("open the archive");
-        let tree = embedded_tree(&file, bytes.len() as u64).unwrap().unwrap();
-        let table: Table = Table::open(TableFile::File(file), tree.at, tree.len, false).unwrap();
-        String::from_utf8(table.path_of(5000)).expect("a UTF-8 name")
-    };
+    let late_name = String::from_utf8(open_table(&archive).0.path_of(5000)).expect("UTF-8");
     let checked = result.expect("the honest table passes");
     assert_eq!(checked.files, 6000);
     assert!(reported.len() >= 2 && reported.is_sorted(), "{reported:?}");
@@ -211,24 +213,10 @@ fn the_checks_progress_never_passes_a_file_it_later_finds_lying() {
 /// table naming another owner than the tar's header is refused by the check.
 #[test]
 fn a_table_naming_another_owner_is_refused_by_the_check() {
-    use ferry_archive::read::archive::embedded_tree;
-    use ferry_archive::tree::{check_against_tar, Table, TableFile};
+    use ferry_archive::tree::check_against_tar;
 
     let (s, archive, _cache) = packed();
-    let open = |path: &Path| {
-        let file = std::fs::File::open(path).expect("open the archive");
-        let len = file.metadata().expect("stat").len();
-        let tree = embedded_tree(&file, len).unwrap().expect("a table");
-        let table: Table = Table::open(
-            TableFile::File(file.try_clone().expect("dup")),
-            tree.at,
-            tree.len,
-            false,
-        )
-        .expect("open the table");
-        (table, file)
-    };
-    let (table, file) = open(&archive);
+    let (table, file) = open_table(&archive);
     check_against_tar(&table, &file).expect("the honest table passes");
     let a = (0..table.len() as u32)
         .map(|id| table.node(id).unwrap())
@@ -250,7 +238,7 @@ fn a_table_naming_another_owner_is_refused_by_the_check() {
     assert!(changed > 0);
     let lying = s.tmp.path().join("owner.far");
     std::fs::write(&lying, t.sealed()).unwrap();
-    let (table, file) = open(&lying);
+    let (table, file) = open_table(&lying);
     let e = check_against_tar(&table, &file).expect_err("a table naming another owner");
     assert!(e.to_string().contains("owner or group name"), "{e}");
 }
