@@ -62,6 +62,7 @@
 
 pub mod build;
 pub mod check;
+mod extras;
 pub(crate) mod lean;
 mod nodes;
 pub mod read;
