@@ -7,6 +7,7 @@ mod archive_cmd;
 mod archive_out;
 mod cli;
 mod compression;
+mod copy_args;
 mod demo;
 mod docs_cmd;
 mod filters;
