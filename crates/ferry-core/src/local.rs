@@ -8,7 +8,7 @@
 //! A file's times are set last: a half-written file never looks complete.
 
 use crate::changes::{Changes, Kind, Reasons, What};
-use crate::data::{self, Mover};
+use crate::data::Mover;
 use crate::delete::{remove_in_the_way, DeleteOptions};
 use crate::entry::{Entry, EntryKind, Metadata, RelPath, Timestamp, Xattr};
 use crate::error::{Context, Error, Reporter, Result};
@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+mod data_in;
+mod nodes;
 mod reach;
 mod reopen;
 use reach::dir_error;
@@ -460,133 +462,6 @@ impl<'a> LocalTreeSink<'a> {
         }
     }
 
-    fn write_data(
-        &self,
-        fd: &OwnedFd,
-        path: &RelPath,
-        size: u64,
-        data: FileData<'_>,
-    ) -> Result<()> {
-        // Data with a hash recorded at the source (an archive member) is hashed as it
-        // is moved and checked against it, always; with --verify, the destination is
-        // read back and checked against the recorded hash, or else against the data
-        // as read now.
-        let recorded = data.recorded_hash();
-        let verify = self.update.verify || recorded.is_some();
-        let dst = fd.as_fd();
-        // A source that changed while it was read is not copied: what was read may be
-        // a version that never existed, under the old mtime (removed by the caller).
-        let mut unchanged = Ok(());
-        let moved = match data {
-            FileData::File {
-                fd: src,
-                maybe_sparse,
-                stamp,
-            } => {
-                let moved = self
-                    .mover
-                    .copy_file(src.as_fd(), size, maybe_sparse, dst, verify);
-                if let (Ok(_), Some(stamp)) = (&moved, stamp) {
-                    unchanged = stamp.check(src.as_fd(), path);
-                }
-                moved
-            }
-            FileData::Range {
-                fd: src,
-                offset,
-                runs,
-                ..
-            } => self
-                .mover
-                .transfer(src, dst, &data::run_segments(offset, runs), size, verify),
-            FileData::Bytes { bytes, runs, .. } => {
-                self.mover.transfer_bytes(bytes, dst, runs, size, verify)
-            }
-            FileData::Stream { reader, runs } => self
-                .mover
-                .transfer_stream(reader, dst, 0, runs, size, verify),
-            FileData::Buffered { reader, runs } => self
-                .mover
-                .transfer_buffered(reader, dst, runs, size, verify),
-        }
-        .at_dst(path, "copy data")?;
-        unchanged?;
-        // Holes at the end (or a file that is all holes) need the length set.
-        if moved.written_end.unwrap_or(0) < size {
-            rfs::ftruncate(dst, size).at_dst(path, "set length")?;
-        }
-        if self.mover.sparse == data::Sparse::Never && size > 0 {
-            self.mover
-                .fill_holes(dst, size)
-                .at_dst(path, "fill holes")?;
-        }
-        self.stats.count_method(moved.method);
-        if let (Some(want), Some(got)) = (recorded, moved.hash) {
-            if got != want {
-                return Err(Error::dst(path, "verify", other(DAMAGED)));
-            }
-        }
-        if !self.update.verify {
-            return Ok(());
-        }
-        let (want, differs) = match (recorded, moved.hash) {
-            (Some(want), _) => (want, "content differs from the hash recorded in the source"),
-            (None, Some(want)) => (want, "destination content differs from source"),
-            (None, None) => return Ok(()),
-        };
-        let got = data::hash_range(fd, 0, size).at_dst(path, "verify")?;
-        if got != want {
-            return Err(Error::dst(path, "verify", other(differs)));
-        }
-        Ok(())
-    }
-
-    /// True when the existing destination file already holds the source's content.
-    fn up_to_date(
-        &self,
-        dir: &DstDir,
-        name: &CStr,
-        st: &Stat,
-        entry: &Entry,
-        data: &FileData<'_>,
-    ) -> Result<bool> {
-        let EntryKind::File { size, .. } = entry.kind else {
-            return Ok(false);
-        };
-        // A file this job wrote (an archive may hold a name twice, the same size and
-        // mtime but other data) is not up to date: the later member wins.
-        let changed = Timestamp {
-            sec: st.st_ctime,
-            nsec: st.st_ctime_nsec as u32,
-        };
-        if st.st_size as u64 != size || changed >= self.started {
-            return Ok(false);
-        }
-        if !self.update.checksum {
-            return Ok(meta::mtime_of(st) == entry.meta.mtime);
-        }
-        let ours = match data {
-            FileData::File { fd, .. } => data::hash_range(fd, 0, size),
-            FileData::Range {
-                fd, offset, runs, ..
-            } => data::hash_runs(*fd, *offset, runs, size),
-            FileData::Bytes { bytes, runs, .. } => data::hash_bytes(bytes, runs, size)
-                .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof)),
-            // A stream cannot be read twice: copy it.
-            FileData::Stream { .. } | FileData::Buffered { .. } => return Ok(false),
-        }
-        .at(&entry.path, "read")?;
-        // Reading must not change the atime the copy is meant to keep.
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = match rfs::openat(&*dir.fd, name, flags | OFlags::NOATIME, Mode::empty()) {
-            Err(Errno::PERM) => rfs::openat(&*dir.fd, name, flags, Mode::empty()),
-            other => other,
-        }
-        .at_dst(&entry.path, "open destination")?;
-        let theirs = data::hash_range(&fd, 0, size).at_dst(&entry.path, "read destination")?;
-        Ok(theirs == ours)
-    }
-
     /// Brings an existing node's owner, mode, xattrs and times in line with `entry`
     /// without touching its data; does nothing when they already match. `false`: they
     /// differ, but the node has more names than the source's inode, which may lie
@@ -619,108 +494,6 @@ impl<'a> LocalTreeSink<'a> {
             c.change(&entry.path, kind, What::Meta(differs));
         }
         Ok(true)
-    }
-
-    /// Makes `name` in `dir` (for `entry`) a hardlink to `made`, or, where that cannot
-    /// be (too many links, the first copy gone, another filesystem), runs `copy`.
-    fn hardlink(
-        &self,
-        dir: &DstDir,
-        name: &CStr,
-        entry: &Entry,
-        made: &Made,
-        copy: impl FnOnce() -> Result<()>,
-    ) -> Result<()> {
-        let path = &entry.path;
-        // The first copy's directory, opened again if the job has closed it since.
-        let made_dir = match made.dir.upgrade() {
-            Some(fd) => fd,
-            None => match self.dir_at(&made.dir_path, Reach::Search) {
-                Ok(found) => found.fd,
-                Err(_) => return copy(),
-            },
-        };
-        let was = self.existing(dir, name, path)?;
-        if let Some(st) = &was {
-            let first = rfs::statat(&*made_dir, made.name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW);
-            if matches!(&first, Ok(f) if f.st_ino == st.st_ino && f.st_dev == st.st_dev) {
-                Stats::bump(&self.stats.skipped);
-                return Ok(());
-            }
-            self.remove(dir, name, path, st)?;
-        }
-        match rfs::linkat(
-            &*made_dir,
-            made.name.as_c_str(),
-            &*dir.fd,
-            name,
-            AtFlags::empty(),
-        ) {
-            Ok(()) => {
-                self.count_link(matches!(entry.kind, EntryKind::File { .. }));
-                self.tell(entry, was.as_ref());
-                Ok(())
-            }
-            Err(Errno::MLINK | Errno::NOENT | Errno::XDEV) => copy(),
-            Err(e) => Err(Error::dst(path, "link", e)),
-        }
-    }
-
-    fn symlink(&self, dir: &DstDir, entry: &Entry, target: &[u8]) -> Result<()> {
-        let path = &entry.path;
-        let name = cname(path)?;
-        let was = self.existing(dir, &name, path)?;
-        if let Some(st) = &was {
-            let same = FileType::from_raw_mode(st.st_mode) == FileType::Symlink
-                && rfs::readlinkat(&*dir.fd, name.as_c_str(), Vec::new())
-                    .is_ok_and(|t| t.as_bytes() == target);
-            if same && self.settle(dir, &name, st, entry, true)? {
-                Stats::bump(&self.stats.skipped);
-                return Ok(());
-            }
-            self.remove(dir, &name, path, st)?;
-        }
-        let target = CString::new(target)
-            .map_err(|_| Error::dst(path, "symlink", other("target contains a NUL byte")))?;
-        self.replacing(dir, &name, path, || {
-            rfs::symlinkat(target.as_c_str(), &*dir.fd, name.as_c_str())
-        })?
-        .at_dst(path, "create symlink")?;
-        self.meta_at(dir, &name, entry, true)?;
-        Stats::bump(&self.stats.others);
-        self.tell(entry, was.as_ref());
-        Ok(())
-    }
-
-    fn special(&self, dir: &DstDir, entry: &Entry) -> Result<()> {
-        let path = &entry.path;
-        let name = cname(path)?;
-        let (kind, rdev) = match entry.kind {
-            EntryKind::Fifo => (FileType::Fifo, 0),
-            EntryKind::CharDevice { rdev } => (FileType::CharacterDevice, rdev),
-            EntryKind::BlockDevice { rdev } => (FileType::BlockDevice, rdev),
-            _ => unreachable!(),
-        };
-        let was = self.existing(dir, &name, path)?;
-        if let Some(st) = &was {
-            if FileType::from_raw_mode(st.st_mode) == kind
-                && st.st_rdev == rdev
-                && self.settle(dir, &name, st, entry, false)?
-            {
-                Stats::bump(&self.stats.skipped);
-                return Ok(());
-            }
-            self.remove(dir, &name, path, st)?;
-        }
-        let mode = Mode::from_raw_mode(entry.meta.mode & 0o777);
-        self.replacing(dir, &name, path, || {
-            rfs::mknodat(&*dir.fd, name.as_c_str(), kind, mode, rdev)
-        })?
-        .at_dst(path, "create special file")?;
-        self.meta_at(dir, &name, entry, false)?;
-        Stats::bump(&self.stats.others);
-        self.tell(entry, was.as_ref());
-        Ok(())
     }
 
     /// Applies `entry`'s metadata to the node `name` just made in `dir` (a symlink, a
@@ -881,62 +654,6 @@ impl LocalTreeSink<'_> {
             }
             _ => Ok(()),
         }
-    }
-
-    /// Makes `entry` another name for `target`, an earlier entry of the same stream.
-    fn link_by_name(&self, parent: &DstDir, entry: &Entry, target: &RelPath) -> Result<()> {
-        let path = &entry.path;
-        let name = cname(path)?;
-        let tname = cname(target)?;
-        let tparent = target.parent();
-        // Named after the link, which is what failed; the target is in the message.
-        let about_target = |e: io::Error| {
-            Error::dst(
-                path,
-                "link",
-                io::Error::new(e.kind(), format!("target {target}: {e}")),
-            )
-        };
-        let tdir = self
-            .dir_at(&tparent, Reach::Search)
-            .map_err(|e| about_target(e.os))?;
-        let first = rfs::statat(&*tdir.fd, tname.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| about_target(e.into()))?;
-        if FileType::from_raw_mode(first.st_mode) == FileType::Directory {
-            return Err(Error::dst(
-                path,
-                "link",
-                other("the link target is a directory"),
-            ));
-        }
-        // A link to itself (tar writes one for a file named twice) has nothing to do.
-        if target == path {
-            Stats::bump(&self.stats.skipped);
-            return Ok(());
-        }
-        if let Some(st) = self.existing(parent, &name, path)? {
-            if st.st_ino == first.st_ino && st.st_dev == first.st_dev {
-                Stats::bump(&self.stats.skipped);
-                return Ok(());
-            }
-            self.remove(parent, &name, path, &st)?;
-        }
-        self.replacing(parent, &name, path, || {
-            rfs::linkat(&*tdir.fd, &tname, &*parent.fd, &name, AtFlags::empty())
-        })?
-        .at_dst(path, "link")?;
-        self.count_link(FileType::from_raw_mode(first.st_mode) == FileType::RegularFile);
-        Ok(())
-    }
-
-    /// Counts a hardlink made: with the files when it names a regular file, else with
-    /// the other kinds.
-    fn count_link(&self, regular: bool) {
-        Stats::bump(if regular {
-            &self.stats.files
-        } else {
-            &self.stats.others
-        });
     }
 }
 
