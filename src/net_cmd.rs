@@ -145,6 +145,13 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
             args.dst.display()
         ),
     };
+    if upload {
+        // A missing SRC is said before anything is started at the other end.
+        if let Err(e) = std::fs::symlink_metadata(&args.src) {
+            let err = ferry_core::Error::new(&ferry_core::RelPath::root(), "open source", e);
+            return Ok(job.fatal(&job.reporter.line(&err)));
+        }
+    }
     let (link, remote) = open_link(args, remote)?;
     let Link {
         r,

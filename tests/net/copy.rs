@@ -213,3 +213,30 @@ fn filters_go_to_the_remote_ferry_over_ssh() {
         .assert_ok();
     assert!(sc.dst.join("a.o").exists() && !sc.dst.join("d").exists());
 }
+
+/// A missing local SRC is said (naming it, exit 2) before anything is started at the
+/// other end: the `-e` command, which would mark that it ran, never runs.
+#[test]
+fn a_missing_local_src_is_said_before_the_remote_end_is_started() {
+    let t = scratch();
+    let mark = t.tmp.path().join("ran");
+    let rsh = t.tmp.path().join("rsh");
+    write(
+        &rsh,
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", mark.display()).as_bytes(),
+    );
+    chmod(&rsh, 0o755);
+    let missing = t.tmp.path().join("missing");
+    let mut cmd = std::process::Command::new(FERRY);
+    cmd.args(["copy", "-e", s(&rsh)])
+        .arg(&missing)
+        .arg("somehost:dst");
+    let r = crate::common::run::run(cmd);
+    r.assert_status(2);
+    assert!(
+        r.stderr
+            .contains(&format!("{}: open source: No such file", missing.display())),
+        "{r}"
+    );
+    assert!(!mark.exists(), "the remote end was started first: {r}");
+}
