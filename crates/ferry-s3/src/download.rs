@@ -176,6 +176,24 @@ fn start_feed(
     (rx, task)
 }
 
+/// The directory shard's feed, started early; however the download ends, it is
+/// stopped and waited for here, on this thread. Its task holds the store, and so its
+/// runtime: left running, it could drop the last reference inside the runtime, which
+/// tokio refuses with a panic (seen when an earlier shard was refused).
+struct Early<'a> {
+    store: &'a Store,
+    fed: Option<(Chunks, tokio::task::JoinHandle<()>)>,
+}
+
+impl Drop for Early<'_> {
+    fn drop(&mut self) {
+        if let Some((mut rx, feeder)) = self.fed.take() {
+            rx.close();
+            let _ = self.store.rt.block_on(feeder);
+        }
+    }
+}
+
 /// Downloads the upload at `store`'s location into `dst`.
 pub fn download(
     store: Arc<Store>,
@@ -213,21 +231,24 @@ pub fn download(
     // The directory shard, small and unpacked last, is asked for at once beside the
     // first shard: its GET then overlaps the data instead of waiting its turn (on a
     // reused connection Garage sends a small body ~40 ms after its headers).
-    let mut early = match wanted.last() {
-        Some(last) if wanted.len() > 1 && last.size <= RANGE => {
-            Some(start_feed(&store, last, opts.ranges_in_flight))
-        }
-        _ => None,
+    let mut early = Early {
+        store: &store,
+        fed: match wanted.last() {
+            Some(last) if wanted.len() > 1 && last.size <= RANGE => {
+                Some(start_feed(&store, last, opts.ranges_in_flight))
+            }
+            _ => None,
+        },
     };
     for (i, shard) in wanted.iter().enumerate() {
         let key = store.key(&shard.name());
         let named = |e: &dyn std::fmt::Display| {
             S3Error::new(format!("s3://{}/{key}: {e}", store.loc.bucket))
         };
-        let (rx, feeder) = match early.take() {
+        let (rx, feeder) = match early.fed.take() {
             Some(fed) if i + 1 == wanted.len() => fed,
             other => {
-                early = other;
+                early.fed = other;
                 start_feed(&store, shard, opts.ranges_in_flight)
             }
         };
