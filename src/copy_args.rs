@@ -57,14 +57,17 @@ pub struct CopyArgs {
 
 impl CopyArgs {
     /// The first flag given that a copy with ssh or `ferry://` at one end does not
-    /// carry out yet (it takes the filter rules, `-x`, `-L` and `-u`), to be refused
-    /// rather than silently ignored.
+    /// carry out yet (it takes the filter rules, `-x`, `-L`, `-u`, `--delete`,
+    /// `--max-delete`, `-n`, `-i` and `-v`), to be refused rather than silently
+    /// ignored.
     pub fn not_for_remote(&self) -> Option<&'static str> {
         self.not_supported(Takes {
             filters: true,
             walk_flags: true,
             update: true,
-            ..Takes::default()
+            delete: true,
+            max_delete: true,
+            dry_run: true,
         })
     }
 
@@ -99,8 +102,8 @@ impl CopyArgs {
         let m = &self.mirror;
         let unsupported = [
             (!takes.delete && (m.delete || m.delete_excluded), "--delete"),
-            // Only the local copy counts its removals yet.
-            (m.max_delete.is_some(), "--max-delete"),
+            // Only copies with ssh or ferry:// at one end count their removals yet.
+            (!takes.max_delete && m.max_delete.is_some(), "--max-delete"),
             (
                 !takes.dry_run && (m.dry_run || m.itemize_changes || m.verbose),
                 "--dry-run, -i and -v",
@@ -130,6 +133,8 @@ struct Takes {
     walk_flags: bool,
     /// `--delete`, `--delete-excluded`.
     delete: bool,
+    /// `--max-delete`.
+    max_delete: bool,
     /// `-n`, `-i`, `-v`.
     dry_run: bool,
     /// `-u`.

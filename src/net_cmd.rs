@@ -8,6 +8,7 @@ use ferry_core::stats::Snapshot;
 use ferry_net::client::{self, Options};
 use ferry_net::conn::{Limits, Paced, ReadHalf, WriteHalf};
 use ferry_net::dial::{connect, DaemonUrl, Dial};
+use ferry_net::proto::Mirror;
 use ferry_net::ssh::{location, Location, Ssh};
 use ferry_net::tls::KnownServers;
 use ferry_net::transfer::SourceWalk;
@@ -134,7 +135,16 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
             dereference: args.dereference,
             keep_newer: args.update,
         },
+        mirror: Mirror {
+            delete: args.mirror.delete || args.mirror.delete_excluded,
+            delete_excluded: args.mirror.delete_excluded,
+            max_delete: args.mirror.max_delete,
+            dry_run: args.mirror.dry_run,
+            changes: false,
+        },
     };
+    let printer = crate::itemize::printer(&args.mirror, args.output.json);
+    let changes = printer.as_deref();
     let (src, dst) = (place(args.src.as_os_str())?, place(args.dst.as_os_str())?);
     let (remote, upload) = match (src, dst) {
         (Place::Local, remote) => (remote, true),
@@ -164,16 +174,16 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     let show = job.show_progress();
     let done = match upload {
         true => progress::with_progress(show, &args.src, stats, || {
-            client::upload(r, w, &args.src, &remote, &opts, stats, &counting)
+            client::upload(r, w, &args.src, &remote, &opts, stats, &counting, changes)
         })
-        .map(|theirs| written_there(job, &theirs)),
+        .map(|theirs| written_there(job, &theirs, opts.mirror.dry_run)),
         false => progress::with_totals(
             show,
             |_| {},
             stats,
-            || client::download(r, w, &remote, &args.dst, &opts, stats, &counting),
+            || client::download(r, w, &remote, &args.dst, &opts, stats, &counting, changes),
         )
-        .map(|theirs| skipped_there(job, &theirs)),
+        .map(|theirs| sent_there(job, &theirs, opts.mirror.dry_run)),
     };
     let done = done.and_then(|()| ssh.as_mut().map_or(Ok(()), Ssh::finish));
     let ending = |ssh: &mut Option<Ssh>| ssh.as_mut().map(|s| format!(" ({})", s.ending()));
@@ -189,10 +199,17 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// After an upload, the summary counts what the server wrote, and what was left out
-/// here as up to date as well as what it found so.
-fn written_there(job: &Job<'_>, theirs: &Snapshot) {
+/// After an upload, the summary counts what the server wrote and deleted, and what
+/// was left out here as up to date as well as what it found so. After a dry run, what
+/// would be written was counted here (nothing was sent).
+fn written_there(job: &Job<'_>, theirs: &Snapshot, dry_run: bool) {
     let s = &job.stats;
+    s.deleted.store(theirs.deleted, Relaxed);
+    s.skipped.fetch_add(theirs.skipped, Relaxed);
+    s.skipped_bytes.fetch_add(theirs.skipped_bytes, Relaxed);
+    if dry_run {
+        return;
+    }
     for (counter, v) in [
         (&s.files, theirs.files),
         (&s.dirs, theirs.dirs),
@@ -204,14 +221,22 @@ fn written_there(job: &Job<'_>, theirs: &Snapshot) {
     ] {
         counter.store(v, Relaxed);
     }
-    s.skipped.fetch_add(theirs.skipped, Relaxed);
-    s.skipped_bytes.fetch_add(theirs.skipped_bytes, Relaxed);
 }
 
-/// After a download, the summary counts what the server left out as up to date too.
-fn skipped_there(job: &Job<'_>, theirs: &Snapshot) {
-    job.stats.skipped.fetch_add(theirs.skipped, Relaxed);
-    job.stats
-        .skipped_bytes
-        .fetch_add(theirs.skipped_bytes, Relaxed);
+/// After a download, the summary counts what the server left out as up to date too;
+/// after a dry run, what it would have sent (nothing was written here).
+fn sent_there(job: &Job<'_>, theirs: &Snapshot, dry_run: bool) {
+    let s = &job.stats;
+    s.skipped.fetch_add(theirs.skipped, Relaxed);
+    s.skipped_bytes.fetch_add(theirs.skipped_bytes, Relaxed);
+    if dry_run {
+        for (counter, v) in [
+            (&s.files, theirs.files),
+            (&s.dirs, theirs.dirs),
+            (&s.others, theirs.others),
+            (&s.bytes, theirs.bytes),
+        ] {
+            counter.fetch_add(v, Relaxed);
+        }
+    }
 }

@@ -118,6 +118,17 @@ impl Reasons {
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
+
+    /// The reasons as bits (for a message to another ferry).
+    pub fn bits(self) -> u16 {
+        self.0
+    }
+
+    /// The reasons of `bits` this ferry knows (from another ferry's message).
+    pub fn from_bits(bits: u16) -> Reasons {
+        let known = Reasons::NAMES.iter().fold(0, |a, (r, _)| a | r.0);
+        Reasons(bits & known)
+    }
 }
 
 /// The reasons, comma-separated (`size,mtime`).

@@ -3,7 +3,7 @@
 
 use crate::changes::Changes;
 use crate::data::{Mover, Reflink, Sparse};
-use crate::delete::{delete_extraneous, DeleteLimit, DeleteOptions, SourceErrors};
+use crate::delete::{delete_extraneous, DeleteLimit, DeleteOptions, SourceErrors, NOTHING_DELETED};
 use crate::entry::{InodeKey, RelPath};
 use crate::error::{Counting, Error, OneEntry, Reporter, Result};
 use crate::filter::Filter;
@@ -238,22 +238,12 @@ pub fn copy_tree(
         return Ok(());
     };
     if noted.any() {
-        // rsync: "IO error encountered -- skipping file deletion".
-        noted.warn(
-            "some of SRC could not be read: nothing deleted from DST (--delete), so that \
-             what could not be read is not taken for gone",
-        );
+        noted.warn(NOTHING_DELETED);
         return Ok(());
     }
     delete_extraneous(src, dst, &delete, stats, &noted)?;
     if let Some(limit) = &opts.max_delete {
-        let refused = limit.refused.load(std::sync::atomic::Ordering::Relaxed);
-        if refused > 0 {
-            noted.warn(&format!(
-                "--max-delete {}: {refused} entries that would go were kept",
-                limit.max
-            ));
-        }
+        limit.warn_refused(&noted);
     }
     Ok(())
 }

@@ -68,6 +68,17 @@ impl DeleteLimit {
         }
     }
 
+    /// Warns of the removals refused, if any.
+    pub fn warn_refused(&self, reporter: &dyn Reporter) {
+        let refused = self.refused.load(Ordering::Relaxed);
+        if refused > 0 {
+            reporter.warn(&format!(
+                "--max-delete {}: {refused} entries that would go were kept",
+                self.max
+            ));
+        }
+    }
+
     /// Whether one more removal (of `path`) is allowed, taking it if so; a refusal is
     /// counted, and the first reported.
     fn allows(&self, path: &RelPath, reporter: &dyn Reporter) -> bool {
@@ -89,6 +100,11 @@ impl DeleteLimit {
         false
     }
 }
+
+/// The warning when `--delete` deletes nothing because some of SRC could not be read
+/// (rsync: "IO error encountered -- skipping file deletion").
+pub const NOTHING_DELETED: &str = "some of SRC could not be read: nothing deleted from DST \
+     (--delete), so that what could not be read is not taken for gone";
 
 /// Passes messages on, noting whether any error was on the source's side.
 pub struct SourceErrors<'a> {
@@ -209,6 +225,58 @@ pub fn remove_in_the_way(
         reporter,
     };
     deleter.remove(dir, name, path, FileType::Directory);
+}
+
+/// Removes `path` from the tree whose root is open as `root`, with everything below
+/// it, by [`remove_in_the_way`]'s rules (never through a symlink, keeping what the
+/// rules exclude unless `opts.excluded`, each removal counted and told): how a
+/// receiver carries out the deletions a network copy's sender found (the sender's
+/// walk did not meet `path`). Each directory leading to it is opened from `root`
+/// without following a symlink: where one is missing, or is not a directory, there is
+/// nothing to delete. The directory `path` was in keeps its times. `path` must be a
+/// relative path of plain names (no `.`, `..` or empty component): one that is not is
+/// an error naming it, and nothing is removed.
+pub fn remove_below(
+    root: &OwnedFd,
+    path: &RelPath,
+    opts: &DeleteOptions<'_>,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) {
+    if !crate::local::is_plain(path) {
+        let why = std::io::Error::other("not a path of plain names below the destination");
+        return reporter.error(&Error::dst(path, "delete", why));
+    }
+    let parent_path = path.parent();
+    let parent = match crate::local::open_below(root, &parent_path) {
+        Ok(Some(fd)) => fd,
+        Ok(None) => return,
+        Err(e) => return reporter.error(&Error::dst(&parent_path, "open directory", e)),
+    };
+    let dir = &parent;
+    let Ok(name) = CString::new(path.file_name()) else {
+        return;
+    };
+    let kind = match rfs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => FileType::from_raw_mode(st.st_mode),
+        Err(Errno::NOENT) => return,
+        Err(e) => return reporter.error(&Error::dst(path, "delete", e)),
+    };
+    let times = rfs::fstat(dir);
+    let before = stats.deleted.load(Ordering::Relaxed);
+    let deleter = Deleter {
+        opts,
+        stats,
+        reporter,
+    };
+    deleter.remove(dir, &name, path, kind);
+    // Removing names changed the directory's times: give it those it had.
+    if !opts.dry_run && stats.deleted.load(Ordering::Relaxed) != before {
+        let set = times.and_then(|st| rfs::futimens(dir, &meta::timestamps(&meta::from_stat(&st))));
+        if let Err(e) = set {
+            reporter.error(&Error::dst(&parent_path, "set times", e));
+        }
+    }
 }
 
 /// One directory of both trees, open, and its subdirectories still to compare.

@@ -45,6 +45,7 @@ pub mod pseudo;
 pub mod sink;
 pub mod stamp;
 pub mod stats;
+pub mod touch;
 pub mod walk;
 pub mod xattr;
 pub mod zero;

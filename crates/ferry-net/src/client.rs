@@ -5,11 +5,12 @@
 use crate::frame::{expect_frame, write_frame, Kind};
 use crate::manifest::{send_manifest, Manifest};
 use crate::proto::{
-    decode_done, read_accept, read_hello, send_fatal, send_hello, unexpected, Op, Request,
+    decode_done, read_accept, read_hello, send_fatal, send_hello, unexpected, Mirror, Op, Request,
 };
 use crate::stream::{lock, report_message, Inbound, Outbound};
-use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SourceWalk};
+use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SendOptions, SourceWalk};
 use crate::NetError;
+use ferry_core::changes::Changes;
 use ferry_core::error::Reporter;
 use ferry_core::stats::Snapshot;
 use ferry_core::Stats;
@@ -32,6 +33,9 @@ pub struct Options {
     pub threads: usize,
     /// What of the source is sent, whichever end it is on.
     pub walk: SourceWalk,
+    /// Deleting, a dry run; `changes` is set by [`upload`] and [`download`] from
+    /// whether they are given something to tell.
+    pub mirror: Mirror,
 }
 
 fn start<R: Read, W: Write>(
@@ -40,6 +44,7 @@ fn start<R: Read, W: Write>(
     op: Op,
     remote: &[u8],
     opts: &Options,
+    changes: Option<&dyn Changes>,
 ) -> Result<(), NetError> {
     send_hello(w)?;
     if let Some(token) = &opts.token {
@@ -52,6 +57,10 @@ fn start<R: Read, W: Write>(
         compress: opts.compress,
         verify: opts.verify,
         walk: opts.walk.clone(),
+        mirror: Mirror {
+            changes: changes.is_some(),
+            ..opts.mirror
+        },
     };
     write_frame(w, Kind::Request, &request.encode())?;
     w.flush()?;
@@ -60,20 +69,27 @@ fn start<R: Read, W: Write>(
 }
 
 /// Reads messages up to the `Done` frame, whose counters it returns.
-fn read_done(r: &mut impl Read, reporter: &dyn Reporter) -> Result<Snapshot, NetError> {
+fn read_done(
+    r: &mut impl Read,
+    reporter: &dyn Reporter,
+    changes: Option<&dyn Changes>,
+) -> Result<Snapshot, NetError> {
     loop {
         let frame = expect_frame(r)?;
         match frame.kind {
             Kind::Done => return decode_done(&frame.payload),
-            kind if report_message(kind, &frame.payload, reporter)? => {}
+            kind if report_message(kind, &frame.payload, reporter, changes)? => {}
             _ => return Err(unexpected(frame, "the end of the job")),
         }
     }
 }
 
 /// Copies the local tree `src` to `remote` on the server (reading `r`, writing `w`).
-/// Per-path failures, on either end, go to `reporter`; `stats` counts what was sent
-/// and what was left out as up to date. Returns the server's counters: what it wrote.
+/// Per-path failures, on either end, go to `reporter`, and every change, on either
+/// end, to `changes`; `stats` counts what was sent and what was left out as up to
+/// date (in a dry run, what would be sent). Returns the server's counters: what it
+/// wrote and deleted.
+#[allow(clippy::too_many_arguments)]
 pub fn upload<R: Read + Send, W: Write + Send + 'static>(
     mut r: R,
     mut w: W,
@@ -82,21 +98,20 @@ pub fn upload<R: Read + Send, W: Write + Send + 'static>(
     opts: &Options,
     stats: &Stats,
     reporter: &dyn Reporter,
+    changes: Option<&dyn Changes>,
 ) -> Result<Snapshot, NetError> {
-    start(&mut r, &mut w, Op::Upload, remote, opts)?;
+    start(&mut r, &mut w, Op::Upload, remote, opts, changes)?;
     let manifest = Manifest::read(&mut r, reporter)?;
     let out = Outbound::new(w, opts.compress).shared();
     std::thread::scope(|s| {
-        let answers = s.spawn(move || read_done(&mut r, reporter));
-        let sent = send_tree(
-            src,
-            &out,
-            &manifest,
-            opts.checksum,
-            &opts.walk,
-            stats,
-            reporter,
-        );
+        let answers = s.spawn(move || read_done(&mut r, reporter, changes));
+        let how = SendOptions {
+            checksum: opts.checksum,
+            walk: &opts.walk,
+            mirror: opts.mirror,
+            changes,
+        };
+        let sent = send_tree(src, &out, &manifest, &how, stats, reporter);
         if let Err(e) = &sent {
             // Tell the server, so it stops and answers.
             send_fatal(lock(&out).writer(), &e.to_string());
@@ -117,8 +132,11 @@ pub fn upload<R: Read + Send, W: Write + Send + 'static>(
 }
 
 /// Copies the server's tree at `remote` into the local `dst` (reading `r`, writing
-/// `w`). Per-path failures, on either end, go to `reporter`; `stats` counts what was
-/// written. Returns the server's counters: what it left out as up to date.
+/// `w`). Per-path failures, on either end, go to `reporter`, and every change, on
+/// either end, to `changes`; `stats` counts what was written and deleted. Returns the
+/// server's counters: what it left out as up to date (in a dry run, also what it
+/// would send).
+#[allow(clippy::too_many_arguments)]
 pub fn download<R: Read, W: Write + Send>(
     mut r: R,
     mut w: W,
@@ -127,8 +145,9 @@ pub fn download<R: Read, W: Write + Send>(
     opts: &Options,
     stats: &Stats,
     reporter: &dyn Reporter,
+    changes: Option<&dyn Changes>,
 ) -> Result<Snapshot, NetError> {
-    start(&mut r, &mut w, Op::Download, remote, opts)?;
+    start(&mut r, &mut w, Op::Download, remote, opts, changes)?;
     let w = Mutex::new(w);
     let send = |batch: &[u8]| {
         let mut w = w.lock().unwrap_or_else(PoisonError::into_inner);
@@ -138,12 +157,15 @@ pub fn download<R: Read, W: Write + Send>(
     let mut w = w.into_inner().unwrap_or_else(PoisonError::into_inner);
     write_frame(&mut w, Kind::ManifestEnd, &[])?;
     w.flush()?;
-    let mut inbound = Inbound::new(&mut r, reporter);
+    let mut inbound = Inbound::new(&mut r, reporter).with_changes(changes);
     let ropts = ReceiveOptions {
         threads: opts.threads,
         checksum: opts.checksum,
         verify: opts.verify,
+        mirror: opts.mirror,
+        rules: Some(&opts.walk.rules),
+        changes,
     };
-    receive_tree(&mut inbound, dst, &ropts, None, stats, reporter)?;
-    read_done(&mut r, reporter)
+    receive_tree(&mut inbound, Some(dst), &ropts, None, stats, reporter)?;
+    read_done(&mut r, reporter, changes)
 }

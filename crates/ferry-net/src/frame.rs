@@ -42,6 +42,15 @@ pub enum Kind {
     Fatal = 11,
     /// Client to daemon, before the request: the shared secret (`--token-file`).
     Auth = 12,
+    /// Either way, to the client: entries changed, or in a dry run to be
+    /// ([`crate::plan`]), for `-i` and `-v`.
+    Change = 13,
+    /// Sender to receiver, after the data: paths the source does not have (`--delete`).
+    Delete = 14,
+    /// Sender to receiver, after the data: metadata-only changes.
+    Meta = 15,
+    /// Sender to receiver: the plan's frames are complete.
+    PlanEnd = 16,
 }
 
 impl Kind {
@@ -60,6 +69,10 @@ impl Kind {
             10 => Done,
             11 => Fatal,
             12 => Auth,
+            13 => Change,
+            14 => Delete,
+            15 => Meta,
+            16 => PlanEnd,
             _ => return None,
         })
     }

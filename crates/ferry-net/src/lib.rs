@@ -29,7 +29,7 @@
 //! }
 //! let opts = client::Options::default();
 //! let (r, w) = conn.streams()?;
-//! client::upload(r, w, "/srv/tree".as_ref(), b"/data/tree", &opts, &stats, &Quiet)?;
+//! client::upload(r, w, "/srv/tree".as_ref(), b"/data/tree", &opts, &stats, &Quiet, None)?;
 //! conn.finish()?;
 //! # Ok(())
 //! # }
@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 pub mod admission;
+pub mod apply;
 pub mod beneath;
 pub mod charge;
 pub mod client;
@@ -46,6 +47,8 @@ pub mod dial;
 pub mod frame;
 pub mod handshake;
 pub mod manifest;
+pub mod meta_wire;
+pub mod plan;
 pub mod preauth;
 pub mod proto;
 pub mod serve;

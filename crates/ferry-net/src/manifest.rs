@@ -1,39 +1,38 @@
 //! The manifest: what the receiver's destination already holds, streamed to the sender
-//! before the data, so the sender leaves out what is up to date without a round trip
-//! per file ([`UpToDate`], the [`Omit`] pack asks).
+//! before the data, so the sender plans without a round trip per file
+//! ([`crate::plan`]): it leaves out what is up to date, sends only the metadata of what
+//! is up to date but for its metadata, and names what the source no longer has.
 //!
-//! One record per entry below the destination (not the root): kind, mode, size,
-//! mtime, inode number (for entries with several names, so hardlinks are kept), path,
-//! and a kind's extra: a symlink's target, a device's number, or with `--checksum` a
-//! file's xxh3-128 content hash (holes read as zeros, as the archive index records it).
-//!
-//! Up to date means what `ferry copy` means: a file of the same size, mtime (and
-//! mode); with `--checksum`, also the same content. A symlink with the same target, a
-//! fifo, a device with the same number. A later name of an inode (a hardlink member)
-//! is up to date when its first name was and both names share one inode there.
-//! Directories are always sent (a header each), so their metadata is brought up to
-//! date.
+//! One record per entry below the destination (not the root): kind, size, inode number
+//! and link count (for entries with several names, so hardlinks are kept), path, a
+//! kind's extra (a symlink's target, a device's number, or with `--checksum` a file's
+//! xxh3-128 content hash, holes read as zeros, as the archive index records it), and
+//! its metadata with the names of its owner there ([`crate::meta_wire`]).
 
 use crate::charge::Charge;
 use crate::frame::{expect_frame, Fields, Kind, PutFields, MAX_FRAME};
+use crate::meta_wire::WireMeta;
 use crate::proto::{unexpected, MAX_PATH};
 use crate::stream::report_message;
 use crate::NetError;
-use ferry_archive::write::pack::Omit;
+use ferry_archive::owners::OwnerNames;
 use ferry_core::entry::{Entry, EntryKind, RelPath};
 use ferry_core::error::{Error, Reporter};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::walk::{walk, WalkConfig};
-use ferry_core::Stats;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, PoisonError};
 
 /// Manifest bytes per frame.
 const BATCH: usize = 256 << 10;
+
+/// The most bytes one record takes: a batch of [`BATCH`] bytes and one more record fit
+/// in a frame.
+const MAX_RECORD: usize = MAX_PATH * 2 + 4096 + crate::meta_wire::MAX_XATTR_BYTES;
 
 /// The most records a sender keeps: past that, the rest are sent whatever the
 /// destination holds (the job stays right, only slower).
@@ -46,7 +45,7 @@ const RECORD_COST: usize = 96;
 /// What kind of entry a record describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-enum RecKind {
+pub(crate) enum RecKind {
     File = 0,
     Dir = 1,
     Symlink = 2,
@@ -57,26 +56,34 @@ enum RecKind {
 
 /// One entry the destination holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Record {
-    kind: RecKind,
-    mode: u32,
-    size: u64,
-    mtime: (i64, u32),
+pub(crate) struct Record {
+    pub(crate) kind: RecKind,
+    pub(crate) size: u64,
     /// Its inode number when it has more than one name, else 0.
-    ino: u64,
+    pub(crate) ino: u64,
+    /// How many names it has.
+    pub(crate) nlink: u32,
     /// A symlink's target, a device's number, a file's content hash (`--checksum`).
-    extra: Vec<u8>,
+    pub(crate) extra: Vec<u8>,
+    /// Mode, owner, times, xattrs.
+    pub(crate) meta: WireMeta,
+}
+
+impl Record {
+    /// Its mtime, as the entries' are compared.
+    pub(crate) fn mtime(&self) -> (i64, u32) {
+        (self.meta.meta.mtime.sec, self.meta.meta.mtime.nsec)
+    }
 }
 
 fn encode(out: &mut Vec<u8>, path: &[u8], r: &Record) {
     out.put_u8(r.kind as u8);
-    out.put_u32(r.mode);
     out.put_u64(r.size);
-    out.put_u64(r.mtime.0 as u64);
-    out.put_u32(r.mtime.1);
     out.put_u64(r.ino);
+    out.put_u32(r.nlink);
     out.put_bytes(path);
     out.put_bytes(&r.extra);
+    r.meta.encode(out);
 }
 
 fn decode(f: &mut Fields<'_>) -> Result<(RelPath, Record), NetError> {
@@ -89,27 +96,28 @@ fn decode(f: &mut Fields<'_>) -> Result<(RelPath, Record), NetError> {
         6 => RecKind::BlockDevice,
         other => return Err(NetError::frame(format!("manifest: unknown kind {other}"))),
     };
-    let mode = f.u32()?;
     let size = f.u64()?;
-    let mtime = (f.u64()? as i64, f.u32()?);
     let ino = f.u64()?;
+    let nlink = f.u32()?;
     let path = RelPath::from_bytes(f.bytes(MAX_PATH)?.to_vec());
     let extra = f.bytes(MAX_PATH)?.to_vec();
+    let meta = WireMeta::decode(f)?;
     Ok((
         path,
         Record {
             kind,
-            mode,
             size,
-            mtime,
             ino,
+            nlink,
             extra,
+            meta,
         },
     ))
 }
 
-/// A record of `entry`, with its content hash from `data` when asked for.
-fn record_of(entry: &Entry, data: Option<FileData<'_>>) -> Record {
+/// A record of `entry` (status `nlink` names), with its content hash from `data` when
+/// asked for, and its owner's names from `names`.
+fn record_of(entry: &Entry, data: Option<FileData<'_>>, names: &mut OwnerNames) -> Record {
     let (kind, size, extra) = match &entry.kind {
         EntryKind::File { size } => {
             let hash = match data {
@@ -128,31 +136,34 @@ fn record_of(entry: &Entry, data: Option<FileData<'_>>) -> Record {
         EntryKind::CharDevice { rdev } => (RecKind::CharDevice, 0, rdev.to_le_bytes().to_vec()),
         EntryKind::BlockDevice { rdev } => (RecKind::BlockDevice, 0, rdev.to_le_bytes().to_vec()),
     };
+    let (user, group) = names.of(entry.meta.uid, entry.meta.gid);
     Record {
         kind,
-        mode: entry.meta.mode & 0o7777,
         size,
-        mtime: (entry.meta.mtime.sec, entry.meta.mtime.nsec),
         ino: entry.links.map_or(0, |(key, _)| key.ino),
+        nlink: entry
+            .links
+            .map_or(1, |(_, n)| n.min(u32::MAX as u64) as u32),
         extra,
+        meta: WireMeta::new(&entry.meta, user, group),
     }
 }
 
 /// A tree sink that streams a record of each entry out in batches.
 struct ManifestSink<'a> {
     checksum: bool,
-    batch: Mutex<(Vec<u8>, Option<io::Error>)>,
+    batch: Mutex<Batch>,
     send: &'a (dyn Fn(&[u8]) -> io::Result<()> + Sync),
 }
 
 impl ManifestSink<'_> {
     fn push(&self, entry: &Entry, data: Option<FileData<'_>>) {
-        let record = record_of(entry, data);
         let mut b = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
-        let (buf, failed) = &mut *b;
+        let Batch { buf, failed, names } = &mut *b;
         if failed.is_some() || entry.path.as_bytes().len() > MAX_PATH {
             return;
         }
+        let record = record_of(entry, data, names);
         encode(buf, entry.path.as_bytes(), &record);
         if buf.len() >= BATCH {
             if let Err(e) = (self.send)(buf) {
@@ -181,6 +192,13 @@ impl TreeSink for ManifestSink<'_> {
     }
 }
 
+/// The records not yet sent, and the names of the owners met so far.
+struct Batch {
+    buf: Vec<u8>,
+    failed: Option<io::Error>,
+    names: OwnerNames,
+}
+
 /// Entries the walk of the destination could not read are left out of the manifest
 /// (and so sent again), not reported.
 struct Quiet;
@@ -204,7 +222,11 @@ pub fn send_manifest(
     }
     let sink = ManifestSink {
         checksum,
-        batch: Mutex::new((Vec::with_capacity(BATCH + MAX_PATH * 3), None)),
+        batch: Mutex::new(Batch {
+            buf: Vec::with_capacity(BATCH + MAX_RECORD),
+            failed: None,
+            names: OwnerNames::default(),
+        }),
         send,
     };
     let cfg = WalkConfig {
@@ -213,7 +235,7 @@ pub fn send_manifest(
     };
     // A destination that cannot be read has nothing to offer: everything is sent.
     let _ = walk(dst, &sink, &cfg, &Quiet);
-    let (buf, failed) = sink
+    let Batch { buf, failed, .. } = sink
         .batch
         .into_inner()
         .unwrap_or_else(PoisonError::into_inner);
@@ -230,7 +252,20 @@ pub fn send_manifest(
 /// What the receiver's destination holds, as its manifest said.
 #[derive(Default)]
 pub struct Manifest {
-    records: HashMap<RelPath, Record>,
+    records: HashMap<RelPath, Kept>,
+}
+
+/// A record, and whether the sender's walk met its path.
+pub(crate) struct Kept {
+    pub(crate) rec: Record,
+    seen: AtomicBool,
+}
+
+impl Kept {
+    /// Notes that the source has this path.
+    pub(crate) fn see(&self) {
+        self.seen.store(true, Relaxed);
+    }
 }
 
 impl Manifest {
@@ -257,16 +292,32 @@ impl Manifest {
                         let (path, rec) = decode(&mut f)?;
                         if m.records.len() < MAX_RECORDS {
                             if let Some(charge) = charge.as_deref_mut() {
-                                let kept = RECORD_COST + path.as_bytes().len() + rec.extra.len();
+                                let xattrs: usize = rec
+                                    .meta
+                                    .meta
+                                    .xattrs
+                                    .iter()
+                                    .map(|x| x.name.len() + x.value.len() + 48)
+                                    .sum();
+                                let kept = RECORD_COST
+                                    + path.as_bytes().len()
+                                    + rec.extra.len()
+                                    + rec.meta.user.len()
+                                    + rec.meta.group.len()
+                                    + xattrs;
                                 charge.add(kept, "the manifest (what the client holds)")?;
                             }
-                            m.records.insert(path, rec);
+                            let kept = Kept {
+                                rec,
+                                seen: AtomicBool::new(false),
+                            };
+                            m.records.insert(path, kept);
                         }
                     }
                 }
                 Kind::ManifestEnd => return Ok(m),
                 kind => {
-                    if !report_message(kind, &frame.payload, reporter)? {
+                    if !report_message(kind, &frame.payload, reporter, None)? {
                         return Err(unexpected(frame, "the manifest"));
                     }
                 }
@@ -283,107 +334,18 @@ impl Manifest {
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
     }
-}
 
-/// Leaves out of the archive what the manifest shows up to date (see the module's
-/// doc), counting each in `stats.skipped`.
-pub struct UpToDate<'a> {
-    /// What the destination holds.
-    pub manifest: &'a Manifest,
-    /// Compare content too.
-    pub checksum: bool,
-    /// Where the skipped entries are counted.
-    pub stats: &'a Stats,
-    /// Leave out a file the destination has with a later mtime (`-u`).
-    pub keep_newer: bool,
-    /// Members left out that have other names (their later names may be left out too).
-    omitted_firsts: Mutex<HashSet<RelPath>>,
-}
-
-impl<'a> UpToDate<'a> {
-    /// Against `manifest`; `keep_newer`: files the destination has newer are left out
-    /// too.
-    pub fn new(manifest: &'a Manifest, checksum: bool, keep_newer: bool, stats: &'a Stats) -> Self {
-        UpToDate {
-            manifest,
-            checksum,
-            stats,
-            keep_newer,
-            omitted_firsts: Mutex::default(),
-        }
+    /// The record of `path`.
+    pub(crate) fn get(&self, path: &RelPath) -> Option<&Kept> {
+        self.records.get(path)
     }
 
-    /// Whether `member` is a file the destination has with a later mtime, to keep
-    /// there (`-u`, as a local copy keeps it).
-    fn newer_there(&self, member: &Entry, rec: &Record) -> bool {
-        let m = &member.meta.mtime;
-        self.keep_newer
-            && matches!(member.kind, EntryKind::File { .. })
-            && rec.kind == RecKind::File
-            && rec.mtime > (m.sec, m.nsec)
-    }
-
-    fn is_up_to_date(&self, member: &Entry, rec: &Record, data: Option<BorrowedFd<'_>>) -> bool {
-        let m = &member.meta;
-        let same_mode = rec.mode == m.mode & 0o7777;
-        match &member.kind {
-            EntryKind::File { size } => {
-                rec.kind == RecKind::File
-                    && rec.size == *size
-                    && rec.mtime == (m.mtime.sec, m.mtime.nsec)
-                    && same_mode
-                    && (!self.checksum
-                        || data.is_some_and(|fd| {
-                            ferry_core::data::hash_range(fd, 0, *size)
-                                .is_ok_and(|h| h.to_le_bytes().as_slice() == rec.extra)
-                        }))
-            }
-            EntryKind::HardLink { target } => {
-                rec.ino != 0
-                    && self
-                        .manifest
-                        .records
-                        .get(target)
-                        .is_some_and(|t| t.ino == rec.ino)
-                    && self
-                        .omitted_firsts
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .contains(target)
-            }
-            EntryKind::Symlink { target } => rec.kind == RecKind::Symlink && rec.extra == *target,
-            EntryKind::Fifo => rec.kind == RecKind::Fifo && same_mode,
-            EntryKind::CharDevice { rdev } | EntryKind::BlockDevice { rdev } => {
-                let kind = match member.kind {
-                    EntryKind::CharDevice { .. } => RecKind::CharDevice,
-                    _ => RecKind::BlockDevice,
-                };
-                rec.kind == kind && same_mode && rec.extra == rdev.to_le_bytes()
-            }
-            EntryKind::Dir => false,
-        }
-    }
-}
-
-impl Omit for UpToDate<'_> {
-    fn omit(&self, member: &Entry, data: Option<BorrowedFd<'_>>) -> bool {
-        let Some(rec) = self.manifest.records.get(&member.path) else {
-            return false;
-        };
-        if !self.newer_there(member, rec) && !self.is_up_to_date(member, rec, data) {
-            return false;
-        }
-        if member.links.is_some() {
-            self.omitted_firsts
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(member.path.clone());
-        }
-        Stats::bump(&self.stats.skipped);
-        if let EntryKind::File { size } = member.kind {
-            self.stats.skipped_bytes.fetch_add(size, Relaxed);
-        }
-        true
+    /// The paths the sender's walk did not meet, with their records, in no order.
+    pub(crate) fn unseen(&self) -> impl Iterator<Item = (&RelPath, &Record)> {
+        self.records
+            .iter()
+            .filter(|(_, k)| !k.seen.load(Relaxed))
+            .map(|(p, k)| (p, &k.rec))
     }
 }
 
@@ -393,13 +355,18 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_garbage_is_an_error() {
+        let meta = ferry_core::Metadata {
+            mode: 0o777,
+            mtime: ferry_core::entry::Timestamp { sec: -5, nsec: 7 },
+            ..ferry_core::Metadata::default()
+        };
         let rec = Record {
             kind: RecKind::Symlink,
-            mode: 0o777,
             size: 0,
-            mtime: (-5, 7),
             ino: 9,
+            nlink: 2,
             extra: b"target".to_vec(),
+            meta: WireMeta::new(&meta, Some(b"root"), Some(b"wheel")),
         };
         let mut buf = Vec::new();
         encode(&mut buf, b"a/\xffb", &rec);

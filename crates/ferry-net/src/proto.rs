@@ -14,6 +14,7 @@
 use crate::frame::{expect_frame, read_full, write_frame, Fields, Frame, Kind, PutFields};
 use crate::transfer::SourceWalk;
 use crate::NetError;
+use ferry_core::changes::{Kind as ChangeKind, Reasons, What};
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Side};
 use ferry_core::filter::Rules;
@@ -26,7 +27,7 @@ use std::sync::{Mutex, PoisonError};
 pub const MAGIC: &[u8; 8] = b"FERRYNET";
 
 /// The protocol version this ferry speaks.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The longest path a request or a message may name (Linux paths inside a deep tree
 /// may pass `PATH_MAX`).
@@ -93,17 +94,52 @@ pub struct Request {
     pub verify: bool,
     /// What of the source is sent (the server's, for a download).
     pub walk: SourceWalk,
+    /// Mirroring: deleting, a dry run, changes told.
+    pub mirror: Mirror,
 }
 
-const CHECKSUM: u8 = 1;
-const COMPRESS: u8 = 2;
-const VERIFY: u8 = 4;
+/// What a copy does besides sending what is missing or out of date, whichever end
+/// sends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mirror {
+    /// Delete from the destination what the source does not have (`--delete`).
+    pub delete: bool,
+    /// Delete what the rules exclude too (`--delete-excluded`).
+    pub delete_excluded: bool,
+    /// Delete at most this many entries (`--max-delete`).
+    pub max_delete: Option<u64>,
+    /// Change nothing at either end; only tell and count (`--dry-run`).
+    pub dry_run: bool,
+    /// Tell the client each entry changed (`-i`, `-v`).
+    pub changes: bool,
+}
+
+const CHECKSUM: u32 = 1;
+const COMPRESS: u32 = 2;
+const VERIFY: u32 = 4;
 /// Filter rules follow the path.
-const RULES: u8 = 8;
-const ONE_FILE_SYSTEM: u8 = 16;
-const DEREFERENCE: u8 = 32;
-const KEEP_NEWER: u8 = 64;
-const FLAGS: u8 = CHECKSUM | COMPRESS | VERIFY | RULES | ONE_FILE_SYSTEM | DEREFERENCE | KEEP_NEWER;
+const RULES: u32 = 8;
+const ONE_FILE_SYSTEM: u32 = 16;
+const DEREFERENCE: u32 = 32;
+const KEEP_NEWER: u32 = 64;
+const DELETE: u32 = 128;
+const DELETE_EXCLUDED: u32 = 256;
+/// A `u64` limit follows the path (and the rules).
+const MAX_DELETE: u32 = 512;
+const DRY_RUN: u32 = 1024;
+const CHANGES: u32 = 2048;
+const FLAGS: u32 = CHECKSUM
+    | COMPRESS
+    | VERIFY
+    | RULES
+    | ONE_FILE_SYSTEM
+    | DEREFERENCE
+    | KEEP_NEWER
+    | DELETE
+    | DELETE_EXCLUDED
+    | MAX_DELETE
+    | DRY_RUN
+    | CHANGES;
 
 /// The most bytes of filter rules a request carries.
 pub const MAX_RULES: usize = 1 << 20;
@@ -125,11 +161,19 @@ impl Request {
             (self.walk.one_file_system, ONE_FILE_SYSTEM),
             (self.walk.dereference, DEREFERENCE),
             (self.walk.keep_newer, KEEP_NEWER),
+            (self.mirror.delete, DELETE),
+            (self.mirror.delete_excluded, DELETE_EXCLUDED),
+            (self.mirror.max_delete.is_some(), MAX_DELETE),
+            (self.mirror.dry_run, DRY_RUN),
+            (self.mirror.changes, CHANGES),
         ];
-        p.put_u8(flags.iter().filter(|f| f.0).fold(0, |a, f| a | f.1));
+        p.put_u32(flags.iter().filter(|f| f.0).fold(0, |a, f| a | f.1));
         p.put_bytes(&self.path);
         if !rules.is_empty() {
             p.put_bytes(&rules);
+        }
+        if let Some(max) = self.mirror.max_delete {
+            p.put_u64(max);
         }
         p
     }
@@ -146,7 +190,7 @@ impl Request {
                 )))
             }
         };
-        let flags = f.u8()?;
+        let flags = f.u32()?;
         if flags & !FLAGS != 0 {
             return Err(NetError::frame(format!(
                 "request: unknown flags {flags:#x}"
@@ -157,6 +201,10 @@ impl Request {
             0 => Rules::new(),
             _ => Rules::decode(f.bytes(MAX_RULES)?)
                 .map_err(|e| NetError::frame(format!("request: filter {e}")))?,
+        };
+        let max_delete = match flags & MAX_DELETE {
+            0 => None,
+            _ => Some(f.u64()?),
         };
         f.end()?;
         Ok(Request {
@@ -170,6 +218,13 @@ impl Request {
                 one_file_system: flags & ONE_FILE_SYSTEM != 0,
                 dereference: flags & DEREFERENCE != 0,
                 keep_newer: flags & KEEP_NEWER != 0,
+            },
+            mirror: Mirror {
+                delete: flags & DELETE != 0,
+                delete_excluded: flags & DELETE_EXCLUDED != 0,
+                max_delete,
+                dry_run: flags & DRY_RUN != 0,
+                changes: flags & CHANGES != 0,
             },
         })
     }
@@ -255,10 +310,47 @@ pub fn encode_done(s: &Snapshot) -> Vec<u8> {
         s.cloned,
         s.kernel_copied,
         s.buffered,
+        s.deleted,
     ] {
         p.put_u64(v);
     }
     p
+}
+
+/// A change's payload: what, why, the kind and the path.
+pub fn encode_change(path: &RelPath, kind: ChangeKind, what: What) -> Vec<u8> {
+    let (w, why) = match what {
+        What::Created => (0, Reasons::none()),
+        What::Updated(r) => (1, r),
+        What::Meta(r) => (2, r),
+        What::Deleted => (3, Reasons::none()),
+    };
+    let mut p = Vec::new();
+    p.put_u8(w);
+    p.put_u32(u32::from(why.bits()));
+    p.put_u8(crate::plan::kind_byte(kind));
+    p.put_bytes(truncated(path.as_bytes(), MAX_PATH));
+    p
+}
+
+/// Decodes a change's payload.
+pub fn decode_change(payload: &[u8]) -> Result<(RelPath, ChangeKind, What), NetError> {
+    let mut f = Fields::new(payload, "change");
+    let w = f.u8()?;
+    let why = Reasons::from_bits(f.u32()? as u16);
+    let kind = f.u8()?;
+    let kind = crate::plan::kind_of_byte(kind)
+        .ok_or_else(|| NetError::frame(format!("change: unknown kind {kind}")))?;
+    let what = match w {
+        0 => What::Created,
+        1 => What::Updated(why),
+        2 => What::Meta(why),
+        3 => What::Deleted,
+        other => return Err(NetError::frame(format!("change: unknown change {other}"))),
+    };
+    let path = RelPath::from_bytes(f.bytes(MAX_PATH)?.to_vec());
+    f.end()?;
+    Ok((path, kind, what))
 }
 
 /// Decodes the counters.
@@ -275,8 +367,7 @@ pub fn decode_done(payload: &[u8]) -> Result<Snapshot, NetError> {
         cloned: f.u64()?,
         kernel_copied: f.u64()?,
         buffered: f.u64()?,
-        // A copy over the network deletes nothing (no --delete there yet).
-        deleted: 0,
+        deleted: f.u64()?,
     };
     f.end()?;
     Ok(s)
@@ -318,6 +409,7 @@ mod tests {
             compress: false,
             verify: true,
             walk: SourceWalk::default(),
+            mirror: Mirror::default(),
         };
         assert_eq!(Request::decode(&req.encode()).expect("decode"), req);
         // With rules and walk flags; a request without them is as it always was.
@@ -338,9 +430,24 @@ mod tests {
             ..req.clone()
         };
         assert_eq!(Request::decode(&walked.encode()).expect("decode"), walked);
-        assert_eq!(req.encode()[1], CHECKSUM | VERIFY);
+        assert_eq!(req.encode()[1..5], (CHECKSUM | VERIFY).to_le_bytes());
+        let mirrored = Request {
+            mirror: Mirror {
+                delete: true,
+                delete_excluded: true,
+                max_delete: Some(7),
+                dry_run: true,
+                changes: true,
+            },
+            ..walked.clone()
+        };
+        assert_eq!(
+            Request::decode(&mirrored.encode()).expect("decode"),
+            mirrored
+        );
         // Rules that are not rules end in an error naming them, not a walk.
-        let mut bad = vec![2, RULES];
+        let mut bad = vec![2];
+        bad.put_u32(RULES);
         bad.put_bytes(b"/a");
         bad.put_bytes(b"- [\0");
         let e = Request::decode(&bad).expect_err("refused");
@@ -356,10 +463,21 @@ mod tests {
             cloned: 8,
             kernel_copied: 9,
             buffered: 10,
-            deleted: 0,
+            deleted: 11,
         };
         let back = decode_done(&encode_done(&s)).expect("decode");
-        assert_eq!((back.files, back.buffered), (1, 10));
+        assert_eq!((back.files, back.buffered, back.deleted), (1, 10, 11));
+        let path = RelPath::from_bytes(b"a/\n".to_vec());
+        for what in [
+            What::Created,
+            What::Updated(Reasons::SIZE),
+            What::Meta(Reasons::MODE.with(Reasons::OWNER)),
+            What::Deleted,
+        ] {
+            let back =
+                decode_change(&encode_change(&path, ChangeKind::Symlink, what)).expect("decode");
+            assert_eq!(back, (path.clone(), ChangeKind::Symlink, what));
+        }
         let err = Error::dst(
             &RelPath::from_bytes(b"d/f".to_vec()),
             "write",

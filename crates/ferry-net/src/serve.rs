@@ -26,8 +26,9 @@ use crate::manifest::{send_manifest, Manifest};
 use crate::preauth::Pending;
 use crate::proto::{encode_done, read_hello, send_fatal, send_hello, Op, Request};
 use crate::stream::{lock, FrameReporter, Inbound, Outbound};
-use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SourceWalk};
+use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SendOptions, SourceWalk};
 use crate::NetError;
+use ferry_core::changes::Changes;
 use ferry_core::error::Counting;
 use ferry_core::pool::{BufferPool, Share};
 use ferry_core::Stats;
@@ -253,13 +254,16 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
                 // client, told what the server has, starts sending meanwhile, so its
                 // first bytes are waiting in the socket when this upload's turn comes.
                 let _running = ticket.as_ref().map(Ticket::run);
-                let dst = match found {
-                    Some(dst) => dst,
-                    None => place.upload_dir(true)?.ok_or_else(|| {
+                let dry_run = request.mirror.dry_run;
+                // A dry run makes nothing, the destination either.
+                let dst = match (found, dry_run) {
+                    (Some(dst), _) => Some(dst),
+                    (None, true) => None,
+                    (None, false) => Some(place.upload_dir(true)?.ok_or_else(|| {
                         NetError::Refused("the destination could not be made".into())
-                    })?,
+                    })?),
                 };
-                if let Target::Held(held) = &dst {
+                if let Some(Target::Held(held)) = &dst {
                     if held.made() {
                         // Made here rather than by the unpack, which counts its own.
                         Stats::bump(&stats.dirs);
@@ -275,10 +279,13 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
                     threads: fair.threads,
                     checksum: request.checksum,
                     verify: request.verify,
+                    mirror: request.mirror,
+                    rules: Some(&request.walk.rules),
+                    changes: request.mirror.changes.then_some(&messages as &dyn Changes),
                 };
                 receive_tree(
                     &mut inbound,
-                    dst.path(),
+                    dst.as_ref().map(Target::path),
                     &opts,
                     share.as_ref(),
                     &stats,
@@ -292,15 +299,13 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
                     .as_ref()
                     .map(|(pool, _)| Charge::new(pool, MEMORY_WAIT));
                 let manifest = Manifest::read_charged(&mut input, &reporter, charge.as_mut())?;
-                send_tree(
-                    src.path(),
-                    &out,
-                    &manifest,
-                    request.checksum,
-                    &walk,
-                    &stats,
-                    &reporter,
-                )
+                let how = SendOptions {
+                    checksum: request.checksum,
+                    walk: &walk,
+                    mirror: request.mirror,
+                    changes: request.mirror.changes.then_some(&messages as &dyn Changes),
+                };
+                send_tree(src.path(), &out, &manifest, &how, &stats, &reporter)
             }
         }
     });
@@ -384,6 +389,7 @@ mod tests {
                 compress: seed % 2 == 0,
                 verify: false,
                 walk: Default::default(),
+                mirror: Default::default(),
             };
             write_frame(&mut bytes, Kind::Request, &request.encode()).expect("frame");
             let kind = [Kind::Data, Kind::ZData][rng.usize(0..2)];

@@ -7,8 +7,12 @@
 //! pooled one): a connection holds no frame buffer of its own.
 
 use crate::frame::{read_full, read_head, write_frame, Frame, Kind, MAX_FRAME};
-use crate::proto::{decode_error, decode_text, encode_error, encode_text};
+use crate::proto::{
+    decode_change, decode_error, decode_text, encode_change, encode_error, encode_text,
+};
 use crate::NetError;
+use ferry_core::changes::{Changes, Kind as ChangeKind, What};
+use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -115,6 +119,12 @@ impl<W: Write> Write for DataWriter<W> {
 /// message that cannot be sent is dropped: the connection's failure ends the job anyway.
 pub struct FrameReporter<W: Write>(pub Shared<W>);
 
+impl<W: Write + Send> Changes for FrameReporter<W> {
+    fn change(&self, path: &RelPath, kind: ChangeKind, what: What) {
+        let _ = lock(&self.0).frame(Kind::Change, &encode_change(path, kind, what));
+    }
+}
+
 impl<W: Write + Send> Reporter for FrameReporter<W> {
     fn error(&self, err: &Error) {
         let _ = lock(&self.0).frame(Kind::Error, &encode_error(err));
@@ -124,15 +134,23 @@ impl<W: Write + Send> Reporter for FrameReporter<W> {
     }
 }
 
-/// Hands a message frame (`Error`, `Warn`) to `reporter`; `Ok(false)` for other kinds.
+/// Hands a message frame (`Error`, `Warn`) to `reporter`, a `Change` to `changes`;
+/// `Ok(false)` for other kinds.
 pub fn report_message(
     kind: Kind,
     payload: &[u8],
     reporter: &dyn Reporter,
+    changes: Option<&dyn Changes>,
 ) -> Result<bool, NetError> {
     match kind {
         Kind::Error => reporter.error(&decode_error(payload)?),
         Kind::Warn => reporter.warn(&decode_text(payload)),
+        Kind::Change => {
+            let (path, kind, what) = decode_change(payload)?;
+            if let Some(c) = changes {
+                c.change(&path, kind, what);
+            }
+        }
         _ => return Ok(false),
     }
     Ok(true)
@@ -142,6 +160,7 @@ pub fn report_message(
 pub struct Inbound<'a, R: Read> {
     r: R,
     reporter: &'a dyn Reporter,
+    changes: Option<&'a dyn Changes>,
     /// Data of the current compressed frame not read yet.
     buf: Vec<u8>,
     at: usize,
@@ -153,11 +172,18 @@ pub struct Inbound<'a, R: Read> {
 }
 
 impl<'a, R: Read> Inbound<'a, R> {
+    /// `Change` frames between data frames go to `changes`.
+    pub fn with_changes(mut self, changes: Option<&'a dyn Changes>) -> Self {
+        self.changes = changes;
+        self
+    }
+
     /// Reads frames from `r`; messages between data frames go to `reporter`.
     pub fn new(r: R, reporter: &'a dyn Reporter) -> Self {
         Inbound {
             r,
             reporter,
+            changes: None,
             buf: Vec::new(),
             at: 0,
             left: 0,
@@ -206,7 +232,7 @@ impl<'a, R: Read> Inbound<'a, R> {
                 }
                 Kind::DataEnd => self.ended = true,
                 kind => {
-                    if !report_message(kind, &payload, self.reporter)? {
+                    if !report_message(kind, &payload, self.reporter, self.changes)? {
                         let frame = Frame { kind, payload };
                         return Err(crate::proto::unexpected(frame, "archive data"));
                     }

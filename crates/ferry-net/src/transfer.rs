@@ -3,20 +3,25 @@
 //! unpacks the stream into its destination with the code `ferry unpack -` runs, and
 //! checks each file's content against the hash the archive's index records for it.
 
-use crate::manifest::{Manifest, UpToDate};
+use crate::apply::{receive_plan, send_plan, Receiving};
+use crate::manifest::Manifest;
+use crate::plan::{Plan, PlanOptions};
+use crate::proto::Mirror;
 use crate::stream::{lock, DataWriter, Inbound, Shared};
 use crate::NetError;
 use ferry_archive::read::select::Selection;
 use ferry_archive::read::tail::{check_tail_removing, TailError};
-use ferry_archive::read::unpack::{unpack_stream, unpack_stream_pooled, UnpackOptions};
+use ferry_archive::read::unpack::{unpack_stream_mirroring, UnpackOptions};
 use ferry_archive::read::ArchiveError;
 use ferry_archive::write::pack::{pack_omitting, Output, PackOptions};
+use ferry_core::changes::Changes;
 use ferry_core::data::{Reflink, Sparse};
+use ferry_core::delete::{DeleteLimit, DeleteOptions, SourceErrors, NOTHING_DELETED};
 use ferry_core::error::Reporter;
 use ferry_core::filter::Rules;
 use ferry_core::pool::Share;
 use ferry_core::Stats;
-use std::io::{BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,46 +43,71 @@ pub struct SourceWalk {
     pub keep_newer: bool,
 }
 
+/// How the sender sends.
+#[derive(Clone, Copy)]
+pub struct SendOptions<'a> {
+    /// Compare content, not size and mtime.
+    pub checksum: bool,
+    /// What of the source is sent.
+    pub walk: &'a SourceWalk,
+    /// Deleting, a dry run, changes told.
+    pub mirror: Mirror,
+    /// Told of every entry to be made or replaced (`-i`, `-v`).
+    pub changes: Option<&'a dyn Changes>,
+}
+
 /// Packs `src` into `out`'s data frames, then `DataEnd`, leaving out what `manifest`
-/// shows the receiver has (`checksum`: by content) and what `walk` leaves out.
-/// Per-path failures go to `reporter`; the result is for a source that cannot be read
-/// at all, rules that cannot be used, or a connection that fails.
-#[allow(clippy::too_many_arguments)]
+/// shows the receiver has (see [`crate::plan`]) and what `walk` leaves out; then the
+/// plan's frames: what to delete (`--delete`, unless some of `src` could not be read)
+/// and the metadata-only changes. In a dry run no data is sent, only the plan. Per-path
+/// failures go to `reporter`; the result is for a source that cannot be read at all,
+/// rules that cannot be used, or a connection that fails.
 pub fn send_tree<W: Write + Send + 'static>(
     src: &Path,
     out: &Shared<W>,
     manifest: &Manifest,
-    checksum: bool,
-    walk: &SourceWalk,
+    how: &SendOptions<'_>,
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), NetError> {
-    let omit = UpToDate::new(manifest, checksum, walk.keep_newer, stats);
+    let (walk, mirror) = (how.walk, how.mirror);
+    let plan_opts = PlanOptions {
+        checksum: how.checksum,
+        keep_newer: walk.keep_newer,
+        dry_run: mirror.dry_run,
+        changes: how.changes,
+    };
+    let plan = Plan::new(manifest, plan_opts, stats);
     let filter = walk
         .rules
         .compile()
-        .map_err(|e| NetError::Refused(e.to_string()))?;
+        .map_err(|e| NetError::Refused(e.to_string()))?
+        .map(Arc::new);
     let opts = PackOptions {
         // Everything passes through memory on its way into a stream: hash it all, so
         // the receiver can check every file.
         hash: true,
         // Unpacked as it arrives, never cloned from: no padding to send.
         align: false,
-        filter: filter.map(Arc::new),
+        filter: filter.clone(),
         one_file_system: walk.one_file_system,
         dereference: walk.dereference,
         ..PackOptions::default()
     };
-    let stream = BufWriter::with_capacity(1 << 20, DataWriter(out.clone()));
-    let packed = pack_omitting(
-        src,
-        Output::Stream(Box::new(stream)),
-        &[],
-        &opts,
-        Some(&omit),
-        stats,
-        reporter,
-    );
+    let output = match mirror.dry_run {
+        // Nothing is packed (the plan leaves every member out): the headers of the
+        // directories go nowhere.
+        true => Output::Stream(Box::new(io::sink())),
+        false => Output::Stream(Box::new(BufWriter::with_capacity(
+            1 << 20,
+            DataWriter(out.clone()),
+        ))),
+    };
+    // In a dry run the plan counts what would be sent; the pack counts nothing.
+    let unpacked = Stats::default();
+    let pack_stats = if mirror.dry_run { &unpacked } else { stats };
+    let noted = SourceErrors::new(reporter);
+    let packed = pack_omitting(src, output, &[], &opts, Some(&plan), pack_stats, &noted);
     if let Err(e) = packed {
         // The archive could not be written: the connection failed; or the source
         // could not be read at all.
@@ -86,13 +116,24 @@ pub fn send_tree<W: Write + Send + 'static>(
             _ => NetError::Path(e),
         });
     }
-    lock(out).end_data()?;
+    if !mirror.dry_run {
+        lock(out).end_data()?;
+    }
+    let deletions = match (mirror.delete, noted.any()) {
+        (false, _) => Vec::new(),
+        (true, true) => {
+            reporter.warn(NOTHING_DELETED);
+            Vec::new()
+        }
+        (true, false) => plan.deletions(filter.as_deref(), mirror.delete_excluded),
+    };
+    send_plan(out, &deletions, &plan.take_metas())?;
     Ok(())
 }
 
 /// How the receiver writes.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ReceiveOptions {
+#[derive(Clone, Copy, Default)]
+pub struct ReceiveOptions<'a> {
     /// Workers (placing a stream takes one today; see `unpack_stream`).
     pub threads: usize,
     /// Replace every file sent, whatever its size and mtime (the sender compared
@@ -100,15 +141,68 @@ pub struct ReceiveOptions {
     pub checksum: bool,
     /// Re-read each file written and compare it with the data as read.
     pub verify: bool,
+    /// Deleting, a dry run, changes told.
+    pub mirror: Mirror,
+    /// The copy's filter rules: what they exclude is kept when deleting.
+    pub rules: Option<&'a Rules>,
+    /// Told of every entry deleted or given new metadata (`-i`, `-v`).
+    pub changes: Option<&'a dyn Changes>,
 }
 
 /// Unpacks the archive `input` carries into `dst`, then checks every file against the
 /// content hash the index after the data records; one that differs is reported and
-/// removed. Per-path failures go to `reporter`.
+/// removed. Then carries out the plan's frames that follow (deletions, metadata-only
+/// changes). In a dry run nothing is unpacked (none is sent), and the plan is only
+/// told; `dst` is None only there, for a destination that does not exist. Per-path
+/// failures go to `reporter`.
 pub fn receive_tree<R: Read>(
     input: &mut Inbound<'_, R>,
+    dst: Option<&Path>,
+    opts: &ReceiveOptions<'_>,
+    pool: Option<&Share>,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<(), NetError> {
+    let filter = match opts.rules {
+        Some(rules) => rules
+            .compile()
+            .map_err(|e| NetError::Refused(e.to_string()))?,
+        None => None,
+    };
+    let limit = opts.mirror.max_delete.map(DeleteLimit::new);
+    let deleting = DeleteOptions {
+        filter: filter.as_ref(),
+        excluded: opts.mirror.delete_excluded,
+        dry_run: false,
+        changes: opts.changes,
+        limit: limit.as_ref(),
+    };
+    match (dst, opts.mirror.dry_run) {
+        (_, true) => {}
+        (Some(dst), false) => {
+            let in_the_way = opts.mirror.delete.then_some(deleting);
+            receive_archive(input, dst, opts, in_the_way, pool, stats, reporter)?;
+        }
+        (None, false) => return Err(NetError::Refused("no destination to write".into())),
+    }
+    let how = Receiving {
+        mirror: opts.mirror,
+        filter: filter.as_ref(),
+        changes: opts.changes,
+        limit: limit.as_ref(),
+        stats,
+        reporter,
+    };
+    receive_plan(input.reader(), dst, &how)
+}
+
+/// Unpacks the archive stream into `dst` and checks it against its index; with
+/// `--delete`, a directory where the source has a non-directory goes (`in_the_way`).
+fn receive_archive<R: Read>(
+    input: &mut Inbound<'_, R>,
     dst: &Path,
-    opts: &ReceiveOptions,
+    opts: &ReceiveOptions<'_>,
+    in_the_way: Option<DeleteOptions<'_>>,
     pool: Option<&Share>,
     stats: &Stats,
     reporter: &dyn Reporter,
@@ -124,10 +218,16 @@ pub fn receive_tree<R: Read>(
         keep_old: false,
     };
     let all = Selection::all();
-    let unpacked = match pool {
-        Some(pool) => unpack_stream_pooled(&mut *input, dst, &uopts, &all, pool, stats, reporter),
-        None => unpack_stream(&mut *input, dst, &uopts, &all, stats, reporter),
-    };
+    let unpacked = unpack_stream_mirroring(
+        &mut *input,
+        dst,
+        &uopts,
+        &all,
+        pool,
+        in_the_way,
+        stats,
+        reporter,
+    );
     let hashes = match unpacked {
         Ok(hashes) => hashes,
         Err(e) => return Err(input.take_failure().unwrap_or(NetError::Archive(e))),
@@ -176,29 +276,29 @@ mod tests {
         let out = Outbound::new(Vec::new(), false).shared();
         let quiet = Collect::default();
         let stats = Stats::default();
-        send_tree(
-            &src,
-            &out,
-            &Manifest::default(),
-            false,
-            &SourceWalk::default(),
-            &stats,
-            &quiet,
-        )
-        .expect("send");
+        let walk = SourceWalk::default();
+        let how = SendOptions {
+            checksum: false,
+            walk: &walk,
+            mirror: Mirror::default(),
+            changes: None,
+        };
+        send_tree(&src, &out, &Manifest::default(), &how, &stats, &quiet).expect("send");
         let mut wire = std::mem::take(lock(&out).writer());
         let at = wire.windows(bad.len()).position(|w| w == bad.as_slice());
         wire[at.expect("data on the wire") + 5] = b'X';
         let seen = Collect::default();
         let mut inbound = Inbound::new(wire.as_slice(), &seen);
         let opts = ReceiveOptions::default();
-        receive_tree(&mut inbound, &dst, &opts, None, &Stats::default(), &seen).expect("receive");
+        let dst = Some(dst.as_path());
+        receive_tree(&mut inbound, dst, &opts, None, &Stats::default(), &seen).expect("receive");
         let lines = seen.0.into_inner().expect("lock");
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(
             lines[0].starts_with("bad: verify: content differs"),
             "{lines:?}"
         );
+        let dst = dst.expect("dst");
         assert!(!dst.join("bad").exists());
         assert_eq!(std::fs::read(dst.join("good")).expect("read"), good);
     }

@@ -8,6 +8,7 @@ use super::order::Clash;
 use super::select::is_within;
 use super::unpack::UnpackOptions;
 use ferry_core::data::Mover;
+use ferry_core::delete::DeleteOptions;
 use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath};
 use ferry_core::error::{Error, Reporter};
 use ferry_core::limits::{open_files_each, workers_within};
@@ -99,6 +100,13 @@ impl<'a> Extractor<'a> {
             unmade: Mutex::default(),
             dir_metadata: opts.dir_metadata,
         })
+    }
+
+    /// A directory in the way of a member that is not one is removed by `delete`'s
+    /// rules (`--delete`; see [`LocalTreeSink::deleting_in_the_way`]).
+    pub(super) fn deleting_in_the_way(mut self, delete: Option<DeleteOptions<'a>>) -> Self {
+        self.sink = self.sink.deleting_in_the_way(delete);
+        self
     }
 
     /// The directory at `path`, reached as `reach` says, found from the

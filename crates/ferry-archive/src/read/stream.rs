@@ -36,6 +36,7 @@ use super::ArchiveError;
 use crate::owners::LocalIds;
 use crate::tar::{Reader, TarEntry};
 use ferry_core::data::Mover;
+use ferry_core::delete::DeleteOptions;
 use ferry_core::entry::{Entry, EntryKind};
 use ferry_core::error::{Error, Reporter};
 use ferry_core::pool::{PoolBuf, Share};
@@ -281,6 +282,31 @@ pub fn unpack_stream_pooled(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<StreamHashes, ArchiveError> {
+    unpack_stream_mirroring(input, dst, opts, select, Some(pool), None, stats, reporter)
+}
+
+/// As [`unpack_stream_pooled`] (or, without a pool, [`unpack_stream`]), for a copy
+/// that deletes (`--delete`): a directory in the way of a member that is not one is
+/// removed by `in_the_way`'s rules, as a local copy removes it ([`LocalTreeSink::deleting_in_the_way`](ferry_core::local::LocalTreeSink::deleting_in_the_way)).
+#[allow(clippy::too_many_arguments)]
+pub fn unpack_stream_mirroring(
+    input: impl Read,
+    dst: &Path,
+    opts: &UnpackOptions,
+    select: &Selection,
+    pool: Option<&Share>,
+    in_the_way: Option<DeleteOptions<'_>>,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<StreamHashes, ArchiveError> {
+    let private;
+    let pool = match pool {
+        Some(pool) => pool,
+        None => {
+            private = Share::private(BUFFERS, BUFFER);
+            &private
+        }
+    };
     let mover = Mover::new(opts.reflink, opts.sparse);
     let mut reader = Reader::new(input);
     // Nothing is made before the input shows it is an archive.
@@ -289,7 +315,8 @@ pub fn unpack_stream_pooled(
     let first = first?;
     let workers = workers_within_open_files(opts.threads, reporter);
     // The workers, and the reader once members come in order.
-    let ex = Extractor::new(dst, &mover, opts, workers + 1, stats, reporter)?;
+    let ex = Extractor::new(dst, &mover, opts, workers + 1, stats, reporter)?
+        .deleting_in_the_way(in_the_way);
     let shared = Workers {
         ex: &ex,
         unchecked: Mutex::default(),

@@ -33,7 +33,7 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
-pub use super::stream::{unpack_stream, unpack_stream_pooled};
+pub use super::stream::{unpack_stream, unpack_stream_mirroring, unpack_stream_pooled};
 
 /// How to unpack.
 #[derive(Clone, Copy, Debug)]

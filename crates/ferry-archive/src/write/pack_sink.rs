@@ -101,6 +101,11 @@ pub(super) struct ArchiveSink<'s, 'env> {
 pub trait Omit: Sync {
     /// Whether to leave `member` out.
     fn omit(&self, member: &Entry, data: Option<BorrowedFd<'_>>) -> bool;
+
+    /// Told of each directory the walk meets below the root (its path as the walk
+    /// gives it, without tar's trailing `/`): directories are never left out, their
+    /// headers carry their metadata.
+    fn dir(&self, _member: &Entry) {}
 }
 
 /// Whether the walker clones large files into the archive itself (one after another,
@@ -615,6 +620,9 @@ impl TreeSink for ArchiveSink<'_, '_> {
 
     fn dir(&self, _: &(), entry: &Entry) -> Result<()> {
         self.stats.dirs.fetch_add(1, Relaxed);
+        if let Some(omit) = self.omit {
+            omit.dir(entry);
+        }
         self.write_plain(&tar_path(entry))
     }
 

@@ -1,0 +1,165 @@
+//! The plan's frames, both ends: after the archive stream, the sender sends what it
+//! found besides data ([`crate::plan`]): the paths to delete (`--delete`), in `Delete`
+//! frames, and the metadata-only changes, in `Meta` frames, then `PlanEnd`. The
+//! receiver carries them out beneath its destination's root descriptor, by the local
+//! copy's rules ([`ferry_core::delete::remove_below`], [`ferry_core::touch`]), and
+//! tells each change; in a dry run it only tells.
+//!
+//! A receiver takes `Delete` frames only when its client asked for `--delete`: a
+//! sender cannot make it delete anything otherwise, and never anything outside its
+//! destination (each path is a path of plain names, reached without following a
+//! symlink).
+
+use crate::frame::{expect_frame, Fields, Kind, PutFields, MAX_FRAME};
+use crate::meta_wire::WireMeta;
+use crate::plan::{kind_of_byte, MetaChange};
+use crate::proto::{unexpected, Mirror, MAX_PATH};
+use crate::stream::{lock, report_message, Shared};
+use crate::NetError;
+use ferry_archive::owners::{by_name_here, LocalIds};
+use ferry_core::changes::Changes;
+use ferry_core::delete::{remove_below, DeleteLimit, DeleteOptions};
+use ferry_core::entry::RelPath;
+use ferry_core::error::Reporter;
+use ferry_core::filter::Filter;
+use ferry_core::meta::MetaWriter;
+use ferry_core::touch::{Touch, Toucher};
+use ferry_core::Stats;
+use rustix::fs::{Mode, OFlags};
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+/// Payload bytes a plan frame is filled to before it is sent.
+const BATCH: usize = 256 << 10;
+
+/// Sends the plan's frames: `deletions` (none unless asked), `metas`, then `PlanEnd`.
+pub(crate) fn send_plan<W: Write>(
+    out: &Shared<W>,
+    deletions: &[RelPath],
+    metas: &[MetaChange],
+) -> io::Result<()> {
+    let mut batch = Vec::new();
+    let flush = |batch: &mut Vec<u8>, kind: Kind, force: bool| -> io::Result<()> {
+        if batch.len() >= BATCH || (force && !batch.is_empty()) {
+            lock(out).frame(kind, batch)?;
+            batch.clear();
+        }
+        Ok(())
+    };
+    for path in deletions.iter().filter(|p| p.as_bytes().len() <= MAX_PATH) {
+        batch.put_bytes(path.as_bytes());
+        flush(&mut batch, Kind::Delete, false)?;
+    }
+    flush(&mut batch, Kind::Delete, true)?;
+    for m in metas.iter().filter(|m| m.path.as_bytes().len() <= MAX_PATH) {
+        m.encode(&mut batch);
+        flush(&mut batch, Kind::Meta, false)?;
+    }
+    flush(&mut batch, Kind::Meta, true)?;
+    debug_assert!(BATCH + 2 * MAX_PATH < MAX_FRAME);
+    lock(out).frame(Kind::PlanEnd, &[])
+}
+
+/// How the receiver carries out a plan.
+pub(crate) struct Receiving<'a> {
+    /// What the client asked for.
+    pub(crate) mirror: Mirror,
+    /// The copy's filter rules (what they exclude is kept when deleting).
+    pub(crate) filter: Option<&'a Filter>,
+    /// Told of every change, where anybody listens.
+    pub(crate) changes: Option<&'a dyn Changes>,
+    /// `--max-delete`, shared with the unpack's removals.
+    pub(crate) limit: Option<&'a DeleteLimit>,
+    pub(crate) stats: &'a Stats,
+    pub(crate) reporter: &'a dyn Reporter,
+}
+
+/// Reads the plan's frames from `r` up to `PlanEnd` and carries them out in `dst`
+/// (messages between them are reported); a destination that does not exist (a dry run
+/// into nothing) has nothing to change.
+pub(crate) fn receive_plan(
+    r: &mut impl Read,
+    dst: Option<&Path>,
+    how: &Receiving<'_>,
+) -> Result<(), NetError> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let root = match dst.map(|dst| (dst, rustix::fs::open(dst, flags, Mode::empty()))) {
+        None => None,
+        Some((_, Ok(fd))) => Some(fd),
+        Some((_, Err(rustix::io::Errno::NOENT))) if how.mirror.dry_run => None,
+        Some((dst, Err(e))) => {
+            return Err(NetError::Refused(format!(
+                "{}: open destination: {e}",
+                dst.display()
+            )))
+        }
+    };
+    let delete = DeleteOptions {
+        filter: how.filter,
+        excluded: how.mirror.delete_excluded,
+        dry_run: how.mirror.dry_run,
+        changes: how.changes,
+        limit: how.limit,
+    };
+    let writer = MetaWriter::new();
+    let mut ids = LocalIds::default();
+    let by_name = by_name_here(false);
+    loop {
+        let frame = expect_frame(r)?;
+        let mut f = Fields::new(&frame.payload, "plan");
+        match frame.kind {
+            Kind::PlanEnd => break,
+            Kind::Delete if !how.mirror.delete => {
+                return Err(NetError::frame(
+                    "a Delete frame, though --delete was not asked for",
+                ))
+            }
+            Kind::Delete => {
+                while !f.is_empty() {
+                    let path = RelPath::from_bytes(f.bytes(MAX_PATH)?.to_vec());
+                    if let Some(root) = &root {
+                        remove_below(root, &path, &delete, how.stats, how.reporter);
+                    }
+                }
+            }
+            Kind::Meta => {
+                while !f.is_empty() {
+                    let kind = f.u8()?;
+                    let kind = kind_of_byte(kind)
+                        .ok_or_else(|| NetError::frame(format!("meta: unknown kind {kind}")))?;
+                    let path = RelPath::from_bytes(f.bytes(MAX_PATH)?.to_vec());
+                    let mut wire = WireMeta::decode(&mut f)?;
+                    if by_name {
+                        let name = |n: &[u8]| (!n.is_empty()).then_some(n.to_vec());
+                        let (user, group) = (name(&wire.user), name(&wire.group));
+                        let m = &mut wire.meta;
+                        (m.uid, m.gid) = ids.ids(user.as_deref(), group.as_deref(), m.uid, m.gid);
+                    }
+                    let Some(root) = &root else { continue };
+                    let toucher = Toucher {
+                        root,
+                        writer: &writer,
+                        dry_run: how.mirror.dry_run,
+                        changes: how.changes,
+                        reporter: how.reporter,
+                    };
+                    toucher.touch(&Touch {
+                        path: &path,
+                        kind,
+                        meta: &wire.meta,
+                        xattrs_known: wire.xattrs_known,
+                    });
+                }
+            }
+            _ => {
+                if !report_message(frame.kind, &frame.payload, how.reporter, how.changes)? {
+                    return Err(unexpected(frame, "the plan after the data"));
+                }
+            }
+        }
+    }
+    if let Some(limit) = how.limit {
+        limit.warn_refused(how.reporter);
+    }
+    Ok(())
+}
