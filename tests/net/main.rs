@@ -14,6 +14,7 @@ mod common;
 mod copy;
 mod daemon;
 mod hostile;
+mod mirror;
 mod preauth;
 mod race;
 mod served;

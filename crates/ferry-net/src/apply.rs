@@ -32,6 +32,9 @@ use std::path::Path;
 /// Payload bytes a plan frame is filled to before it is sent.
 const BATCH: usize = 256 << 10;
 
+// A batch and one more record (a path, metadata with its xattrs) fit in a frame.
+const _: () = assert!(BATCH + MAX_PATH + crate::meta_wire::MAX_XATTR_BYTES + 4096 < MAX_FRAME);
+
 /// Sends the plan's frames: `deletions` (none unless asked), `metas`, then `PlanEnd`.
 pub(crate) fn send_plan<W: Write>(
     out: &Shared<W>,
@@ -56,7 +59,6 @@ pub(crate) fn send_plan<W: Write>(
         flush(&mut batch, Kind::Meta, false)?;
     }
     flush(&mut batch, Kind::Meta, true)?;
-    debug_assert!(BATCH + 2 * MAX_PATH < MAX_FRAME);
     lock(out).frame(Kind::PlanEnd, &[])
 }
 
@@ -162,4 +164,84 @@ pub(crate) fn receive_plan(
         limit.warn_refused(how.reporter);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::write_frame;
+    use ferry_core::error::Error;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<String>>);
+    impl Reporter for Collect {
+        fn error(&self, err: &Error) {
+            let line = format!("{}: {}: {}", err.path, err.op, err.os);
+            self.0.lock().expect("lock").push(line);
+        }
+        fn warn(&self, _: &str) {}
+    }
+
+    /// Plan frames naming `paths` to delete, then `PlanEnd`.
+    fn deleting(paths: &[&[u8]]) -> Vec<u8> {
+        let mut payload = Vec::new();
+        for p in paths {
+            payload.put_bytes(p);
+        }
+        let mut wire = Vec::new();
+        write_frame(&mut wire, Kind::Delete, &payload).expect("frame");
+        write_frame(&mut wire, Kind::PlanEnd, &[]).expect("frame");
+        wire
+    }
+
+    /// A sender cannot make a receiver delete unless its client asked for `--delete`,
+    /// nor ever outside the destination: `..`, absolute and empty components are
+    /// errors naming the path, a symlink on the way is not followed.
+    #[test]
+    fn deletions_stay_inside_the_destination_and_need_delete() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (dst, outside) = (dir.path().join("dst"), dir.path().join("outside"));
+        std::fs::create_dir_all(dst.join("d")).expect("mkdir");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        std::fs::write(outside.join("victim"), b"v").expect("write");
+        std::fs::write(dst.join("d/f"), b"f").expect("write");
+        std::os::unix::fs::symlink(&outside, dst.join("link")).expect("symlink");
+        let stats = Stats::default();
+        let seen = Collect::default();
+        let how = |delete| Receiving {
+            mirror: Mirror {
+                delete,
+                ..Mirror::default()
+            },
+            filter: None,
+            changes: None,
+            limit: None,
+            stats: &stats,
+            reporter: &seen,
+        };
+        let wire = deleting(&[b"d/f"]);
+        let refused = receive_plan(&mut wire.as_slice(), Some(&dst), &how(false));
+        assert!(refused.is_err());
+        assert!(dst.join("d/f").exists());
+        let hostile: [&[u8]; 5] = [
+            b"../outside/victim",
+            b"/etc/passwd",
+            b"d//f",
+            b"link/victim",
+            b".",
+        ];
+        let wire = deleting(&hostile);
+        receive_plan(&mut wire.as_slice(), Some(&dst), &how(true)).expect("plan");
+        assert!(outside.join("victim").exists() && dst.join("d/f").exists());
+        let said = seen.0.lock().expect("lock").clone();
+        assert_eq!(said.len(), 4, "{said:?}");
+        assert!(said.iter().all(|l| l.contains("plain names")), "{said:?}");
+        // The symlink itself can go, as a link.
+        let wire = deleting(&[b"link", b"d"]);
+        receive_plan(&mut wire.as_slice(), Some(&dst), &how(true)).expect("plan");
+        assert!(!dst.join("link").exists() && !dst.join("d").exists());
+        assert!(outside.join("victim").exists());
+        assert_eq!(stats.snapshot().deleted, 3);
+    }
 }

@@ -290,15 +290,14 @@ mod tests {
         let seen = Collect::default();
         let mut inbound = Inbound::new(wire.as_slice(), &seen);
         let opts = ReceiveOptions::default();
-        let dst = Some(dst.as_path());
-        receive_tree(&mut inbound, dst, &opts, None, &Stats::default(), &seen).expect("receive");
+        let into = Some(dst.as_path());
+        receive_tree(&mut inbound, into, &opts, None, &Stats::default(), &seen).expect("receive");
         let lines = seen.0.into_inner().expect("lock");
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(
             lines[0].starts_with("bad: verify: content differs"),
             "{lines:?}"
         );
-        let dst = dst.expect("dst");
         assert!(!dst.join("bad").exists());
         assert_eq!(std::fs::read(dst.join("good")).expect("read"), good);
     }

@@ -37,6 +37,7 @@ fn request(op: Op, path: &[u8], rules: bool) -> Vec<u8> {
         compress: false,
         verify: false,
         walk,
+        mirror: Default::default(),
     }
     .encode()
 }
