@@ -68,6 +68,7 @@ impl CopyArgs {
             delete: true,
             max_delete: true,
             dry_run: true,
+            several: true,
         })
     }
 
@@ -112,7 +113,7 @@ impl CopyArgs {
                 !takes.filters && !self.filter.given.is_empty(),
                 "--exclude and --include",
             ),
-            (self.srcs.len() > 1, "several SRCs"),
+            (!takes.several && self.srcs.len() > 1, "several SRCs"),
             (!takes.update && self.update, "-u/--update"),
             (
                 !takes.walk_flags && self.one_file_system,
@@ -135,6 +136,8 @@ struct Takes {
     delete: bool,
     /// `--max-delete`.
     max_delete: bool,
+    /// More than one SRC.
+    several: bool,
     /// `-n`, `-i`, `-v`.
     dry_run: bool,
     /// `-u`.

@@ -18,4 +18,5 @@ mod mirror;
 mod preauth;
 mod race;
 mod served;
+mod sources;
 mod sshd;

@@ -3,19 +3,21 @@
 //! of byte streams (an ssh child's pipes today).
 
 use crate::frame::{expect_frame, write_frame, Kind};
-use crate::manifest::{send_manifest, Manifest};
+use crate::manifest::{send_manifest, send_manifest_one, Manifest};
 use crate::proto::{
-    decode_done, read_accept, read_hello, send_fatal, send_hello, unexpected, Mirror, Op, Request,
+    decode_done, member_name, read_accept, read_hello, send_fatal, send_hello, unexpected, Mirror,
+    Op, Request,
 };
 use crate::stream::{lock, report_message, Inbound, Outbound};
-use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SendOptions, SourceWalk};
+use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SendOptions, Source, SourceWalk};
 use crate::NetError;
 use ferry_core::changes::Changes;
 use ferry_core::error::Reporter;
 use ferry_core::stats::Snapshot;
 use ferry_core::Stats;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 /// How to copy.
@@ -45,7 +47,8 @@ fn start<R: Read, W: Write>(
     remote: &[u8],
     opts: &Options,
     changes: Option<&dyn Changes>,
-) -> Result<(), NetError> {
+    one_file: Option<Vec<u8>>,
+) -> Result<Option<Vec<u8>>, NetError> {
     send_hello(w)?;
     if let Some(token) = &opts.token {
         write_frame(w, Kind::Auth, token)?;
@@ -61,11 +64,46 @@ fn start<R: Read, W: Write>(
             changes: changes.is_some(),
             ..opts.mirror
         },
+        one_file,
     };
     write_frame(w, Kind::Request, &request.encode())?;
     w.flush()?;
     read_hello(r)?;
     read_accept(r)
+}
+
+/// Whether `path` is sent as a tree (else as one file), as the walk would take it.
+fn walks_as_tree(path: &Path, walk: &SourceWalk) -> bool {
+    let cfg = ferry_core::walk::WalkConfig {
+        dereference: walk.dereference,
+        ..Default::default()
+    };
+    cfg.walks_as_tree(path)
+}
+
+/// The name of the file `path`, as a member's.
+fn own_name(path: &Path) -> Result<Vec<u8>, NetError> {
+    let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
+    member_name(name).map_err(|_| NetError::Refused(format!("{}: names no file", path.display())))
+}
+
+/// Where one file named `name` goes for `dst`, as `cp` puts it: into `dst` when that is
+/// a directory, else to `dst` itself; the directory to unpack into, and the name.
+pub fn one_file_target(dst: &Path, name: Vec<u8>) -> Result<(PathBuf, Vec<u8>), NetError> {
+    if dst.is_dir() {
+        return Ok((dst.to_path_buf(), name));
+    }
+    if dst.as_os_str().as_bytes().ends_with(b"/") {
+        return Err(NetError::Refused(format!(
+            "{}: Not a directory",
+            dst.display()
+        )));
+    }
+    let parent = match dst.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((parent, own_name(dst)?))
 }
 
 /// Reads messages up to the `Done` frame, whose counters it returns.
@@ -84,7 +122,7 @@ fn read_done(
     }
 }
 
-/// Copies the local tree `src` to `remote` on the server (reading `r`, writing `w`).
+/// Copies the local tree (or trees) `src` to `remote` on the server (reading `r`, writing `w`).
 /// Per-path failures, on either end, go to `reporter`, and every change, on either
 /// end, to `changes`; `stats` counts what was sent and what was left out as up to
 /// date (in a dry run, what would be sent). Returns the server's counters: what it
@@ -93,15 +131,30 @@ fn read_done(
 pub fn upload<R: Read + Send, W: Write + Send + 'static>(
     mut r: R,
     mut w: W,
-    src: &Path,
+    src: Source<'_>,
     remote: &[u8],
     opts: &Options,
     stats: &Stats,
     reporter: &dyn Reporter,
     changes: Option<&dyn Changes>,
 ) -> Result<Snapshot, NetError> {
-    start(&mut r, &mut w, Op::Upload, remote, opts, changes)?;
+    // One file, not a tree: the server says which name it goes under.
+    let one = match src {
+        Source::Tree(path) if !walks_as_tree(path, &opts.walk) => Some(path),
+        _ => None,
+    };
+    let one_name = one.map(own_name).transpose()?;
+    start(&mut r, &mut w, Op::Upload, remote, opts, changes, one_name)?;
     let manifest = Manifest::read(&mut r, reporter)?;
+    let named;
+    let src = match (one, &manifest.member) {
+        (Some(path), Some(member)) => {
+            named = [(member.clone(), path.to_path_buf())];
+            Source::Named(&named)
+        }
+        (Some(_), None) => return Err(NetError::frame("no name to send the one file under")),
+        (None, _) => src,
+    };
     let out = Outbound::new(w, opts.compress).shared();
     std::thread::scope(|s| {
         let answers = s.spawn(move || read_done(&mut r, reporter, changes));
@@ -147,16 +200,25 @@ pub fn download<R: Read, W: Write + Send>(
     reporter: &dyn Reporter,
     changes: Option<&dyn Changes>,
 ) -> Result<Snapshot, NetError> {
-    start(&mut r, &mut w, Op::Download, remote, opts, changes)?;
+    let one_file = start(&mut r, &mut w, Op::Download, remote, opts, changes, None)?;
+    // One file, not a tree: into `dst` when that is a directory, else to `dst` itself.
+    let target = one_file
+        .map(|name| one_file_target(dst, name))
+        .transpose()?;
     let w = Mutex::new(w);
     let send = |batch: &[u8]| {
         let mut w = w.lock().unwrap_or_else(PoisonError::into_inner);
         write_frame(&mut *w, Kind::Manifest, batch)
     };
-    send_manifest(dst, opts.checksum, opts.threads, &send)?;
+    match &target {
+        Some((dir, name)) => send_manifest_one(dir, name, opts.checksum, &send)?,
+        None => send_manifest(dst, opts.checksum, opts.threads, &send)?,
+    }
     let mut w = w.into_inner().unwrap_or_else(PoisonError::into_inner);
-    write_frame(&mut w, Kind::ManifestEnd, &[])?;
+    let member = target.as_ref().map_or(&[][..], |(_, name)| name.as_slice());
+    write_frame(&mut w, Kind::ManifestEnd, member)?;
     w.flush()?;
+    let dst = target.as_ref().map_or(dst, |(dir, _)| dir.as_path());
     let mut inbound = Inbound::new(&mut r, reporter).with_changes(changes);
     let ropts = ReceiveOptions {
         threads: opts.threads,

@@ -248,7 +248,14 @@ impl<'a> Plan<'a> {
     /// (`--delete-excluded`); the receiver applies the rules again below each top.
     /// What is below a directory the source has something else in place of goes with
     /// it as the receiver places that (in a dry run, it is named here, to be told).
-    pub fn deletions(&self, filter: Option<&Filter>, excluded: bool) -> Vec<RelPath> {
+    /// `within`: only what lies below these top-level names is deleted (several
+    /// sources, each under its name).
+    pub fn deletions(
+        &self,
+        filter: Option<&Filter>,
+        excluded: bool,
+        within: Option<&[&[u8]]>,
+    ) -> Vec<RelPath> {
         let mut unseen: Vec<(&RelPath, &Record)> = self.manifest.unseen().collect();
         unseen.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         let replaced = self.take_replaced_dirs();
@@ -265,9 +272,15 @@ impl<'a> Plan<'a> {
         for (path, rec) in unseen {
             let is_dir = rec.kind == RecKind::Dir;
             let parent = path.parent();
+            let top = path
+                .as_bytes()
+                .split(|&b| b == b'/')
+                .next()
+                .unwrap_or_default();
             // A parent comes before its children in byte order: its fate is known.
             let goes = match dirs.get(parent.as_bytes()) {
                 Some(&below) => below,
+                None if within.is_some_and(|names| !names.contains(&top)) => false,
                 None if filter.is_some_and(|f| f.excludes(path.as_bytes(), is_dir)) => excluded,
                 None => true,
             };

@@ -13,7 +13,7 @@ use ferry_archive::read::select::Selection;
 use ferry_archive::read::tail::{check_tail_removing, TailError};
 use ferry_archive::read::unpack::{unpack_stream_mirroring, UnpackOptions};
 use ferry_archive::read::ArchiveError;
-use ferry_archive::write::pack::{pack_omitting, Output, PackOptions};
+use ferry_archive::write::pack::{pack_named_omitting, pack_omitting, Output, PackOptions};
 use ferry_core::changes::Changes;
 use ferry_core::data::{Reflink, Sparse};
 use ferry_core::delete::{DeleteLimit, DeleteOptions, SourceErrors, NOTHING_DELETED};
@@ -22,7 +22,7 @@ use ferry_core::filter::Rules;
 use ferry_core::pool::Share;
 use ferry_core::Stats;
 use std::io::{self, BufWriter, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What a file whose content differs from its index's hash is told to be.
@@ -41,6 +41,17 @@ pub struct SourceWalk {
     pub dereference: bool,
     /// Leave out files the receiver has with a later mtime (`-u`).
     pub keep_newer: bool,
+}
+
+/// What the sender sends.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// One tree (or file), its root the destination's.
+    Tree(&'a Path),
+    /// Several trees or files, each under its name in the destination (`ferry copy a
+    /// b HOST:DST`, `ferry copy proj HOST:bk/`); with `--delete`, only what lies below
+    /// those names is deleted.
+    Named(&'a [(Vec<u8>, PathBuf)]),
 }
 
 /// How the sender sends.
@@ -63,7 +74,7 @@ pub struct SendOptions<'a> {
 /// failures go to `reporter`; the result is for a source that cannot be read at all,
 /// rules that cannot be used, or a connection that fails.
 pub fn send_tree<W: Write + Send + 'static>(
-    src: &Path,
+    src: Source<'_>,
     out: &Shared<W>,
     manifest: &Manifest,
     how: &SendOptions<'_>,
@@ -107,7 +118,14 @@ pub fn send_tree<W: Write + Send + 'static>(
     let unpacked = Stats::default();
     let pack_stats = if mirror.dry_run { &unpacked } else { stats };
     let noted = SourceErrors::new(reporter);
-    let packed = pack_omitting(src, output, &[], &opts, Some(&plan), pack_stats, &noted);
+    let packed = match src {
+        Source::Tree(src) => {
+            pack_omitting(src, output, &[], &opts, Some(&plan), pack_stats, &noted)
+        }
+        Source::Named(srcs) => {
+            pack_named_omitting(srcs, output, &opts, Some(&plan), pack_stats, &noted)
+        }
+    };
     if let Err(e) = packed {
         // The archive could not be written: the connection failed; or the source
         // could not be read at all.
@@ -125,7 +143,13 @@ pub fn send_tree<W: Write + Send + 'static>(
             reporter.warn(NOTHING_DELETED);
             Vec::new()
         }
-        (true, false) => plan.deletions(filter.as_deref(), mirror.delete_excluded),
+        (true, false) => {
+            let within: Option<Vec<&[u8]>> = match src {
+                Source::Tree(_) => None,
+                Source::Named(srcs) => Some(srcs.iter().map(|(n, _)| n.as_slice()).collect()),
+            };
+            plan.deletions(filter.as_deref(), mirror.delete_excluded, within.as_deref())
+        }
     };
     send_plan(out, &deletions, &plan.take_metas())?;
     Ok(())
@@ -283,7 +307,8 @@ mod tests {
             mirror: Mirror::default(),
             changes: None,
         };
-        send_tree(&src, &out, &Manifest::default(), &how, &stats, &quiet).expect("send");
+        let from = Source::Tree(&src);
+        send_tree(from, &out, &Manifest::default(), &how, &stats, &quiet).expect("send");
         let mut wire = std::mem::take(lock(&out).writer());
         let at = wire.windows(bad.len()).position(|w| w == bad.as_slice());
         wire[at.expect("data on the wire") + 5] = b'X';

@@ -615,6 +615,10 @@ impl TreeSink for ArchiveSink<'_, '_> {
 
     fn root(&self, entry: &Entry) -> Result<()> {
         self.stats.dirs.fetch_add(1, Relaxed);
+        // A tree packed under a name is a directory member like any other.
+        if let (Some(omit), false) = (self.omit, entry.path.is_root()) {
+            omit.dir(entry);
+        }
         self.write_plain(&tar_path(entry))
     }
 
