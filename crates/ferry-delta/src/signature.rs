@@ -100,15 +100,17 @@ impl Signature {
         &self.sums
     }
 
-    /// The length of block `i` (the last may be short).
+    /// The length of block `i` (the last may be short; 0 past the last).
     pub fn block_len(&self, i: usize) -> u64 {
-        let start = i as u64 * u64::from(self.block);
-        (self.basis_size - start).min(u64::from(self.block))
+        let start = self.block_offset(i);
+        self.basis_size
+            .saturating_sub(start)
+            .min(u64::from(self.block))
     }
 
     /// The basis offset of block `i`.
     pub fn block_offset(&self, i: usize) -> u64 {
-        i as u64 * u64::from(self.block)
+        (i as u64).saturating_mul(u64::from(self.block))
     }
 
     /// The bytes [`encode_into`](Self::encode_into) appends.

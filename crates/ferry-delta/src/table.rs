@@ -1,16 +1,16 @@
 //! The lookup table the scan asks at every byte offset: "might a basis block have this
-//! weak checksum?" answered by one bucket probe, and on a weak hit which block has the
-//! strong hash too.
+//! weak checksum?" answered by one bit test, and on a hit which block has that weak
+//! checksum and the window's strong hash.
 //!
+//! A bit filter of 32 bits per entry (64 KiB for 16,384 blocks), at most one bit set
+//! per entry, lets at most one offset in 32 of unrelated data past it (for weak
+//! checksums spread evenly); this test, not the buckets, is what most offsets cost.
 //! Entries (full-length blocks only: the rolling window is one block long) are sorted
 //! by bucket, then by weak checksum and strong hash, with duplicate blocks kept once
-//! (the first). `starts[b]..starts[b + 1]` are bucket `b`'s entries, four buckets per
-//! entry. Before the buckets, a bit filter of 32 bits per entry (64 KiB for 16,384
-//! blocks) turns away about 31 of 32 offsets of new data
-//! with one bit test. Within a
-//! bucket a binary search finds the weak checksum and then the strong hash, so a
-//! signature made to crowd one bucket (it comes from the other end) costs a logarithm
-//! per probe, not a scan of the bucket.
+//! (the first); `starts[b]..starts[b + 1]` are bucket `b`'s entries, four buckets per
+//! entry. Within a bucket a binary search finds the weak checksum and then the strong
+//! hash, so a signature made to crowd one bucket (it comes from the other end) costs a
+//! logarithm per probe, not a scan of the bucket.
 
 use crate::signature::{strong, Signature};
 

@@ -42,6 +42,18 @@ fn big_file_with_scattered_changes_costs_little() {
     drop(basis);
     assert!(std::fs::read(dir.path().join("out")).expect("read") == new);
 
+    // What other block sizes would cost on the same files (the choice above is
+    // block_size_for's; a smaller block trades literal for signature).
+    for other in [4096, 8192, 32768, 65536] {
+        let t = trip(&bf, SIZE as u64, &nf, SIZE as u64, other, &of);
+        eprintln!(
+            "  with {other}-byte blocks: signature {} B + delta {} B = {} B",
+            t.sig_bytes,
+            t.ops_bytes,
+            t.sig_bytes + t.ops_bytes
+        );
+    }
+
     // Scan speed: mostly unchanged (as above), unchanged, and all new data (every
     // offset rolled and probed).
     let sig = signature(&bf, SIZE as u64, block).expect("signature");
