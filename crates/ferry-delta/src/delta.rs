@@ -222,6 +222,9 @@ impl Scan<'_> {
             .rolling
             .take()
             .unwrap_or_else(|| Rolling::new(&buf[i..i + b]));
+        // Offsets `i < stop` roll on; `stop` is the full literal or the last window.
+        let stop = flush_at.min(last);
+        let (leaving, entering) = (&buf[..last], &buf[b..]);
         let step = loop {
             let weak = r.digest();
             if self.table.may_hold(weak) {
@@ -229,13 +232,16 @@ impl Scan<'_> {
                     break Step::Match(k);
                 }
             }
-            if i >= flush_at {
-                break Step::Flush;
+            if i >= stop {
+                break if i >= flush_at {
+                    Step::Flush
+                } else if at_eof {
+                    Step::End
+                } else {
+                    Step::NeedData
+                };
             }
-            if i == last {
-                break if at_eof { Step::End } else { Step::NeedData };
-            }
-            r.roll(buf[i], buf[i + b]);
+            r.roll(leaving[i], entering[i]);
             i += 1;
         };
         self.pos = self.base + i as u64;
