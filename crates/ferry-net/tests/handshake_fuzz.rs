@@ -38,6 +38,7 @@ fn request(op: Op, path: &[u8], rules: bool) -> Vec<u8> {
         verify: false,
         walk,
         mirror: Default::default(),
+        one_file: None,
     }
     .encode()
 }
