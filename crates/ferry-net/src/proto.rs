@@ -465,8 +465,8 @@ mod tests {
         assert_eq!(Request::decode(&one.encode()).expect("decode"), one);
         for bad in [&b".."[..], b"a/b", b"", b"."] {
             let mut e = req.encode();
-            e[1] |= ONE_FILE as u8 & 0xff;
-            e[2] |= (ONE_FILE >> 8) as u8;
+            let flags = u32::from_le_bytes([e[1], e[2], e[3], e[4]]) | ONE_FILE;
+            e[1..5].copy_from_slice(&flags.to_le_bytes());
             e.put_bytes(bad);
             assert!(Request::decode(&e).is_err(), "{bad:?}");
         }
