@@ -25,9 +25,8 @@ use ferry_core::filter::Filter;
 use ferry_core::meta::MetaWriter;
 use ferry_core::touch::{Touch, Toucher};
 use ferry_core::Stats;
-use rustix::fs::{Mode, OFlags};
 use std::io::{self, Read, Write};
-use std::path::Path;
+use std::os::fd::OwnedFd;
 
 /// Payload bytes a plan frame is filled to before it is sent.
 const BATCH: usize = 256 << 10;
@@ -76,26 +75,14 @@ pub(crate) struct Receiving<'a> {
     pub(crate) reporter: &'a dyn Reporter,
 }
 
-/// Reads the plan's frames from `r` up to `PlanEnd` and carries them out in `dst`
-/// (messages between them are reported); a destination that does not exist (a dry run
-/// into nothing) has nothing to change.
+/// Reads the plan's frames from `r` up to `PlanEnd` and carries them out beneath
+/// `root` (messages between them are reported); with no root (a dry run into a
+/// destination that does not exist) there is nothing to change.
 pub(crate) fn receive_plan(
     r: &mut impl Read,
-    dst: Option<&Path>,
+    root: Option<&OwnedFd>,
     how: &Receiving<'_>,
 ) -> Result<(), NetError> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let root = match dst.map(|dst| (dst, rustix::fs::open(dst, flags, Mode::empty()))) {
-        None => None,
-        Some((_, Ok(fd))) => Some(fd),
-        Some((_, Err(rustix::io::Errno::NOENT))) if how.mirror.dry_run => None,
-        Some((dst, Err(e))) => {
-            return Err(NetError::Refused(format!(
-                "{}: open destination: {e}",
-                dst.display()
-            )))
-        }
-    };
     let delete = DeleteOptions {
         filter: how.filter,
         excluded: how.mirror.delete_excluded,
@@ -119,7 +106,7 @@ pub(crate) fn receive_plan(
             Kind::Delete => {
                 while !f.is_empty() {
                     let path = RelPath::from_bytes(f.bytes(MAX_PATH)?.to_vec());
-                    if let Some(root) = &root {
+                    if let Some(root) = root {
                         remove_below(root, &path, &delete, how.stats, how.reporter);
                     }
                 }
@@ -137,7 +124,7 @@ pub(crate) fn receive_plan(
                         let m = &mut wire.meta;
                         (m.uid, m.gid) = ids.ids(user.as_deref(), group.as_deref(), m.uid, m.gid);
                     }
-                    let Some(root) = &root else { continue };
+                    let Some(root) = root else { continue };
                     let toucher = Toucher {
                         root,
                         writer: &writer,
@@ -220,8 +207,10 @@ mod tests {
             stats: &stats,
             reporter: &seen,
         };
+        let root = std::fs::File::open(&dst).expect("open").into();
+        let root = Some(&root);
         let wire = deleting(&[b"d/f"]);
-        let refused = receive_plan(&mut wire.as_slice(), Some(&dst), &how(false));
+        let refused = receive_plan(&mut wire.as_slice(), root, &how(false));
         assert!(refused.is_err());
         assert!(dst.join("d/f").exists());
         let hostile: [&[u8]; 5] = [
@@ -232,14 +221,14 @@ mod tests {
             b".",
         ];
         let wire = deleting(&hostile);
-        receive_plan(&mut wire.as_slice(), Some(&dst), &how(true)).expect("plan");
+        receive_plan(&mut wire.as_slice(), root, &how(true)).expect("plan");
         assert!(outside.join("victim").exists() && dst.join("d/f").exists());
         let said = seen.0.lock().expect("lock").clone();
         assert_eq!(said.len(), 4, "{said:?}");
         assert!(said.iter().all(|l| l.contains("plain names")), "{said:?}");
         // The symlink itself can go, as a link.
         let wire = deleting(&[b"link", b"d"]);
-        receive_plan(&mut wire.as_slice(), Some(&dst), &how(true)).expect("plan");
+        receive_plan(&mut wire.as_slice(), root, &how(true)).expect("plan");
         assert!(!dst.join("link").exists() && !dst.join("d").exists());
         assert!(outside.join("victim").exists());
         assert_eq!(stats.snapshot().deleted, 3);

@@ -2,7 +2,7 @@
 //! a download receives the server's tree into a local one. Either runs over any pair
 //! of byte streams (an ssh child's pipes today).
 
-use crate::frame::{expect_frame, write_frame, Kind};
+use crate::frame::{expect_frame, write_frame, Frame, Kind};
 use crate::manifest::{send_manifest, send_manifest_one, Manifest};
 use crate::proto::{
     decode_done, member_name, read_accept, read_hello, send_fatal, send_hello, unexpected, Mirror,
@@ -18,6 +18,7 @@ use ferry_core::Stats;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::Sender;
 use std::sync::{Mutex, PoisonError};
 
 /// How to copy.
@@ -106,14 +107,24 @@ pub fn one_file_target(dst: &Path, name: Vec<u8>) -> Result<(PathBuf, Vec<u8>), 
     Ok((parent, own_name(dst)?))
 }
 
-/// Reads messages up to the `Done` frame, whose counters it returns.
+/// Reads messages up to the `Done` frame, whose counters it returns; signature frames
+/// (an upload's deltas) are passed to `signatures`.
 fn read_done(
     r: &mut impl Read,
     reporter: &dyn Reporter,
     changes: Option<&dyn Changes>,
+    signatures: Option<Sender<Frame>>,
 ) -> Result<Snapshot, NetError> {
     loop {
         let frame = expect_frame(r)?;
+        match (frame.kind, &signatures) {
+            (Kind::Signature | Kind::SignatureEnd, Some(to)) => {
+                // The sender gone, the job is ending anyway: what comes next says why.
+                let _ = to.send(frame);
+                continue;
+            }
+            _ => {}
+        }
         match frame.kind {
             Kind::Done => return decode_done(&frame.payload),
             kind if report_message(kind, &frame.payload, reporter, changes)? => {}
@@ -156,15 +167,19 @@ pub fn upload<R: Read + Send, W: Write + Send + 'static>(
         (None, _) => src,
     };
     let out = Outbound::new(w, opts.compress).shared();
+    // The server's answers are read meanwhile (it may report at any time); the
+    // signatures among them come back here, for the deltas.
+    let (signatures, replies) = std::sync::mpsc::channel();
     std::thread::scope(|s| {
-        let answers = s.spawn(move || read_done(&mut r, reporter, changes));
+        let answers = s.spawn(move || read_done(&mut r, reporter, changes, Some(signatures)));
         let how = SendOptions {
             checksum: opts.checksum,
             walk: &opts.walk,
             mirror: opts.mirror,
             changes,
         };
-        let sent = send_tree(src, &out, &manifest, &how, stats, reporter);
+        let mut next = || replies.recv().map_err(|_| NetError::Closed);
+        let sent = send_tree(src, &out, &manifest, &how, &mut next, stats, reporter);
         if let Err(e) = &sent {
             // Tell the server, so it stops and answers.
             send_fatal(lock(&out).writer(), &e.to_string());
@@ -228,6 +243,18 @@ pub fn download<R: Read, W: Write + Send>(
         rules: Some(&opts.walk.rules),
         changes,
     };
-    receive_tree(&mut inbound, Some(dst), &ropts, None, stats, reporter)?;
-    read_done(&mut r, reporter, changes)
+    let mut reply = |kind: Kind, payload: &[u8]| {
+        write_frame(&mut w, kind, payload)?;
+        w.flush()
+    };
+    receive_tree(
+        &mut inbound,
+        Some(dst),
+        &ropts,
+        None,
+        &mut reply,
+        stats,
+        reporter,
+    )?;
+    read_done(&mut r, reporter, changes, None)
 }

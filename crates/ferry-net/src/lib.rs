@@ -44,6 +44,7 @@ pub mod charge;
 pub mod client;
 pub mod conn;
 pub mod daemon;
+pub mod deltas;
 pub mod dial;
 pub mod frame;
 pub mod handshake;

@@ -18,6 +18,7 @@
 //! which groups it may give) and tells only what it changes. Owners are the same when
 //! their names are, or else their numbers, as the receiver maps them by name.
 
+use crate::deltas::{Candidate, DELTA_MIN};
 use crate::frame::PutFields;
 use crate::manifest::{Manifest, RecKind, Record};
 use crate::meta_wire::WireMeta;
@@ -43,6 +44,9 @@ pub struct PlanOptions<'a> {
     pub dry_run: bool,
     /// Told of every entry to be made or replaced, and of directories' metadata.
     pub changes: Option<&'a dyn Changes>,
+    /// Big files the receiver has another version of are left out of the archive, to
+    /// be sent as deltas ([`crate::deltas`]).
+    pub deltas: bool,
 }
 
 /// A metadata-only change: the entry's path, its kind, and the metadata to give it.
@@ -94,6 +98,8 @@ pub struct Plan<'a> {
     names: Mutex<OwnerNames>,
     /// Metadata-only changes, sent after the data.
     metas: Mutex<Vec<MetaChange>>,
+    /// Files to send as deltas after the plan.
+    candidates: Mutex<Vec<Candidate>>,
     /// Directories of the destination where the source has something else: with
     /// `--delete` the receiver's unpack removes each with what it holds.
     replaced_dirs: Mutex<Vec<RelPath>>,
@@ -110,7 +116,33 @@ impl<'a> Plan<'a> {
             names: Mutex::default(),
             metas: Mutex::default(),
             replaced_dirs: Mutex::default(),
+            candidates: Mutex::default(),
         }
+    }
+
+    /// Whether `member`, whose data differs from the receiver's `rec`, goes as a delta:
+    /// a big file the receiver has a version of, each of one name only.
+    fn goes_as_delta(&self, member: &Entry, rec: &Record) -> bool {
+        let EntryKind::File { size } = member.kind else {
+            return false;
+        };
+        self.opts.deltas
+            && !self.opts.dry_run
+            && size >= DELTA_MIN
+            && rec.kind == RecKind::File
+            && rec.size > 0
+            && rec.nlink <= 1
+            && member.links.is_none()
+    }
+
+    /// The files to send as deltas.
+    pub(crate) fn take_candidates(&self) -> Vec<Candidate> {
+        std::mem::take(
+            &mut *self
+                .candidates
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// Tells `entry` as made (`what`); in a dry run, counts it as the copy would.
@@ -325,6 +357,19 @@ impl Omit for Plan<'_> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             replaced.push(member.path.clone());
+        }
+        if !why.is_empty() && self.goes_as_delta(member, rec) {
+            self.made(member, What::Updated(why));
+            let candidate = Candidate {
+                path: member.path.clone(),
+                meta: self.wire_meta(member),
+            };
+            let mut all = self
+                .candidates
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            all.push(candidate);
+            return true;
         }
         if !why.is_empty() {
             self.made(member, What::Updated(why));

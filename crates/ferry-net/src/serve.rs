@@ -25,7 +25,7 @@ use crate::handshake::read_request;
 use crate::manifest::{send_manifest, send_manifest_one, Manifest};
 use crate::preauth::Pending;
 use crate::proto::{encode_accept, encode_done, read_hello, send_fatal, send_hello, Op, Request};
-use crate::stream::{lock, FrameReporter, Inbound, Outbound};
+use crate::stream::{lock, next_frame, FrameReporter, Inbound, Outbound};
 use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SendOptions, Source, SourceWalk};
 use crate::NetError;
 use ferry_core::changes::Changes;
@@ -349,11 +349,13 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
                     rules: Some(&request.walk.rules),
                     changes: request.mirror.changes.then_some(&messages as &dyn Changes),
                 };
+                let mut reply = |kind: Kind, payload: &[u8]| lock(&out).frame(kind, payload);
                 receive_tree(
                     &mut inbound,
                     dst.as_ref().map(Target::path),
                     &opts,
                     share.as_ref(),
+                    &mut reply,
                     &stats,
                     &reporter,
                 )
@@ -382,7 +384,8 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
                         return Err(NetError::frame("no name to send the one file under"))
                     }
                 };
-                send_tree(from, &out, &manifest, &how, &stats, &reporter)
+                let mut replies = || next_frame(&mut input, &reporter, None);
+                send_tree(from, &out, &manifest, &how, &mut replies, &stats, &reporter)
             }
         }
     });

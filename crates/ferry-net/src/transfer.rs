@@ -4,10 +4,12 @@
 //! checks each file's content against the hash the archive's index records for it.
 
 use crate::apply::{receive_plan, send_plan, Receiving};
+use crate::deltas::{receive_deltas, send_deltas, Rebuilding};
+use crate::frame::{Frame, Kind};
 use crate::manifest::Manifest;
 use crate::plan::{Plan, PlanOptions};
 use crate::proto::Mirror;
-use crate::stream::{lock, DataWriter, Inbound, Shared};
+use crate::stream::{lock, next_frame, DataWriter, Inbound, Shared};
 use crate::NetError;
 use ferry_archive::read::select::Selection;
 use ferry_archive::read::tail::{check_tail_removing, TailError};
@@ -21,7 +23,9 @@ use ferry_core::error::Reporter;
 use ferry_core::filter::Rules;
 use ferry_core::pool::Share;
 use ferry_core::Stats;
+use rustix::fs::{Mode, OFlags};
 use std::io::{self, BufWriter, Read, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -70,7 +74,8 @@ pub struct SendOptions<'a> {
 /// Packs `src` into `out`'s data frames, then `DataEnd`, leaving out what `manifest`
 /// shows the receiver has (see [`crate::plan`]) and what `walk` leaves out; then the
 /// plan's frames: what to delete (`--delete`, unless some of `src` could not be read)
-/// and the metadata-only changes. In a dry run no data is sent, only the plan. Per-path
+/// and the metadata-only changes; then big changed files as deltas, the receiver's
+/// signatures read from `replies`. In a dry run no data is sent, only the plan. Per-path
 /// failures go to `reporter`; the result is for a source that cannot be read at all,
 /// rules that cannot be used, or a connection that fails.
 pub fn send_tree<W: Write + Send + 'static>(
@@ -78,6 +83,7 @@ pub fn send_tree<W: Write + Send + 'static>(
     out: &Shared<W>,
     manifest: &Manifest,
     how: &SendOptions<'_>,
+    replies: &mut dyn FnMut() -> Result<Frame, NetError>,
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), NetError> {
@@ -87,6 +93,7 @@ pub fn send_tree<W: Write + Send + 'static>(
         keep_newer: walk.keep_newer,
         dry_run: mirror.dry_run,
         changes: how.changes,
+        deltas: true,
     };
     let plan = Plan::new(manifest, plan_opts, stats);
     let filter = walk
@@ -152,7 +159,7 @@ pub fn send_tree<W: Write + Send + 'static>(
         }
     };
     send_plan(out, &deletions, &plan.take_metas())?;
-    Ok(())
+    send_deltas(src, &plan.take_candidates(), out, replies, stats, reporter)
 }
 
 /// How the receiver writes.
@@ -177,13 +184,16 @@ pub struct ReceiveOptions<'a> {
 /// content hash the index after the data records; one that differs is reported and
 /// removed. Then carries out the plan's frames that follow (deletions, metadata-only
 /// changes). In a dry run nothing is unpacked (none is sent), and the plan is only
-/// told; `dst` is None only there, for a destination that does not exist. Per-path
+/// told; `dst` is None only there, for a destination that does not exist. Last come
+/// the deltas, answered through `reply`. Per-path
 /// failures go to `reporter`.
+#[allow(clippy::too_many_arguments)]
 pub fn receive_tree<R: Read>(
     input: &mut Inbound<'_, R>,
     dst: Option<&Path>,
     opts: &ReceiveOptions<'_>,
     pool: Option<&Share>,
+    reply: &mut dyn FnMut(Kind, &[u8]) -> io::Result<()>,
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), NetError> {
@@ -217,7 +227,30 @@ pub fn receive_tree<R: Read>(
         stats,
         reporter,
     };
-    receive_plan(input.reader(), dst, &how)
+    let root = open_root(dst, opts.mirror.dry_run)?;
+    receive_plan(input.reader(), root.as_ref(), &how)?;
+    let rebuilding = Rebuilding {
+        root: root.as_ref(),
+        stats,
+        reporter,
+    };
+    let changes = opts.changes;
+    let mut frames = || next_frame(input.reader(), reporter, changes);
+    receive_deltas(&mut frames, reply, &rebuilding)
+}
+
+/// The destination's root, open (None: a dry run into nothing).
+fn open_root(dst: Option<&Path>, dry_run: bool) -> Result<Option<OwnedFd>, NetError> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    match dst.map(|dst| (dst, rustix::fs::open(dst, flags, Mode::empty()))) {
+        None => Ok(None),
+        Some((_, Ok(fd))) => Ok(Some(fd)),
+        Some((_, Err(rustix::io::Errno::NOENT))) if dry_run => Ok(None),
+        Some((dst, Err(e))) => Err(NetError::Refused(format!(
+            "{}: open destination: {e}",
+            dst.display()
+        ))),
+    }
 }
 
 /// Unpacks the archive stream into `dst` and checks it against its index; with
@@ -308,7 +341,17 @@ mod tests {
             changes: None,
         };
         let from = Source::Tree(&src);
-        send_tree(from, &out, &Manifest::default(), &how, &stats, &quiet).expect("send");
+        let mut none = || Err(NetError::Closed);
+        send_tree(
+            from,
+            &out,
+            &Manifest::default(),
+            &how,
+            &mut none,
+            &stats,
+            &quiet,
+        )
+        .expect("send");
         let mut wire = std::mem::take(lock(&out).writer());
         let at = wire.windows(bad.len()).position(|w| w == bad.as_slice());
         wire[at.expect("data on the wire") + 5] = b'X';
@@ -316,7 +359,17 @@ mod tests {
         let mut inbound = Inbound::new(wire.as_slice(), &seen);
         let opts = ReceiveOptions::default();
         let into = Some(dst.as_path());
-        receive_tree(&mut inbound, into, &opts, None, &Stats::default(), &seen).expect("receive");
+        let mut reply = |_: Kind, _: &[u8]| Ok(());
+        receive_tree(
+            &mut inbound,
+            into,
+            &opts,
+            None,
+            &mut reply,
+            &Stats::default(),
+            &seen,
+        )
+        .expect("receive");
         let lines = seen.0.into_inner().expect("lock");
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(
