@@ -13,6 +13,7 @@ mod common;
 
 mod copy;
 mod daemon;
+mod deltas;
 mod hostile;
 mod mirror;
 mod preauth;
