@@ -117,13 +117,10 @@ fn read_done(
 ) -> Result<Snapshot, NetError> {
     loop {
         let frame = expect_frame(r)?;
-        match (frame.kind, &signatures) {
-            (Kind::Signature | Kind::SignatureEnd, Some(to)) => {
-                // The sender gone, the job is ending anyway: what comes next says why.
-                let _ = to.send(frame);
-                continue;
-            }
-            _ => {}
+        if let (Kind::Signature | Kind::SignatureEnd, Some(to)) = (frame.kind, &signatures) {
+            // The sender gone, the job is ending anyway: what comes next says why.
+            let _ = to.send(frame);
+            continue;
         }
         match frame.kind {
             Kind::Done => return decode_done(&frame.payload),

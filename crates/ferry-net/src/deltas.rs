@@ -50,6 +50,9 @@ const BATCH: usize = 256 << 10;
 /// The largest piece of a literal put in one op on the wire (a frame holds whole ops).
 const LITERAL_PIECE: usize = 256 << 10;
 
+// A batch and one more op (or a piece of signature) fit in a frame.
+const _: () = assert!(BATCH + LITERAL_PIECE + 64 <= MAX_FRAME);
+
 /// A file to send as a delta: where it is in the tree, and the metadata it gets.
 pub(crate) struct Candidate {
     pub(crate) path: RelPath,
@@ -61,7 +64,7 @@ pub(crate) struct Candidate {
 fn signature_cap(size: u64) -> usize {
     let blocks = size / ferry_delta::MIN_BLOCK as u64 + 2;
     let cap = blocks.saturating_mul(ferry_delta::SUM_LEN as u64) + 64;
-    cap.min((ferry_delta::MAX_BLOCKS as u64 + 2) * ferry_delta::SUM_LEN as u64 + 64) as usize
+    cap.min((ferry_delta::MAX_BLOCKS + 2) * ferry_delta::SUM_LEN as u64 + 64) as usize
 }
 
 /// Where the member `path` is in `src`.
@@ -355,7 +358,6 @@ impl<'a> OneFile<'a> {
         for piece in bytes.chunks(BATCH) {
             reply(Kind::Signature, piece)?;
         }
-        debug_assert!(BATCH < MAX_FRAME);
         reply(Kind::SignatureEnd, &[1])?;
         Ok(())
     }
