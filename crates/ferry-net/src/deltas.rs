@@ -508,3 +508,124 @@ impl Drop for OneFile<'_> {
         self.drop_new();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::write_frame;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<String>>);
+    impl Reporter for Collect {
+        fn error(&self, err: &Error) {
+            let line = format!("{}: {}: {}", err.path, err.op, err.os);
+            self.0.lock().expect("lock").push(line);
+        }
+        fn warn(&self, _: &str) {}
+    }
+
+    fn frame(kind: Kind, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_frame(&mut out, kind, payload).expect("frame");
+        out
+    }
+
+    fn want(path: &[u8], size: u64) -> Vec<u8> {
+        let mut p = Vec::new();
+        p.put_bytes(path);
+        p.put_u64(size);
+        frame(Kind::DeltaWant, &p)
+    }
+
+    fn end_ok(hash: u128) -> Vec<u8> {
+        let mut p = vec![0];
+        p.extend_from_slice(&hash.to_le_bytes());
+        WireMeta::new(
+            &ferry_core::Metadata {
+                mode: 0o644,
+                ..Default::default()
+            },
+            None,
+            None,
+        )
+        .encode(&mut p);
+        frame(Kind::DeltaEnd, &p)
+    }
+
+    /// Runs the receiver on `wire` in `dst`: what it answered, and how it ended.
+    fn receive(wire: &[u8], dst: &Path, seen: &Collect) -> (Vec<Kind>, Result<(), NetError>) {
+        let root: OwnedFd = std::fs::File::open(dst).expect("open").into();
+        let stats = Stats::default();
+        let how = Rebuilding {
+            root: Some(&root),
+            stats: &stats,
+            reporter: seen,
+        };
+        let mut r = wire;
+        let mut frames = || crate::frame::expect_frame(&mut r);
+        let mut answers = Vec::new();
+        let mut reply = |kind: Kind, _: &[u8]| {
+            answers.push(kind);
+            Ok(())
+        };
+        let ended = receive_deltas(&mut frames, &mut reply, &how);
+        (answers, ended)
+    }
+
+    /// A hostile sender cannot rebuild a file outside the destination, nor leave a
+    /// file that differs from the hash it claims, nor copy from past the old version's
+    /// end; each ends in an error, and nothing but the old files is left.
+    #[test]
+    fn hostile_deltas_change_nothing_outside_nor_leave_damage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dst = dir.path().join("dst");
+        std::fs::create_dir(&dst).expect("mkdir");
+        std::fs::write(dst.join("f"), vec![7u8; 10_000]).expect("write");
+        std::fs::write(dir.path().join("outside"), b"o").expect("write");
+        // Outside: refused, answered with no signature, the ops dropped.
+        let mut lit = Vec::new();
+        Op::Literal(b"evil").encode(&mut lit);
+        let mut wire = want(b"../outside", 4);
+        wire.extend(frame(Kind::DeltaOps, &lit));
+        wire.extend(end_ok(ferry_core::content::hash_of(b"evil")));
+        // A claimed hash that is not the content's: the old file stays.
+        wire.extend(want(b"f", 4));
+        wire.extend(frame(Kind::DeltaOps, &lit));
+        wire.extend(end_ok(1234));
+        wire.extend(frame(Kind::DeltasEnd, &[]));
+        let seen = Collect::default();
+        let (answers, ended) = receive(&wire, &dst, &seen);
+        ended.expect("ended");
+        assert_eq!(answers.first(), Some(&Kind::SignatureEnd));
+        let said = seen.0.lock().expect("lock").clone();
+        assert!(said[0].contains("plain names"), "{said:?}");
+        assert!(said[1].starts_with("f: verify"), "{said:?}");
+        assert_eq!(
+            std::fs::read(dir.path().join("outside")).expect("read"),
+            b"o"
+        );
+        assert_eq!(
+            std::fs::read(dst.join("f")).expect("read"),
+            vec![7u8; 10_000]
+        );
+        // A copy from past the old version's end is a malformed frame.
+        let mut copy = Vec::new();
+        Op::Copy {
+            basis_offset: 9_000,
+            len: 4_000,
+        }
+        .encode(&mut copy);
+        let mut wire = want(b"f", 4_000);
+        wire.extend(frame(Kind::DeltaOps, &copy));
+        let seen = Collect::default();
+        let (_, ended) = receive(&wire, &dst, &seen);
+        assert!(matches!(ended, Err(NetError::Frame(_))), "{ended:?}");
+        let names: Vec<_> = std::fs::read_dir(&dst).expect("list").collect();
+        assert_eq!(names.len(), 1, "a rebuild was left behind");
+        assert_eq!(
+            std::fs::read(dst.join("f")).expect("read"),
+            vec![7u8; 10_000]
+        );
+    }
+}
