@@ -385,7 +385,17 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
                     }
                 };
                 let mut replies = || next_frame(&mut input, &reporter, None);
-                send_tree(from, &out, &manifest, &how, &mut replies, &stats, &reporter)
+                let sent = send_tree(from, &out, &manifest, &how, &mut replies, &stats, &reporter);
+                // The source itself could not be read: said by the path the client named.
+                sent.map_err(|e| match e {
+                    NetError::Path(e) if e.path.is_root() => NetError::Refused(format!(
+                        "{}: {}: {}",
+                        ferry_core::entry::escaped(&request.path),
+                        e.op,
+                        e.os
+                    )),
+                    e => e,
+                })
             }
         }
     });
