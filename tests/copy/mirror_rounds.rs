@@ -1,0 +1,95 @@
+//! `ferry copy --delete` against `rsync -aHAX --delete`, by random rounds of changes
+//! (tests/common/rounds.rs makes them, tests/common/rounds_check.rs checks each
+//! round): for several seeds, a tree of every kind is changed round after round, and
+//! after each round a dry run must write nothing and list exactly what differs, the
+//! mirror must make DST_F equal to SRC in every respect and to rsync's DST_R in every
+//! respect but atimes (rsync's known differences apart), and a dry run after it must
+//! list nothing.
+//!
+//! On a loop-mounted XFS (clones) for the plain rounds and an ext4 for the `-c` rounds
+//! (which also rewrite files keeping size and mtime, a change only a comparison of
+//! content sees; the plain rounds leave those out, as neither tool looks for them
+//! without `-c`). Without root the rounds run in the temp directory without owner
+//! changes, and say so (a failure under FERRY_TEST_NO_SKIP=1).
+//!
+//! `FERRY_TEST_ROUND_SEEDS=5,6,7` runs other seeds, `FERRY_TEST_ROUNDS=N` N rounds a
+//! seed: for a longer search than CI's.
+
+use crate::common::mount::{mount_image, Mounted};
+use crate::common::rounds_check::{local_ferry, run_rounds, Plan};
+use crate::common::{is_root, skip};
+use std::time::Instant;
+
+/// A scratch filesystem made by `mkfs` (root), or `None` after saying why the rounds
+/// run in the temp directory instead.
+fn filesystem(mkfs: &str, args: &[&str]) -> Option<Mounted> {
+    match mount_image(512 << 20, mkfs, args) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            skip(&format!(
+                "{e}: the rounds run in the temp directory, without owner changes"
+            ));
+            None
+        }
+    }
+}
+
+/// Seeds and rounds a seed, from the environment if it says.
+fn seeds_and_rounds(seeds: &[u64], rounds: usize) -> (Vec<u64>, usize) {
+    let seeds = std::env::var("FERRY_TEST_ROUND_SEEDS")
+        .ok()
+        .map(|s| {
+            s.split(',')
+                .map(|n| n.trim().parse().expect("FERRY_TEST_ROUND_SEEDS: numbers"))
+                .collect()
+        })
+        .unwrap_or_else(|| seeds.to_vec());
+    let rounds = std::env::var("FERRY_TEST_ROUNDS")
+        .ok()
+        .map(|n| n.parse().expect("FERRY_TEST_ROUNDS: a number"))
+        .unwrap_or(rounds);
+    (seeds, rounds)
+}
+
+/// Runs the rounds of each seed in a scratch directory of its own on `fs` (or in the
+/// temp directory), with the local mirror command.
+fn rounds_on(fs: Option<&Mounted>, seeds: &[u64], rounds: usize, checksum: bool) {
+    let (seeds, rounds) = seeds_and_rounds(seeds, rounds);
+    let base = fs.map_or_else(std::env::temp_dir, |m| m.path().to_path_buf());
+    for seed in seeds {
+        let tmp = tempfile::tempdir_in(&base).expect("scratch directory");
+        let plan = Plan {
+            seed,
+            rounds,
+            changes: 25,
+            checksum,
+            owners: is_root(),
+        };
+        let start = Instant::now();
+        let Some(outcome) = run_rounds(tmp.path(), &plan, &mut local_ferry) else {
+            return;
+        };
+        eprintln!(
+            "{plan:?}: {} changes, {} lines listed, {:.1} s; known differences: {}",
+            outcome.changes,
+            outcome.listed,
+            start.elapsed().as_secs_f64(),
+            outcome.known.len()
+        );
+        for k in &outcome.known {
+            eprintln!("  {k}");
+        }
+    }
+}
+
+#[test]
+fn mirror_rounds_match_rsync() {
+    let fs = filesystem("mkfs.xfs", &["-q", "-m", "reflink=1"]);
+    rounds_on(fs.as_ref(), &[1, 2, 3], 8, false);
+}
+
+#[test]
+fn mirror_rounds_with_checksum_match_rsync() {
+    let fs = filesystem("mkfs.ext4", &["-q"]);
+    rounds_on(fs.as_ref(), &[11], 6, true);
+}
