@@ -84,6 +84,18 @@ pub const LINKS_REASON: Known = Known {
           data's, for a node replaced because of its extra names",
 };
 
+/// Replacing a name of an inode that has other names in DST (its data or kind
+/// changed in SRC, or it lies in a directory replaced by a non-directory) unlinks it,
+/// which moves the inode's ctime; its other names, up to date, are then taken for
+/// files this job wrote (local/data_in.rs, `up_to_date`: ctime at or after the job's
+/// start) and copied again, listed `updated file P (content)` by the real run only.
+pub const UNLINKING_MOVES_CTIME: Known = Known {
+    name: "other names of an inode a replaced name was unlinked from are copied again",
+    whose: Whose::Ferry,
+    why: "reported: up_to_date's ctime test (for a name an archive gives twice) takes \
+          an inode this job only unlinked a name of for one it wrote",
+};
+
 /// Every known difference.
 pub const ALL: &[&Known] = &[
     &RSYNC_KEEPS_LINKS,
@@ -91,6 +103,7 @@ pub const ALL: &[&Known] = &[
     &DRY_RUN_LISTS_EVERY_NAME,
     &NEW_NAME_COPIED_AGAIN,
     &LINKS_REASON,
+    &UNLINKING_MOVES_CTIME,
 ];
 
 /// Which names share an inode, on each side of a comparison.

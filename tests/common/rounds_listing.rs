@@ -148,7 +148,9 @@ pub fn check_real(dry: &Items, real: &Items, links: &Links) -> Result<Vec<String
         ("real", &sides.real, &sides.dry),
     ] {
         for i in this.difference(other) {
-            if only == "real" && i.what == "meta" && i.kind == "dir" && i.why == "times" {
+            let times_added = |j: &&Item| j.path == i.path && sides.own_times(j);
+            if (only == "real" && sides.own_times(i)) || (only == "dry" && other.iter().any(times_added))
+            {
                 continue;
             }
             match sides.known(i, only == "dry") {
@@ -173,6 +175,26 @@ struct Sides<'a> {
 }
 
 impl Sides<'_> {
+    /// Whether `i`, listed by the real run, is a directory's `times` its own writes
+    /// changed: `meta dir P (times)`, or the dry run's line for P with `times` added.
+    fn own_times(&self, i: &Item) -> bool {
+        let fields = |why: &str| -> BTreeSet<String> {
+            why.split(',').filter(|w| !w.is_empty()).map(String::from).collect()
+        };
+        let with_times = |d: &Item| {
+            let mut f = fields(&d.why);
+            f.insert("times".into());
+            f == fields(&i.why)
+        };
+        i.what == "meta"
+            && i.kind == "dir"
+            && (i.why == "times"
+                || self
+                    .dry
+                    .iter()
+                    .any(|d| d.what == "meta" && d.kind == "dir" && d.path == i.path && with_times(d)))
+    }
+
     /// The known difference that `i`, listed by one run only (`in_dry`: the dry run),
     /// is.
     fn known(&self, i: &Item, in_dry: bool) -> Option<&'static Known> {
@@ -194,6 +216,17 @@ impl Sides<'_> {
         }
         if others.iter().any(|q| real_has(q, "created")) {
             return Some(&known::NEW_NAME_COPIED_AGAIN);
+        }
+        // Another name of the inode is replaced, or lies below a directory replaced.
+        let unlinked = |r: &[u8]| {
+            let r = shown(r);
+            self.dry.iter().any(|d| {
+                d.what == "updated" && (r == d.path || r.starts_with(&format!("{}/", d.path)))
+            })
+        };
+        let group = self.links.group(rel);
+        if !in_dry && i.what == "updated" && group.into_iter().any(|r| r != rel && unlinked(r)) {
+            return Some(&known::UNLINKING_MOVES_CTIME);
         }
         let (this, other) = match in_dry {
             true => (&self.dry, &self.real),

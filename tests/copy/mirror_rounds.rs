@@ -13,7 +13,8 @@
 //! changes, and say so (a failure under FERRY_TEST_NO_SKIP=1).
 //!
 //! `FERRY_TEST_ROUND_SEEDS=5,6,7` runs other seeds, `FERRY_TEST_ROUNDS=N` N rounds a
-//! seed: for a longer search than CI's.
+//! seed: for a longer search than CI's. `FERRY_TEST_ROUNDS_DIR=DIR` runs them in DIR
+//! (not on a scratch filesystem) and keeps the trees, to look at a failure.
 
 use crate::common::mount::{mount_image, Mounted};
 use crate::common::rounds_check::{local_ferry, run_rounds, Plan};
@@ -55,9 +56,20 @@ fn seeds_and_rounds(seeds: &[u64], rounds: usize) -> (Vec<u64>, usize) {
 /// temp directory), with the local mirror command.
 fn rounds_on(fs: Option<&Mounted>, seeds: &[u64], rounds: usize, checksum: bool) {
     let (seeds, rounds) = seeds_and_rounds(seeds, rounds);
-    let base = fs.map_or_else(std::env::temp_dir, |m| m.path().to_path_buf());
+    // FERRY_TEST_ROUNDS_DIR: run there instead, and keep the trees (to look at a
+    // failure).
+    let keep = std::env::var_os("FERRY_TEST_ROUNDS_DIR").map(std::path::PathBuf::from);
+    let base = match (&keep, fs) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(m)) => m.path().to_path_buf(),
+        (None, None) => std::env::temp_dir(),
+    };
     for seed in seeds {
-        let tmp = tempfile::tempdir_in(&base).expect("scratch directory");
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("rounds-{seed}-"))
+            .disable_cleanup(keep.is_some())
+            .tempdir_in(&base)
+            .expect("scratch directory");
         let plan = Plan {
             seed,
             rounds,
