@@ -76,12 +76,16 @@ pub const NEW_NAME_COPIED_AGAIN: Known = Known {
 
 /// A node DST has with more names than SRC's, whose metadata changed, is replaced;
 /// the dry run gives the metadata fields as why (`mode`), the real run `content` (a
-/// file), `target` (a symlink) or `links` (a fifo); docs/copy.md says `links`.
+/// file), `target` (a symlink) or `links` (a fifo); docs/copy.md says `links`. And
+/// where the real run has replaced another name of the inode first, the node is left
+/// with no more names than the source's and only given its metadata (`meta`), which
+/// the dry run, looking at DST as it was, lists as `updated`.
 pub const LINKS_REASON: Known = Known {
-    name: "why a node with names SRC's has not is replaced differs between the runs",
+    name: "a node with names SRC's has not is listed otherwise by the two runs",
     whose: Whose::Ferry,
     why: "reported: preview.rs says the metadata reasons, local.rs's replaced_why the \
-          data's, for a node replaced because of its extra names",
+          data's, for a node replaced because of its extra names; and what the real run \
+          does to one name changes what it does to the next",
 };
 
 /// Replacing a name of an inode that has other names in DST (its data or kind

@@ -228,20 +228,15 @@ impl Sides<'_> {
         if !in_dry && i.what == "updated" && group.into_iter().any(|r| r != rel && unlinked(r)) {
             return Some(&known::UNLINKING_MOVES_CTIME);
         }
-        let (this, other) = match in_dry {
-            true => (&self.dry, &self.real),
-            false => (&self.real, &self.dry),
+        let other = match in_dry {
+            true => &self.real,
+            false => &self.dry,
         };
-        let same_but_why = |a: &Item| {
-            other
-                .iter()
-                .any(|b| b.what == a.what && b.kind == a.kind && b.path == a.path)
-        };
-        if i.what == "updated"
-            && same_but_why(i)
-            && this.contains(i)
-            && self.links.more_names_in_dst(rel)
-        {
+        let changed = |w: &str| w == "updated" || w == "meta";
+        let other_run_changes_it = other
+            .iter()
+            .any(|b| changed(&b.what) && b.kind == i.kind && b.path == i.path);
+        if changed(&i.what) && other_run_changes_it && self.links.more_names_in_dst(rel) {
             return Some(&known::LINKS_REASON);
         }
         None

@@ -273,39 +273,37 @@ impl<'a> LocalTreeSink<'a> {
     /// Removes what is in the way of a new node: anything but a directory that is not
     /// empty, which is an error (as rsync and GNU tar do; cp refuses any directory)
     /// unless the sink deletes (`--delete`): then it goes with what it holds, except
-    /// what the rules keep, which keeps it and is the error.
+    /// what the rules keep, which keeps it and is the error. With `--delete` even an
+    /// empty directory goes by the deletion's rules, itemized and counted, as the dry
+    /// run (preview.rs) tells it.
     fn remove(&self, dir: &DstDir, name: &CStr, path: &RelPath, st: &Stat) -> Result<()> {
         if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
             return rfs::unlinkat(&*dir.fd, name, AtFlags::empty())
                 .at_dst(path, "remove old destination");
         }
-        match rfs::unlinkat(&*dir.fd, name, AtFlags::REMOVEDIR) {
-            Err(Errno::NOTEMPTY | Errno::EXIST) => {
-                if let Some(delete) = &self.in_the_way {
-                    remove_in_the_way(&dir.fd, name, path, delete, self.stats, self.reporter);
-                    match rfs::statat(&*dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-                        Err(Errno::NOENT) => return Ok(()),
-                        _ => {
-                            return Err(Error::dst(
-                                path,
-                                "replace",
-                                other(
-                                    "a directory in the way in the destination holds what \
-                                   the rules keep (or could not be removed)",
-                                ),
-                            ))
-                        }
-                    }
-                }
-                Err(Error::dst(
+        if let Some(delete) = &self.in_the_way {
+            remove_in_the_way(&dir.fd, name, path, delete, self.stats, self.reporter);
+            return match rfs::statat(&*dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Err(Errno::NOENT) => Ok(()),
+                _ => Err(Error::dst(
                     path,
                     "replace",
                     other(
-                        "a directory that is not empty is in the way in the destination \
-                           (--delete removes it)",
+                        "a directory in the way in the destination holds what the rules \
+                         keep (or could not be removed)",
                     ),
-                ))
-            }
+                )),
+            };
+        }
+        match rfs::unlinkat(&*dir.fd, name, AtFlags::REMOVEDIR) {
+            Err(Errno::NOTEMPTY | Errno::EXIST) => Err(Error::dst(
+                path,
+                "replace",
+                other(
+                    "a directory that is not empty is in the way in the destination \
+                     (--delete removes it)",
+                ),
+            )),
             other => other.at_dst(path, "remove old destination"),
         }
     }
