@@ -105,6 +105,10 @@ const MAX_ENTRIES: usize = 300;
 /// Directories below this depth get no new children.
 const MAX_DEPTH: usize = 6;
 
+/// Bytes of xattrs (names and values, 32 bytes each for overhead) a node gets at
+/// most: ext4 keeps them in one 4 KiB block.
+const XATTR_ROOM: usize = 3000;
+
 /// Owners a [`Change::Chown`] picks from (they need not exist in /etc/passwd).
 const OWNERS: [u32; 5] = [0, 1000, 1001, 4242, 65534];
 
@@ -329,7 +333,14 @@ impl Generator {
             Change::SetXattr => {
                 let n = self.pick(&nodes, |n| matches!(n.kind, Kind::File | Kind::Dir))?;
                 let name = format!("user.k{}", self.rng.u8(..4));
-                let value = self.xattr_value();
+                let mut value = self.xattr_value();
+                // ext4 keeps a node's xattrs in one block: leave room.
+                let held: usize = xattrs(&self.path(&n.rel))
+                    .iter()
+                    .filter(|(k, _)| **k != name.as_bytes())
+                    .map(|(k, v)| k.len() + v.len() + 32)
+                    .sum();
+                value.truncate(XATTR_ROOM.saturating_sub(held));
                 set_xattr(&self.path(&n.rel), &name, &value);
                 format!("{} {name} ({} bytes)", show(&n.rel), value.len())
             }

@@ -79,7 +79,7 @@ pub fn fixed(root: &Path, owners: bool) -> Vec<String> {
     set_xattr(&at(b"a/one"), "user.a", b"1");
     set_xattr(&at(b"a/one"), "user.empty", b"");
     set_xattr(&at(b"d"), "user.dir", b"x");
-    set_xattr(&at(b"big"), "user.big", &pattern(9, 4000));
+    set_xattr(&at(b"big"), "user.big", &pattern(9, 2000));
     if owners {
         chown(&at(b"d/medium"), 1000, 1000);
         chown(&at(b"a/b"), 1001, 65534);

@@ -97,11 +97,40 @@ fn rounds_on(fs: Option<&Mounted>, seeds: &[u64], rounds: usize, checksum: bool)
 #[test]
 fn mirror_rounds_match_rsync() {
     let fs = filesystem("mkfs.xfs", &["-q", "-m", "reflink=1"]);
-    rounds_on(fs.as_ref(), &[1, 2, 3], 8, false);
+    rounds_on(fs.as_ref(), &[1, 2, 3, 4], 12, false);
 }
 
 #[test]
 fn mirror_rounds_with_checksum_match_rsync() {
     let fs = filesystem("mkfs.ext4", &["-q"]);
-    rounds_on(fs.as_ref(), &[11], 6, true);
+    rounds_on(fs.as_ref(), &[11, 12], 10, true);
+}
+
+/// The rounds fail a mirror that leaves out `--delete`, and one that writes in a dry
+/// run (so they can fail at all).
+#[test]
+fn mirror_rounds_catch_a_broken_mirror() {
+    let breakages: [(&str, &[&str]); 2] = [("never deletes", &["--delete"]), ("writes in a dry run", &["-n"])];
+    for (what, dropped) in breakages {
+        let tmp = tempfile::tempdir().expect("scratch directory");
+        let plan = Plan {
+            seed: 5,
+            rounds: 2,
+            changes: 25,
+            checksum: false,
+            owners: false,
+        };
+        let mut broken = |src: &std::path::Path, dst: &std::path::Path, args: &[&str]| {
+            let kept: Vec<&str> = args.iter().copied().filter(|a| !dropped.contains(a)).collect();
+            local_ferry(src, dst, &kept)
+        };
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_rounds(tmp.path(), &plan, &mut broken)
+        }));
+        match ran {
+            Ok(None) => return, // no rsync: said why
+            Ok(Some(_)) => panic!("the rounds passed a mirror that {what}"),
+            Err(_) => {}
+        }
+    }
 }
