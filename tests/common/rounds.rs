@@ -286,9 +286,10 @@ impl Generator {
             Change::Rename => {
                 let n = self.pick(&nodes, |n| n.kind != Kind::Dir)?;
                 let to = match self.rng.u8(..3) {
-                    0 => self
-                        .pick(&nodes, |o| o.kind == Kind::File && o.rel != n.rel)?
-                        .rel,
+                    0 => {
+                        self.pick(&nodes, |o| o.kind == Kind::File && o.rel != n.rel)?
+                            .rel
+                    }
                     _ => {
                         let dir = self.pick(&nodes, |d| d.kind == Kind::Dir)?;
                         self.new_name(&dir.rel)
@@ -554,7 +555,11 @@ impl Generator {
             set_mtime(&tmp, self.stamp());
         }
         std::fs::rename(&tmp, &path).expect("rename the copy over");
-        let how = if new_mtime { "a new mtime" } else { "times kept" };
+        let how = if new_mtime {
+            "a new mtime"
+        } else {
+            "times kept"
+        };
         format!("{} ({} names, {how})", show(&n.rel), n.nlink)
     }
 
@@ -679,7 +684,10 @@ impl Generator {
     fn mode(&mut self, kind: Kind) -> u32 {
         let (modes, keep): (&[u32], u32) = match kind {
             Kind::Dir => (&[0o755, 0o700, 0o1777, 0o2775, 0o750, 0o555], 0o700),
-            _ => (&[0o644, 0o600, 0o755, 0o4755, 0o2711, 0o640, 0o444, 0o1644], 0o600),
+            _ => (
+                &[0o644, 0o600, 0o755, 0o4755, 0o2711, 0o640, 0o444, 0o1644],
+                0o600,
+            ),
         };
         let mode = modes[self.rng.usize(..modes.len())];
         // Without root the generator must still be able to write and list.
@@ -713,7 +721,9 @@ fn child(dir: &[u8], name: &[u8]) -> Vec<u8> {
 
 /// The directory part of a relative path (empty at the top).
 fn parent(rel: &[u8]) -> &[u8] {
-    rel.iter().rposition(|b| *b == b'/').map_or(&[][..], |i| &rel[..i])
+    rel.iter()
+        .rposition(|b| *b == b'/')
+        .map_or(&[][..], |i| &rel[..i])
 }
 
 /// Removes whatever is at `path`, a directory with everything below it.

@@ -65,6 +65,8 @@ pub fn local_ferry(src: &Path, dst: &Path, args: &[&str]) -> Run {
 pub struct Outcome {
     /// Changes made, all rounds together.
     pub changes: usize,
+    /// Changes made of each kind (`Edit`, `Chown`...), the initial tree's apart.
+    pub kinds: std::collections::BTreeMap<String, usize>,
     /// Lines `-i` printed before the real runs, all rounds together.
     pub listed: usize,
     /// Known differences met (tests/common/rounds_known.rs), one line each.
@@ -89,6 +91,12 @@ pub fn run_rounds(base: &Path, plan: &Plan, mirror: &mut Mirror<'_>) -> Option<O
             _ => generator.round(plan.changes),
         };
         outcome.changes += log.len();
+        if round > 0 {
+            for line in &log {
+                let kind = line.split(' ').next().unwrap_or_default();
+                *outcome.kinds.entry(kind.to_string()).or_default() += 1;
+            }
+        }
         let ctx = Context { plan, round, log };
         let met = check_round(&dirs, &ctx, mirror, &mut outcome.listed);
         if met.rsync {
@@ -141,8 +149,7 @@ impl Dirs {
 
 fn remove_tree(path: &Path) {
     if path.exists() {
-        std::fs::remove_dir_all(path)
-            .unwrap_or_else(|e| panic!("remove {}: {e}", path.display()));
+        std::fs::remove_dir_all(path).unwrap_or_else(|e| panic!("remove {}: {e}", path.display()));
     }
 }
 
@@ -180,12 +187,7 @@ struct Met {
 }
 
 /// The checks of one round (see the module's doc).
-fn check_round(
-    dirs: &Dirs,
-    ctx: &Context<'_>,
-    mirror: &mut Mirror<'_>,
-    listed: &mut usize,
-) -> Met {
+fn check_round(dirs: &Dirs, ctx: &Context<'_>, mirror: &mut Mirror<'_>, listed: &mut usize) -> Met {
     let extra: &[&str] = if ctx.plan.checksum { &["-c"] } else { &[] };
     let args = |more: &[&'static str]| -> Vec<&str> { more.iter().chain(extra).copied().collect() };
     let full = Options::default();
@@ -202,10 +204,14 @@ fn check_round(
     if !written.is_empty() {
         ctx.fail("the dry run changed DST", &lines(&written));
     }
-    let items = listing::Items::parse(&dry.stdout).unwrap_or_else(|e| ctx.fail(&e, &[dry.to_string()]));
+    let items =
+        listing::Items::parse(&dry.stdout).unwrap_or_else(|e| ctx.fail(&e, &[dry.to_string()]));
     *listed += items.0.len();
     if let Err(why) = listing::check_dry(&differing, &items, &links) {
-        ctx.fail("the dry run's listing does not match what differs", &[why, dry.to_string()]);
+        ctx.fail(
+            "the dry run's listing does not match what differs",
+            &[why, dry.to_string()],
+        );
     }
 
     // 2. The real run lists what the dry run did, and mirrors as rsync does.
@@ -215,7 +221,10 @@ fn check_round(
         listing::Items::parse(&real.stdout).unwrap_or_else(|e| ctx.fail(&e, &[real.to_string()]));
     match listing::check_real(&items, &real_items, &links) {
         Ok(known) => met.lines.extend(known),
-        Err(why) => ctx.fail("the real run's listing is not the dry run's", &[why, real.to_string()]),
+        Err(why) => ctx.fail(
+            "the real run's listing is not the dry run's",
+            &[why, real.to_string()],
+        ),
     }
     rsync(ctx, &dirs.src, &dirs.rsync, extra);
     let left = differences_with(&dirs.src, &dirs.ferry, &full);
@@ -244,7 +253,10 @@ fn check_round(
     let again = mirror(&dirs.src, &dirs.ferry, &args(&["-n", "-i", "--delete"]));
     ctx.ok(&again, "the dry run after the mirror");
     if !again.stdout.is_empty() {
-        ctx.fail("a dry run after the mirror lists changes", &[again.to_string()]);
+        ctx.fail(
+            "a dry run after the mirror lists changes",
+            &[again.to_string()],
+        );
     }
     met
 }

@@ -183,10 +183,10 @@ pub fn is_link(d: &Difference) -> bool {
 }
 
 /// Splits `diffs` into those `known` recognises (as lines naming it) and the others.
-pub fn split<'d>(
-    diffs: &'d [Difference],
+pub fn split(
+    diffs: &[Difference],
     known: impl Fn(&Difference) -> Option<&'static Known>,
-) -> (Vec<String>, Vec<&'d Difference>) {
+) -> (Vec<String>, Vec<&Difference>) {
     let mut met = Vec::new();
     let mut others = Vec::new();
     for d in diffs {

@@ -18,7 +18,11 @@ pub struct Item {
 
 impl std::fmt::Display for Item {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} {} ({})", self.what, self.kind, self.path, self.why)
+        write!(
+            f,
+            "{} {} {} ({})",
+            self.what, self.kind, self.path, self.why
+        )
     }
 }
 
@@ -96,12 +100,13 @@ pub fn check_dry(diffs: &[&Difference], items: &Items, links: &Links) -> Result<
     let mut wrong: Vec<String> = diffs
         .iter()
         .filter(|d| {
-            !is_named(&d.rel)
-                && !(is_link(d)
-                    && links
-                        .group(&d.rel)
-                        .iter()
-                        .any(|r| is_named(r) || whole_above(r)))
+            // A link difference may be named through any name of the inode.
+            let through_another = || {
+                let group = links.group(&d.rel);
+                group.iter().any(|r| is_named(r) || whole_above(r))
+            };
+            let named_somehow = is_named(&d.rel) || (is_link(d) && through_another());
+            !named_somehow
         })
         .map(|d| format!("not listed: {d}"))
         .collect();
@@ -149,7 +154,8 @@ pub fn check_real(dry: &Items, real: &Items, links: &Links) -> Result<Vec<String
     ] {
         for i in this.difference(other) {
             let times_added = |j: &&Item| j.path == i.path && sides.own_times(j);
-            if (only == "real" && sides.own_times(i)) || (only == "dry" && other.iter().any(times_added))
+            if (only == "real" && sides.own_times(i))
+                || (only == "dry" && other.iter().any(times_added))
             {
                 continue;
             }
@@ -179,7 +185,10 @@ impl Sides<'_> {
     /// changed: `meta dir P (times)`, or the dry run's line for P with `times` added.
     fn own_times(&self, i: &Item) -> bool {
         let fields = |why: &str| -> BTreeSet<String> {
-            why.split(',').filter(|w| !w.is_empty()).map(String::from).collect()
+            why.split(',')
+                .filter(|w| !w.is_empty())
+                .map(String::from)
+                .collect()
         };
         let with_times = |d: &Item| {
             let mut f = fields(&d.why);
@@ -189,10 +198,9 @@ impl Sides<'_> {
         i.what == "meta"
             && i.kind == "dir"
             && (i.why == "times"
-                || self
-                    .dry
-                    .iter()
-                    .any(|d| d.what == "meta" && d.kind == "dir" && d.path == i.path && with_times(d)))
+                || self.dry.iter().any(|d| {
+                    d.what == "meta" && d.kind == "dir" && d.path == i.path && with_times(d)
+                }))
     }
 
     /// The known difference that `i`, listed by one run only (`in_dry`: the dry run),

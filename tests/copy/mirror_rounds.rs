@@ -18,6 +18,7 @@
 
 use crate::common::mount::{mount_image, Mounted};
 use crate::common::rounds_check::{local_ferry, run_rounds, Plan};
+use crate::common::rounds_known as known;
 use crate::common::{is_root, skip};
 use std::time::Instant;
 
@@ -82,14 +83,21 @@ fn rounds_on(fs: Option<&Mounted>, seeds: &[u64], rounds: usize, checksum: bool)
             return;
         };
         eprintln!(
-            "{plan:?}: {} changes, {} lines listed, {:.1} s; known differences: {}",
+            "{plan:?}: {} changes, {} lines listed, {:.1} s; known differences met:",
             outcome.changes,
             outcome.listed,
             start.elapsed().as_secs_f64(),
-            outcome.known.len()
         );
-        for k in &outcome.known {
-            eprintln!("  {k}");
+        eprintln!("  changes: {:?}", outcome.kinds);
+        for k in known::ALL {
+            let met: Vec<&String> = outcome
+                .known
+                .iter()
+                .filter(|line| line.contains(&format!(": {}: ", k.name)))
+                .collect();
+            if let Some(first) = met.first() {
+                eprintln!("  {} x {:?} ({}), e.g. {first}", met.len(), k.name, k.why);
+            }
         }
     }
 }
@@ -110,7 +118,10 @@ fn mirror_rounds_with_checksum_match_rsync() {
 /// run (so they can fail at all).
 #[test]
 fn mirror_rounds_catch_a_broken_mirror() {
-    let breakages: [(&str, &[&str]); 2] = [("never deletes", &["--delete"]), ("writes in a dry run", &["-n"])];
+    let breakages: [(&str, &[&str]); 2] = [
+        ("never deletes", &["--delete"]),
+        ("writes in a dry run", &["-n"]),
+    ];
     for (what, dropped) in breakages {
         let tmp = tempfile::tempdir().expect("scratch directory");
         let plan = Plan {
@@ -121,7 +132,11 @@ fn mirror_rounds_catch_a_broken_mirror() {
             owners: false,
         };
         let mut broken = |src: &std::path::Path, dst: &std::path::Path, args: &[&str]| {
-            let kept: Vec<&str> = args.iter().copied().filter(|a| !dropped.contains(a)).collect();
+            let kept: Vec<&str> = args
+                .iter()
+                .copied()
+                .filter(|a| !dropped.contains(a))
+                .collect();
             local_ferry(src, dst, &kept)
         };
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
