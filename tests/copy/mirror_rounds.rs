@@ -105,13 +105,13 @@ fn rounds_on(fs: Option<&Mounted>, seeds: &[u64], rounds: usize, checksum: bool)
 #[test]
 fn mirror_rounds_match_rsync() {
     let fs = filesystem("mkfs.xfs", &["-q", "-m", "reflink=1"]);
-    rounds_on(fs.as_ref(), &[1, 2, 3, 4], 12, false);
+    rounds_on(fs.as_ref(), &[1, 2, 3, 4, 5, 6], 12, false);
 }
 
 #[test]
 fn mirror_rounds_with_checksum_match_rsync() {
     let fs = filesystem("mkfs.ext4", &["-q"]);
-    rounds_on(fs.as_ref(), &[11, 12], 10, true);
+    rounds_on(fs.as_ref(), &[11, 12, 13], 10, true);
 }
 
 /// The rounds fail a mirror that leaves out `--delete`, and one that writes in a dry
