@@ -48,7 +48,16 @@ pub struct Plan {
 /// The mirror command under test: `(SRC, DST, ARGS)` copies the contents of the
 /// local directory SRC into the directory DST (a local path, which the closure may
 /// name as a remote spec) with ARGS, as `ferry copy ARGS SRC/ DST/` does, and returns
-/// the run.
+/// the run, which must end with status 0 and no error line, its `-i` lines on
+/// standard output. ARGS are `-n -i --delete`, then `-i --delete`, then `-n -i
+/// --delete` again each round, with `-c` after them when the plan says. Over ssh:
+///
+/// ```ignore
+/// run_rounds(base, &plan, &mut |src, dst, args| {
+///     let remote = format!("{host}:{}/", dst.display());
+///     run(ssh_copy_command(&with_slash(src), &remote, args))
+/// })
+/// ```
 pub type Mirror<'a> = dyn FnMut(&Path, &Path, &[&str]) -> Run + 'a;
 
 /// The mirror command for a local DST: `ferry copy ARGS SRC/ DST/`.

@@ -75,7 +75,11 @@ pub fn fixed(root: &Path, owners: bool) -> Vec<String> {
         (b"d/private", 0o700),
     ] {
         // Without root the rounds must still be able to write what they change.
-        let mode = if crate::common::is_root() { mode } else { mode | 0o600 };
+        let mode = if crate::common::is_root() {
+            mode
+        } else {
+            mode | 0o600
+        };
         chmod(&at(rel), mode);
     }
     set_xattr(&at(b"a/one"), "user.a", b"1");
