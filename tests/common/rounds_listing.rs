@@ -111,8 +111,18 @@ pub fn check_dry(diffs: &[&Difference], items: &Items, links: &Links) -> Result<
         .map(|d| format!("not listed: {d}"))
         .collect();
     let mut explained: BTreeSet<String> = diffs.iter().map(|d| shown(&d.rel)).collect();
-    for d in diffs.iter().filter(|d| is_link(d)) {
+    // A difference of one name of an inode explains a line for another: a link
+    // difference by definition, and a name SRC gave the inode that DST lacks, since
+    // a mirror that copies it may relink DST's other names of the inode to it.
+    for d in diffs.iter() {
         explained.extend(links.group(&d.rel).iter().map(|r| shown(r)));
+        if is_whole(d) {
+            // The names below a directory DST lacks (or has whole otherwise).
+            let under = |n: &&[u8]| n.starts_with(&d.rel) && n.get(d.rel.len()) == Some(&b'/');
+            for name in links.names().filter(under) {
+                explained.extend(links.group(name).iter().map(|r| shown(r)));
+            }
+        }
     }
     let tops: Vec<String> = diffs
         .iter()

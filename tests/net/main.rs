@@ -16,6 +16,7 @@ mod daemon;
 mod deltas;
 mod hostile;
 mod mirror;
+mod mirror_rounds;
 mod preauth;
 mod race;
 mod served;

@@ -3,7 +3,7 @@
 //! ([`crate::plan`]): it leaves out what is up to date, sends only the metadata of what
 //! is up to date but for its metadata, and names what the source no longer has.
 //!
-//! One record per entry below the destination (not the root): kind, size, inode number
+//! One record per entry of the destination (the root's path empty): kind, size, inode number
 //! and link count (for entries with several names, so hardlinks are kept), path, a
 //! kind's extra (a symlink's target, a device's number, or with `--checksum` a file's
 //! xxh3-128 content hash, holes read as zeros, as the archive index records it), and
@@ -164,7 +164,7 @@ impl ManifestSink<'_> {
         if failed.is_some() || entry.path.as_bytes().len() > MAX_PATH {
             return;
         }
-        let record = record_of(entry, data, names);
+        let record = record_of(entry, data.filter(|_| self.checksum), names);
         encode(buf, entry.path.as_bytes(), &record);
         if buf.len() >= BATCH {
             if let Err(e) = (self.send)(buf) {
@@ -177,10 +177,13 @@ impl ManifestSink<'_> {
 
 impl TreeSink for ManifestSink<'_> {
     type Dir = ();
+    /// Every file opened, so its xattrs are read (and, with `--checksum`, its data).
     fn wants_data(&self) -> bool {
-        self.checksum
+        true
     }
-    fn root(&self, _: &Entry) -> ferry_core::error::Result<()> {
+    fn root(&self, entry: &Entry) -> ferry_core::error::Result<()> {
+        // The root's own record (its path empty): its metadata is compared too.
+        self.push(entry, None);
         Ok(())
     }
     fn dir(&self, _: &(), entry: &Entry) -> ferry_core::error::Result<()> {

@@ -302,6 +302,9 @@ impl<'a> Plan<'a> {
             false => Vec::new(),
         };
         for (path, rec) in unseen {
+            if path.is_root() {
+                continue;
+            }
             let is_dir = rec.kind == RecKind::Dir;
             let parent = path.parent();
             let top = path
