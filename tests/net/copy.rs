@@ -92,7 +92,7 @@ const DD: &str = "dd status=none bs=64k iflag=count_bytes count=";
 
 /// A remote ferry whose connection is cut after `bytes` bytes: of what it reads
 /// (`upload`) or of what it writes.
-fn cutting_script(sshd: &Sshd, upload: bool, bytes: u64) -> String {
+pub fn cutting_script(sshd: &Sshd, upload: bool, bytes: u64) -> String {
     let script = sshd.file(if upload { "cut_in" } else { "cut_out" });
     let line = match upload {
         true => format!("{DD}{bytes} | {FERRY} \"$@\""),

@@ -128,3 +128,53 @@ fn deltas_rebuild_exactly_without_clones_and_when_sizes_change() {
         assert_same_tree(&sc.src, &dst);
     }
 }
+
+/// A big file cut short on the way resumes from what arrived (it is the old version
+/// the next run's delta builds on): the rerun sends little more than what was
+/// missing, both ways, and the file never looks complete before it is.
+#[test]
+fn a_big_file_cut_short_resumes_from_what_arrived_both_ways() {
+    let Some(sshd) = Sshd::start() else { return };
+    let sc = scratch();
+    mkdirs(&sc.src);
+    write(&sc.src.join("big"), &pattern(11, SIZE));
+    let cut_at = (SIZE / 2) as u64;
+    // Up: the server's input ends halfway through the file.
+    let dst = sc.tmp.path().join("dst");
+    let cut = crate::copy::cutting_script(&sshd, true, cut_at);
+    let r = sshd.copy_with(&cut, s(&sc.src), &sshd.remote(&dst), &[]);
+    r.assert_status(2);
+    crate::copy::nothing_partial_looks_complete(&sc.src, &dst);
+    let arrived = std::fs::metadata(dst.join("big")).map_or(0, |m| m.len());
+    assert!(
+        arrived >= MIB,
+        "only {arrived} bytes arrived before the cut"
+    );
+    let again = sshd.copy(s(&sc.src), &sshd.remote(&dst), &[]);
+    again.assert_ok();
+    let sent = again.json().count("bytes");
+    assert!(
+        sent <= SIZE as u64 - arrived + MIB,
+        "{sent} bytes sent again after {arrived} arrived: {again}"
+    );
+    assert_same_tree(&sc.src, &dst);
+    // Down: the client's input ends halfway.
+    let back = sc.tmp.path().join("back");
+    let cut = crate::copy::cutting_script(&sshd, false, cut_at);
+    let r = sshd.copy_with(&cut, &sshd.remote(&sc.src), s(&back), &[]);
+    r.assert_status(2);
+    crate::copy::nothing_partial_looks_complete(&sc.src, &back);
+    let arrived = std::fs::metadata(back.join("big")).map_or(0, |m| m.len());
+    assert!(
+        arrived >= MIB,
+        "only {arrived} bytes arrived before the cut"
+    );
+    let again = sshd.copy(&sshd.remote(&sc.src), s(&back), &[]);
+    again.assert_ok();
+    let sent = again.json().count("bytes");
+    assert!(
+        sent <= SIZE as u64 - arrived + MIB,
+        "{sent} bytes sent again after {arrived} arrived: {again}"
+    );
+    assert_same_tree(&sc.src, &back);
+}

@@ -47,7 +47,15 @@ pub struct Update {
     /// Replace nothing already in the destination but directories, each such name
     /// an error naming it (`unpack -k`, GNU tar's `--keep-old-files`).
     pub keep_old: bool,
+    /// Keep what arrived of a file whose data stopped coming ([`KEEP_PARTIAL`] bytes
+    /// or more), for a rerun to build on (a network copy's deltas, rsync's
+    /// `--partial`): its size and mtime are not the source's, so it never looks
+    /// complete. Otherwise it is removed.
+    pub keep_partial: bool,
 }
+
+/// The least of a file cut short that `keep_partial` keeps.
+pub const KEEP_PARTIAL: u64 = 1 << 20;
 
 /// Writes a tree under a destination directory.
 pub struct LocalTreeSink<'a> {
@@ -417,8 +425,12 @@ impl<'a> LocalTreeSink<'a> {
             .write_data(&fd, path, size, data)
             .and_then(|()| self.apply_new(&fd, dir, path, &entry.meta, chmod));
         if let Err(e) = written {
-            // Leave no partial file behind that could be taken for a copy.
-            let _ = rfs::unlinkat(&*dir.fd, name, AtFlags::empty());
+            // Leave no partial file behind that could be taken for a copy (unless
+            // asked to keep it, not looking complete, for a rerun).
+            let arrived = rfs::fstat(&fd).map_or(0, |st| st.st_size as u64);
+            if !(self.update.keep_partial && arrived >= KEEP_PARTIAL && arrived < size) {
+                let _ = rfs::unlinkat(&*dir.fd, name, AtFlags::empty());
+            }
             return Err(e);
         }
         Stats::bump(&self.stats.files);

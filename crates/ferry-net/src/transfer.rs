@@ -273,6 +273,8 @@ fn receive_archive<R: Read>(
         numeric_owner: false,
         dir_metadata: true,
         keep_old: false,
+        // A big file cut short is the old version its rerun's delta builds on.
+        keep_partial: true,
     };
     let all = Selection::all();
     let unpacked = unpack_stream_mirroring(
