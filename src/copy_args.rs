@@ -56,22 +56,6 @@ pub struct CopyArgs {
 }
 
 impl CopyArgs {
-    /// The first flag given that a copy with ssh or `ferry://` at one end does not
-    /// carry out yet (it takes the filter rules, `-x`, `-L`, `-u`, `--delete`,
-    /// `--max-delete`, `-n`, `-i` and `-v`), to be refused rather than silently
-    /// ignored.
-    pub fn not_for_remote(&self) -> Option<&'static str> {
-        self.not_supported(Takes {
-            filters: true,
-            walk_flags: true,
-            update: true,
-            delete: true,
-            max_delete: true,
-            dry_run: true,
-            several: true,
-        })
-    }
-
     /// The first flag given that a download from S3 does not carry out yet.
     pub fn not_for_s3(&self) -> Option<&'static str> {
         self.not_supported(Takes::default())

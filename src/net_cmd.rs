@@ -115,9 +115,6 @@ pub fn run_remote_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
 
 fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
-    if let Some(flag) = args.not_for_remote() {
-        anyhow::bail!("{flag}: not supported for a remote copy yet");
-    }
     let token = args
         .remote
         .token_file

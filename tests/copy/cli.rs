@@ -224,23 +224,20 @@ fn the_summary_on_a_terminal_counts_every_kind_and_up_to_date_every_entry() {
     ]);
 }
 
-/// Flags a copy over ssh does not carry yet are refused before anything is started
-/// (no ssh is run: the host does not exist), not silently ignored. (The filter rules,
-/// `-x`, `-L` and `-u` it carries: tests/net.)
+/// The mirroring flags are all taken by a copy over ssh (what they do there:
+/// tests/net/mirror.rs): none is refused as one it cannot honour.
 #[test]
-fn flags_a_remote_copy_cannot_honour_are_refused() {
+fn mirroring_flags_are_taken_by_a_remote_copy() {
     let s = scratch();
     let remote = Path::new("nosuchhost.invalid:dst");
-    for (flag, said) in [
-        ("--delete", "--delete"),
-        ("--dry-run", "--dry-run"),
-        ("-v", "-v"),
-    ] {
+    // Taken (none is refused as one a remote copy cannot honour): the copy goes as far
+    // as reaching the host, which does not exist.
+    for flag in ["--delete", "--dry-run", "-v", "-i", "--max-delete=3"] {
         let r = copy(&s.src, remote, &[flag]);
         r.assert_status(2);
         assert!(
-            r.stderr.contains(said) && r.stderr.contains("not supported"),
-            "{}",
+            !r.stderr.contains("not supported") && r.stderr.contains("nosuchhost.invalid"),
+            "{flag}: {}",
             r.stderr
         );
     }
