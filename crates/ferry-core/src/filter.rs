@@ -33,6 +33,13 @@
 //! patterns themselves must be UTF-8 (globset takes `&str`): a pattern that is not is
 //! refused, naming it; `?` stands for any one byte in its place. rsync's POSIX classes
 //! (`[[:alpha:]]`) are not supported.
+//!
+//! Rules may also carry a list of paths (`--files-from`, see [`listed`]): then only
+//! what the list names is taken, and of that what the rules take.
+
+mod listed;
+
+pub use listed::{normalize, parse_list};
 
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 use std::cell::RefCell;
@@ -58,6 +65,8 @@ pub struct FilterError(String);
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rules {
     rules: Vec<(Action, String)>,
+    /// The paths of a `--files-from` list, normalized ([`normalize`]), if one is given.
+    listed: Option<Arc<Vec<Vec<u8>>>>,
 }
 
 /// At most this many `**` inside a name (not between slashes) in one pattern: each
@@ -70,9 +79,22 @@ impl Rules {
         Rules::default()
     }
 
-    /// Whether there are no rules.
+    /// Whether there are no rules (and no list of paths).
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.rules.is_empty() && self.listed.is_none()
+    }
+
+    /// Takes only `paths` (normalized by [`normalize`]; the empty path is the whole
+    /// tree), each with everything below it, and the directories leading to them; the
+    /// rules still decide on each listed path and what is below it. Replaces a list
+    /// given before.
+    pub fn set_listed(&mut self, paths: Vec<Vec<u8>>) {
+        self.listed = Some(Arc::new(paths));
+    }
+
+    /// The list of paths given by [`Self::set_listed`], if any.
+    pub fn listed(&self) -> Option<&[Vec<u8>]> {
+        self.listed.as_deref().map(Vec::as_slice)
     }
 
     /// Adds one rule given by an option: `action` unless the pattern starts with `+ `
@@ -125,7 +147,9 @@ impl Rules {
 
     /// The rules as bytes for another ferry ([`Self::decode`] reads them back): each
     /// `+ PATTERN` or `- PATTERN` ended by a NUL (no pattern holds one: they come from
-    /// command lines and files of lines).
+    /// command lines and files of lines). A list of paths follows as `=` and a NUL,
+    /// then each path as `= PATH` and a NUL (no path holds one); rules without a list
+    /// are encoded as they were before lists were.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for (action, text) in &self.rules {
@@ -136,17 +160,38 @@ impl Rules {
             out.extend_from_slice(text.as_bytes());
             out.push(0);
         }
+        if let Some(paths) = &self.listed {
+            out.extend_from_slice(b"=\0");
+            for path in paths.iter() {
+                out.extend_from_slice(b"= ");
+                out.extend_from_slice(path);
+                out.push(0);
+            }
+        }
         out
     }
 
     /// Rules [`Self::encode`] wrote, checked as given ones are: a rule without its
-    /// `+ ` or `- ` is refused, as is any pattern [`Self::add`] refuses.
+    /// `+ ` or `- ` is refused, as is any pattern [`Self::add`] refuses, a listed path
+    /// before the `=` that starts a list, and one that is not as [`normalize`] leaves
+    /// paths.
     pub fn decode(bytes: &[u8]) -> Result<Rules, FilterError> {
         let mut rules = Rules::new();
+        let mut listed: Option<Vec<Vec<u8>>> = None;
         for (n, rule) in bytes.split(|&b| b == 0).enumerate() {
-            match rule {
-                [] => continue,
-                [b'+' | b'-', b' ', _, ..] => rules.add(Action::Exclude, rule)?,
+            let refused = |why: &str| {
+                let shown = crate::entry::escaped(rule);
+                FilterError(format!("rule {}: {shown:?}: {why}", n + 1))
+            };
+            match (rule, &mut listed) {
+                ([b'='], None) => listed = Some(Vec::new()),
+                ([b'=', b' ', path @ ..], Some(paths)) => match normalize(path) {
+                    Ok(normal) if normal == path => paths.push(normal),
+                    _ => return Err(refused("not a normalized path")),
+                },
+                ([b'=', ..], _) => return Err(refused("not a list's path")),
+                ([], _) => continue,
+                ([b'+' | b'-', b' ', _, ..], _) => rules.add(Action::Exclude, rule)?,
                 _ => {
                     let shown = crate::entry::escaped(rule);
                     return Err(FilterError(format!(
@@ -156,11 +201,30 @@ impl Rules {
                 }
             }
         }
+        if let Some(paths) = listed {
+            rules.set_listed(paths);
+        }
         Ok(rules)
     }
 
     /// Compiles the rules into one matcher; `None` when there are none.
     pub fn compile(&self) -> Result<Option<Filter>, FilterError> {
+        let how = self.compile_rules()?;
+        let Some(paths) = &self.listed else {
+            return Ok(how.map(|how| Filter { how, list: None }));
+        };
+        let how = how.unwrap_or(How::Nothing);
+        let by_rules = Filter { how, list: None };
+        let excluded = |p: &[u8]| by_rules.excludes(p, false) && by_rules.excludes(p, true);
+        let list = listed::Listed::new(paths, excluded);
+        Ok(Some(Filter {
+            how: by_rules.how,
+            list: Some(Arc::new(list)),
+        }))
+    }
+
+    /// The rules (not the list) compiled; `None` when there are none.
+    fn compile_rules(&self) -> Result<Option<How>, FilterError> {
         if self.rules.is_empty() {
             return Ok(None);
         }
@@ -178,9 +242,7 @@ impl Rules {
             }
         }
         let set = set.build().map_err(|e| FilterError(e.to_string()))?;
-        Ok(Some(Filter {
-            how: How::Globs { set, globs },
-        }))
+        Ok(Some(How::Globs { set, globs }))
     }
 }
 
@@ -199,10 +261,14 @@ struct GlobRule {
 #[derive(Clone)]
 pub struct Filter {
     how: How,
+    /// Only what this list names is taken (`--files-from`), as [`listed`] says.
+    list: Option<Arc<listed::Listed>>,
 }
 
 #[derive(Clone)]
 enum How {
+    /// No rules: the list alone decides.
+    Nothing,
     /// Rules compiled into one glob matcher.
     Globs { set: GlobSet, globs: Vec<GlobRule> },
     /// These paths and directories, nothing else: a list of thousands of exact paths
@@ -216,10 +282,15 @@ enum How {
 impl fmt::Debug for Filter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.how {
-            How::Globs { globs, .. } => write!(f, "Filter({} globs)", globs.len()),
+            How::Nothing => write!(f, "Filter(no rules"),
+            How::Globs { globs, .. } => write!(f, "Filter({} globs", globs.len()),
             How::Exactly { paths, dirs } => {
-                write!(f, "Filter({} paths, {} dirs)", paths.len(), dirs.len())
+                write!(f, "Filter({} paths, {} dirs", paths.len(), dirs.len())
             }
+        }?;
+        match &self.list {
+            Some(list) => write!(f, ", {} listed)", list.len()),
+            None => write!(f, ")"),
         }
     }
 }
@@ -240,12 +311,25 @@ impl Filter {
                 paths: Arc::new(paths),
                 dirs: Arc::new(dirs),
             },
+            list: None,
         }
     }
 
-    /// The action of the first rule matching `path` (a directory when `is_dir`), if any.
+    /// The action of the first rule matching `path` (a directory when `is_dir`), if any;
+    /// with a list of paths, an exclusion for what it does not take, an inclusion for a
+    /// directory leading to a listed path.
     pub fn decide(&self, path: &[u8], is_dir: bool) -> Option<Action> {
+        match self.list.as_ref().map(|l| l.verdict(path, is_dir)) {
+            None | Some(listed::Verdict::Rules) => self.decide_by_rules(path, is_dir),
+            Some(listed::Verdict::Leading) => Some(Action::Include),
+            Some(listed::Verdict::Out) => Some(Action::Exclude),
+        }
+    }
+
+    /// The action of the first rule (not the list) matching `path`, if any.
+    fn decide_by_rules(&self, path: &[u8], is_dir: bool) -> Option<Action> {
         let (set, globs) = match &self.how {
+            How::Nothing => return None,
             How::Globs { set, globs } => (set, globs),
             How::Exactly { paths, dirs } => {
                 let taken = paths.contains(path) || (is_dir && dirs.contains(path));
@@ -472,6 +556,53 @@ mod tests {
         for junk in [&b"*.o\0"[..], b"+ \0", b"x \0", b"- [\0", b"- \xff\0"] {
             assert!(Rules::decode(junk).is_err(), "{junk:?}");
         }
+    }
+
+    #[test]
+    fn a_list_travels_with_the_rules_and_old_encodings_decode_as_before() {
+        let mut rules = Rules::new();
+        rules.add(Action::Exclude, b"*.o").unwrap();
+        let old = rules.encode();
+        assert_eq!(old, b"- *.o\0", "no list: encoded as before lists");
+        rules.set_listed(vec![b"a/b".to_vec(), b"new\nline\xff".to_vec(), Vec::new()]);
+        let back = Rules::decode(&rules.encode()).expect("decodes");
+        assert_eq!(back, rules);
+        assert_eq!(Rules::decode(&old).expect("old").listed(), None);
+        let mut empty = Rules::new();
+        empty.set_listed(Vec::new());
+        assert!(!empty.is_empty(), "an empty list takes nothing");
+        assert_eq!(Rules::decode(&empty.encode()).expect("empty list"), empty);
+        for junk in [
+            &b"= a\0"[..],
+            b"=\0= a/../b\0",
+            b"=\0= /a\0",
+            b"=\0= a//b\0",
+            b"=\0= a/\0",
+            b"=\0=x\0",
+            b"=\0=\0",
+        ] {
+            assert!(Rules::decode(junk).is_err(), "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn a_list_takes_its_paths_and_the_rules_still_decide_on_them() {
+        let mut rules = Rules::new();
+        rules.add(Action::Exclude, b"t").unwrap();
+        rules.add(Action::Exclude, b"c").unwrap();
+        rules.add(Action::Exclude, b"f").unwrap();
+        rules.set_listed(vec![b"a/b/c/g".to_vec(), b"top".to_vec(), b"x/y/f".to_vec()]);
+        let f = rules.compile().expect("compile").expect("filter");
+        // Leading directories are taken though a rule matches them (rsync's implied
+        // directories), but only for a listed path the rules take.
+        assert!(!f.excludes(b"a/b/c", true) && !f.excludes(b"a/b/c/g", false));
+        assert!(f.excludes(b"x", true) && f.excludes(b"x/y/f", false));
+        assert!(!f.excludes(b"top", true) && f.excludes(b"top/t", false));
+        assert!(!f.excludes(b"top/u", false) && f.excludes(b"other", false));
+        let mut none = Rules::new();
+        none.set_listed(Vec::new());
+        let f = none.compile().expect("compile").expect("a filter");
+        assert!(f.excludes(b"anything", false));
     }
 
     #[test]
