@@ -14,6 +14,8 @@ pub fn parse() -> Cli {
     match (&mut cli.command, matches.subcommand()) {
         (Command::Copy(a), Some((_, m))) => {
             a.filter.given = FilterArgs::in_order(m);
+            a.filter.files_from = a.list.files_from.clone();
+            a.filter.from0 = a.list.from0;
             a.src = a.srcs[0].clone();
         }
         (Command::Pack(a), Some((_, m))) => {

@@ -10,6 +10,7 @@ mod compression;
 mod copy_args;
 mod demo;
 mod docs_cmd;
+mod files_from;
 mod filters;
 mod frames_out;
 mod itemize;
@@ -124,10 +125,14 @@ fn reserve_descriptor_table() {
 
 fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let job = Job::new(args.output, &args.src, &args.dst);
-    let filter = match filters::compile(&args.filter) {
-        Ok(filter) => filter,
+    let rules = files_from::refused(&args).and_then(|()| filters::rules(&args.filter));
+    let (filter, listed) = match rules.and_then(|r| Ok((r.compile()?, r))) {
+        Ok((filter, rules)) => (filter.map(std::sync::Arc::new), rules),
         Err(e) => return Ok(job.or_fatal(Err(e))),
     };
+    if let Some(paths) = listed.listed() {
+        files_from::report_missing(&args.src, paths, &job);
+    }
     let opts = CopyOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
         reflink: args.data.reflink.into(),
@@ -167,6 +172,8 @@ fn goes_in_by_name(src: &std::path::Path, dst: &std::path::Path) -> bool {
 fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
     let one = match &args.srcs[..] {
+        // A list names paths below SRC, not SRC itself (as rsync's does).
+        [src] if args.list.files_from.is_some() => Some(src),
         [src] if !goes_in_by_name(src, &args.dst) => Some(src),
         _ => None,
     };

@@ -134,8 +134,24 @@ impl Rules {
         text: &[u8],
         source: &str,
     ) -> Result<(), FilterError> {
-        for (n, line) in text.split(|&b| b == b'\n').enumerate() {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
+        self.add_entries(action, text, false, source)
+    }
+
+    /// [`Self::add_lines`], or with `nul` the rules of a file of NUL-ended entries
+    /// (rsync's `--from0`), each taken whole (a `\r` too).
+    pub fn add_entries(
+        &mut self,
+        action: Action,
+        text: &[u8],
+        nul: bool,
+        source: &str,
+    ) -> Result<(), FilterError> {
+        let end = if nul { 0 } else { b'\n' };
+        for (n, line) in text.split(|&b| b == end).enumerate() {
+            let line = match nul {
+                true => line,
+                false => line.strip_suffix(b"\r").unwrap_or(line),
+            };
             if line.is_empty() || line[0] == b'#' || line[0] == b';' {
                 continue;
             }
@@ -215,8 +231,7 @@ impl Rules {
         };
         let how = how.unwrap_or(How::Nothing);
         let by_rules = Filter { how, list: None };
-        let excluded = |p: &[u8]| by_rules.excludes(p, false) && by_rules.excludes(p, true);
-        let list = listed::Listed::new(paths, excluded);
+        let list = listed::Listed::new(paths, |p, is_dir| by_rules.excludes(p, is_dir));
         Ok(Some(Filter {
             how: by_rules.how,
             list: Some(Arc::new(list)),

@@ -13,7 +13,10 @@
 //! - a path below a listed directory is taken unless the rules exclude it (found by
 //!   looking its leading directories up from the top, stopping at the first that is
 //!   neither listed nor leading to a listed path: as many lookups as the listed
-//!   directory is deep);
+//!   directory is deep); but not below a directory the rules exclude that the walk
+//!   entered only as leading to a listed path (listed `src` and `src/sub/b.c` with
+//!   `--exclude sub/` take `src/sub/b.c` and nothing else of `src/sub`, as rsync,
+//!   which does not go into an excluded directory, takes them);
 //! - anything else is left out.
 //!
 //! An empty listed path (a line `.` or `/`) stands for the whole tree.
@@ -28,6 +31,8 @@ pub(super) struct Listed {
     paths: HashSet<Vec<u8>>,
     /// Every proper, non-empty leading directory of a listed path the rules take.
     leading: HashSet<Vec<u8>>,
+    /// Those of `leading` the rules exclude: passages to listed paths only.
+    passages: HashSet<Vec<u8>>,
     /// The list names the root: everything is taken (as the rules say).
     whole: bool,
 }
@@ -44,9 +49,9 @@ pub(super) enum Verdict {
 }
 
 impl Listed {
-    /// The list `paths` (normalized, see [`normalize`]); `excluded(path)` says whether
-    /// the rules leave a listed path out both as a file and as a directory.
-    pub(super) fn new(paths: &[Vec<u8>], excluded: impl Fn(&[u8]) -> bool) -> Listed {
+    /// The list `paths` (normalized, see [`normalize`]); `excluded(path, is_dir)` says
+    /// whether the rules leave a path out.
+    pub(super) fn new(paths: &[Vec<u8>], excluded: impl Fn(&[u8], bool) -> bool) -> Listed {
         let mut leading = HashSet::new();
         let mut whole = false;
         for path in paths {
@@ -54,7 +59,7 @@ impl Listed {
                 whole = true;
                 continue;
             }
-            if excluded(path) {
+            if excluded(path, false) && excluded(path, true) {
                 continue;
             }
             for (i, &b) in path.iter().enumerate() {
@@ -63,9 +68,15 @@ impl Listed {
                 }
             }
         }
+        let passages = leading
+            .iter()
+            .filter(|dir| excluded(dir, true))
+            .cloned()
+            .collect();
         Listed {
             paths: paths.iter().cloned().collect(),
             leading,
+            passages,
             whole,
         }
     }
@@ -78,19 +89,28 @@ impl Listed {
         if is_dir && self.leading.contains(path) {
             return Verdict::Leading;
         }
+        // Whether the directories above so far put `path` below a listed one.
+        let mut below = false;
         for (i, &b) in path.iter().enumerate() {
             if b != b'/' {
                 continue;
             }
             let above = &path[..i];
             if self.paths.contains(above) {
-                return Verdict::Rules;
-            }
-            if !self.leading.contains(above) {
+                if self.passages.is_empty() {
+                    return Verdict::Rules;
+                }
+                below = true;
+            } else if self.passages.contains(above) {
+                below = false;
+            } else if !below && !self.leading.contains(above) {
                 return Verdict::Out;
             }
         }
-        Verdict::Out
+        match below {
+            true => Verdict::Rules,
+            false => Verdict::Out,
+        }
     }
 
     /// How many paths are listed.
@@ -155,7 +175,7 @@ mod tests {
 
     fn list(paths: &[&str]) -> Listed {
         let paths: Vec<Vec<u8>> = paths.iter().map(|p| p.as_bytes().to_vec()).collect();
-        Listed::new(&paths, |p| p == b"gone")
+        Listed::new(&paths, |p, _| p == b"gone")
     }
 
     #[test]
@@ -174,8 +194,17 @@ mod tests {
         assert_eq!(l.verdict(b"x/gone", false), Verdict::Rules);
         assert_eq!(l.verdict(b"x", true), Verdict::Leading);
         assert_eq!(list(&["", "a"]).verdict(b"q/r", false), Verdict::Rules);
-        let excluded = Listed::new(&[b"d/gone".to_vec()], |p| p.ends_with(b"gone"));
+        let excluded = Listed::new(&[b"d/gone".to_vec()], |p, _| p.ends_with(b"gone"));
         assert_eq!(excluded.verdict(b"d", true), Verdict::Out, "brings no dirs");
+        // `src` and `src/sub/b.c` listed, `sub/` excluded: of `src/sub`, only `b.c`.
+        let paths = [b"src".to_vec(), b"src/sub/b.c".to_vec(), b"src/sub/x/y".to_vec()];
+        let l = Listed::new(&paths, |p, dir| dir && p.ends_with(b"sub"));
+        assert_eq!(l.verdict(b"src/sub", true), Verdict::Leading);
+        assert_eq!(l.verdict(b"src/sub/b.c", false), Verdict::Rules);
+        assert_eq!(l.verdict(b"src/sub/b.o", false), Verdict::Out);
+        assert_eq!(l.verdict(b"src/sub/x", true), Verdict::Leading);
+        assert_eq!(l.verdict(b"src/sub/x/y/z", false), Verdict::Rules);
+        assert_eq!(l.verdict(b"src/other/z", false), Verdict::Rules);
     }
 
     #[test]
