@@ -3,6 +3,7 @@
 
 use crate::cli::{CopyArgs, FilterGiven};
 use crate::job::Job;
+use ferry_core::filter::Rules;
 use ferry_core::{Error, RelPath, Reporter};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -37,14 +38,20 @@ pub fn refused(args: &CopyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reports each of `paths` (relative to `src`) that is not there, as an error of the
-/// job (it exits 1); the copy takes the others. An empty path is SRC itself.
-pub fn report_missing(src: &Path, paths: &[Vec<u8>], job: &Job<'_>) {
+/// `rules` keeping of their list (if any) only the paths found in `src` and taken by
+/// the rules as what they are; each path not found is reported as an error of the job
+/// (it exits 1), and the copy takes the others, as rsync does.
+pub fn check_listed(src: &Path, mut rules: Rules, job: &Job<'_>) -> anyhow::Result<Rules> {
+    let kind = |path: &[u8]| {
+        let meta = std::fs::symlink_metadata(src.join(OsStr::from_bytes(path))).ok()?;
+        Some(meta.is_dir())
+    };
+    let missing = rules.keep_found(kind)?;
     let reporter = job.counting();
-    for path in paths.iter().filter(|p| !p.is_empty()) {
-        if let Err(e) = std::fs::symlink_metadata(src.join(OsStr::from_bytes(path))) {
-            let at = RelPath::from_bytes(path.clone());
-            reporter.error(&Error::new(&at, "listed in --files-from", e));
-        }
+    for path in missing {
+        let at = RelPath::from_bytes(path);
+        let gone = std::io::Error::from(std::io::ErrorKind::NotFound);
+        reporter.error(&Error::new(&at, "listed in --files-from", gone));
     }
+    Ok(rules)
 }

@@ -19,6 +19,7 @@ mod ls_format;
 mod malloc_tuning;
 mod mount_cmd;
 mod net_cmd;
+mod pack_list;
 mod plain_out;
 mod progress;
 mod read_ahead;
@@ -125,14 +126,14 @@ fn reserve_descriptor_table() {
 
 fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let job = Job::new(args.output, &args.src, &args.dst);
-    let rules = files_from::refused(&args).and_then(|()| filters::rules(&args.filter));
-    let (filter, listed) = match rules.and_then(|r| Ok((r.compile()?, r))) {
-        Ok((filter, rules)) => (filter.map(std::sync::Arc::new), rules),
+    let rules = files_from::refused(&args)
+        .and_then(|()| filters::rules(&args.filter))
+        .and_then(|rules| files_from::check_listed(&args.src, rules, &job))
+        .and_then(|rules| Ok(rules.compile()?));
+    let filter = match rules {
+        Ok(filter) => filter.map(std::sync::Arc::new),
         Err(e) => return Ok(job.or_fatal(Err(e))),
     };
-    if let Some(paths) = listed.listed() {
-        files_from::report_missing(&args.src, paths, &job);
-    }
     let opts = CopyOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
         reflink: args.data.reflink.into(),

@@ -19,7 +19,8 @@ use std::process::Command;
 fn ferry_copy(list: &Path, args: &[&str], src: &Path, dst: &Path) -> Run {
     let mut cmd = Command::new(FERRY);
     cmd.arg("copy").arg("--files-from").arg(list).args(args);
-    run(cmd.arg(src).arg(dst))
+    cmd.arg(src).arg(dst);
+    run(cmd)
 }
 
 /// `rsync -aHUX -r --files-from LIST ARGS SRC/ DST/`; false when rsync is missing.
@@ -224,6 +225,6 @@ fn a_list_of_100000_paths() {
     write(&file, &list);
     let r = ferry_copy(&file, &["--json"], &s.src, &s.dst);
     r.assert_ok();
-    assert_eq!(r.count("files"), 100_000, "{r}");
+    assert_eq!(r.json().count("files"), 100_000, "{r}");
     assert_same_tree_with(&s.src, &s.dst, &Options::default());
 }

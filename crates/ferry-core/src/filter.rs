@@ -92,6 +92,37 @@ impl Rules {
         self.listed = Some(Arc::new(paths));
     }
 
+    /// Keeps of the list only the paths `kind` finds (`Some(is_dir)`; the empty path,
+    /// the root, is kept) and the rules take as what they are, so a listed path the
+    /// rules leave out brings no leading directories, whatever patterns for
+    /// directories only say (without this, a path the rules take as one kind and not
+    /// the other keeps its leading directories). Returns the paths not found, in the
+    /// list's order.
+    pub fn keep_found(
+        &mut self,
+        kind: impl Fn(&[u8]) -> Option<bool>,
+    ) -> Result<Vec<Vec<u8>>, FilterError> {
+        let Some(paths) = self.listed.take() else {
+            return Ok(Vec::new());
+        };
+        let rules = self.compile()?;
+        let mut missing = Vec::new();
+        let mut kept = Vec::with_capacity(paths.len());
+        for path in Arc::unwrap_or_clone(paths) {
+            if path.is_empty() {
+                kept.push(path);
+                continue;
+            }
+            match kind(&path) {
+                None => missing.push(path),
+                Some(is_dir) if rules.as_ref().is_some_and(|r| r.excludes(&path, is_dir)) => {}
+                Some(_) => kept.push(path),
+            }
+        }
+        self.set_listed(kept);
+        Ok(missing)
+    }
+
     /// The list of paths given by [`Self::set_listed`], if any.
     pub fn listed(&self) -> Option<&[Vec<u8>]> {
         self.listed.as_deref().map(Vec::as_slice)
@@ -614,6 +645,17 @@ mod tests {
         assert!(f.excludes(b"x", true) && f.excludes(b"x/y/f", false));
         assert!(!f.excludes(b"top", true) && f.excludes(b"top/t", false));
         assert!(!f.excludes(b"top/u", false) && f.excludes(b"other", false));
+        // Told their kinds, a listed file a rule for directories takes brings none.
+        let mut rules = Rules::new();
+        rules.add(Action::Include, b"*/").unwrap();
+        rules.add(Action::Exclude, b"*").unwrap();
+        rules.set_listed(vec![b"d/f".to_vec(), b"e/g".to_vec(), b"h/i".to_vec()]);
+        assert!(!rules.compile().unwrap().unwrap().excludes(b"d", true));
+        let kind = |p: &[u8]| (p != b"h/i").then_some(p == b"e/g");
+        assert_eq!(rules.keep_found(kind).unwrap(), [b"h/i".to_vec()]);
+        assert_eq!(rules.listed(), Some(&[b"e/g".to_vec()][..]));
+        let f = rules.compile().expect("compile").expect("filter");
+        assert!(f.excludes(b"d", true) && !f.excludes(b"e", true));
         let mut none = Rules::new();
         none.set_listed(Vec::new());
         let f = none.compile().expect("compile").expect("a filter");
