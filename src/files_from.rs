@@ -3,7 +3,7 @@
 
 use crate::cli::{CopyArgs, FilterGiven};
 use crate::job::Job;
-use ferry_core::filter::Rules;
+use ferry_core::filter::{Filter, Rules};
 use ferry_core::{Error, RelPath, Reporter};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -38,20 +38,30 @@ pub fn refused(args: &CopyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `rules` keeping of their list (if any) only the paths found in `src` and taken by
-/// the rules as what they are; each path not found is reported as an error of the job
-/// (it exits 1), and the copy takes the others, as rsync does.
-pub fn check_listed(src: &Path, mut rules: Rules, job: &Job<'_>) -> anyhow::Result<Rules> {
-    let kind = |path: &[u8]| {
+/// `rules` with their list (if any) settled against `src`: a listed path the rules
+/// take as one kind and not the other is looked at, and dropped if they leave out
+/// what it is (see `Rules::settle_kinds`).
+pub fn settle_kinds(src: &Path, mut rules: Rules) -> anyhow::Result<Rules> {
+    rules.settle_kinds(|path| {
         let meta = std::fs::symlink_metadata(src.join(OsStr::from_bytes(path))).ok()?;
         Some(meta.is_dir())
-    };
-    let missing = rules.keep_found(kind)?;
-    let reporter = job.counting();
-    for path in missing {
-        let at = RelPath::from_bytes(path);
-        let gone = std::io::Error::from(std::io::ErrorKind::NotFound);
-        reporter.error(&Error::new(&at, "listed in --files-from", gone));
-    }
+    })?;
     Ok(rules)
+}
+
+/// After the copy: each listed path the walk did not meet that is not in `src` is
+/// reported as an error of the job (it exits 1; the others were copied, as rsync
+/// copies them). One it did not meet that is there was left out for another reason
+/// (the rules, `-x`, a directory that could not be read, which is reported itself).
+pub fn report_missing(src: &Path, filter: Option<&Filter>, job: &Job<'_>) {
+    let Some(filter) = filter else {
+        return;
+    };
+    let reporter = job.counting();
+    for path in filter.unmet_listed() {
+        if let Err(e) = std::fs::symlink_metadata(src.join(OsStr::from_bytes(&path))) {
+            let at = RelPath::from_bytes(path);
+            reporter.error(&Error::new(&at, "listed in --files-from", e));
+        }
+    }
 }

@@ -128,7 +128,7 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let job = Job::new(args.output, &args.src, &args.dst);
     let rules = files_from::refused(&args)
         .and_then(|()| filters::rules(&args.filter))
-        .and_then(|rules| files_from::check_listed(&args.src, rules, &job))
+        .and_then(|rules| files_from::settle_kinds(&args.src, rules))
         .and_then(|rules| Ok(rules.compile()?));
     let filter = match rules {
         Ok(filter) => filter.map(std::sync::Arc::new),
@@ -182,6 +182,9 @@ fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Resul
         let copied = progress::with_progress(job.show_progress(), src, &job.stats, || {
             copy_tree(src, &args.dst, opts, &job.stats, &job.reporter)
         });
+        if copied.is_ok() {
+            files_from::report_missing(src, opts.filter.as_deref(), job);
+        }
         return Ok(match copied {
             Ok(()) => job.finish(),
             Err(e) => job.fatal(&job.reporter.line(&e)),

@@ -92,35 +92,30 @@ impl Rules {
         self.listed = Some(Arc::new(paths));
     }
 
-    /// Keeps of the list only the paths `kind` finds (`Some(is_dir)`; the empty path,
-    /// the root, is kept) and the rules take as what they are, so a listed path the
-    /// rules leave out brings no leading directories, whatever patterns for
-    /// directories only say (without this, a path the rules take as one kind and not
-    /// the other keeps its leading directories). Returns the paths not found, in the
-    /// list's order.
-    pub fn keep_found(
-        &mut self,
-        kind: impl Fn(&[u8]) -> Option<bool>,
-    ) -> Result<Vec<Vec<u8>>, FilterError> {
+    /// Drops from the list the paths the rules leave out as what they are, asking
+    /// `kind` (`Some(is_dir)`, None when not there) of those only that the rules take
+    /// as one kind and not the other (patterns for directories only), so a listed
+    /// path the rules leave out brings no leading directories. (Without this, such a
+    /// path keeps its leading directories.)
+    pub fn settle_kinds(&mut self, kind: impl Fn(&[u8]) -> Option<bool>) -> Result<(), FilterError> {
         let Some(paths) = self.listed.take() else {
-            return Ok(Vec::new());
+            return Ok(());
         };
         let rules = self.compile()?;
-        let mut missing = Vec::new();
         let mut kept = Vec::with_capacity(paths.len());
         for path in Arc::unwrap_or_clone(paths) {
-            if path.is_empty() {
+            let excluded = |is_dir| rules.as_ref().is_some_and(|r| r.excludes(&path, is_dir));
+            let (as_file, as_dir) = (excluded(false), excluded(true));
+            let dropped = match kind_matters(as_file, as_dir, &path) {
+                false => false,
+                true => kind(&path).is_some_and(|is_dir| if is_dir { as_dir } else { as_file }),
+            };
+            if !dropped {
                 kept.push(path);
-                continue;
-            }
-            match kind(&path) {
-                None => missing.push(path),
-                Some(is_dir) if rules.as_ref().is_some_and(|r| r.excludes(&path, is_dir)) => {}
-                Some(_) => kept.push(path),
             }
         }
         self.set_listed(kept);
-        Ok(missing)
+        Ok(())
     }
 
     /// The list of paths given by [`Self::set_listed`], if any.
@@ -292,6 +287,12 @@ impl Rules {
     }
 }
 
+/// Whether the kind of `path` (not the empty path, the root) decides whether the rules
+/// take it: they take one kind and not the other.
+fn kind_matters(as_file: bool, as_dir: bool, path: &[u8]) -> bool {
+    as_file != as_dir && !path.is_empty()
+}
+
 /// What one compiled glob belongs to.
 #[derive(Clone, Copy, Debug)]
 struct GlobRule {
@@ -403,8 +404,15 @@ impl Filter {
         self.decide(path, is_dir) == Some(Action::Exclude)
     }
 
+    /// The listed paths (`--files-from`) the walk has not met (see [`Self::excludes_in`]),
+    /// in the list's order: not there, or below a directory it did not go into.
+    pub fn unmet_listed(&self) -> Vec<Vec<u8>> {
+        self.list.as_ref().map_or_else(Vec::new, |l| l.unmet())
+    }
+
     /// Whether the entry `name` of the directory at `dir` (relative to the root; empty
-    /// for the root) is left out.
+    /// for the root) is left out: the walker's question, so a listed path asked about
+    /// is noted as met.
     pub fn excludes_in(&self, dir: &[u8], name: &[u8], is_dir: bool) -> bool {
         PATH.with(|path| {
             let mut path = path.borrow_mut();
@@ -414,6 +422,9 @@ impl Filter {
                 path.push(b'/');
             }
             path.extend_from_slice(name);
+            if let Some(list) = &self.list {
+                list.meet(&path);
+            }
             self.excludes(&path, is_dir)
         })
     }
@@ -652,10 +663,13 @@ mod tests {
         rules.set_listed(vec![b"d/f".to_vec(), b"e/g".to_vec(), b"h/i".to_vec()]);
         assert!(!rules.compile().unwrap().unwrap().excludes(b"d", true));
         let kind = |p: &[u8]| (p != b"h/i").then_some(p == b"e/g");
-        assert_eq!(rules.keep_found(kind).unwrap(), [b"h/i".to_vec()]);
-        assert_eq!(rules.listed(), Some(&[b"e/g".to_vec()][..]));
+        rules.settle_kinds(kind).unwrap();
+        assert_eq!(rules.listed(), Some(&[b"e/g".to_vec(), b"h/i".to_vec()][..]));
         let f = rules.compile().expect("compile").expect("filter");
         assert!(f.excludes(b"d", true) && !f.excludes(b"e", true));
+        assert_eq!(f.unmet_listed(), [b"e/g".to_vec(), b"h/i".to_vec()]);
+        assert!(!f.excludes_in(b"e", b"g", true));
+        assert_eq!(f.unmet_listed(), [b"h/i".to_vec()], "met by the walker's question");
         let mut none = Rules::new();
         none.set_listed(Vec::new());
         let f = none.compile().expect("compile").expect("a filter");

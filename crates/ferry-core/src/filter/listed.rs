@@ -22,13 +22,17 @@
 //! An empty listed path (a line `.` or `/`) stands for the whole tree.
 
 use super::FilterError;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// Listed paths and the directories leading to them, compiled for lookups.
 #[derive(Debug)]
 pub(super) struct Listed {
-    /// The paths as listed (normalized: no `.`, no empty components, no trailing `/`).
-    paths: HashSet<Vec<u8>>,
+    /// The paths as listed (normalized: no `.`, no empty components, no trailing `/`),
+    /// each with its place in the list.
+    paths: HashMap<Vec<u8>, usize>,
+    /// The list in its order, and whether the walk has met each path.
+    order: Vec<(Vec<u8>, AtomicBool)>,
     /// Every proper, non-empty leading directory of a listed path the rules take.
     leading: HashSet<Vec<u8>>,
     /// Those of `leading` the rules exclude: passages to listed paths only.
@@ -73,8 +77,13 @@ impl Listed {
             .filter(|dir| excluded(dir, true))
             .cloned()
             .collect();
+        let mut at = HashMap::with_capacity(paths.len());
+        for (i, path) in paths.iter().enumerate() {
+            at.entry(path.clone()).or_insert(i);
+        }
         Listed {
-            paths: paths.iter().cloned().collect(),
+            paths: at,
+            order: paths.iter().map(|p| (p.clone(), AtomicBool::new(false))).collect(),
             leading,
             passages,
             whole,
@@ -83,7 +92,7 @@ impl Listed {
 
     /// What the list says of `path` (a directory when `is_dir`).
     pub(super) fn verdict(&self, path: &[u8], is_dir: bool) -> Verdict {
-        if self.whole || self.paths.contains(path) {
+        if self.whole || self.paths.contains_key(path) {
             return Verdict::Rules;
         }
         if is_dir && self.leading.contains(path) {
@@ -96,7 +105,7 @@ impl Listed {
                 continue;
             }
             let above = &path[..i];
-            if self.paths.contains(above) {
+            if self.paths.contains_key(above) {
                 if self.passages.is_empty() {
                     return Verdict::Rules;
                 }
@@ -111,6 +120,25 @@ impl Listed {
             true => Verdict::Rules,
             false => Verdict::Out,
         }
+    }
+
+    /// Notes that the walk met `path`, if it is listed.
+    pub(super) fn meet(&self, path: &[u8]) {
+        if let Some(&i) = self.paths.get(path) {
+            self.order[i].1.store(true, Relaxed);
+        }
+    }
+
+    /// The listed paths (but the root) the walk has not met, in the list's order (a
+    /// path listed twice, once).
+    pub(super) fn unmet(&self) -> Vec<Vec<u8>> {
+        let first = |i: usize, p: &Vec<u8>| self.paths.get(p) == Some(&i);
+        self.order
+            .iter()
+            .enumerate()
+            .filter(|(i, (p, met))| !p.is_empty() && !met.load(Relaxed) && first(*i, p))
+            .map(|(_, (p, _))| p.clone())
+            .collect()
     }
 
     /// How many paths are listed.
