@@ -107,18 +107,25 @@ fn filters_apply_to_listed_paths_and_below_them() {
 }
 
 /// `--from0`: NUL-ended entries, so a name may hold a newline or a CR; `#` entries
-/// are still comments, as rsync has them.
+/// are still comments, as rsync has them; a file of rules is read so too.
 #[test]
 fn nul_ended_lists_take_names_with_newlines() {
     let s = scratch();
-    for name in [&b"new\nline/f"[..], b"cr\rname", b"plain/g", b"#hash"] {
+    for name in [&b"new\nline/f"[..], b"cr\rname", b"plain/g", b"plain/x\ny", b"#hash"] {
         let path = s.src.join(OsStr::from_bytes(name));
         mkdirs(path.parent().expect("parent"));
         write(&path, name);
     }
     stamp_times(&s.src);
     let entries = b"new\nline/f\0cr\rname\0#hash\0\0plain\0";
-    both_take_the_same(s.tmp.path(), "nul", entries, &["--from0"], &s.src);
+    if !both_take_the_same(s.tmp.path(), "nul", entries, &["--from0"], &s.src) {
+        return;
+    }
+    let rules = s.tmp.path().join("rules0");
+    write(&rules, b"x\ny\0# c\0");
+    let args = ["--from0", "--exclude-from", rules.to_str().expect("UTF-8")];
+    both_take_the_same(s.tmp.path(), "nulrules", entries, &args, &s.src);
+    assert!(!s.tmp.path().join("nulrules.f/plain/x\ny").exists());
 }
 
 /// A listed path SRC lacks is an error naming it (exit 1, as for any path that
@@ -227,4 +234,40 @@ fn a_list_of_100000_paths() {
     r.assert_ok();
     assert_eq!(r.json().count("files"), 100_000, "{r}");
     assert_same_tree_with(&s.src, &s.dst, &Options::default());
+}
+
+/// Refused before anything starts (exit 2), each saying why: a remote or S3 end (the
+/// list is not checked there yet), several SRCs, a SRC that is not a directory, and
+/// standard input asked for twice.
+#[test]
+fn what_a_list_does_not_go_with_is_refused() {
+    let s = scratch();
+    tree(&s.src);
+    let list = s.tmp.path().join("list");
+    write(&list, b"src\n");
+    let dst = s.dst.to_str().expect("UTF-8");
+    let remote = format!("nohost:{dst}");
+    let file = s.src.join("keep.o");
+    let cases: &[(&[&OsStr], &str)] = &[
+        (&[s.src.as_os_str(), OsStr::new(&remote)], "remote"),
+        (&[s.src.as_os_str(), OsStr::new("s3://b/p")], "S3"),
+        (&[s.src.as_os_str(), s.src.as_os_str(), s.dst.as_os_str()], "one SRC"),
+        (&[file.as_os_str(), s.dst.as_os_str()], "a directory"),
+    ];
+    for (ends, why) in cases {
+        let mut cmd = Command::new(FERRY);
+        cmd.arg("copy").arg("--files-from").arg(&list).args(*ends);
+        let r = run(cmd);
+        r.assert_status(2);
+        assert!(r.stderr.contains(why), "{why}: {r}");
+    }
+    let mut cmd = Command::new(FERRY);
+    cmd.args(["copy", "--files-from", "-", "--exclude-from", "-"])
+        .arg(&s.src)
+        .arg(&s.dst)
+        .stdin(std::process::Stdio::null());
+    let r = run(cmd);
+    r.assert_status(2);
+    assert!(r.stderr.contains("read once"), "{r}");
+    assert!(!s.dst.exists(), "nothing made: {r}");
 }
