@@ -33,7 +33,13 @@ pub fn read(list: &std::path::Path, nul: bool) -> anyhow::Result<Vec<(Vec<u8>, P
         }
         let name = normalize(entry)
             .map_err(|why| anyhow::anyhow!("{why}"))
-            .with_context(|| format!("{shown}: line {}: {:?}", n + 1, ferry_core::entry::escaped(entry)))?;
+            .with_context(|| {
+                format!(
+                    "{shown}: line {}: {:?}",
+                    n + 1,
+                    ferry_core::entry::escaped(entry)
+                )
+            })?;
         entries.push((name, PathBuf::from(OsStr::from_bytes(entry))));
     }
     Ok(once_each(entries))

@@ -58,7 +58,8 @@ fn shown(v: &[Vec<u8>]) -> Vec<String> {
 
 /// A list with a file in directories it does not name, a listed directory, a name
 /// that is not UTF-8, a symlink, a fifo, a trailing `/` and an empty line.
-const LIST: &[u8] = b"docs/a/b/c/deep.md\nsrc\n\nlib/src/c.c\ndir\xfe/inner.o\nlnk\nlib/fifo\nbuild/\n";
+const LIST: &[u8] =
+    b"docs/a/b/c/deep.md\nsrc\n\nlib/src/c.c\ndir\xfe/inner.o\nlnk\nlib/fifo\nbuild/\n";
 
 #[test]
 fn listed_paths_are_packed_as_gnu_tar_packs_them() {
@@ -75,12 +76,18 @@ fn listed_paths_are_packed_as_gnu_tar_packs_them() {
     let out = tar_in(tmp, &[&"-C", &s.src, &"-cf", &theirs, &"-T", &list]);
     assert!(out.status.success(), "{out:?}");
     let got = members(&ours);
-    assert_eq!(shown(&sorted(got.clone())), shown(&sorted(members(&theirs))));
+    assert_eq!(
+        shown(&sorted(got.clone())),
+        shown(&sorted(members(&theirs)))
+    );
     // In the list's order, each directory in the walk's.
     let at = |m: &[u8]| got.iter().position(|g| g == m).expect("a member");
     assert!(at(b"docs/a/b/c/deep.md") < at(b"src/") && at(b"src/") < at(b"src/a.c"));
     assert!(at(b"src/sub/b.c") < at(b"lib/src/c.c") && at(b"lnk") < at(b"build/"));
-    assert!(!got.iter().any(|m| m == b"docs/"), "no leading directories, as tar");
+    assert!(
+        !got.iter().any(|m| m == b"docs/"),
+        "no leading directories, as tar"
+    );
 
     // Relative to where ferry runs without -C; what it packs unpacks as tar's does.
     let here = s.tmp.path().join("here.far");
@@ -176,7 +183,10 @@ fn a_path_listed_twice_is_packed_once() {
     let out = tar_in(&s.src, &[&"-cf", &theirs, &"-T", &list]);
     assert!(out.status.success(), "{out:?}");
     let mut once = sorted(members(&theirs));
-    assert!(once.windows(2).any(|w| w[0] == w[1]), "tar packs some twice");
+    assert!(
+        once.windows(2).any(|w| w[0] == w[1]),
+        "tar packs some twice"
+    );
     once.dedup();
     assert_eq!(shown(&sorted(members(&ours))), shown(&once));
 }
@@ -192,7 +202,10 @@ fn dot_dot_and_a_src_beside_the_list_are_refused() {
     let archive = s.tmp.path().join("r.far");
     let r = ferry_in(&s.src, &[&"-T", &list, &archive]);
     r.assert_status(2);
-    assert!(r.stderr.contains("list: line 2: ") && r.stderr.contains("../x"), "{r}");
+    assert!(
+        r.stderr.contains("list: line 2: ") && r.stderr.contains("../x"),
+        "{r}"
+    );
     assert!(!archive.exists(), "nothing written: {r}");
     let r = ferry_in(&s.src, &[&"-T", &list, &"src", &archive]);
     r.assert_status(2);

@@ -42,13 +42,7 @@ fn same_as_rsync(theirs: &Path, ours: &Path) {
 
 /// Copies `src` by `list` (written from `entries`) with ferry and rsync, both with
 /// `args`, and compares the results; false when rsync is missing.
-fn both_take_the_same(
-    tmp: &Path,
-    tag: &str,
-    entries: &[u8],
-    args: &[&str],
-    src: &Path,
-) -> bool {
+fn both_take_the_same(tmp: &Path, tag: &str, entries: &[u8], args: &[&str], src: &Path) -> bool {
     let list = tmp.join(format!("{tag}.list"));
     write(&list, entries);
     let (theirs, ours) = (tmp.join(format!("{tag}.r")), tmp.join(format!("{tag}.f")));
@@ -111,7 +105,13 @@ fn filters_apply_to_listed_paths_and_below_them() {
 #[test]
 fn nul_ended_lists_take_names_with_newlines() {
     let s = scratch();
-    for name in [&b"new\nline/f"[..], b"cr\rname", b"plain/g", b"plain/x\ny", b"#hash"] {
+    for name in [
+        &b"new\nline/f"[..],
+        b"cr\rname",
+        b"plain/g",
+        b"plain/x\ny",
+        b"#hash",
+    ] {
         let path = s.src.join(OsStr::from_bytes(name));
         mkdirs(path.parent().expect("parent"));
         write(&path, name);
@@ -251,7 +251,10 @@ fn what_a_list_does_not_go_with_is_refused() {
     let cases: &[(&[&OsStr], &str)] = &[
         (&[s.src.as_os_str(), OsStr::new(&remote)], "remote"),
         (&[s.src.as_os_str(), OsStr::new("s3://b/p")], "S3"),
-        (&[s.src.as_os_str(), s.src.as_os_str(), s.dst.as_os_str()], "one SRC"),
+        (
+            &[s.src.as_os_str(), s.src.as_os_str(), s.dst.as_os_str()],
+            "one SRC",
+        ),
         (&[file.as_os_str(), s.dst.as_os_str()], "a directory"),
     ];
     for (ends, why) in cases {

@@ -97,7 +97,10 @@ impl Rules {
     /// as one kind and not the other (patterns for directories only), so a listed
     /// path the rules leave out brings no leading directories. (Without this, such a
     /// path keeps its leading directories.)
-    pub fn settle_kinds(&mut self, kind: impl Fn(&[u8]) -> Option<bool>) -> Result<(), FilterError> {
+    pub fn settle_kinds(
+        &mut self,
+        kind: impl Fn(&[u8]) -> Option<bool>,
+    ) -> Result<(), FilterError> {
         let Some(paths) = self.listed.take() else {
             return Ok(());
         };
@@ -648,7 +651,11 @@ mod tests {
         rules.add(Action::Exclude, b"t").unwrap();
         rules.add(Action::Exclude, b"c").unwrap();
         rules.add(Action::Exclude, b"f").unwrap();
-        rules.set_listed(vec![b"a/b/c/g".to_vec(), b"top".to_vec(), b"x/y/f".to_vec()]);
+        rules.set_listed(vec![
+            b"a/b/c/g".to_vec(),
+            b"top".to_vec(),
+            b"x/y/f".to_vec(),
+        ]);
         let f = rules.compile().expect("compile").expect("filter");
         // Leading directories are taken though a rule matches them (rsync's implied
         // directories), but only for a listed path the rules take.
@@ -664,12 +671,19 @@ mod tests {
         assert!(!rules.compile().unwrap().unwrap().excludes(b"d", true));
         let kind = |p: &[u8]| (p != b"h/i").then_some(p == b"e/g");
         rules.settle_kinds(kind).unwrap();
-        assert_eq!(rules.listed(), Some(&[b"e/g".to_vec(), b"h/i".to_vec()][..]));
+        assert_eq!(
+            rules.listed(),
+            Some(&[b"e/g".to_vec(), b"h/i".to_vec()][..])
+        );
         let f = rules.compile().expect("compile").expect("filter");
         assert!(f.excludes(b"d", true) && !f.excludes(b"e", true));
         assert_eq!(f.unmet_listed(), [b"e/g".to_vec(), b"h/i".to_vec()]);
         assert!(!f.excludes_in(b"e", b"g", true));
-        assert_eq!(f.unmet_listed(), [b"h/i".to_vec()], "met by the walker's question");
+        assert_eq!(
+            f.unmet_listed(),
+            [b"h/i".to_vec()],
+            "met by the walker's question"
+        );
         let mut none = Rules::new();
         none.set_listed(Vec::new());
         let f = none.compile().expect("compile").expect("a filter");

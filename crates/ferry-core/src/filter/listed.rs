@@ -83,7 +83,10 @@ impl Listed {
         }
         Listed {
             paths: at,
-            order: paths.iter().map(|p| (p.clone(), AtomicBool::new(false))).collect(),
+            order: paths
+                .iter()
+                .map(|p| (p.clone(), AtomicBool::new(false)))
+                .collect(),
             leading,
             passages,
             whole,
@@ -225,7 +228,11 @@ mod tests {
         let excluded = Listed::new(&[b"d/gone".to_vec()], |p, _| p.ends_with(b"gone"));
         assert_eq!(excluded.verdict(b"d", true), Verdict::Out, "brings no dirs");
         // `src` and `src/sub/b.c` listed, `sub/` excluded: of `src/sub`, only `b.c`.
-        let paths = [b"src".to_vec(), b"src/sub/b.c".to_vec(), b"src/sub/x/y".to_vec()];
+        let paths = [
+            b"src".to_vec(),
+            b"src/sub/b.c".to_vec(),
+            b"src/sub/x/y".to_vec(),
+        ];
         let l = Listed::new(&paths, |p, dir| dir && p.ends_with(b"sub"));
         assert_eq!(l.verdict(b"src/sub", true), Verdict::Leading);
         assert_eq!(l.verdict(b"src/sub/b.c", false), Verdict::Rules);
