@@ -371,7 +371,14 @@ impl Filter {
     /// with a list of paths, an exclusion for what it does not take, an inclusion for a
     /// directory leading to a listed path.
     pub fn decide(&self, path: &[u8], is_dir: bool) -> Option<Action> {
-        match self.list.as_ref().map(|l| l.verdict(path, is_dir)) {
+        self.decide_noting(path, is_dir, false)
+    }
+
+    /// [`Self::decide`]; with `meet`, a listed `path` is noted as met.
+    fn decide_noting(&self, path: &[u8], is_dir: bool, meet: bool) -> Option<Action> {
+        let excluded_dir = |dir: &[u8]| self.decide_by_rules(dir, true) == Some(Action::Exclude);
+        let verdict = self.list.as_ref();
+        match verdict.map(|l| l.verdict(path, is_dir, meet, &excluded_dir)) {
             None | Some(listed::Verdict::Rules) => self.decide_by_rules(path, is_dir),
             Some(listed::Verdict::Leading) => Some(Action::Include),
             Some(listed::Verdict::Out) => Some(Action::Exclude),
@@ -427,10 +434,7 @@ impl Filter {
                 path.push(b'/');
             }
             path.extend_from_slice(name);
-            if let Some(list) = &self.list {
-                list.meet(&path);
-            }
-            self.excludes(&path, is_dir)
+            self.decide_noting(&path, is_dir, true) == Some(Action::Exclude)
         })
     }
 }
@@ -478,6 +482,25 @@ mod tests {
         ] {
             assert!(Rules::decode(junk).is_err(), "{junk:?}");
         }
+    }
+
+    /// A list from another ferry is untrusted: a path of 512 Ki components (1 MiB,
+    /// the most a request carries) costs as much as its bytes to decode, compile and
+    /// ask about, not their square (which would be about 10^11 bytes hashed).
+    #[test]
+    fn a_deep_list_costs_its_length() {
+        let deep: Vec<u8> = b"a/".repeat(1 << 19)[..(1 << 20) - 1].to_vec();
+        let mut encoded = b"- a/\0=\0= ".to_vec();
+        encoded.extend_from_slice(&deep);
+        encoded.push(0);
+        let rules = Rules::decode(&encoded).expect("decodes");
+        let f = rules.compile().expect("compile").expect("filter");
+        assert!(!f.excludes(&deep, false));
+        assert!(!f.excludes(&deep[..deep.len() - 2], true), "leading");
+        let mut below = deep.clone();
+        below.extend_from_slice(b"/x");
+        assert!(!f.excludes(&below, false));
+        assert!(f.excludes(b"a/b", false));
     }
 
     #[test]
