@@ -300,6 +300,7 @@ fn unpack_job(args: &UnpackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         numeric_owner: args.numeric_owner,
         dir_metadata: true,
         keep_old: args.keep_old_files,
+        keep_partial: false,
     };
     // Before the input is opened: a pipe may keep it waiting for its first bytes.
     job.summary_on_interrupt()?;

@@ -70,6 +70,7 @@ impl CopyArgs {
             delete: true,
             max_delete: true,
             dry_run: true,
+            several: true,
         })
     }
 
@@ -116,7 +117,7 @@ impl CopyArgs {
             ),
             // Only a local copy says which listed paths SRC lacks.
             (self.list.files_from.is_some(), "--files-from"),
-            (self.srcs.len() > 1, "several SRCs"),
+            (!takes.several && self.srcs.len() > 1, "several SRCs"),
             (!takes.update && self.update, "-u/--update"),
             (
                 !takes.walk_flags && self.one_file_system,
@@ -139,6 +140,8 @@ struct Takes {
     delete: bool,
     /// `--max-delete`.
     max_delete: bool,
+    /// More than one SRC.
+    several: bool,
     /// `-n`, `-i`, `-v`.
     dry_run: bool,
     /// `-u`.

@@ -161,7 +161,7 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
 /// without a trailing slash into a DST named with one (`ferry copy proj bk/`), as
 /// `cp -a proj bk/` and `rsync -a proj bk/` put it in `bk/proj`. Else a directory's
 /// contents become DST (`ferry copy proj bk`, `proj/ bk/`: `rsync -a proj/ bk/`).
-fn goes_in_by_name(src: &std::path::Path, dst: &std::path::Path) -> bool {
+pub(crate) fn goes_in_by_name(src: &std::path::Path, dst: &std::path::Path) -> bool {
     let slash = |p: &std::path::Path| p.as_os_str().as_encoded_bytes().ends_with(b"/");
     slash(dst)
         && !slash(src)

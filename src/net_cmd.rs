@@ -4,6 +4,7 @@
 use crate::cli::CopyArgs;
 use crate::job::Job;
 use crate::progress;
+use ferry_core::changes::Changes;
 use ferry_core::stats::Snapshot;
 use ferry_net::client::{self, Options};
 use ferry_net::conn::{Limits, Paced, ReadHalf, WriteHalf};
@@ -11,7 +12,7 @@ use ferry_net::dial::{connect, DaemonUrl, Dial};
 use ferry_net::proto::Mirror;
 use ferry_net::ssh::{location, Location, Ssh};
 use ferry_net::tls::KnownServers;
-use ferry_net::transfer::SourceWalk;
+use ferry_net::transfer::{Source, SourceWalk};
 use ferry_net::NetError;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -145,58 +146,186 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     };
     let printer = crate::itemize::printer(&args.mirror, args.output.json);
     let changes = printer.as_deref();
-    let (src, dst) = (place(args.src.as_os_str())?, place(args.dst.as_os_str())?);
-    let (remote, upload) = match (src, dst) {
-        (Place::Local, remote) => (remote, true),
-        (remote, Place::Local) => (remote, false),
+    let dst = place(args.dst.as_os_str())?;
+    let srcs = args
+        .srcs
+        .iter()
+        .map(|p| place(p.as_os_str()))
+        .collect::<anyhow::Result<Vec<Place>>>()?;
+    let remote_srcs = srcs.iter().filter(|p| !matches!(p, Place::Local)).count();
+    match (dst, remote_srcs) {
+        (Place::Local, n) if n == srcs.len() => downloads(args, job, srcs, &opts, changes),
+        (Place::Local, _) => anyhow::bail!(
+            "some SRCs are remote and some local: one end of a copy must be local, the \
+             other remote"
+        ),
+        (remote, 0) => upload(args, job, remote, &opts, changes),
         _ => anyhow::bail!(
             "{} and {}: both are remote; one end of a copy must be local",
-            args.src.display(),
+            args.srcs[0].display(),
             args.dst.display()
         ),
-    };
-    if upload {
-        // A missing SRC is said before anything is started at the other end.
-        if let Err(e) = std::fs::symlink_metadata(&args.src) {
+    }
+}
+
+/// Copies the local SRCs to `remote` over one connection: one tree, or several each
+/// under its name (`ferry copy a b HOST:DST`, `ferry copy proj HOST:bk/`).
+fn upload(
+    args: &CopyArgs,
+    job: &Job<'_>,
+    remote: Place,
+    opts: &Options,
+    changes: Option<&dyn Changes>,
+) -> anyhow::Result<ExitCode> {
+    // A missing SRC is said before anything is started at the other end.
+    for src in &args.srcs {
+        if let Err(e) = std::fs::symlink_metadata(src) {
             let err = ferry_core::Error::new(&ferry_core::RelPath::root(), "open source", e);
-            return Ok(job.fatal(&job.reporter.line(&err)));
+            let line = match args.srcs.len() {
+                1 => job.reporter.line(&err),
+                _ => format!("{}: open source: {}", src.display(), err.os),
+            };
+            return Ok(job.fatal(&line));
         }
     }
-    let (link, remote) = open_link(args, remote)?;
+    let named = match &args.srcs[..] {
+        [src] if !crate::goes_in_by_name(src, &args.dst) => None,
+        srcs => Some(crate::several::named_sources(srcs)?),
+    };
+    let source = match &named {
+        Some(named) => Source::Named(named),
+        None => Source::Tree(&args.srcs[0]),
+    };
+    let stats = &job.stats;
+    let counting = job.counting();
+    let show = job.show_progress();
+    let ended = over_link(args, remote, |r, w, path| match named {
+        None => progress::with_progress(show, &args.srcs[0], stats, || {
+            client::upload(r, w, source, path, opts, stats, &counting, changes)
+        }),
+        Some(_) => progress::with_totals(
+            show,
+            |_| {},
+            stats,
+            || client::upload(r, w, source, path, opts, stats, &counting, changes),
+        ),
+    })?;
+    Ok(match ended {
+        Ok(theirs) => {
+            written_there(job, &theirs, opts.mirror.dry_run);
+            job.finish()
+        }
+        Err(Ended::Path(e)) => job.fatal(&job.reporter.line(&e)),
+        Err(Ended::Line(line)) => job.fatal(&line),
+    })
+}
+
+/// Copies each remote SRC into the local DST, a connection each: into DST itself, or
+/// (several SRCs, or one named without a trailing slash into `DST/`) into DST under
+/// the SRC's own name. One SRC that cannot be copied at all is reported; the others
+/// are copied.
+fn downloads(
+    args: &CopyArgs,
+    job: &Job<'_>,
+    srcs: Vec<Place>,
+    opts: &Options,
+    changes: Option<&dyn Changes>,
+) -> anyhow::Result<ExitCode> {
+    let several = srcs.len() > 1;
+    let into_dst = args.dst.as_os_str().as_bytes().ends_with(b"/");
+    if several && !opts.mirror.dry_run {
+        std::fs::create_dir_all(&args.dst)
+            .map_err(|e| anyhow::anyhow!("{}: make destination: {e}", args.dst.display()))?;
+    }
+    let stats = &job.stats;
+    let counting = job.counting();
+    let show = job.show_progress();
+    for (arg, remote) in args.srcs.iter().zip(srcs) {
+        let path = remote_path(&remote);
+        let by_name = several || (into_dst && !path.ends_with(b"/"));
+        let into = match (by_name, remote_name(path)) {
+            (false, _) => args.dst.clone(),
+            (true, Some(name)) => args.dst.join(OsStr::from_bytes(name)),
+            (true, None) => anyhow::bail!(
+                "{}: with several SRCs each needs a name of its own to take in DST",
+                arg.display()
+            ),
+        };
+        let ended = over_link(args, remote, |r, w, path| {
+            progress::with_totals(
+                show,
+                |_| {},
+                stats,
+                || client::download(r, w, path, &into, opts, stats, &counting, changes),
+            )
+        })?;
+        let line = match ended {
+            Ok(theirs) => {
+                sent_there(job, &theirs, opts.mirror.dry_run);
+                continue;
+            }
+            Err(Ended::Path(e)) => job.reporter.line(&e),
+            Err(Ended::Line(line)) => line,
+        };
+        if !several {
+            return Ok(job.fatal(&line));
+        }
+        crate::report::to_stderr(format_args!("ferry: {line}"));
+        ferry_core::Stats::bump(&job.stats.errors);
+    }
+    Ok(job.finish())
+}
+
+/// The path a remote place names there.
+fn remote_path(place: &Place) -> &[u8] {
+    match place {
+        Place::Ssh { path, .. } => path,
+        Place::Daemon(url) => &url.path,
+        Place::Local => b"",
+    }
+}
+
+/// The last component of a remote path (`a/b/` is `b`); none for `/`, `.` or `..`.
+fn remote_name(path: &[u8]) -> Option<&[u8]> {
+    let name = path.split(|&b| b == b'/').rfind(|c| !c.is_empty())?;
+    (name != b"." && name != b"..").then_some(name)
+}
+
+/// Why a connection's job ended early: a local path that could not be used at all,
+/// or a line saying what the other end or the connection did.
+enum Ended {
+    Path(ferry_core::Error),
+    Line(String),
+}
+
+/// Runs `job` over a connection to `remote` (given the path there), then waits for the
+/// other end to finish: the server's counters, or why it ended early.
+fn over_link(
+    args: &CopyArgs,
+    remote: Place,
+    job: impl FnOnce(ReadHalf, WriteHalf, &[u8]) -> Result<Snapshot, NetError>,
+) -> anyhow::Result<Result<Snapshot, Ended>> {
+    let (link, path) = open_link(args, remote)?;
     let Link {
         r,
         w,
         mut ssh,
         name,
     } = link;
-    let counting = job.counting();
-    let stats = &job.stats;
-    let show = job.show_progress();
-    let done = match upload {
-        true => progress::with_progress(show, &args.src, stats, || {
-            client::upload(r, w, &args.src, &remote, &opts, stats, &counting, changes)
-        })
-        .map(|theirs| written_there(job, &theirs, opts.mirror.dry_run)),
-        false => progress::with_totals(
-            show,
-            |_| {},
-            stats,
-            || client::download(r, w, &remote, &args.dst, &opts, stats, &counting, changes),
-        )
-        .map(|theirs| sent_there(job, &theirs, opts.mirror.dry_run)),
-    };
-    let done = done.and_then(|()| ssh.as_mut().map_or(Ok(()), Ssh::finish));
+    let done = job(r, w, &path);
+    let done = done.and_then(|theirs| {
+        ssh.as_mut().map_or(Ok(()), Ssh::finish)?;
+        Ok(theirs)
+    });
     let ending = |ssh: &mut Option<Ssh>| ssh.as_mut().map(|s| format!(" ({})", s.ending()));
-    Ok(match done {
-        Ok(()) => job.finish(),
-        Err(NetError::Path(e)) => job.fatal(&job.reporter.line(&e)),
-        Err(e @ (NetError::Remote(_) | NetError::Refused(_))) => job.fatal(&format!("{name}: {e}")),
-        Err(e @ (NetError::Handshake(_) | NetError::Closed | NetError::ClosedMidFrame)) => {
+    Ok(done.map_err(|e| match e {
+        NetError::Path(e) => Ended::Path(e),
+        e @ (NetError::Handshake(_) | NetError::Closed | NetError::ClosedMidFrame) => {
             let ending = ending(&mut ssh).unwrap_or_default();
-            job.fatal(&format!("{name}: {e}{ending}"))
+            Ended::Line(format!("{name}: {e}{ending}"))
         }
-        Err(e) => job.fatal(&format!("{name}: {e}")),
-    })
+        e => Ended::Line(format!("{name}: {e}")),
+    }))
 }
 
 /// After an upload, the summary counts what the server wrote and deleted, and what

@@ -106,6 +106,7 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
                 numeric_owner: false,
                 dir_metadata: true,
                 keep_old: false,
+                keep_partial: false,
             },
             // 8 x 4 MiB ahead keep a local Garage's answers flowing; memory stays bounded.
             ranges_in_flight: args.s3.transfers.unwrap_or(8),

@@ -78,6 +78,7 @@ pub fn download(
             verify: args.data.verify,
             keep_newer: false,
             keep_old: false,
+            keep_partial: false,
         },
         mover: (args.data.reflink.into(), args.data.sparse.into()),
     };

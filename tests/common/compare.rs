@@ -55,6 +55,20 @@ impl Options {
     }
 }
 
+/// One difference between two trees: the entry's relative path (bytes; empty: the
+/// root) and what differs (`missing in DST`, `extra in DST`, `kind: ...`, `mode: ...`,
+/// `nlink: ...`, `hardlink: ...`, `content differs at byte N`...).
+pub struct Difference {
+    pub rel: Vec<u8>,
+    pub what: String,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", show(&self.rel), self.what)
+    }
+}
+
 /// Every difference between the trees at `src` and `dst`, one line each.
 pub fn diff_trees(src: &Path, dst: &Path) -> Vec<String> {
     diff_trees_with(src, dst, &Options::default())
@@ -62,6 +76,14 @@ pub fn diff_trees(src: &Path, dst: &Path) -> Vec<String> {
 
 /// [`diff_trees`] with some paths left out.
 pub fn diff_trees_with(src: &Path, dst: &Path, opts: &Options) -> Vec<String> {
+    differences_with(src, dst, opts)
+        .iter()
+        .map(|d| d.to_string())
+        .collect()
+}
+
+/// [`diff_trees_with`] as [`Difference`]s, for a caller that looks at the paths.
+pub fn differences_with(src: &Path, dst: &Path, opts: &Options) -> Vec<Difference> {
     let (s, d) = (fdwalk::open_dir(src), fdwalk::open_dir(dst));
     let mut cmp = Comparer {
         opts,
@@ -96,7 +118,7 @@ type Ino = (u64, u64);
 
 struct Comparer<'a> {
     opts: &'a Options,
-    diffs: Vec<String>,
+    diffs: Vec<Difference>,
     /// (relative path, inode in SRC, inode in DST) of every non-directory.
     inodes: Vec<(Vec<u8>, Ino, Ino)>,
 }
@@ -109,12 +131,14 @@ impl Comparer<'_> {
         src: impl std::fmt::Debug,
         dst: impl std::fmt::Debug,
     ) {
-        self.diffs
-            .push(format!("{}: {what}: SRC {src:?} != DST {dst:?}", show(rel)));
+        self.note(rel, &format!("{what}: SRC {src:?} != DST {dst:?}"));
     }
 
     fn note(&mut self, rel: &[u8], msg: &str) {
-        self.diffs.push(format!("{}: {msg}", show(rel)));
+        self.diffs.push(Difference {
+            rel: rel.to_vec(),
+            what: msg.to_string(),
+        });
     }
 
     /// Compares the entry `name` of the directories `s` (SRC) and `d` (DST).

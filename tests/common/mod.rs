@@ -1,6 +1,7 @@
 //! Helpers shared by ferry's end-to-end tests: making trees, walking them by directory
 //! fd (so paths longer than PATH_MAX work), comparing two trees field by field, running
-//! the `ferry` binary and loop-mounting scratch filesystems.
+//! the `ferry` binary, loop-mounting scratch filesystems, and random rounds of changes
+//! to mirror.
 
 #![allow(dead_code)] // shared by several test binaries, each using a part
 
@@ -13,6 +14,11 @@ pub mod fdwalk;
 pub mod filters;
 pub mod mounted;
 pub mod nobody;
+pub mod rounds;
+pub mod rounds_check;
+pub mod rounds_known;
+pub mod rounds_listing;
+pub mod rounds_tree;
 pub mod run;
 pub mod trees;
 

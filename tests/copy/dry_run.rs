@@ -172,3 +172,49 @@ fn a_fresh_mirror_lists_nothing_after_its_source_was_read() {
     let r = copy_ok(&s.src, &s.dst, &["-n", "-i", "--delete"]);
     assert_eq!(r.stdout, "", "{r}");
 }
+
+/// A scratch whose DST is an old copy of SRC where since `e`, an empty directory, has
+/// become a file, `f`, a file, a directory, and `g` has new content of its old size
+/// and a new mtime.
+fn kinds_replaced_since_copied() -> Scratch {
+    let s = scratch();
+    mkdirs(&s.src.join("e"));
+    write(&s.src.join("f"), b"file");
+    write(&s.src.join("g"), b"aaaa");
+    stamp_times(&s.src);
+    copy_ok(&s.src, &s.dst, &[]);
+    std::fs::remove_dir(s.src.join("e")).expect("rmdir");
+    write(&s.src.join("e"), b"now a file");
+    std::fs::remove_file(s.src.join("f")).expect("rm");
+    mkdirs(&s.src.join("f"));
+    write(&s.src.join("g"), b"bbbb");
+    s
+}
+
+/// A real run lists and counts replacements as the dry run does: an empty directory in
+/// the way goes as a deletion, a directory replacing a file is `updated dir (kind)`,
+/// and with `-c` a file of its old size with other content is `updated file (content)`
+/// (not `mtime`). Found by the mirror rounds (mirror_rounds.rs).
+#[test]
+fn replacements_are_listed_and_counted_as_the_dry_run_does() {
+    let s = kinds_replaced_since_copied();
+    let args = ["-i", "--delete", "-c"];
+    let dry = copy_ok(&s.src, &s.dst, &[&["-n"][..], &args].concat());
+    let real = copy_ok(&s.src, &s.dst, &args);
+    let expected = [
+        "deleted dir     e",
+        "meta    dir     . (times)",
+        "updated dir     f (kind)",
+        "updated file    e (kind)",
+        "updated file    g (content)",
+    ];
+    assert_eq!(items(&dry.stdout), expected, "{dry}");
+    assert_eq!(items(&real.stdout), expected, "{real}");
+    assert_same_tree(&s.src, &s.dst);
+
+    let s = kinds_replaced_since_copied();
+    let dry = copy_ok(&s.src, &s.dst, &["-n", "--delete", "--json"]).json();
+    let real = copy_ok(&s.src, &s.dst, &["--delete", "--json"]).json();
+    assert_eq!(dry.count("deleted"), 1, "{}", dry.0);
+    assert_eq!(real.count("deleted"), 1, "{}", real.0);
+}

@@ -20,6 +20,7 @@ mod filters;
 mod flags;
 mod in_the_way;
 mod kinds;
+mod mirror_rounds;
 mod names;
 mod pseudo;
 mod reflink;

@@ -13,8 +13,12 @@ mod common;
 
 mod copy;
 mod daemon;
+mod deltas;
 mod hostile;
+mod mirror;
+mod mirror_rounds;
 mod preauth;
 mod race;
 mod served;
+mod sources;
 mod sshd;

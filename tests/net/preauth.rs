@@ -20,7 +20,7 @@ const FLOOD: usize = 1000;
 
 fn hello() -> Vec<u8> {
     let mut h = b"FERRYNET".to_vec();
-    h.extend_from_slice(&1u32.to_le_bytes());
+    h.extend_from_slice(&2u32.to_le_bytes());
     h
 }
 
@@ -33,7 +33,7 @@ fn head(kind: u8, len: usize) -> Vec<u8> {
 
 /// An upload request for `path`, as a frame.
 fn upload_request(path: &[u8]) -> Vec<u8> {
-    let mut payload = vec![1u8, 0];
+    let mut payload = vec![1u8, 0, 0, 0, 0];
     payload.extend_from_slice(&(path.len() as u32).to_le_bytes());
     payload.extend_from_slice(path);
     let mut f = head(1, payload.len());

@@ -300,7 +300,7 @@ fn send_raw(port: u16, bytes: &[u8]) -> Vec<u8> {
 
 fn hello() -> Vec<u8> {
     let mut h = b"FERRYNET".to_vec();
-    h.extend_from_slice(&1u32.to_le_bytes());
+    h.extend_from_slice(&2u32.to_le_bytes());
     h
 }
 
@@ -335,7 +335,7 @@ fn garbage_oversized_frames_and_a_client_gone_mid_frame_leave_the_server_serving
         "{answer:?}"
     );
     // An upload whose client goes away in the middle of a data frame.
-    let mut request = vec![1u8, 0];
+    let mut request = vec![1u8, 0, 0, 0, 0];
     request.extend_from_slice(&4u32.to_le_bytes());
     request.extend_from_slice(b"half");
     let mut cut = hello();
@@ -551,14 +551,16 @@ fn filters_choose_what_goes_both_ways_and_l_follows_links_up() {
     r.assert_status(2);
     assert!(r.stderr.contains("a[b"), "{r}");
     assert!(!bad.join("keep").exists());
-    // Mirroring is not carried out over the network yet: said, not ignored.
-    let r = d.copy(s(&sc.src), &d.url("up"), &["--insecure", "--delete"]);
-    r.assert_status(2);
-    assert!(
-        r.stderr
-            .contains("--delete: not supported for a remote copy"),
-        "{r}"
+    // Mirroring goes over the network too: the rules keep what they exclude.
+    let up = d.root.join("up");
+    write(&up.join("stale"), b"s");
+    let r = d.copy(
+        s(&sc.src),
+        &d.url("up"),
+        &["--insecure", "--delete", "--exclude", "*.o"],
     );
+    r.assert_ok();
+    assert!(!up.join("stale").exists(), "{r}");
 }
 
 #[test]

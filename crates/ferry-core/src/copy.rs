@@ -334,6 +334,7 @@ fn update(opts: &CopyOptions) -> Update {
         verify: opts.verify,
         keep_newer: opts.keep_newer,
         keep_old: false,
+        keep_partial: false,
     }
 }
 

@@ -553,8 +553,9 @@ struct FileCloneRange {
 }
 
 /// `ioctl(dst, FICLONERANGE, ...)`: shares `len` bytes of `src` at `src_off` into `dst`
-/// at `dst_off`. Offsets and length must be block-aligned.
-fn clone_range(
+/// at `dst_off`. Offsets and length must be block-aligned, except a length that ends
+/// at `src`'s end of file.
+pub fn clone_range(
     dst: BorrowedFd<'_>,
     src: BorrowedFd<'_>,
     src_off: u64,
@@ -574,7 +575,9 @@ fn clone_range(
     unsafe { ioctl(dst, Setter::<FICLONERANGE, FileCloneRange>::new(arg)) }
 }
 
-fn kernel_copy(
+/// `copy_file_range` of `len` bytes of `src` at `off_in` to `dst` at `off_out`, looping
+/// until all are moved; `NODATA` if `src` ends first.
+pub fn kernel_copy(
     src: BorrowedFd<'_>,
     mut off_in: u64,
     dst: BorrowedFd<'_>,

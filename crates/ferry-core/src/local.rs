@@ -47,7 +47,15 @@ pub struct Update {
     /// Replace nothing already in the destination but directories, each such name
     /// an error naming it (`unpack -k`, GNU tar's `--keep-old-files`).
     pub keep_old: bool,
+    /// Keep what arrived of a file whose data stopped coming ([`KEEP_PARTIAL`] bytes
+    /// or more), for a rerun to build on (a network copy's deltas, rsync's
+    /// `--partial`): its size and mtime are not the source's, so it never looks
+    /// complete. Otherwise it is removed.
+    pub keep_partial: bool,
 }
+
+/// The least of a file cut short that `keep_partial` keeps.
+pub const KEEP_PARTIAL: u64 = 1 << 20;
 
 /// Writes a tree under a destination directory.
 pub struct LocalTreeSink<'a> {
@@ -134,13 +142,14 @@ fn source_links(entry: &Entry) -> u64 {
 }
 
 /// Why `entry` replaces the node whose status was `st`: of another kind, or not up to
-/// date (its size, else its mtime or content, its target, its device).
-fn replaced_why(st: &Stat, entry: &Entry) -> Reasons {
+/// date (its size, else its mtime or, with `checksum`, its content; its target, its
+/// device), as the dry run (preview.rs) says it.
+fn replaced_why(st: &Stat, entry: &Entry, checksum: bool) -> Reasons {
     let kind = FileType::from_raw_mode(st.st_mode);
     match entry.kind {
         EntryKind::File { size } if kind == FileType::RegularFile => match st.st_size as u64 {
             s if s != size => Reasons::SIZE,
-            _ if meta::mtime_of(st) != entry.meta.mtime => Reasons::MTIME,
+            _ if !checksum && meta::mtime_of(st) != entry.meta.mtime => Reasons::MTIME,
             _ => Reasons::CONTENT,
         },
         EntryKind::Symlink { .. } if kind == FileType::Symlink => Reasons::TARGET,
@@ -212,7 +221,7 @@ impl<'a> LocalTreeSink<'a> {
         let Some(c) = self.changes else { return };
         let what = match was {
             None => What::Created,
-            Some(st) => What::Updated(replaced_why(st, entry)),
+            Some(st) => What::Updated(replaced_why(st, entry, self.update.checksum)),
         };
         c.change(&entry.path, Kind::of_entry(&entry.kind), what);
     }
@@ -272,39 +281,37 @@ impl<'a> LocalTreeSink<'a> {
     /// Removes what is in the way of a new node: anything but a directory that is not
     /// empty, which is an error (as rsync and GNU tar do; cp refuses any directory)
     /// unless the sink deletes (`--delete`): then it goes with what it holds, except
-    /// what the rules keep, which keeps it and is the error.
+    /// what the rules keep, which keeps it and is the error. With `--delete` even an
+    /// empty directory goes by the deletion's rules, itemized and counted, as the dry
+    /// run (preview.rs) tells it.
     fn remove(&self, dir: &DstDir, name: &CStr, path: &RelPath, st: &Stat) -> Result<()> {
         if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
             return rfs::unlinkat(&*dir.fd, name, AtFlags::empty())
                 .at_dst(path, "remove old destination");
         }
-        match rfs::unlinkat(&*dir.fd, name, AtFlags::REMOVEDIR) {
-            Err(Errno::NOTEMPTY | Errno::EXIST) => {
-                if let Some(delete) = &self.in_the_way {
-                    remove_in_the_way(&dir.fd, name, path, delete, self.stats, self.reporter);
-                    match rfs::statat(&*dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-                        Err(Errno::NOENT) => return Ok(()),
-                        _ => {
-                            return Err(Error::dst(
-                                path,
-                                "replace",
-                                other(
-                                    "a directory in the way in the destination holds what \
-                                   the rules keep (or could not be removed)",
-                                ),
-                            ))
-                        }
-                    }
-                }
-                Err(Error::dst(
+        if let Some(delete) = &self.in_the_way {
+            remove_in_the_way(&dir.fd, name, path, delete, self.stats, self.reporter);
+            return match rfs::statat(&*dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Err(Errno::NOENT) => Ok(()),
+                _ => Err(Error::dst(
                     path,
                     "replace",
                     other(
-                        "a directory that is not empty is in the way in the destination \
-                           (--delete removes it)",
+                        "a directory in the way in the destination holds what the rules \
+                         keep (or could not be removed)",
                     ),
-                ))
-            }
+                )),
+            };
+        }
+        match rfs::unlinkat(&*dir.fd, name, AtFlags::REMOVEDIR) {
+            Err(Errno::NOTEMPTY | Errno::EXIST) => Err(Error::dst(
+                path,
+                "replace",
+                other(
+                    "a directory that is not empty is in the way in the destination \
+                     (--delete removes it)",
+                ),
+            )),
             other => other.at_dst(path, "remove old destination"),
         }
     }
@@ -418,8 +425,12 @@ impl<'a> LocalTreeSink<'a> {
             .write_data(&fd, path, size, data)
             .and_then(|()| self.apply_new(&fd, dir, path, &entry.meta, chmod));
         if let Err(e) = written {
-            // Leave no partial file behind that could be taken for a copy.
-            let _ = rfs::unlinkat(&*dir.fd, name, AtFlags::empty());
+            // Leave no partial file behind that could be taken for a copy (unless
+            // asked to keep it, not looking complete, for a rerun).
+            let arrived = rfs::fstat(&fd).map_or(0, |st| st.st_size as u64);
+            if !(self.update.keep_partial && arrived >= KEEP_PARTIAL && arrived < size) {
+                let _ = rfs::unlinkat(&*dir.fd, name, AtFlags::empty());
+            }
             return Err(e);
         }
         Stats::bump(&self.stats.files);
@@ -706,10 +717,12 @@ impl TreeSink for LocalTreeSink<'_> {
         };
         let mut fresh = make()?;
         let mut existing = None;
+        let mut replaced = false;
         if !fresh {
             existing = self.open_existing_dir(parent, &name, path)?;
             // Nothing there any more when something else was in the way: make it now.
             fresh = existing.is_none() && make()?;
+            replaced = fresh;
         }
         let fd = match existing {
             Some(fd) => fd,
@@ -717,7 +730,11 @@ impl TreeSink for LocalTreeSink<'_> {
         };
         if fresh {
             Stats::bump(&self.stats.dirs);
-            self.tell(entry, None);
+            match (replaced, self.changes) {
+                // Told as the dry run tells it (preview.rs): another kind was in the way.
+                (true, Some(c)) => c.change(path, Kind::Dir, What::Updated(Reasons::KIND)),
+                _ => self.tell(entry, None),
+            }
         }
         let inherits_acl = match fresh {
             true => parent.inherits_acl,

@@ -334,7 +334,7 @@ fn after_chown(have: &[Xattr], chowned: bool) -> Cow<'_, [Xattr]> {
 }
 
 /// The atime and mtime of `meta`, as `utimensat` takes them.
-pub(crate) fn timestamps(meta: &Metadata) -> Timestamps {
+pub fn timestamps(meta: &Metadata) -> Timestamps {
     let ts = |t: Timestamp| rfs::Timespec {
         tv_sec: t.sec,
         tv_nsec: t.nsec as _,

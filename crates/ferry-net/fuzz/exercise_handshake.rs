@@ -62,7 +62,7 @@ pub fn exercise_handshake(data: &[u8]) -> bool {
     let ip = IpAddr::V6(Ipv6Addr::from(u128::from(N.fetch_add(1, Relaxed))));
     let mut pending = f.gate.arrive(&f.sock, ip).expect("watched");
     let mut conn = b"FERRYNET".to_vec();
-    conn.extend_from_slice(&1u32.to_le_bytes());
+    conn.extend_from_slice(&ferry_net::proto::VERSION.to_le_bytes());
     conn.extend_from_slice(data);
     let served = serve_pending(conn.as_slice(), Vec::new(), &f.config, Some(&mut pending));
     let done = matches!(served, Ok(Served::Done { .. }));

@@ -25,12 +25,14 @@ use ferry_core::filter::Filter;
 use ferry_core::meta::MetaWriter;
 use ferry_core::touch::{Touch, Toucher};
 use ferry_core::Stats;
-use rustix::fs::{Mode, OFlags};
 use std::io::{self, Read, Write};
-use std::path::Path;
+use std::os::fd::OwnedFd;
 
 /// Payload bytes a plan frame is filled to before it is sent.
 const BATCH: usize = 256 << 10;
+
+// A batch and one more record (a path, metadata with its xattrs) fit in a frame.
+const _: () = assert!(BATCH + MAX_PATH + crate::meta_wire::MAX_XATTR_BYTES + 4096 < MAX_FRAME);
 
 /// Sends the plan's frames: `deletions` (none unless asked), `metas`, then `PlanEnd`.
 pub(crate) fn send_plan<W: Write>(
@@ -56,7 +58,6 @@ pub(crate) fn send_plan<W: Write>(
         flush(&mut batch, Kind::Meta, false)?;
     }
     flush(&mut batch, Kind::Meta, true)?;
-    debug_assert!(BATCH + 2 * MAX_PATH < MAX_FRAME);
     lock(out).frame(Kind::PlanEnd, &[])
 }
 
@@ -74,26 +75,14 @@ pub(crate) struct Receiving<'a> {
     pub(crate) reporter: &'a dyn Reporter,
 }
 
-/// Reads the plan's frames from `r` up to `PlanEnd` and carries them out in `dst`
-/// (messages between them are reported); a destination that does not exist (a dry run
-/// into nothing) has nothing to change.
+/// Reads the plan's frames from `r` up to `PlanEnd` and carries them out beneath
+/// `root` (messages between them are reported); with no root (a dry run into a
+/// destination that does not exist) there is nothing to change.
 pub(crate) fn receive_plan(
     r: &mut impl Read,
-    dst: Option<&Path>,
+    root: Option<&OwnedFd>,
     how: &Receiving<'_>,
 ) -> Result<(), NetError> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let root = match dst.map(|dst| (dst, rustix::fs::open(dst, flags, Mode::empty()))) {
-        None => None,
-        Some((_, Ok(fd))) => Some(fd),
-        Some((_, Err(rustix::io::Errno::NOENT))) if how.mirror.dry_run => None,
-        Some((dst, Err(e))) => {
-            return Err(NetError::Refused(format!(
-                "{}: open destination: {e}",
-                dst.display()
-            )))
-        }
-    };
     let delete = DeleteOptions {
         filter: how.filter,
         excluded: how.mirror.delete_excluded,
@@ -117,7 +106,7 @@ pub(crate) fn receive_plan(
             Kind::Delete => {
                 while !f.is_empty() {
                     let path = RelPath::from_bytes(f.bytes(MAX_PATH)?.to_vec());
-                    if let Some(root) = &root {
+                    if let Some(root) = root {
                         remove_below(root, &path, &delete, how.stats, how.reporter);
                     }
                 }
@@ -135,7 +124,7 @@ pub(crate) fn receive_plan(
                         let m = &mut wire.meta;
                         (m.uid, m.gid) = ids.ids(user.as_deref(), group.as_deref(), m.uid, m.gid);
                     }
-                    let Some(root) = &root else { continue };
+                    let Some(root) = root else { continue };
                     let toucher = Toucher {
                         root,
                         writer: &writer,
@@ -162,4 +151,86 @@ pub(crate) fn receive_plan(
         limit.warn_refused(how.reporter);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::write_frame;
+    use ferry_core::error::Error;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<String>>);
+    impl Reporter for Collect {
+        fn error(&self, err: &Error) {
+            let line = format!("{}: {}: {}", err.path, err.op, err.os);
+            self.0.lock().expect("lock").push(line);
+        }
+        fn warn(&self, _: &str) {}
+    }
+
+    /// Plan frames naming `paths` to delete, then `PlanEnd`.
+    fn deleting(paths: &[&[u8]]) -> Vec<u8> {
+        let mut payload = Vec::new();
+        for p in paths {
+            payload.put_bytes(p);
+        }
+        let mut wire = Vec::new();
+        write_frame(&mut wire, Kind::Delete, &payload).expect("frame");
+        write_frame(&mut wire, Kind::PlanEnd, &[]).expect("frame");
+        wire
+    }
+
+    /// A sender cannot make a receiver delete unless its client asked for `--delete`,
+    /// nor ever outside the destination: `..`, absolute and empty components are
+    /// errors naming the path, a symlink on the way is not followed.
+    #[test]
+    fn deletions_stay_inside_the_destination_and_need_delete() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (dst, outside) = (dir.path().join("dst"), dir.path().join("outside"));
+        std::fs::create_dir_all(dst.join("d")).expect("mkdir");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        std::fs::write(outside.join("victim"), b"v").expect("write");
+        std::fs::write(dst.join("d/f"), b"f").expect("write");
+        std::os::unix::fs::symlink(&outside, dst.join("link")).expect("symlink");
+        let stats = Stats::default();
+        let seen = Collect::default();
+        let how = |delete| Receiving {
+            mirror: Mirror {
+                delete,
+                ..Mirror::default()
+            },
+            filter: None,
+            changes: None,
+            limit: None,
+            stats: &stats,
+            reporter: &seen,
+        };
+        let root = std::fs::File::open(&dst).expect("open").into();
+        let root = Some(&root);
+        let wire = deleting(&[b"d/f"]);
+        let refused = receive_plan(&mut wire.as_slice(), root, &how(false));
+        assert!(refused.is_err());
+        assert!(dst.join("d/f").exists());
+        let hostile: [&[u8]; 5] = [
+            b"../outside/victim",
+            b"/etc/passwd",
+            b"d//f",
+            b"link/victim",
+            b".",
+        ];
+        let wire = deleting(&hostile);
+        receive_plan(&mut wire.as_slice(), root, &how(true)).expect("plan");
+        assert!(outside.join("victim").exists() && dst.join("d/f").exists());
+        let said = seen.0.lock().expect("lock").clone();
+        assert_eq!(said.len(), 4, "{said:?}");
+        assert!(said.iter().all(|l| l.contains("plain names")), "{said:?}");
+        // The symlink itself can go, as a link.
+        let wire = deleting(&[b"link", b"d"]);
+        receive_plan(&mut wire.as_slice(), root, &how(true)).expect("plan");
+        assert!(!dst.join("link").exists() && !dst.join("d").exists());
+        assert!(outside.join("victim").exists());
+        assert_eq!(stats.snapshot().deleted, 3);
+    }
 }

@@ -2,20 +2,23 @@
 //! a download receives the server's tree into a local one. Either runs over any pair
 //! of byte streams (an ssh child's pipes today).
 
-use crate::frame::{expect_frame, write_frame, Kind};
-use crate::manifest::{send_manifest, Manifest};
+use crate::frame::{expect_frame, write_frame, Frame, Kind};
+use crate::manifest::{send_manifest, send_manifest_one, Manifest};
 use crate::proto::{
-    decode_done, read_accept, read_hello, send_fatal, send_hello, unexpected, Mirror, Op, Request,
+    decode_done, member_name, read_accept, read_hello, send_fatal, send_hello, unexpected, Mirror,
+    Op, Request,
 };
 use crate::stream::{lock, report_message, Inbound, Outbound};
-use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SendOptions, SourceWalk};
+use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SendOptions, Source, SourceWalk};
 use crate::NetError;
 use ferry_core::changes::Changes;
 use ferry_core::error::Reporter;
 use ferry_core::stats::Snapshot;
 use ferry_core::Stats;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Sender;
 use std::sync::{Mutex, PoisonError};
 
 /// How to copy.
@@ -45,7 +48,8 @@ fn start<R: Read, W: Write>(
     remote: &[u8],
     opts: &Options,
     changes: Option<&dyn Changes>,
-) -> Result<(), NetError> {
+    one_file: Option<Vec<u8>>,
+) -> Result<Option<Vec<u8>>, NetError> {
     send_hello(w)?;
     if let Some(token) = &opts.token {
         write_frame(w, Kind::Auth, token)?;
@@ -61,6 +65,7 @@ fn start<R: Read, W: Write>(
             changes: changes.is_some(),
             ..opts.mirror
         },
+        one_file,
     };
     write_frame(w, Kind::Request, &request.encode())?;
     w.flush()?;
@@ -68,14 +73,55 @@ fn start<R: Read, W: Write>(
     read_accept(r)
 }
 
-/// Reads messages up to the `Done` frame, whose counters it returns.
+/// Whether `path` is sent as a tree (else as one file), as the walk would take it.
+fn walks_as_tree(path: &Path, walk: &SourceWalk) -> bool {
+    let cfg = ferry_core::walk::WalkConfig {
+        dereference: walk.dereference,
+        ..Default::default()
+    };
+    cfg.walks_as_tree(path)
+}
+
+/// The name of the file `path`, as a member's.
+fn own_name(path: &Path) -> Result<Vec<u8>, NetError> {
+    let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
+    member_name(name).map_err(|_| NetError::Refused(format!("{}: names no file", path.display())))
+}
+
+/// Where one file named `name` goes for `dst`, as `cp` puts it: into `dst` when that is
+/// a directory, else to `dst` itself; the directory to unpack into, and the name.
+pub fn one_file_target(dst: &Path, name: Vec<u8>) -> Result<(PathBuf, Vec<u8>), NetError> {
+    if dst.is_dir() {
+        return Ok((dst.to_path_buf(), name));
+    }
+    if dst.as_os_str().as_bytes().ends_with(b"/") {
+        return Err(NetError::Refused(format!(
+            "{}: Not a directory",
+            dst.display()
+        )));
+    }
+    let parent = match dst.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((parent, own_name(dst)?))
+}
+
+/// Reads messages up to the `Done` frame, whose counters it returns; signature frames
+/// (an upload's deltas) are passed to `signatures`.
 fn read_done(
     r: &mut impl Read,
     reporter: &dyn Reporter,
     changes: Option<&dyn Changes>,
+    signatures: Option<Sender<Frame>>,
 ) -> Result<Snapshot, NetError> {
     loop {
         let frame = expect_frame(r)?;
+        if let (Kind::Signature | Kind::SignatureEnd, Some(to)) = (frame.kind, &signatures) {
+            // The sender gone, the job is ending anyway: what comes next says why.
+            let _ = to.send(frame);
+            continue;
+        }
         match frame.kind {
             Kind::Done => return decode_done(&frame.payload),
             kind if report_message(kind, &frame.payload, reporter, changes)? => {}
@@ -84,7 +130,7 @@ fn read_done(
     }
 }
 
-/// Copies the local tree `src` to `remote` on the server (reading `r`, writing `w`).
+/// Copies the local tree (or trees) `src` to `remote` on the server (reading `r`, writing `w`).
 /// Per-path failures, on either end, go to `reporter`, and every change, on either
 /// end, to `changes`; `stats` counts what was sent and what was left out as up to
 /// date (in a dry run, what would be sent). Returns the server's counters: what it
@@ -93,25 +139,44 @@ fn read_done(
 pub fn upload<R: Read + Send, W: Write + Send + 'static>(
     mut r: R,
     mut w: W,
-    src: &Path,
+    src: Source<'_>,
     remote: &[u8],
     opts: &Options,
     stats: &Stats,
     reporter: &dyn Reporter,
     changes: Option<&dyn Changes>,
 ) -> Result<Snapshot, NetError> {
-    start(&mut r, &mut w, Op::Upload, remote, opts, changes)?;
+    // One file, not a tree: the server says which name it goes under.
+    let one = match src {
+        Source::Tree(path) if !walks_as_tree(path, &opts.walk) => Some(path),
+        _ => None,
+    };
+    let one_name = one.map(own_name).transpose()?;
+    start(&mut r, &mut w, Op::Upload, remote, opts, changes, one_name)?;
     let manifest = Manifest::read(&mut r, reporter)?;
+    let named;
+    let src = match (one, &manifest.member) {
+        (Some(path), Some(member)) => {
+            named = [(member.clone(), path.to_path_buf())];
+            Source::Named(&named)
+        }
+        (Some(_), None) => return Err(NetError::frame("no name to send the one file under")),
+        (None, _) => src,
+    };
     let out = Outbound::new(w, opts.compress).shared();
+    // The server's answers are read meanwhile (it may report at any time); the
+    // signatures among them come back here, for the deltas.
+    let (signatures, replies) = std::sync::mpsc::channel();
     std::thread::scope(|s| {
-        let answers = s.spawn(move || read_done(&mut r, reporter, changes));
+        let answers = s.spawn(move || read_done(&mut r, reporter, changes, Some(signatures)));
         let how = SendOptions {
             checksum: opts.checksum,
             walk: &opts.walk,
             mirror: opts.mirror,
             changes,
         };
-        let sent = send_tree(src, &out, &manifest, &how, stats, reporter);
+        let mut next = || replies.recv().map_err(|_| NetError::Closed);
+        let sent = send_tree(src, &out, &manifest, &how, &mut next, stats, reporter);
         if let Err(e) = &sent {
             // Tell the server, so it stops and answers.
             send_fatal(lock(&out).writer(), &e.to_string());
@@ -147,16 +212,25 @@ pub fn download<R: Read, W: Write + Send>(
     reporter: &dyn Reporter,
     changes: Option<&dyn Changes>,
 ) -> Result<Snapshot, NetError> {
-    start(&mut r, &mut w, Op::Download, remote, opts, changes)?;
+    let one_file = start(&mut r, &mut w, Op::Download, remote, opts, changes, None)?;
+    // One file, not a tree: into `dst` when that is a directory, else to `dst` itself.
+    let target = one_file
+        .map(|name| one_file_target(dst, name))
+        .transpose()?;
     let w = Mutex::new(w);
     let send = |batch: &[u8]| {
         let mut w = w.lock().unwrap_or_else(PoisonError::into_inner);
         write_frame(&mut *w, Kind::Manifest, batch)
     };
-    send_manifest(dst, opts.checksum, opts.threads, &send)?;
+    match &target {
+        Some((dir, name)) => send_manifest_one(dir, name, opts.checksum, &send)?,
+        None => send_manifest(dst, opts.checksum, opts.threads, &send)?,
+    }
     let mut w = w.into_inner().unwrap_or_else(PoisonError::into_inner);
-    write_frame(&mut w, Kind::ManifestEnd, &[])?;
+    let member = target.as_ref().map_or(&[][..], |(_, name)| name.as_slice());
+    write_frame(&mut w, Kind::ManifestEnd, member)?;
     w.flush()?;
+    let dst = target.as_ref().map_or(dst, |(dir, _)| dir.as_path());
     let mut inbound = Inbound::new(&mut r, reporter).with_changes(changes);
     let ropts = ReceiveOptions {
         threads: opts.threads,
@@ -166,6 +240,18 @@ pub fn download<R: Read, W: Write + Send>(
         rules: Some(&opts.walk.rules),
         changes,
     };
-    receive_tree(&mut inbound, Some(dst), &ropts, None, stats, reporter)?;
-    read_done(&mut r, reporter, changes)
+    let mut reply = |kind: Kind, payload: &[u8]| {
+        write_frame(&mut w, kind, payload)?;
+        w.flush()
+    };
+    receive_tree(
+        &mut inbound,
+        Some(dst),
+        &ropts,
+        None,
+        &mut reply,
+        stats,
+        reporter,
+    )?;
+    read_done(&mut r, reporter, changes, None)
 }

@@ -51,6 +51,19 @@ pub enum Kind {
     Meta = 15,
     /// Sender to receiver: the plan's frames are complete.
     PlanEnd = 16,
+    /// Sender to receiver: a file to send as a delta, and its new size
+    /// ([`crate::deltas`]).
+    DeltaWant = 17,
+    /// Receiver to sender: the next bytes of the signature of its version.
+    Signature = 18,
+    /// Receiver to sender: the signature is complete (`1`), or there is none (`0`).
+    SignatureEnd = 19,
+    /// Sender to receiver: ops that rebuild the file.
+    DeltaOps = 20,
+    /// Sender to receiver: the file's ops are complete: its hash and metadata.
+    DeltaEnd = 21,
+    /// Sender to receiver: no more deltas.
+    DeltasEnd = 22,
 }
 
 impl Kind {
@@ -73,6 +86,12 @@ impl Kind {
             14 => Delete,
             15 => Meta,
             16 => PlanEnd,
+            17 => DeltaWant,
+            18 => Signature,
+            19 => SignatureEnd,
+            20 => DeltaOps,
+            21 => DeltaEnd,
+            22 => DeltasEnd,
             _ => return None,
         })
     }

@@ -29,7 +29,8 @@
 //! }
 //! let opts = client::Options::default();
 //! let (r, w) = conn.streams()?;
-//! client::upload(r, w, "/srv/tree".as_ref(), b"/data/tree", &opts, &stats, &Quiet, None)?;
+//! let src = ferry_net::transfer::Source::Tree("/srv/tree".as_ref());
+//! client::upload(r, w, src, b"/data/tree", &opts, &stats, &Quiet, None)?;
 //! conn.finish()?;
 //! # Ok(())
 //! # }
@@ -43,6 +44,7 @@ pub mod charge;
 pub mod client;
 pub mod conn;
 pub mod daemon;
+pub mod deltas;
 pub mod dial;
 pub mod frame;
 pub mod handshake;

@@ -3,7 +3,7 @@
 //! ([`crate::plan`]): it leaves out what is up to date, sends only the metadata of what
 //! is up to date but for its metadata, and names what the source no longer has.
 //!
-//! One record per entry below the destination (not the root): kind, size, inode number
+//! One record per entry of the destination (the root's path empty): kind, size, inode number
 //! and link count (for entries with several names, so hardlinks are kept), path, a
 //! kind's extra (a symlink's target, a device's number, or with `--checksum` a file's
 //! xxh3-128 content hash, holes read as zeros, as the archive index records it), and
@@ -19,10 +19,11 @@ use ferry_archive::owners::OwnerNames;
 use ferry_core::entry::{Entry, EntryKind, RelPath};
 use ferry_core::error::{Error, Reporter};
 use ferry_core::sink::{FileData, TreeSink};
-use ferry_core::walk::{walk, WalkConfig};
+use ferry_core::walk::{walk, walk_one, WalkConfig};
 use std::collections::HashMap;
 use std::io::{self, Read};
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, PoisonError};
@@ -163,7 +164,7 @@ impl ManifestSink<'_> {
         if failed.is_some() || entry.path.as_bytes().len() > MAX_PATH {
             return;
         }
-        let record = record_of(entry, data, names);
+        let record = record_of(entry, data.filter(|_| self.checksum), names);
         encode(buf, entry.path.as_bytes(), &record);
         if buf.len() >= BATCH {
             if let Err(e) = (self.send)(buf) {
@@ -176,10 +177,13 @@ impl ManifestSink<'_> {
 
 impl TreeSink for ManifestSink<'_> {
     type Dir = ();
+    /// Every file opened, so its xattrs are read (and, with `--checksum`, its data).
     fn wants_data(&self) -> bool {
-        self.checksum
+        true
     }
-    fn root(&self, _: &Entry) -> ferry_core::error::Result<()> {
+    fn root(&self, entry: &Entry) -> ferry_core::error::Result<()> {
+        // The root's own record (its path empty): its metadata is compared too.
+        self.push(entry, None);
         Ok(())
     }
     fn dir(&self, _: &(), entry: &Entry) -> ferry_core::error::Result<()> {
@@ -249,10 +253,47 @@ pub fn send_manifest(
     }
 }
 
+/// As [`send_manifest`], for one file copied: the record of the entry `name` in the
+/// directory `dir`, if there is one (and it is not a directory: a file's copy replaces
+/// only what is not one).
+pub fn send_manifest_one(
+    dir: &Path,
+    name: &[u8],
+    checksum: bool,
+    send: &(dyn Fn(&[u8]) -> io::Result<()> + Sync),
+) -> io::Result<()> {
+    let path = dir.join(std::ffi::OsStr::from_bytes(name));
+    if std::fs::symlink_metadata(&path).map_or(true, |m| m.is_dir()) {
+        return Ok(());
+    }
+    let sink = ManifestSink {
+        checksum,
+        batch: Mutex::new(Batch {
+            buf: Vec::new(),
+            failed: None,
+            names: OwnerNames::default(),
+        }),
+        send,
+    };
+    let _ = walk_one(&path, Some(name), &sink, (), &WalkConfig::default(), &Quiet);
+    let Batch { buf, failed, .. } = sink
+        .batch
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    match (failed, buf.is_empty()) {
+        (Some(e), _) => Err(e),
+        (None, true) => Ok(()),
+        (None, false) => send(&buf),
+    }
+}
+
 /// What the receiver's destination holds, as its manifest said.
 #[derive(Default)]
 pub struct Manifest {
     records: HashMap<RelPath, Kept>,
+    /// For one file copied, the name the receiver wants it sent under (the payload of
+    /// `ManifestEnd`).
+    pub member: Option<Vec<u8>>,
 }
 
 /// A record, and whether the sender's walk met its path.
@@ -315,7 +356,11 @@ impl Manifest {
                         }
                     }
                 }
-                Kind::ManifestEnd => return Ok(m),
+                Kind::ManifestEnd if frame.payload.is_empty() => return Ok(m),
+                Kind::ManifestEnd => {
+                    m.member = Some(crate::proto::member_name(&frame.payload)?);
+                    return Ok(m);
+                }
                 kind => {
                     if !report_message(kind, &frame.payload, reporter, None)? {
                         return Err(unexpected(frame, "the manifest"));

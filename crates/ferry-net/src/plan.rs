@@ -18,6 +18,7 @@
 //! which groups it may give) and tells only what it changes. Owners are the same when
 //! their names are, or else their numbers, as the receiver maps them by name.
 
+use crate::deltas::{Candidate, DELTA_MIN};
 use crate::frame::PutFields;
 use crate::manifest::{Manifest, RecKind, Record};
 use crate::meta_wire::WireMeta;
@@ -43,6 +44,9 @@ pub struct PlanOptions<'a> {
     pub dry_run: bool,
     /// Told of every entry to be made or replaced, and of directories' metadata.
     pub changes: Option<&'a dyn Changes>,
+    /// Big files the receiver has another version of are left out of the archive, to
+    /// be sent as deltas ([`crate::deltas`]).
+    pub deltas: bool,
 }
 
 /// A metadata-only change: the entry's path, its kind, and the metadata to give it.
@@ -94,6 +98,8 @@ pub struct Plan<'a> {
     names: Mutex<OwnerNames>,
     /// Metadata-only changes, sent after the data.
     metas: Mutex<Vec<MetaChange>>,
+    /// Files to send as deltas after the plan.
+    candidates: Mutex<Vec<Candidate>>,
     /// Directories of the destination where the source has something else: with
     /// `--delete` the receiver's unpack removes each with what it holds.
     replaced_dirs: Mutex<Vec<RelPath>>,
@@ -110,7 +116,33 @@ impl<'a> Plan<'a> {
             names: Mutex::default(),
             metas: Mutex::default(),
             replaced_dirs: Mutex::default(),
+            candidates: Mutex::default(),
         }
+    }
+
+    /// Whether `member`, whose data differs from the receiver's `rec`, goes as a delta:
+    /// a big file the receiver has a version of, each of one name only.
+    fn goes_as_delta(&self, member: &Entry, rec: &Record) -> bool {
+        let EntryKind::File { size } = member.kind else {
+            return false;
+        };
+        self.opts.deltas
+            && !self.opts.dry_run
+            && size >= DELTA_MIN
+            && rec.kind == RecKind::File
+            && rec.size > 0
+            && rec.nlink <= 1
+            && member.links.is_none()
+    }
+
+    /// The files to send as deltas.
+    pub(crate) fn take_candidates(&self) -> Vec<Candidate> {
+        std::mem::take(
+            &mut *self
+                .candidates
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// Tells `entry` as made (`what`); in a dry run, counts it as the copy would.
@@ -248,7 +280,14 @@ impl<'a> Plan<'a> {
     /// (`--delete-excluded`); the receiver applies the rules again below each top.
     /// What is below a directory the source has something else in place of goes with
     /// it as the receiver places that (in a dry run, it is named here, to be told).
-    pub fn deletions(&self, filter: Option<&Filter>, excluded: bool) -> Vec<RelPath> {
+    /// `within`: only what lies below these top-level names is deleted (several
+    /// sources, each under its name).
+    pub fn deletions(
+        &self,
+        filter: Option<&Filter>,
+        excluded: bool,
+        within: Option<&[&[u8]]>,
+    ) -> Vec<RelPath> {
         let mut unseen: Vec<(&RelPath, &Record)> = self.manifest.unseen().collect();
         unseen.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         let replaced = self.take_replaced_dirs();
@@ -263,11 +302,20 @@ impl<'a> Plan<'a> {
             false => Vec::new(),
         };
         for (path, rec) in unseen {
+            if path.is_root() {
+                continue;
+            }
             let is_dir = rec.kind == RecKind::Dir;
             let parent = path.parent();
+            let top = path
+                .as_bytes()
+                .split(|&b| b == b'/')
+                .next()
+                .unwrap_or_default();
             // A parent comes before its children in byte order: its fate is known.
             let goes = match dirs.get(parent.as_bytes()) {
                 Some(&below) => below,
+                None if within.is_some_and(|names| !names.contains(&top)) => false,
                 None if filter.is_some_and(|f| f.excludes(path.as_bytes(), is_dir)) => excluded,
                 None => true,
             };
@@ -312,6 +360,19 @@ impl Omit for Plan<'_> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             replaced.push(member.path.clone());
+        }
+        if !why.is_empty() && self.goes_as_delta(member, rec) {
+            self.made(member, What::Updated(why));
+            let candidate = Candidate {
+                path: member.path.clone(),
+                meta: self.wire_meta(member),
+            };
+            let mut all = self
+                .candidates
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            all.push(candidate);
+            return true;
         }
         if !why.is_empty() {
             self.made(member, What::Updated(why));

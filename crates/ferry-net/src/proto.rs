@@ -96,6 +96,10 @@ pub struct Request {
     pub walk: SourceWalk,
     /// Mirroring: deleting, a dry run, changes told.
     pub mirror: Mirror,
+    /// An upload of one file, not a tree: its name. The server decides where it goes,
+    /// as `cp` does (into the path when that is a directory, else to the path itself),
+    /// and says under which name to send it.
+    pub one_file: Option<Vec<u8>>,
 }
 
 /// What a copy does besides sending what is missing or out of date, whichever end
@@ -128,7 +132,10 @@ const DELETE_EXCLUDED: u32 = 256;
 const MAX_DELETE: u32 = 512;
 const DRY_RUN: u32 = 1024;
 const CHANGES: u32 = 2048;
-const FLAGS: u32 = CHECKSUM
+/// A file's name follows (and the limit).
+const ONE_FILE: u32 = 4096;
+const FLAGS: u32 = ONE_FILE
+    | CHECKSUM
     | COMPRESS
     | VERIFY
     | RULES
@@ -166,6 +173,7 @@ impl Request {
             (self.mirror.max_delete.is_some(), MAX_DELETE),
             (self.mirror.dry_run, DRY_RUN),
             (self.mirror.changes, CHANGES),
+            (self.one_file.is_some(), ONE_FILE),
         ];
         p.put_u32(flags.iter().filter(|f| f.0).fold(0, |a, f| a | f.1));
         p.put_bytes(&self.path);
@@ -174,6 +182,9 @@ impl Request {
         }
         if let Some(max) = self.mirror.max_delete {
             p.put_u64(max);
+        }
+        if let Some(name) = &self.one_file {
+            p.put_bytes(name);
         }
         p
     }
@@ -206,6 +217,10 @@ impl Request {
             0 => None,
             _ => Some(f.u64()?),
         };
+        let one_file = match flags & ONE_FILE {
+            0 => None,
+            _ => Some(member_name(f.bytes(MAX_NAME)?)?),
+        };
         f.end()?;
         Ok(Request {
             op,
@@ -226,8 +241,36 @@ impl Request {
                 dry_run: flags & DRY_RUN != 0,
                 changes: flags & CHANGES != 0,
             },
+            one_file,
         })
     }
+}
+
+/// The longest file name (Linux: 255 bytes).
+pub const MAX_NAME: usize = 255;
+
+/// `name` as the name of a single file's member: one plain name (no `/`, not `.` or
+/// `..`, not empty, no NUL), or an error saying what came.
+pub fn member_name(name: &[u8]) -> Result<Vec<u8>, NetError> {
+    let plain = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name != b"."
+        && name != b".."
+        && !name.contains(&b'/')
+        && !name.contains(&0);
+    match plain {
+        true => Ok(name.to_vec()),
+        false => Err(NetError::frame(format!(
+            "{}: not a file name of its own",
+            ferry_core::entry::escaped(name)
+        ))),
+    }
+}
+
+/// The `Accept` frame's payload: empty for a tree; for a download of one file, its
+/// name there.
+pub fn encode_accept(one_file: Option<&[u8]>) -> Vec<u8> {
+    one_file.map(<[u8]>::to_vec).unwrap_or_default()
 }
 
 /// A failure on one path, as sent to the other end.
@@ -373,11 +416,13 @@ pub fn decode_done(payload: &[u8]) -> Result<Snapshot, NetError> {
     Ok(s)
 }
 
-/// Reads the answer to a request: `Accept`, or `Fatal` with the server's reason.
-pub fn read_accept(r: &mut impl Read) -> Result<(), NetError> {
+/// Reads the answer to a request: `Accept` (with, for a download of one file, its
+/// name), or `Fatal` with the server's reason.
+pub fn read_accept(r: &mut impl Read) -> Result<Option<Vec<u8>>, NetError> {
     let frame = expect_frame(r)?;
     match frame.kind {
-        Kind::Accept => Ok(()),
+        Kind::Accept if frame.payload.is_empty() => Ok(None),
+        Kind::Accept => member_name(&frame.payload).map(Some),
         _ => Err(unexpected(frame, "an answer to the request")),
     }
 }
@@ -410,8 +455,21 @@ mod tests {
             verify: true,
             walk: SourceWalk::default(),
             mirror: Mirror::default(),
+            one_file: None,
         };
         assert_eq!(Request::decode(&req.encode()).expect("decode"), req);
+        let one = Request {
+            one_file: Some(b"f\xff".to_vec()),
+            ..req.clone()
+        };
+        assert_eq!(Request::decode(&one.encode()).expect("decode"), one);
+        for bad in [&b".."[..], b"a/b", b"", b"."] {
+            let mut e = req.encode();
+            let flags = u32::from_le_bytes([e[1], e[2], e[3], e[4]]) | ONE_FILE;
+            e[1..5].copy_from_slice(&flags.to_le_bytes());
+            e.put_bytes(bad);
+            assert!(Request::decode(&e).is_err(), "{bad:?}");
+        }
         // With rules and walk flags; a request without them is as it always was.
         let mut rules = Rules::new();
         rules

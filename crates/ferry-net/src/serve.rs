@@ -22,11 +22,11 @@ use crate::beneath::{relative, Held, Root};
 use crate::charge::Charge;
 use crate::frame::{write_frame, Kind};
 use crate::handshake::read_request;
-use crate::manifest::{send_manifest, Manifest};
+use crate::manifest::{send_manifest, send_manifest_one, Manifest};
 use crate::preauth::Pending;
-use crate::proto::{encode_done, read_hello, send_fatal, send_hello, Op, Request};
-use crate::stream::{lock, FrameReporter, Inbound, Outbound};
-use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SendOptions, SourceWalk};
+use crate::proto::{encode_accept, encode_done, read_hello, send_fatal, send_hello, Op, Request};
+use crate::stream::{lock, next_frame, FrameReporter, Inbound, Outbound};
+use crate::transfer::{receive_tree, send_tree, ReceiveOptions, SendOptions, Source, SourceWalk};
 use crate::NetError;
 use ferry_core::changes::Changes;
 use ferry_core::error::Counting;
@@ -131,6 +131,30 @@ impl Place {
         }
     }
 
+    /// Where an upload of one file named `name` goes, as `cp` puts it: into the path
+    /// when that is a directory, else to the path itself. The directory to unpack
+    /// into (`None` where it is missing and not to be made; made when `make`), and the
+    /// member's name there.
+    fn one_file_dir(&self, name: &[u8], make: bool) -> Result<(Option<Target>, Vec<u8>), NetError> {
+        match self {
+            Place::Named(p) => {
+                let (dir, member) = crate::client::one_file_target(p, name.to_vec())?;
+                Ok((Some(Target::Named(dir)), member))
+            }
+            Place::Beneath(root, rel) => {
+                if let Some(dir) = root.dir(rel, false)? {
+                    return Ok((Some(Target::Held(dir)), name.to_vec()));
+                }
+                let member = rel
+                    .file_name()
+                    .map(|n| n.as_bytes().to_vec())
+                    .ok_or_else(|| NetError::Refused("the remote path names no file".into()))?;
+                let parent = rel.parent().unwrap_or(Path::new(""));
+                Ok((root.dir(parent, make)?.map(Target::Held), member))
+            }
+        }
+    }
+
     /// A download's source, and the walk to send it with. Beneath a root, no symlink
     /// is followed (`-L` is refused: one could lead out of the root); a single file
     /// is sent through the one link to its descriptor (see [`crate::beneath`]).
@@ -154,6 +178,20 @@ impl Place {
             }
         }
     }
+}
+
+/// The name of a download's source when it is one file (not walked as a tree).
+fn single_name(src: &Target, walk: &SourceWalk) -> Option<Vec<u8>> {
+    let cfg = ferry_core::walk::WalkConfig {
+        dereference: walk.dereference,
+        ..Default::default()
+    };
+    let single = match src {
+        Target::Held(held) => held.is_single(),
+        Target::Named(p) => !cfg.walks_as_tree(p),
+    };
+    let name = src.path().file_name().map(|n| n.as_bytes().to_vec());
+    single.then_some(name).flatten()
 }
 
 /// What the daemon checks before a job (the token was, in the handshake): read-only,
@@ -234,7 +272,15 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
     let result = request.and_then(|request| {
         let ticket = admit(config, &request)?;
         let place = Place::of(config, &request)?;
-        lock(&out).frame(Kind::Accept, &[])?;
+        // A download's source is opened first: the answer says if it is one file.
+        let source = match request.op {
+            Op::Download => Some(place.download_source(&request.walk)?),
+            Op::Upload => None,
+        };
+        let one_file = source
+            .as_ref()
+            .and_then(|(src, walk)| single_name(src, walk));
+        lock(&out).frame(Kind::Accept, &encode_accept(one_file.as_deref()))?;
         let messages = FrameReporter(out.clone());
         let reporter = Counting {
             inner: &messages,
@@ -244,12 +290,26 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
             Op::Upload => {
                 // The destination as it is now: the manifest tells of it, and the
                 // data goes into this same directory, whatever is renamed meanwhile.
-                let found = place.upload_dir(false)?;
-                if let Some(dst) = &found {
-                    let send = |batch: &[u8]| lock(&out).frame(Kind::Manifest, batch);
-                    send_manifest(dst.path(), request.checksum, config.threads, &send)?;
+                let one = request.one_file.as_deref();
+                let (found, member) = match one {
+                    None => (place.upload_dir(false)?, None),
+                    Some(name) => {
+                        let (dir, member) = place.one_file_dir(name, false)?;
+                        (dir, Some(member))
+                    }
+                };
+                let send = |batch: &[u8]| lock(&out).frame(Kind::Manifest, batch);
+                match (&found, &member) {
+                    (None, _) => {}
+                    (Some(dst), None) => {
+                        send_manifest(dst.path(), request.checksum, config.threads, &send)?
+                    }
+                    (Some(dst), Some(m)) => {
+                        send_manifest_one(dst.path(), m, request.checksum, &send)?
+                    }
                 }
-                lock(&out).frame(Kind::ManifestEnd, &[])?;
+                let member_bytes = member.as_deref().unwrap_or_default();
+                lock(&out).frame(Kind::ManifestEnd, member_bytes)?;
                 // Queued behind the uploads running, holding no buffer or worker; the
                 // client, told what the server has, starts sending meanwhile, so its
                 // first bytes are waiting in the socket when this upload's turn comes.
@@ -259,9 +319,15 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
                 let dst = match (found, dry_run) {
                     (Some(dst), _) => Some(dst),
                     (None, true) => None,
-                    (None, false) => Some(place.upload_dir(true)?.ok_or_else(|| {
-                        NetError::Refused("the destination could not be made".into())
-                    })?),
+                    (None, false) => {
+                        let made = match one {
+                            None => place.upload_dir(true)?,
+                            Some(name) => place.one_file_dir(name, true)?.0,
+                        };
+                        Some(made.ok_or_else(|| {
+                            NetError::Refused("the destination could not be made".into())
+                        })?)
+                    }
                 };
                 if let Some(Target::Held(held)) = &dst {
                     if held.made() {
@@ -283,17 +349,19 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
                     rules: Some(&request.walk.rules),
                     changes: request.mirror.changes.then_some(&messages as &dyn Changes),
                 };
+                let mut reply = |kind: Kind, payload: &[u8]| lock(&out).frame(kind, payload);
                 receive_tree(
                     &mut inbound,
                     dst.as_ref().map(Target::path),
                     &opts,
                     share.as_ref(),
+                    &mut reply,
                     &stats,
                     &reporter,
                 )
             }
             Op::Download => {
-                let (src, walk) = place.download_source(&request.walk)?;
+                let (src, walk) = source.ok_or_else(|| NetError::frame("no source"))?;
                 let mut charge = config
                     .pool
                     .as_ref()
@@ -305,7 +373,29 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
                     mirror: request.mirror,
                     changes: request.mirror.changes.then_some(&messages as &dyn Changes),
                 };
-                send_tree(src.path(), &out, &manifest, &how, &stats, &reporter)
+                let named;
+                let from = match (&one_file, &manifest.member) {
+                    (None, _) => Source::Tree(src.path()),
+                    (Some(_), Some(member)) => {
+                        named = [(member.clone(), src.path().to_path_buf())];
+                        Source::Named(&named)
+                    }
+                    (Some(_), None) => {
+                        return Err(NetError::frame("no name to send the one file under"))
+                    }
+                };
+                let mut replies = || next_frame(&mut input, &reporter, None);
+                let sent = send_tree(from, &out, &manifest, &how, &mut replies, &stats, &reporter);
+                // The source itself could not be read: said by the path the client named.
+                sent.map_err(|e| match e {
+                    NetError::Path(e) if e.path.is_root() => NetError::Refused(format!(
+                        "{}: {}: {}",
+                        ferry_core::entry::escaped(&request.path),
+                        e.op,
+                        e.os
+                    )),
+                    e => e,
+                })
             }
         }
     });
@@ -390,6 +480,7 @@ mod tests {
                 verify: false,
                 walk: Default::default(),
                 mirror: Default::default(),
+                one_file: None,
             };
             write_frame(&mut bytes, Kind::Request, &request.encode()).expect("frame");
             let kind = [Kind::Data, Kind::ZData][rng.usize(0..2)];

@@ -134,6 +134,21 @@ impl<W: Write + Send> Reporter for FrameReporter<W> {
     }
 }
 
+/// The next frame from `r` that is not a message: messages met on the way go to
+/// `reporter` and `changes` (see [`report_message`]).
+pub fn next_frame(
+    r: &mut (impl Read + ?Sized),
+    reporter: &dyn Reporter,
+    changes: Option<&dyn Changes>,
+) -> Result<Frame, NetError> {
+    loop {
+        let frame = crate::frame::expect_frame(r)?;
+        if !report_message(frame.kind, &frame.payload, reporter, changes)? {
+            return Ok(frame);
+        }
+    }
+}
+
 /// Hands a message frame (`Error`, `Warn`) to `reporter`, a `Change` to `changes`;
 /// `Ok(false)` for other kinds.
 pub fn report_message(

@@ -4,16 +4,18 @@
 //! checks each file's content against the hash the archive's index records for it.
 
 use crate::apply::{receive_plan, send_plan, Receiving};
+use crate::deltas::{receive_deltas, send_deltas, Rebuilding};
+use crate::frame::{Frame, Kind};
 use crate::manifest::Manifest;
 use crate::plan::{Plan, PlanOptions};
 use crate::proto::Mirror;
-use crate::stream::{lock, DataWriter, Inbound, Shared};
+use crate::stream::{lock, next_frame, DataWriter, Inbound, Shared};
 use crate::NetError;
 use ferry_archive::read::select::Selection;
 use ferry_archive::read::tail::{check_tail_removing, TailError};
 use ferry_archive::read::unpack::{unpack_stream_mirroring, UnpackOptions};
 use ferry_archive::read::ArchiveError;
-use ferry_archive::write::pack::{pack_omitting, Output, PackOptions};
+use ferry_archive::write::pack::{pack_named_omitting, pack_omitting, Output, PackOptions};
 use ferry_core::changes::Changes;
 use ferry_core::data::{Reflink, Sparse};
 use ferry_core::delete::{DeleteLimit, DeleteOptions, SourceErrors, NOTHING_DELETED};
@@ -21,8 +23,10 @@ use ferry_core::error::Reporter;
 use ferry_core::filter::Rules;
 use ferry_core::pool::Share;
 use ferry_core::Stats;
+use rustix::fs::{Mode, OFlags};
 use std::io::{self, BufWriter, Read, Write};
-use std::path::Path;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What a file whose content differs from its index's hash is told to be.
@@ -43,6 +47,17 @@ pub struct SourceWalk {
     pub keep_newer: bool,
 }
 
+/// What the sender sends.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// One tree (or file), its root the destination's.
+    Tree(&'a Path),
+    /// Several trees or files, each under its name in the destination (`ferry copy a
+    /// b HOST:DST`, `ferry copy proj HOST:bk/`); with `--delete`, only what lies below
+    /// those names is deleted.
+    Named(&'a [(Vec<u8>, PathBuf)]),
+}
+
 /// How the sender sends.
 #[derive(Clone, Copy)]
 pub struct SendOptions<'a> {
@@ -59,14 +74,16 @@ pub struct SendOptions<'a> {
 /// Packs `src` into `out`'s data frames, then `DataEnd`, leaving out what `manifest`
 /// shows the receiver has (see [`crate::plan`]) and what `walk` leaves out; then the
 /// plan's frames: what to delete (`--delete`, unless some of `src` could not be read)
-/// and the metadata-only changes. In a dry run no data is sent, only the plan. Per-path
+/// and the metadata-only changes; then big changed files as deltas, the receiver's
+/// signatures read from `replies`. In a dry run no data is sent, only the plan. Per-path
 /// failures go to `reporter`; the result is for a source that cannot be read at all,
 /// rules that cannot be used, or a connection that fails.
 pub fn send_tree<W: Write + Send + 'static>(
-    src: &Path,
+    src: Source<'_>,
     out: &Shared<W>,
     manifest: &Manifest,
     how: &SendOptions<'_>,
+    replies: &mut dyn FnMut() -> Result<Frame, NetError>,
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), NetError> {
@@ -76,6 +93,7 @@ pub fn send_tree<W: Write + Send + 'static>(
         keep_newer: walk.keep_newer,
         dry_run: mirror.dry_run,
         changes: how.changes,
+        deltas: true,
     };
     let plan = Plan::new(manifest, plan_opts, stats);
     let filter = walk
@@ -107,7 +125,14 @@ pub fn send_tree<W: Write + Send + 'static>(
     let unpacked = Stats::default();
     let pack_stats = if mirror.dry_run { &unpacked } else { stats };
     let noted = SourceErrors::new(reporter);
-    let packed = pack_omitting(src, output, &[], &opts, Some(&plan), pack_stats, &noted);
+    let packed = match src {
+        Source::Tree(src) => {
+            pack_omitting(src, output, &[], &opts, Some(&plan), pack_stats, &noted)
+        }
+        Source::Named(srcs) => {
+            pack_named_omitting(srcs, output, &opts, Some(&plan), pack_stats, &noted)
+        }
+    };
     if let Err(e) = packed {
         // The archive could not be written: the connection failed; or the source
         // could not be read at all.
@@ -125,10 +150,16 @@ pub fn send_tree<W: Write + Send + 'static>(
             reporter.warn(NOTHING_DELETED);
             Vec::new()
         }
-        (true, false) => plan.deletions(filter.as_deref(), mirror.delete_excluded),
+        (true, false) => {
+            let within: Option<Vec<&[u8]>> = match src {
+                Source::Tree(_) => None,
+                Source::Named(srcs) => Some(srcs.iter().map(|(n, _)| n.as_slice()).collect()),
+            };
+            plan.deletions(filter.as_deref(), mirror.delete_excluded, within.as_deref())
+        }
     };
     send_plan(out, &deletions, &plan.take_metas())?;
-    Ok(())
+    send_deltas(src, &plan.take_candidates(), out, replies, stats, reporter)
 }
 
 /// How the receiver writes.
@@ -153,13 +184,16 @@ pub struct ReceiveOptions<'a> {
 /// content hash the index after the data records; one that differs is reported and
 /// removed. Then carries out the plan's frames that follow (deletions, metadata-only
 /// changes). In a dry run nothing is unpacked (none is sent), and the plan is only
-/// told; `dst` is None only there, for a destination that does not exist. Per-path
+/// told; `dst` is None only there, for a destination that does not exist. Last come
+/// the deltas, answered through `reply`. Per-path
 /// failures go to `reporter`.
+#[allow(clippy::too_many_arguments)]
 pub fn receive_tree<R: Read>(
     input: &mut Inbound<'_, R>,
     dst: Option<&Path>,
     opts: &ReceiveOptions<'_>,
     pool: Option<&Share>,
+    reply: &mut dyn FnMut(Kind, &[u8]) -> io::Result<()>,
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<(), NetError> {
@@ -193,7 +227,30 @@ pub fn receive_tree<R: Read>(
         stats,
         reporter,
     };
-    receive_plan(input.reader(), dst, &how)
+    let root = open_root(dst, opts.mirror.dry_run)?;
+    receive_plan(input.reader(), root.as_ref(), &how)?;
+    let rebuilding = Rebuilding {
+        root: root.as_ref(),
+        stats,
+        reporter,
+    };
+    let changes = opts.changes;
+    let mut frames = || next_frame(input.reader(), reporter, changes);
+    receive_deltas(&mut frames, reply, &rebuilding)
+}
+
+/// The destination's root, open (None: a dry run into nothing).
+fn open_root(dst: Option<&Path>, dry_run: bool) -> Result<Option<OwnedFd>, NetError> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    match dst.map(|dst| (dst, rustix::fs::open(dst, flags, Mode::empty()))) {
+        None => Ok(None),
+        Some((_, Ok(fd))) => Ok(Some(fd)),
+        Some((_, Err(rustix::io::Errno::NOENT))) if dry_run => Ok(None),
+        Some((dst, Err(e))) => Err(NetError::Refused(format!(
+            "{}: open destination: {e}",
+            dst.display()
+        ))),
+    }
 }
 
 /// Unpacks the archive stream into `dst` and checks it against its index; with
@@ -216,6 +273,8 @@ fn receive_archive<R: Read>(
         numeric_owner: false,
         dir_metadata: true,
         keep_old: false,
+        // A big file cut short is the old version its rerun's delta builds on.
+        keep_partial: true,
     };
     let all = Selection::all();
     let unpacked = unpack_stream_mirroring(
@@ -283,22 +342,42 @@ mod tests {
             mirror: Mirror::default(),
             changes: None,
         };
-        send_tree(&src, &out, &Manifest::default(), &how, &stats, &quiet).expect("send");
+        let from = Source::Tree(&src);
+        let mut none = || Err(NetError::Closed);
+        send_tree(
+            from,
+            &out,
+            &Manifest::default(),
+            &how,
+            &mut none,
+            &stats,
+            &quiet,
+        )
+        .expect("send");
         let mut wire = std::mem::take(lock(&out).writer());
         let at = wire.windows(bad.len()).position(|w| w == bad.as_slice());
         wire[at.expect("data on the wire") + 5] = b'X';
         let seen = Collect::default();
         let mut inbound = Inbound::new(wire.as_slice(), &seen);
         let opts = ReceiveOptions::default();
-        let dst = Some(dst.as_path());
-        receive_tree(&mut inbound, dst, &opts, None, &Stats::default(), &seen).expect("receive");
+        let into = Some(dst.as_path());
+        let mut reply = |_: Kind, _: &[u8]| Ok(());
+        receive_tree(
+            &mut inbound,
+            into,
+            &opts,
+            None,
+            &mut reply,
+            &Stats::default(),
+            &seen,
+        )
+        .expect("receive");
         let lines = seen.0.into_inner().expect("lock");
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(
             lines[0].starts_with("bad: verify: content differs"),
             "{lines:?}"
         );
-        let dst = dst.expect("dst");
         assert!(!dst.join("bad").exists());
         assert_eq!(std::fs::read(dst.join("good")).expect("read"), good);
     }

@@ -37,6 +37,8 @@ fn request(op: Op, path: &[u8], rules: bool) -> Vec<u8> {
         compress: false,
         verify: false,
         walk,
+        mirror: Default::default(),
+        one_file: None,
     }
     .encode()
 }

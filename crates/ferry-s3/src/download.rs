@@ -262,6 +262,7 @@ pub fn download(
         let unpack = UnpackOptions {
             dir_metadata: shard.dirs,
             keep_old: false,
+            keep_partial: false,
             ..opts.unpack
         };
         let done: Result<bool> = (|| {

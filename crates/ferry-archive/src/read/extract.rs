@@ -79,6 +79,7 @@ impl<'a> Extractor<'a> {
                 verify: opts.verify,
                 keep_newer: false,
                 keep_old: opts.keep_old,
+                keep_partial: opts.keep_partial,
             },
             stats,
             reporter,

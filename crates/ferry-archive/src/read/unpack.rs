@@ -59,6 +59,9 @@ pub struct UnpackOptions {
     /// Replace no file already in the destination: each is an error naming it (`-k`,
     /// GNU tar's `--keep-old-files`).
     pub keep_old: bool,
+    /// Keep what arrived of a big file whose data stopped coming, for a rerun's delta
+    /// to build on (a network copy; see `ferry_core::local::Update::keep_partial`).
+    pub keep_partial: bool,
 }
 
 /// Owners by name (see [`crate::owners`]), for an unpack that sets them so: the ids

@@ -178,6 +178,19 @@ pub fn pack_omitting(
     pack_roots(Roots::One(src), out, skip, opts, omit, stats, reporter)
 }
 
+/// [`pack_omitting`] of several trees or files, each under its name (as
+/// [`pack_named`] packs them).
+pub fn pack_named_omitting(
+    srcs: &[(Vec<u8>, PathBuf)],
+    out: Output,
+    opts: &PackOptions,
+    omit: Option<&dyn Omit>,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<u64> {
+    pack_roots(Roots::Named(srcs), out, &[], opts, omit, stats, reporter)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn pack_roots(
     roots: Roots<'_>,

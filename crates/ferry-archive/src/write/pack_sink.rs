@@ -102,9 +102,9 @@ pub trait Omit: Sync {
     /// Whether to leave `member` out.
     fn omit(&self, member: &Entry, data: Option<BorrowedFd<'_>>) -> bool;
 
-    /// Told of each directory the walk meets below the root (its path as the walk
-    /// gives it, without tar's trailing `/`): directories are never left out, their
-    /// headers carry their metadata.
+    /// Told of each directory the walk meets, the root too (its path as the walk gives
+    /// it, without tar's trailing `/`; the root's empty): directories are never left
+    /// out, their headers carry their metadata.
     fn dir(&self, _member: &Entry) {}
 }
 
@@ -615,6 +615,9 @@ impl TreeSink for ArchiveSink<'_, '_> {
 
     fn root(&self, entry: &Entry) -> Result<()> {
         self.stats.dirs.fetch_add(1, Relaxed);
+        if let Some(omit) = self.omit {
+            omit.dir(entry);
+        }
         self.write_plain(&tar_path(entry))
     }
 

@@ -36,7 +36,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let root = std::env::temp_dir().join("ferry-net-fuzz-root");
     let _ = std::fs::create_dir_all(&root);
     let mut conn = b"FERRYNET".to_vec();
-    conn.extend_from_slice(&1u32.to_le_bytes());
+    conn.extend_from_slice(&ferry_net::proto::VERSION.to_le_bytes());
     conn.extend_from_slice(data);
     static ROOT: std::sync::OnceLock<std::sync::Arc<Root>> = std::sync::OnceLock::new();
     let root = ROOT.get_or_init(|| std::sync::Arc::new(Root::open(&root).expect("root")));
