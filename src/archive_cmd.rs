@@ -33,27 +33,34 @@ fn is_dash(p: &Path) -> bool {
 
 /// `ferry pack`.
 pub fn run_pack(mut args: PackArgs) -> anyhow::Result<ExitCode> {
-    // Names as given (`-C DIR .` has none), paths found in DIR.
-    let mut named = match args.srcs.len() {
-        1 => None,
-        _ => Some(crate::several::named_sources(&args.srcs)?),
+    // Names as given (`-C DIR .` has none; a list's as it gives them), paths found in
+    // DIR.
+    let mut named = match (&args.files_from, args.srcs.len()) {
+        (Some(_), 1..) => anyhow::bail!("-T gives the paths to pack: give no SRC with it"),
+        (Some(list), _) => Some(crate::pack_list::read(list, args.null)?),
+        (None, 1) => None,
+        (None, _) => Some(crate::several::named_sources(&args.srcs)?),
     };
     if let Some(dir) = &args.directory {
         args.srcs = args.srcs.iter().map(|src| dir.join(src)).collect();
-        args.src = args.srcs[0].clone();
+        args.src = args.srcs.first().cloned().unwrap_or_default();
         for (_, src) in named.iter_mut().flatten() {
             *src = dir.join(&*src);
         }
     }
     // Several SRCs: paths below them are told from the directory they share, or as
-    // the members they become when they share none.
+    // the members they become when they share none; a list's from DIR.
     let root = match &named {
+        Some(_) if args.files_from.is_some() => args.directory.clone().unwrap_or_default(),
         Some(named) => crate::several::common_parent(named),
         None => args.src.clone(),
     };
     let mut job = Job::new(args.output, &root, &args.archive);
     if is_dash(&args.archive) {
         job.summary_on_stderr();
+    }
+    if let (Some(named), Some(_)) = (&mut named, &args.files_from) {
+        crate::pack_list::drop_missing(named, &job);
     }
     Ok(job.or_fatal(pack_job(&args, named.as_deref(), &job)))
 }
@@ -133,7 +140,10 @@ fn pack_job(
         no_clones_through_a_stream(opts.reflink, &args.archive, "written")?;
     }
     let counting = job.counting();
-    let srcs: Vec<&Path> = args.srcs.iter().map(PathBuf::as_path).collect();
+    let srcs: Vec<&Path> = match named {
+        Some(named) => named.iter().map(|(_, src)| src.as_path()).collect(),
+        None => vec![args.src.as_path()],
+    };
     let packed =
         progress::with_progress_of(job.show_progress(), &srcs, &job.stats, || match named {
             Some(srcs) => pack_named(srcs, out, &skip, &opts, &job.stats, &counting),

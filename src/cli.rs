@@ -14,11 +14,13 @@ pub fn parse() -> Cli {
     match (&mut cli.command, matches.subcommand()) {
         (Command::Copy(a), Some((_, m))) => {
             a.filter.given = FilterArgs::in_order(m);
+            a.filter.files_from = a.list.files_from.clone();
+            a.filter.from0 = a.list.from0;
             a.src = a.srcs[0].clone();
         }
         (Command::Pack(a), Some((_, m))) => {
             a.filter.given = FilterArgs::in_order(m);
-            a.src = a.srcs[0].clone();
+            a.src = a.srcs.first().cloned().unwrap_or_default();
         }
         _ => {}
     }
@@ -220,7 +222,7 @@ pub struct IndexArgs {
 pub struct PackArgs {
     /// The tree (or single file) to pack; several: each goes in under its own name
     /// (its last component), as `tar -cf A SRC1 SRC2` makes them.
-    #[arg(value_name = "SRC", required = true, num_args = 1..)]
+    #[arg(value_name = "SRC", required_unless_present = "files_from", num_args = 1..)]
     pub srcs: Vec<PathBuf>,
     /// The archive to write (`-` for standard output).
     pub archive: PathBuf,
@@ -231,6 +233,16 @@ pub struct PackArgs {
     /// ARCHIVE is still named from where ferry runs.
     #[arg(short = 'C', long = "directory", value_name = "DIR")]
     pub directory: Option<PathBuf>,
+    /// Pack the paths FILE names instead of SRCs, one a line (`-` reads standard
+    /// input), each under its name as the list gives it, as `tar -cf A -T FILE` names
+    /// it (relative to -C DIR; `./` and `//` dropped, `..` refused); a path listed
+    /// twice or below a listed directory is packed once.
+    #[arg(short = 'T', long = "files-from", value_name = "FILE")]
+    pub files_from: Option<PathBuf>,
+    /// The list of -T holds NUL-ended names, not lines (`find -print0`), as tar's
+    /// --null reads it.
+    #[arg(long, requires = "files_from")]
+    pub null: bool,
     /// Stay on SRC's filesystem: a directory where another filesystem is mounted is
     /// packed empty, as `tar --one-file-system` does.
     #[arg(short = 'x', long)]

@@ -50,6 +50,8 @@ pub struct CopyArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
+    pub list: ListArgs,
+    #[command(flatten)]
     pub mirror: MirrorArgs,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -97,6 +99,8 @@ impl CopyArgs {
                 !takes.filters && !self.filter.given.is_empty(),
                 "--exclude and --include",
             ),
+            // Only a local copy says which listed paths SRC lacks.
+            (self.list.files_from.is_some(), "--files-from"),
             (!takes.several && self.srcs.len() > 1, "several SRCs"),
             (!takes.update && self.update, "-u/--update"),
             (
@@ -155,6 +159,22 @@ pub struct MirrorArgs {
     pub verbose: bool,
 }
 
+/// The paths of SRC a copy takes, from a list (rsync's `--files-from`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ListArgs {
+    /// Copy only the paths FILE lists, as `rsync -a -r --files-from=FILE SRC/ DST/`:
+    /// relative to SRC (a leading `/` dropped, `..` refused), one a line (`#`, `;`
+    /// comments; `-` reads standard input); a listed directory with everything below
+    /// it, the directories leading to each path with SRC's metadata. The filter rules
+    /// still apply to each listed path and what is below it.
+    #[arg(long, value_name = "FILE")]
+    pub files_from: Option<PathBuf>,
+    /// The files of --files-from, --exclude-from and --include-from hold NUL-ended
+    /// entries, not lines (`find -print0`), as rsync's --from0 reads them.
+    #[arg(short = '0', long)]
+    pub from0: bool,
+}
+
 /// Which entries of SRC a job takes, as rsync's filter rules: checked in the order
 /// given, the first pattern that matches decides; no match, the entry is taken.
 #[derive(Args, Debug, Clone, Default)]
@@ -177,6 +197,12 @@ pub struct FilterArgs {
     /// All of the above in command-line order (filled by [`parse`]).
     #[arg(skip)]
     pub given: Vec<FilterGiven>,
+    /// `copy --files-from` (filled by [`parse`] from [`ListArgs`]).
+    #[arg(skip)]
+    pub files_from: Option<PathBuf>,
+    /// Files of rules and lists hold NUL-ended entries (`--from0`, filled by [`parse`]).
+    #[arg(skip)]
+    pub from0: bool,
 }
 
 /// One filter option as given.

@@ -10,6 +10,7 @@ mod compression;
 mod copy_args;
 mod demo;
 mod docs_cmd;
+mod files_from;
 mod filters;
 mod frames_out;
 mod itemize;
@@ -18,6 +19,7 @@ mod ls_format;
 mod malloc_tuning;
 mod mount_cmd;
 mod net_cmd;
+mod pack_list;
 mod plain_out;
 mod progress;
 mod read_ahead;
@@ -124,8 +126,12 @@ fn reserve_descriptor_table() {
 
 fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let job = Job::new(args.output, &args.src, &args.dst);
-    let filter = match filters::compile(&args.filter) {
-        Ok(filter) => filter,
+    let rules = files_from::refused(&args)
+        .and_then(|()| filters::rules(&args.filter))
+        .and_then(|rules| files_from::settle_kinds(&args.src, rules))
+        .and_then(|rules| Ok(rules.compile()?));
+    let filter = match rules {
+        Ok(filter) => filter.map(std::sync::Arc::new),
         Err(e) => return Ok(job.or_fatal(Err(e))),
     };
     let opts = CopyOptions {
@@ -167,6 +173,8 @@ pub(crate) fn goes_in_by_name(src: &std::path::Path, dst: &std::path::Path) -> b
 fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
     let one = match &args.srcs[..] {
+        // A list names paths below SRC, not SRC itself (as rsync's does).
+        [src] if args.list.files_from.is_some() => Some(src),
         [src] if !goes_in_by_name(src, &args.dst) => Some(src),
         _ => None,
     };
@@ -174,6 +182,9 @@ fn copy_job(args: &CopyArgs, opts: &CopyOptions, job: &Job<'_>) -> anyhow::Resul
         let copied = progress::with_progress(job.show_progress(), src, &job.stats, || {
             copy_tree(src, &args.dst, opts, &job.stats, &job.reporter)
         });
+        if copied.is_ok() {
+            files_from::report_missing(src, opts.filter.as_deref(), job);
+        }
         return Ok(match copied {
             Ok(()) => job.finish(),
             Err(e) => job.fatal(&job.reporter.line(&e)),

@@ -17,6 +17,7 @@ mod damage;
 mod edit;
 mod errors;
 mod exclude_vcs;
+mod files_from;
 mod filters;
 mod flags;
 mod gzip;

@@ -15,6 +15,7 @@ mod cli;
 mod deep;
 mod delete;
 mod dry_run;
+mod files_from;
 mod filters;
 mod flags;
 mod in_the_way;

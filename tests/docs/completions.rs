@@ -50,6 +50,11 @@ fn the_bash_script_parses_and_completes_commands_and_flags() {
         &offered,
     );
     assert_eq!(bash_completes(&path, &["copy", "--ref"]), ["--reflink"]);
+    assert_eq!(
+        bash_completes(&path, &["copy", "--files-f"]),
+        ["--files-from"]
+    );
+    assert_eq!(bash_completes(&path, &["pack", "--nu"]), ["--null"]);
 }
 
 #[test]

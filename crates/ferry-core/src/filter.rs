@@ -33,8 +33,17 @@
 //! patterns themselves must be UTF-8 (globset takes `&str`): a pattern that is not is
 //! refused, naming it; `?` stands for any one byte in its place. rsync's POSIX classes
 //! (`[[:alpha:]]`) are not supported.
+//!
+//! Rules may also carry a list of paths (`--files-from`, see [`listed`]): then only
+//! what the list names is taken, and of that what the rules take.
 
-use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
+mod glob;
+mod listed;
+
+pub use listed::{normalize, parse_list};
+
+use glob::globs_of;
+use globset::{Candidate, GlobSet, GlobSetBuilder};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
@@ -58,6 +67,8 @@ pub struct FilterError(String);
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rules {
     rules: Vec<(Action, String)>,
+    /// The paths of a `--files-from` list, normalized ([`normalize`]), if one is given.
+    listed: Option<Arc<Vec<Vec<u8>>>>,
 }
 
 /// At most this many `**` inside a name (not between slashes) in one pattern: each
@@ -70,9 +81,51 @@ impl Rules {
         Rules::default()
     }
 
-    /// Whether there are no rules.
+    /// Whether there are no rules (and no list of paths).
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.rules.is_empty() && self.listed.is_none()
+    }
+
+    /// Takes only `paths` (normalized by [`normalize`]; the empty path is the whole
+    /// tree), each with everything below it, and the directories leading to them; the
+    /// rules still decide on each listed path and what is below it. Replaces a list
+    /// given before.
+    pub fn set_listed(&mut self, paths: Vec<Vec<u8>>) {
+        self.listed = Some(Arc::new(paths));
+    }
+
+    /// Drops from the list the paths the rules leave out as what they are, asking
+    /// `kind` (`Some(is_dir)`, None when not there) of those only that the rules take
+    /// as one kind and not the other (patterns for directories only), so a listed
+    /// path the rules leave out brings no leading directories. (Without this, such a
+    /// path keeps its leading directories.)
+    pub fn settle_kinds(
+        &mut self,
+        kind: impl Fn(&[u8]) -> Option<bool>,
+    ) -> Result<(), FilterError> {
+        let Some(paths) = self.listed.take() else {
+            return Ok(());
+        };
+        let rules = self.compile()?;
+        let mut kept = Vec::with_capacity(paths.len());
+        for path in Arc::unwrap_or_clone(paths) {
+            let excluded = |is_dir| rules.as_ref().is_some_and(|r| r.excludes(&path, is_dir));
+            let (as_file, as_dir) = (excluded(false), excluded(true));
+            let dropped = match kind_matters(as_file, as_dir, &path) {
+                false => false,
+                true => kind(&path).is_some_and(|is_dir| if is_dir { as_dir } else { as_file }),
+            };
+            if !dropped {
+                kept.push(path);
+            }
+        }
+        self.set_listed(kept);
+        Ok(())
+    }
+
+    /// The list of paths given by [`Self::set_listed`], if any.
+    pub fn listed(&self) -> Option<&[Vec<u8>]> {
+        self.listed.as_deref().map(Vec::as_slice)
     }
 
     /// Adds one rule given by an option: `action` unless the pattern starts with `+ `
@@ -112,8 +165,24 @@ impl Rules {
         text: &[u8],
         source: &str,
     ) -> Result<(), FilterError> {
-        for (n, line) in text.split(|&b| b == b'\n').enumerate() {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
+        self.add_entries(action, text, false, source)
+    }
+
+    /// [`Self::add_lines`], or with `nul` the rules of a file of NUL-ended entries
+    /// (rsync's `--from0`), each taken whole (a `\r` too).
+    pub fn add_entries(
+        &mut self,
+        action: Action,
+        text: &[u8],
+        nul: bool,
+        source: &str,
+    ) -> Result<(), FilterError> {
+        let end = if nul { 0 } else { b'\n' };
+        for (n, line) in text.split(|&b| b == end).enumerate() {
+            let line = match nul {
+                true => line,
+                false => line.strip_suffix(b"\r").unwrap_or(line),
+            };
             if line.is_empty() || line[0] == b'#' || line[0] == b';' {
                 continue;
             }
@@ -125,7 +194,9 @@ impl Rules {
 
     /// The rules as bytes for another ferry ([`Self::decode`] reads them back): each
     /// `+ PATTERN` or `- PATTERN` ended by a NUL (no pattern holds one: they come from
-    /// command lines and files of lines).
+    /// command lines and files of lines). A list of paths follows as `=` and a NUL,
+    /// then each path as `= PATH` and a NUL (no path holds one); rules without a list
+    /// are encoded as they were before lists were.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for (action, text) in &self.rules {
@@ -136,17 +207,38 @@ impl Rules {
             out.extend_from_slice(text.as_bytes());
             out.push(0);
         }
+        if let Some(paths) = &self.listed {
+            out.extend_from_slice(b"=\0");
+            for path in paths.iter() {
+                out.extend_from_slice(b"= ");
+                out.extend_from_slice(path);
+                out.push(0);
+            }
+        }
         out
     }
 
     /// Rules [`Self::encode`] wrote, checked as given ones are: a rule without its
-    /// `+ ` or `- ` is refused, as is any pattern [`Self::add`] refuses.
+    /// `+ ` or `- ` is refused, as is any pattern [`Self::add`] refuses, a listed path
+    /// before the `=` that starts a list, and one that is not as [`normalize`] leaves
+    /// paths.
     pub fn decode(bytes: &[u8]) -> Result<Rules, FilterError> {
         let mut rules = Rules::new();
+        let mut listed: Option<Vec<Vec<u8>>> = None;
         for (n, rule) in bytes.split(|&b| b == 0).enumerate() {
-            match rule {
-                [] => continue,
-                [b'+' | b'-', b' ', _, ..] => rules.add(Action::Exclude, rule)?,
+            let refused = |why: &str| {
+                let shown = crate::entry::escaped(rule);
+                FilterError(format!("rule {}: {shown:?}: {why}", n + 1))
+            };
+            match (rule, &mut listed) {
+                ([b'='], None) => listed = Some(Vec::new()),
+                ([b'=', b' ', path @ ..], Some(paths)) => match normalize(path) {
+                    Ok(normal) if normal == path => paths.push(normal),
+                    _ => return Err(refused("not a normalized path")),
+                },
+                ([b'=', ..], _) => return Err(refused("not a list's path")),
+                ([], _) => continue,
+                ([b'+' | b'-', b' ', _, ..], _) => rules.add(Action::Exclude, rule)?,
                 _ => {
                     let shown = crate::entry::escaped(rule);
                     return Err(FilterError(format!(
@@ -156,11 +248,29 @@ impl Rules {
                 }
             }
         }
+        if let Some(paths) = listed {
+            rules.set_listed(paths);
+        }
         Ok(rules)
     }
 
     /// Compiles the rules into one matcher; `None` when there are none.
     pub fn compile(&self) -> Result<Option<Filter>, FilterError> {
+        let how = self.compile_rules()?;
+        let Some(paths) = &self.listed else {
+            return Ok(how.map(|how| Filter { how, list: None }));
+        };
+        let how = how.unwrap_or(How::Nothing);
+        let by_rules = Filter { how, list: None };
+        let list = listed::Listed::new(paths, |p, is_dir| by_rules.excludes(p, is_dir));
+        Ok(Some(Filter {
+            how: by_rules.how,
+            list: Some(Arc::new(list)),
+        }))
+    }
+
+    /// The rules (not the list) compiled; `None` when there are none.
+    fn compile_rules(&self) -> Result<Option<How>, FilterError> {
         if self.rules.is_empty() {
             return Ok(None);
         }
@@ -178,10 +288,14 @@ impl Rules {
             }
         }
         let set = set.build().map_err(|e| FilterError(e.to_string()))?;
-        Ok(Some(Filter {
-            how: How::Globs { set, globs },
-        }))
+        Ok(Some(How::Globs { set, globs }))
     }
+}
+
+/// Whether the kind of `path` (not the empty path, the root) decides whether the rules
+/// take it: they take one kind and not the other.
+fn kind_matters(as_file: bool, as_dir: bool, path: &[u8]) -> bool {
+    as_file != as_dir && !path.is_empty()
 }
 
 /// What one compiled glob belongs to.
@@ -199,10 +313,14 @@ struct GlobRule {
 #[derive(Clone)]
 pub struct Filter {
     how: How,
+    /// Only what this list names is taken (`--files-from`), as [`listed`] says.
+    list: Option<Arc<listed::Listed>>,
 }
 
 #[derive(Clone)]
 enum How {
+    /// No rules: the list alone decides.
+    Nothing,
     /// Rules compiled into one glob matcher.
     Globs { set: GlobSet, globs: Vec<GlobRule> },
     /// These paths and directories, nothing else: a list of thousands of exact paths
@@ -216,10 +334,15 @@ enum How {
 impl fmt::Debug for Filter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.how {
-            How::Globs { globs, .. } => write!(f, "Filter({} globs)", globs.len()),
+            How::Nothing => write!(f, "Filter(no rules"),
+            How::Globs { globs, .. } => write!(f, "Filter({} globs", globs.len()),
             How::Exactly { paths, dirs } => {
-                write!(f, "Filter({} paths, {} dirs)", paths.len(), dirs.len())
+                write!(f, "Filter({} paths, {} dirs", paths.len(), dirs.len())
             }
+        }?;
+        match &self.list {
+            Some(list) => write!(f, ", {} listed)", list.len()),
+            None => write!(f, ")"),
         }
     }
 }
@@ -240,12 +363,32 @@ impl Filter {
                 paths: Arc::new(paths),
                 dirs: Arc::new(dirs),
             },
+            list: None,
         }
     }
 
-    /// The action of the first rule matching `path` (a directory when `is_dir`), if any.
+    /// The action of the first rule matching `path` (a directory when `is_dir`), if any;
+    /// with a list of paths, an exclusion for what it does not take, an inclusion for a
+    /// directory leading to a listed path.
     pub fn decide(&self, path: &[u8], is_dir: bool) -> Option<Action> {
+        self.decide_noting(path, is_dir, false)
+    }
+
+    /// [`Self::decide`]; with `meet`, a listed `path` is noted as met.
+    fn decide_noting(&self, path: &[u8], is_dir: bool, meet: bool) -> Option<Action> {
+        let excluded_dir = |dir: &[u8]| self.decide_by_rules(dir, true) == Some(Action::Exclude);
+        let verdict = self.list.as_ref();
+        match verdict.map(|l| l.verdict(path, is_dir, meet, &excluded_dir)) {
+            None | Some(listed::Verdict::Rules) => self.decide_by_rules(path, is_dir),
+            Some(listed::Verdict::Leading) => Some(Action::Include),
+            Some(listed::Verdict::Out) => Some(Action::Exclude),
+        }
+    }
+
+    /// The action of the first rule (not the list) matching `path`, if any.
+    fn decide_by_rules(&self, path: &[u8], is_dir: bool) -> Option<Action> {
         let (set, globs) = match &self.how {
+            How::Nothing => return None,
             How::Globs { set, globs } => (set, globs),
             How::Exactly { paths, dirs } => {
                 let taken = paths.contains(path) || (is_dir && dirs.contains(path));
@@ -273,8 +416,15 @@ impl Filter {
         self.decide(path, is_dir) == Some(Action::Exclude)
     }
 
+    /// The listed paths (`--files-from`) the walk has not met (see [`Self::excludes_in`]),
+    /// in the list's order: not there, or below a directory it did not go into.
+    pub fn unmet_listed(&self) -> Vec<Vec<u8>> {
+        self.list.as_ref().map_or_else(Vec::new, |l| l.unmet())
+    }
+
     /// Whether the entry `name` of the directory at `dir` (relative to the root; empty
-    /// for the root) is left out.
+    /// for the root) is left out: the walker's question, so a listed path asked about
+    /// is noted as met.
     pub fn excludes_in(&self, dir: &[u8], name: &[u8], is_dir: bool) -> bool {
         PATH.with(|path| {
             let mut path = path.borrow_mut();
@@ -284,176 +434,9 @@ impl Filter {
                 path.push(b'/');
             }
             path.extend_from_slice(name);
-            self.excludes(&path, is_dir)
+            self.decide_noting(&path, is_dir, true) == Some(Action::Exclude)
         })
     }
-}
-
-/// One piece of a pattern: text as globset reads it, or a `**`.
-#[derive(Debug)]
-enum Piece {
-    Text(String),
-    DoubleStar,
-}
-
-/// The globs an rsync pattern is compiled into, each with whether it matches
-/// directories only; an error says why the pattern cannot be used.
-fn globs_of(pattern: &str) -> Result<Vec<(globset::Glob, bool)>, String> {
-    // `dir/***`: the directory itself, and everything below it.
-    let variants: Vec<(String, bool)> = if let Some(base) = pattern.strip_suffix("/***") {
-        vec![(base.to_owned(), true), (format!("{base}/**"), false)]
-    } else if let Some(base) = pattern.strip_suffix('/') {
-        vec![(base.to_owned(), true)]
-    } else {
-        vec![(pattern.to_owned(), false)]
-    };
-    let mut out = Vec::new();
-    for (text, dir_only) in variants {
-        let (anchored, text) = match text.strip_prefix('/') {
-            Some(rest) => (true, rest),
-            None => (false, text.as_str()),
-        };
-        if text.is_empty() || text.starts_with('/') {
-            return Err("matches no path".into());
-        }
-        for glob in glob_texts(text, anchored)? {
-            let built = GlobBuilder::new(&glob)
-                .literal_separator(true)
-                .backslash_escape(true)
-                .build()
-                .map_err(|e| e.kind().to_string())?;
-            out.push((built, dir_only));
-        }
-    }
-    Ok(out)
-}
-
-/// The glob texts (globset's syntax) that together match what `text` (without its
-/// leading and trailing `/`) matches in rsync.
-fn glob_texts(text: &str, anchored: bool) -> Result<Vec<String>, String> {
-    let pieces = pieces(text);
-    let inner = (0..pieces.len())
-        .filter(|&i| matches!(pieces[i], Piece::DoubleStar) && !whole_component(&pieces, i))
-        .count();
-    if inner > MAX_INNER_DOUBLE_STARS {
-        return Err(format!(
-            "more than {MAX_INNER_DOUBLE_STARS} `**` inside names (not between slashes)"
-        ));
-    }
-    let starts_double = matches!(pieces.first(), Some(Piece::DoubleStar));
-    // Unanchored: at any depth, at a `/` boundary (a `**` in front already is).
-    let mut texts = vec![match anchored || starts_double {
-        true => String::new(),
-        false => "**/".to_owned(),
-    }];
-    for (i, piece) in pieces.iter().enumerate() {
-        let add: Vec<&str> = match piece {
-            Piece::Text(t) => vec![t],
-            Piece::DoubleStar => match position(&pieces, i) {
-                // `**/x`, `x/**`, `**`: globset's own, with rsync's meaning.
-                (None | Some(b'/'), None) | (None, Some(b'/')) => vec!["**"],
-                // `a/**/b`: at least one directory between, as in rsync (globset's
-                // `a/**/b` also matches `a/b`).
-                (Some(b'/'), Some(b'/')) => vec!["*/**"],
-                // Inside a name: any bytes, or any bytes with a `/` among them.
-                _ => vec!["*", "*/**/*"],
-            },
-        };
-        texts = texts
-            .iter()
-            .flat_map(|t| add.iter().map(move |a| format!("{t}{a}")))
-            .collect();
-    }
-    Ok(texts)
-}
-
-/// Whether the `**` at `i` is a whole component (between slashes or the pattern's ends).
-fn whole_component(pieces: &[Piece], i: usize) -> bool {
-    let (before, after) = position(pieces, i);
-    before.is_none_or(|b| b == b'/') && after.is_none_or(|a| a == b'/')
-}
-
-/// The bytes just before and after piece `i` (None at the pattern's ends).
-fn position(pieces: &[Piece], i: usize) -> (Option<u8>, Option<u8>) {
-    let last = |p: &Piece| match p {
-        Piece::Text(t) => t.as_bytes().last().copied(),
-        Piece::DoubleStar => Some(b'*'),
-    };
-    let first = |p: &Piece| match p {
-        Piece::Text(t) => t.as_bytes().first().copied(),
-        Piece::DoubleStar => Some(b'*'),
-    };
-    let before = i.checked_sub(1).and_then(|j| last(&pieces[j]));
-    let after = pieces.get(i + 1).and_then(first);
-    (before, after)
-}
-
-/// Cuts an rsync pattern into globset text and `**`s. Braces, which globset reads as
-/// alternatives and rsync as themselves, are escaped; so is everything in a pattern
-/// without wildcards, which rsync compares as it is (a `\` included).
-fn pieces(text: &str) -> Vec<Piece> {
-    let wild = text.contains(['*', '?', '[']);
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if !wild {
-            if matches!(c, '\\' | '{' | '}' | ']') {
-                cur.push('\\');
-            }
-            cur.push(c);
-            continue;
-        }
-        match c {
-            '\\' => {
-                cur.push('\\');
-                if let Some(next) = chars.next() {
-                    cur.push(next);
-                }
-            }
-            '[' => {
-                // Copied as it is up to its `]`; a `]` first (after a negation) is in
-                // the class.
-                cur.push('[');
-                if let Some(neg) = chars.next_if(|&n| n == '!' || n == '^') {
-                    cur.push(neg);
-                }
-                if let Some(bracket) = chars.next_if_eq(&']') {
-                    cur.push(bracket);
-                }
-                for n in chars.by_ref() {
-                    cur.push(n);
-                    if n == ']' {
-                        break;
-                    }
-                }
-            }
-            '{' | '}' => {
-                cur.push('\\');
-                cur.push(c);
-            }
-            '*' => {
-                let mut run = 1;
-                while chars.peek() == Some(&'*') {
-                    chars.next();
-                    run += 1;
-                }
-                if run == 1 {
-                    cur.push('*');
-                } else {
-                    if !cur.is_empty() {
-                        out.push(Piece::Text(std::mem::take(&mut cur)));
-                    }
-                    out.push(Piece::DoubleStar);
-                }
-            }
-            _ => cur.push(c),
-        }
-    }
-    if !cur.is_empty() {
-        out.push(Piece::Text(cur));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -472,6 +455,97 @@ mod tests {
         for junk in [&b"*.o\0"[..], b"+ \0", b"x \0", b"- [\0", b"- \xff\0"] {
             assert!(Rules::decode(junk).is_err(), "{junk:?}");
         }
+    }
+
+    #[test]
+    fn a_list_travels_with_the_rules_and_old_encodings_decode_as_before() {
+        let mut rules = Rules::new();
+        rules.add(Action::Exclude, b"*.o").unwrap();
+        let old = rules.encode();
+        assert_eq!(old, b"- *.o\0", "no list: encoded as before lists");
+        rules.set_listed(vec![b"a/b".to_vec(), b"new\nline\xff".to_vec(), Vec::new()]);
+        let back = Rules::decode(&rules.encode()).expect("decodes");
+        assert_eq!(back, rules);
+        assert_eq!(Rules::decode(&old).expect("old").listed(), None);
+        let mut empty = Rules::new();
+        empty.set_listed(Vec::new());
+        assert!(!empty.is_empty(), "an empty list takes nothing");
+        assert_eq!(Rules::decode(&empty.encode()).expect("empty list"), empty);
+        for junk in [
+            &b"= a\0"[..],
+            b"=\0= a/../b\0",
+            b"=\0= /a\0",
+            b"=\0= a//b\0",
+            b"=\0= a/\0",
+            b"=\0=x\0",
+            b"=\0=\0",
+        ] {
+            assert!(Rules::decode(junk).is_err(), "{junk:?}");
+        }
+    }
+
+    /// A list from another ferry is untrusted: a path of 512 Ki components (1 MiB,
+    /// the most a request carries) costs as much as its bytes to decode, compile and
+    /// ask about, not their square (which would be about 10^11 bytes hashed).
+    #[test]
+    fn a_deep_list_costs_its_length() {
+        let deep: Vec<u8> = b"a/".repeat(1 << 19)[..(1 << 20) - 1].to_vec();
+        let mut encoded = b"- a/\0=\0= ".to_vec();
+        encoded.extend_from_slice(&deep);
+        encoded.push(0);
+        let rules = Rules::decode(&encoded).expect("decodes");
+        let f = rules.compile().expect("compile").expect("filter");
+        assert!(!f.excludes(&deep, false));
+        assert!(!f.excludes(&deep[..deep.len() - 2], true), "leading");
+        let mut below = deep.clone();
+        below.extend_from_slice(b"/x");
+        assert!(!f.excludes(&below, false));
+        assert!(f.excludes(b"a/b", false));
+    }
+
+    #[test]
+    fn a_list_takes_its_paths_and_the_rules_still_decide_on_them() {
+        let mut rules = Rules::new();
+        rules.add(Action::Exclude, b"t").unwrap();
+        rules.add(Action::Exclude, b"c").unwrap();
+        rules.add(Action::Exclude, b"f").unwrap();
+        rules.set_listed(vec![
+            b"a/b/c/g".to_vec(),
+            b"top".to_vec(),
+            b"x/y/f".to_vec(),
+        ]);
+        let f = rules.compile().expect("compile").expect("filter");
+        // Leading directories are taken though a rule matches them (rsync's implied
+        // directories), but only for a listed path the rules take.
+        assert!(!f.excludes(b"a/b/c", true) && !f.excludes(b"a/b/c/g", false));
+        assert!(f.excludes(b"x", true) && f.excludes(b"x/y/f", false));
+        assert!(!f.excludes(b"top", true) && f.excludes(b"top/t", false));
+        assert!(!f.excludes(b"top/u", false) && f.excludes(b"other", false));
+        // Told their kinds, a listed file a rule for directories takes brings none.
+        let mut rules = Rules::new();
+        rules.add(Action::Include, b"*/").unwrap();
+        rules.add(Action::Exclude, b"*").unwrap();
+        rules.set_listed(vec![b"d/f".to_vec(), b"e/g".to_vec(), b"h/i".to_vec()]);
+        assert!(!rules.compile().unwrap().unwrap().excludes(b"d", true));
+        let kind = |p: &[u8]| (p != b"h/i").then_some(p == b"e/g");
+        rules.settle_kinds(kind).unwrap();
+        assert_eq!(
+            rules.listed(),
+            Some(&[b"e/g".to_vec(), b"h/i".to_vec()][..])
+        );
+        let f = rules.compile().expect("compile").expect("filter");
+        assert!(f.excludes(b"d", true) && !f.excludes(b"e", true));
+        assert_eq!(f.unmet_listed(), [b"e/g".to_vec(), b"h/i".to_vec()]);
+        assert!(!f.excludes_in(b"e", b"g", true));
+        assert_eq!(
+            f.unmet_listed(),
+            [b"h/i".to_vec()],
+            "met by the walker's question"
+        );
+        let mut none = Rules::new();
+        none.set_listed(Vec::new());
+        let f = none.compile().expect("compile").expect("a filter");
+        assert!(f.excludes(b"anything", false));
     }
 
     #[test]

@@ -549,6 +549,37 @@ mod tests {
     }
 
     #[test]
+    fn a_list_of_paths_travels_in_the_rules_within_their_bound() {
+        let mut rules = Rules::new();
+        rules.set_listed(vec![b"a/b".to_vec(), b"new\nline\xff".to_vec()]);
+        let req = Request {
+            op: Op::Download,
+            path: b"/src".to_vec(),
+            checksum: false,
+            compress: false,
+            verify: false,
+            walk: SourceWalk {
+                rules,
+                ..SourceWalk::default()
+            },
+            mirror: Mirror::default(),
+        };
+        assert_eq!(Request::decode(&req.encode()).expect("decode"), req);
+        // A list past MAX_RULES (131,072 paths of 13 bytes) is refused, not read.
+        let mut big = Rules::new();
+        let paths = (0..MAX_RULES / 8).map(|i| format!("dir/{i:06}").into_bytes());
+        big.set_listed(paths.collect());
+        let req = Request {
+            walk: SourceWalk {
+                rules: big,
+                ..SourceWalk::default()
+            },
+            ..req
+        };
+        assert!(Request::decode(&req.encode()).is_err());
+    }
+
+    #[test]
     fn a_bad_hello_is_a_handshake_error() {
         assert!(read_hello(&mut &b"GARBAGE!\x01\0\0\0"[..]).is_err());
         assert!(read_hello(&mut &b"FERRY"[..]).is_err());
