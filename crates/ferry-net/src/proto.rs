@@ -563,6 +563,7 @@ mod tests {
                 ..SourceWalk::default()
             },
             mirror: Mirror::default(),
+            one_file: None,
         };
         assert_eq!(Request::decode(&req.encode()).expect("decode"), req);
         // A list past MAX_RULES (131,072 paths of 13 bytes) is refused, not read.
