@@ -49,6 +49,19 @@ pub fn settle_kinds(src: &Path, mut rules: Rules) -> anyhow::Result<Rules> {
     Ok(rules)
 }
 
+/// Before a copy over ssh or `ferry://` (an upload: SRC is here): each listed path
+/// SRC lacks is reported as an error of the job, as [`report_missing`] reports it
+/// after a local copy (the walk that would note them runs inside the upload).
+pub fn report_missing_up_front(src: &Path, rules: &Rules, job: &Job<'_>) {
+    let reporter = job.counting();
+    for path in rules.listed().unwrap_or_default() {
+        if let Err(e) = std::fs::symlink_metadata(src.join(OsStr::from_bytes(path))) {
+            let at = RelPath::from_bytes(path.clone());
+            reporter.error(&Error::new(&at, "listed in --files-from", e));
+        }
+    }
+}
+
 /// After the copy: each listed path the walk did not meet that is not in `src` is
 /// reported as an error of the job (it exits 1; the others were copied, as rsync
 /// copies them). One it did not meet that is there was left out for another reason

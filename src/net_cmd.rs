@@ -128,7 +128,7 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         verify: args.data.verify,
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
         walk: SourceWalk {
-            rules: crate::filters::rules(&args.filter)?,
+            rules: listed_rules(args, job)?,
             one_file_system: args.one_file_system,
             dereference: args.dereference,
             keep_newer: args.update,
@@ -165,6 +165,27 @@ fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The filter rules `args` give, with the list of `--files-from`: taken for an upload
+/// (SRC is here, where its paths are checked and the missing ones said now), refused
+/// for a download.
+fn listed_rules(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ferry_core::filter::Rules> {
+    let rules = crate::filters::rules(&args.filter)?;
+    if rules.listed().is_none() {
+        crate::files_from::refused(args)?;
+        return Ok(rules);
+    }
+    if !matches!(place(args.dst.as_os_str())?, Place::Local) {
+        crate::files_from::refused(args)?;
+        let rules = crate::files_from::settle_kinds(&args.src, rules)?;
+        crate::files_from::report_missing_up_front(&args.src, &rules, job);
+        return Ok(rules);
+    }
+    anyhow::bail!(
+        "--files-from: over ssh and ferry:// only for an upload, where SRC is here (a \
+         download's list is not taken yet)"
+    )
+}
+
 /// Copies the local SRCs to `remote` over one connection: one tree, or several each
 /// under its name (`ferry copy a b HOST:DST`, `ferry copy proj HOST:bk/`).
 fn upload(
@@ -185,8 +206,10 @@ fn upload(
             return Ok(job.fatal(&line));
         }
     }
+    let listed = opts.walk.rules.listed().is_some();
     let named = match &args.srcs[..] {
-        [src] if !crate::goes_in_by_name(src, &args.dst) => None,
+        // With a list, SRC's contents go into DST, as rsync puts them.
+        [src] if listed || !crate::goes_in_by_name(src, &args.dst) => None,
         srcs => Some(crate::several::named_sources(srcs)?),
     };
     let source = match &named {

@@ -86,3 +86,63 @@ fn a_single_file_becomes_dst_or_goes_into_a_directory_both_ways() {
     r.assert_status(2);
     assert!(r.stderr.contains("Not a directory"), "{r}");
 }
+
+/// `--files-from` up: only the listed paths (and the directories leading to them) go,
+/// a listed path SRC lacks is an error naming it (exit 1), with `--delete` nothing
+/// the list does not reach is deleted; down it is refused, not ignored.
+#[test]
+fn files_from_chooses_what_goes_up_and_is_refused_down() {
+    let Some(sshd) = Sshd::start() else { return };
+    let sc = scratch();
+    for p in ["a/b/keep", "a/b/not", "c/all/x", "c/all/y", "top"] {
+        mkdirs(sc.src.join(p).parent().expect("parent"));
+        write(&sc.src.join(p), p.as_bytes());
+    }
+    let list = sc.tmp.path().join("list");
+    write(&list, b"a/b/keep\nc/all\n# a comment\nmissing\n");
+    let dst = sc.tmp.path().join("dst");
+    mkdirs(&dst);
+    write(&dst.join("stray"), b"not reached by the list");
+    let r = sshd.copy(
+        &format!("{}/", s(&sc.src)),
+        &format!("{}/", sshd.remote(&dst)),
+        &["--files-from", s(&list), "--delete"],
+    );
+    r.assert_status(1);
+    assert!(
+        r.stderr.contains("src/missing: listed in --files-from"),
+        "{r}"
+    );
+    let got = crate::common::trees::found_names(&dst);
+    let want = [
+        ".",
+        "./a",
+        "./a/b",
+        "./a/b/keep",
+        "./c",
+        "./c/all",
+        "./c/all/x",
+        "./c/all/y",
+    ];
+    assert_eq!(got[..want.len()], want, "{r}");
+    assert_eq!(got[want.len()..], ["./stray"], "{r}");
+    // Below a listed directory, --delete deletes what SRC lacks; elsewhere nothing.
+    write(&dst.join("c/all/gone"), b"g");
+    write(&dst.join("a/b/kept"), b"k");
+    let r = sshd.copy(
+        &format!("{}/", s(&sc.src)),
+        &format!("{}/", sshd.remote(&dst)),
+        &["--files-from", s(&list), "--delete"],
+    );
+    assert!(
+        !dst.join("c/all/gone").exists() && dst.join("a/b/kept").exists(),
+        "{r}"
+    );
+    let r = sshd.copy(
+        &sshd.remote(&sc.src),
+        s(&sc.tmp.path().join("down")),
+        &["--files-from", s(&list)],
+    );
+    r.assert_status(2);
+    assert!(r.stderr.contains("only for an upload"), "{r}");
+}
