@@ -58,8 +58,10 @@ fn corpus() -> Vec<Vec<u8>> {
                 write_frame(&mut bytes, Kind::Auth, t).expect("frame");
             }
             write_frame(&mut bytes, Kind::Request, &request(op, path, rules)).expect("frame");
-            // What a download's client sends next: an empty manifest.
-            write_frame(&mut bytes, Kind::ManifestEnd, &[]).expect("frame");
+            // What a download's client sends next: an empty manifest (for one file,
+            // the name to send it under).
+            let member: &[u8] = if path.ends_with(b"/f") { b"f" } else { b"" };
+            write_frame(&mut bytes, Kind::ManifestEnd, member).expect("frame");
             out.push(bytes);
         }
     }
