@@ -156,19 +156,9 @@ pub(crate) fn receive_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::Collect;
     use crate::frame::write_frame;
-    use ferry_core::error::Error;
-    use std::sync::Mutex;
 
-    #[derive(Default)]
-    struct Collect(Mutex<Vec<String>>);
-    impl Reporter for Collect {
-        fn error(&self, err: &Error) {
-            let line = format!("{}: {}: {}", err.path, err.op, err.os);
-            self.0.lock().expect("lock").push(line);
-        }
-        fn warn(&self, _: &str) {}
-    }
 
     /// Plan frames naming `paths` to delete, then `PlanEnd`.
     fn deleting(paths: &[&[u8]]) -> Vec<u8> {

@@ -512,18 +512,9 @@ impl Drop for OneFile<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::Collect;
     use crate::frame::write_frame;
-    use std::sync::Mutex;
 
-    #[derive(Default)]
-    struct Collect(Mutex<Vec<String>>);
-    impl Reporter for Collect {
-        fn error(&self, err: &Error) {
-            let line = format!("{}: {}: {}", err.path, err.op, err.os);
-            self.0.lock().expect("lock").push(line);
-        }
-        fn warn(&self, _: &str) {}
-    }
 
     fn frame(kind: Kind, payload: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();

@@ -56,6 +56,8 @@ pub mod proto;
 pub mod serve;
 pub mod ssh;
 pub mod stream;
+#[cfg(test)]
+mod test_support;
 pub mod tls;
 pub mod transfer;
 

@@ -307,19 +307,9 @@ fn receive_archive<R: Read>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::Collect;
     use crate::stream::Outbound;
-    use ferry_core::error::Error;
-    use std::sync::Mutex;
 
-    #[derive(Default)]
-    struct Collect(Mutex<Vec<String>>);
-    impl Reporter for Collect {
-        fn error(&self, err: &Error) {
-            let line = format!("{}: {}: {}", err.path, err.op, err.os);
-            self.0.lock().expect("lock").push(line);
-        }
-        fn warn(&self, _: &str) {}
-    }
 
     /// A file damaged on the way is an error naming it, and is not left looking
     /// complete; the others arrive.
