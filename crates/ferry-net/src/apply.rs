@@ -156,9 +156,8 @@ pub(crate) fn receive_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::Collect;
     use crate::frame::write_frame;
-
+    use crate::test_support::Collect;
 
     /// Plan frames naming `paths` to delete, then `PlanEnd`.
     fn deleting(paths: &[&[u8]]) -> Vec<u8> {

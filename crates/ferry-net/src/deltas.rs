@@ -512,9 +512,8 @@ impl Drop for OneFile<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::Collect;
     use crate::frame::write_frame;
-
+    use crate::test_support::Collect;
 
     fn frame(kind: Kind, payload: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();

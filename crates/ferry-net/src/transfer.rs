@@ -307,9 +307,8 @@ fn receive_archive<R: Read>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::Collect;
     use crate::stream::Outbound;
-
+    use crate::test_support::Collect;
 
     /// A file damaged on the way is an error naming it, and is not left looking
     /// complete; the others arrive.
