@@ -236,20 +236,23 @@ fn a_list_of_100000_paths() {
     assert_same_tree_with(&s.src, &s.dst, &Options::default());
 }
 
-/// Refused before anything starts (exit 2), each saying why: a remote or S3 end (the
-/// list is not checked there yet), several SRCs, a SRC that is not a directory, and
-/// standard input asked for twice.
+/// Refused before anything starts (exit 2), each saying why: a remote SRC (a
+/// download: the list's paths are not checked there yet; uploads take it, see
+/// tests/net/sources.rs) or an S3 end, several SRCs, a SRC that is not a directory,
+/// and standard input asked for twice.
 #[test]
 fn what_a_list_does_not_go_with_is_refused() {
     let s = scratch();
     tree(&s.src);
     let list = s.tmp.path().join("list");
     write(&list, b"src\n");
-    let dst = s.dst.to_str().expect("UTF-8");
-    let remote = format!("nohost:{dst}");
+    let remote = format!("nohost:{}", s.src.to_str().expect("UTF-8"));
     let file = s.src.join("keep.o");
     let cases: &[(&[&OsStr], &str)] = &[
-        (&[s.src.as_os_str(), OsStr::new(&remote)], "remote"),
+        (
+            &[OsStr::new(&remote), s.dst.as_os_str()],
+            "only for an upload",
+        ),
         (&[s.src.as_os_str(), OsStr::new("s3://b/p")], "S3"),
         (
             &[s.src.as_os_str(), s.src.as_os_str(), s.dst.as_os_str()],
