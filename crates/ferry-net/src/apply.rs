@@ -11,12 +11,11 @@
 //! symlink).
 
 use crate::frame::{expect_frame, Fields, Kind, PutFields, MAX_FRAME};
-use crate::meta_wire::WireMeta;
+use crate::meta_wire::{LocalOwners, WireMeta};
 use crate::plan::{kind_of_byte, MetaChange};
 use crate::proto::{unexpected, Mirror, MAX_PATH};
 use crate::stream::{lock, report_message, Shared};
 use crate::NetError;
-use ferry_archive::owners::{by_name_here, LocalIds};
 use ferry_core::changes::Changes;
 use ferry_core::delete::{remove_below, DeleteLimit, DeleteOptions};
 use ferry_core::entry::RelPath;
@@ -91,8 +90,7 @@ pub(crate) fn receive_plan(
         limit: how.limit,
     };
     let writer = MetaWriter::new();
-    let mut ids = LocalIds::default();
-    let by_name = by_name_here(false);
+    let mut owners = LocalOwners::default();
     loop {
         let frame = expect_frame(r)?;
         let mut f = Fields::new(&frame.payload, "plan");
@@ -118,12 +116,7 @@ pub(crate) fn receive_plan(
                         .ok_or_else(|| NetError::frame(format!("meta: unknown kind {kind}")))?;
                     let path = RelPath::from_bytes(f.bytes(MAX_PATH)?.to_vec());
                     let mut wire = WireMeta::decode(&mut f)?;
-                    if by_name {
-                        let name = |n: &[u8]| (!n.is_empty()).then_some(n.to_vec());
-                        let (user, group) = (name(&wire.user), name(&wire.group));
-                        let m = &mut wire.meta;
-                        (m.uid, m.gid) = ids.ids(user.as_deref(), group.as_deref(), m.uid, m.gid);
-                    }
+                    owners.map(&mut wire);
                     let Some(root) = root else { continue };
                     let toucher = Toucher {
                         root,

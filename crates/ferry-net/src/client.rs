@@ -73,15 +73,6 @@ fn start<R: Read, W: Write>(
     read_accept(r)
 }
 
-/// Whether `path` is sent as a tree (else as one file), as the walk would take it.
-fn walks_as_tree(path: &Path, walk: &SourceWalk) -> bool {
-    let cfg = ferry_core::walk::WalkConfig {
-        dereference: walk.dereference,
-        ..Default::default()
-    };
-    cfg.walks_as_tree(path)
-}
-
 /// The name of the file `path`, as a member's.
 fn own_name(path: &Path) -> Result<Vec<u8>, NetError> {
     let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
@@ -148,7 +139,7 @@ pub fn upload<R: Read + Send, W: Write + Send + 'static>(
 ) -> Result<Snapshot, NetError> {
     // One file, not a tree: the server says which name it goes under.
     let one = match src {
-        Source::Tree(path) if !walks_as_tree(path, &opts.walk) => Some(path),
+        Source::Tree(path) if !opts.walk.walks_as_tree(path) => Some(path),
         _ => None,
     };
     let one_name = one.map(own_name).transpose()?;

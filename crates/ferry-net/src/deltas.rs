@@ -19,12 +19,11 @@
 //! path.
 
 use crate::frame::{Fields, Frame, Kind, PutFields, MAX_FRAME};
-use crate::meta_wire::WireMeta;
+use crate::meta_wire::{LocalOwners, WireMeta};
 use crate::proto::{unexpected, MAX_PATH};
 use crate::stream::{lock, Shared};
 use crate::transfer::Source;
 use crate::NetError;
-use ferry_archive::owners::{by_name_here, LocalIds};
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
 use ferry_core::local::{is_plain, open_below};
@@ -59,12 +58,16 @@ pub(crate) struct Candidate {
     pub(crate) meta: WireMeta,
 }
 
+/// The most signature bytes the sender takes at all: the most blocks a signature may
+/// have, and a little for the header.
+const MAX_SIGNATURE: u64 = (ferry_delta::MAX_BLOCKS + 2) * ferry_delta::SUM_LEN as u64 + 64;
+
 /// The most signature bytes the sender takes for a basis of `size` bytes: the blocks
 /// the smallest block size gives, and a little for the header.
 fn signature_cap(size: u64) -> usize {
     let blocks = size / ferry_delta::MIN_BLOCK as u64 + 2;
     let cap = blocks.saturating_mul(ferry_delta::SUM_LEN as u64) + 64;
-    cap.min((ferry_delta::MAX_BLOCKS + 2) * ferry_delta::SUM_LEN as u64 + 64) as usize
+    cap.min(MAX_SIGNATURE) as usize
 }
 
 /// Where the member `path` is in `src`.
@@ -204,7 +207,7 @@ fn read_signature(
         match frame.kind {
             Kind::Signature => {
                 bytes.extend_from_slice(&frame.payload);
-                if bytes.len() > signature_cap(u64::MAX / 2) {
+                if bytes.len() as u64 > MAX_SIGNATURE {
                     return Err(NetError::frame("a signature past any file's size"));
                 }
             }
@@ -239,7 +242,7 @@ pub(crate) fn receive_deltas(
     how: &Rebuilding<'_>,
 ) -> Result<(), NetError> {
     let writer = MetaWriter::new();
-    let mut ids = LocalIds::default();
+    let mut owners = LocalOwners::default();
     loop {
         let frame = frames()?;
         match frame.kind {
@@ -254,7 +257,7 @@ pub(crate) fn receive_deltas(
                     .ok_or_else(|| NetError::frame("a delta in a dry run"))?;
                 let mut one = OneFile::start(root, &path, size, how.reporter);
                 one.answer(reply)?;
-                one.rebuild(frames, &writer, &mut ids, how)?;
+                one.rebuild(frames, &writer, &mut owners, how)?;
             }
             _ => return Err(unexpected(frame, "a delta or the end of the deltas")),
         }
@@ -367,7 +370,7 @@ impl<'a> OneFile<'a> {
         mut self,
         frames: &mut dyn FnMut() -> Result<Frame, NetError>,
         writer: &MetaWriter,
-        ids: &mut LocalIds,
+        owners: &mut LocalOwners,
         how: &Rebuilding<'_>,
     ) -> Result<(), NetError> {
         let mut apply = match (&self.new, &self.basis) {
@@ -408,12 +411,7 @@ impl<'a> OneFile<'a> {
                 }
                 let mut wire = WireMeta::decode(&mut f)?;
                 f.end()?;
-                if by_name_here(false) {
-                    let name = |n: &[u8]| (!n.is_empty()).then_some(n.to_vec());
-                    let (user, group) = (name(&wire.user), name(&wire.group));
-                    let m = &mut wire.meta;
-                    (m.uid, m.gid) = ids.ids(user.as_deref(), group.as_deref(), m.uid, m.gid);
-                }
+                owners.map(&mut wire);
                 match a.finish() {
                     Ok(done) => Some((u128::from_le_bytes(hash), wire, done)),
                     Err(ferry_delta::Error::Io(e)) => {

@@ -8,6 +8,7 @@
 
 use crate::frame::{Fields, PutFields};
 use crate::NetError;
+use ferry_archive::owners::{by_name_here, LocalIds};
 use ferry_core::entry::{Metadata, Timestamp, Xattr};
 
 /// Longest owner name kept.
@@ -152,6 +153,37 @@ impl WireMeta {
         };
         same(self.meta.uid, theirs.meta.uid, &self.user, &theirs.user)
             && same(self.meta.gid, theirs.meta.gid, &self.group, &theirs.group)
+    }
+}
+
+/// How the receiving end gives owners: as root by the names the sender sent, where this
+/// machine has them (as `unpack` and `tar` map them), else by number.
+pub struct LocalOwners {
+    ids: LocalIds,
+    by_name: bool,
+}
+
+impl Default for LocalOwners {
+    fn default() -> Self {
+        LocalOwners {
+            ids: LocalIds::default(),
+            by_name: by_name_here(false),
+        }
+    }
+}
+
+impl LocalOwners {
+    /// `wire`'s uid and gid made the ones its owner's names have here.
+    pub fn map(&mut self, wire: &mut WireMeta) {
+        if !self.by_name {
+            return;
+        }
+        let name = |n: &[u8]| -> Option<Vec<u8>> { (!n.is_empty()).then(|| n.to_vec()) };
+        let (user, group) = (name(&wire.user), name(&wire.group));
+        let m = &mut wire.meta;
+        (m.uid, m.gid) = self
+            .ids
+            .ids(user.as_deref(), group.as_deref(), m.uid, m.gid);
     }
 }
 

@@ -182,13 +182,9 @@ impl Place {
 
 /// The name of a download's source when it is one file (not walked as a tree).
 fn single_name(src: &Target, walk: &SourceWalk) -> Option<Vec<u8>> {
-    let cfg = ferry_core::walk::WalkConfig {
-        dereference: walk.dereference,
-        ..Default::default()
-    };
     let single = match src {
         Target::Held(held) => held.is_single(),
-        Target::Named(p) => !cfg.walks_as_tree(p),
+        Target::Named(p) => !walk.walks_as_tree(p),
     };
     let name = src.path().file_name().map(|n| n.as_bytes().to_vec());
     single.then_some(name).flatten()

@@ -47,6 +47,17 @@ pub struct SourceWalk {
     pub keep_newer: bool,
 }
 
+impl SourceWalk {
+    /// Whether `path` is sent as a tree (else as one file), as this walk takes it.
+    pub fn walks_as_tree(&self, path: &Path) -> bool {
+        let cfg = ferry_core::walk::WalkConfig {
+            dereference: self.dereference,
+            ..Default::default()
+        };
+        cfg.walks_as_tree(path)
+    }
+}
+
 /// What the sender sends.
 #[derive(Clone, Copy, Debug)]
 pub enum Source<'a> {
