@@ -81,7 +81,6 @@ impl CopyArgs {
             filters: true,
             delete: true,
             dry_run: true,
-            ..Takes::default()
         })
     }
 
@@ -89,8 +88,8 @@ impl CopyArgs {
         let m = &self.mirror;
         let unsupported = [
             (!takes.delete && (m.delete || m.delete_excluded), "--delete"),
-            // Only copies with ssh or ferry:// at one end count their removals yet.
-            (!takes.max_delete && m.max_delete.is_some(), "--max-delete"),
+            // A copy to or from S3 does not count its removals yet.
+            (m.max_delete.is_some(), "--max-delete"),
             (
                 !takes.dry_run && (m.dry_run || m.itemize_changes || m.verbose),
                 "--dry-run, -i and -v",
@@ -101,35 +100,24 @@ impl CopyArgs {
             ),
             // Only a local copy says which listed paths SRC lacks.
             (self.list.files_from.is_some(), "--files-from"),
-            (!takes.several && self.srcs.len() > 1, "several SRCs"),
-            (!takes.update && self.update, "-u/--update"),
-            (
-                !takes.walk_flags && self.one_file_system,
-                "-x/--one-file-system",
-            ),
-            (!takes.walk_flags && self.dereference, "-L/--dereference"),
+            (self.srcs.len() > 1, "several SRCs"),
+            (self.update, "-u/--update"),
+            (self.one_file_system, "-x/--one-file-system"),
+            (self.dereference, "-L/--dereference"),
         ];
         unsupported.iter().find(|(given, _)| *given).map(|u| u.1)
     }
 }
 
-/// What a copy with a remote end takes of the flags a local copy takes.
+/// What a copy to or from S3 takes of the flags a local copy takes.
 #[derive(Clone, Copy, Default)]
 struct Takes {
     /// `--exclude`, `--include` and their files.
     filters: bool,
-    /// `-x` and `-L`.
-    walk_flags: bool,
     /// `--delete`, `--delete-excluded`.
     delete: bool,
-    /// `--max-delete`.
-    max_delete: bool,
-    /// More than one SRC.
-    several: bool,
     /// `-n`, `-i`, `-v`.
     dry_run: bool,
-    /// `-u`.
-    update: bool,
 }
 
 /// Making DST a mirror of SRC, and seeing what that changes (`copy`).

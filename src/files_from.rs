@@ -53,13 +53,7 @@ pub fn settle_kinds(src: &Path, mut rules: Rules) -> anyhow::Result<Rules> {
 /// SRC lacks is reported as an error of the job, as [`report_missing`] reports it
 /// after a local copy (the walk that would note them runs inside the upload).
 pub fn report_missing_up_front(src: &Path, rules: &Rules, job: &Job<'_>) {
-    let reporter = job.counting();
-    for path in rules.listed().unwrap_or_default() {
-        if let Err(e) = std::fs::symlink_metadata(src.join(OsStr::from_bytes(path))) {
-            let at = RelPath::from_bytes(path.clone());
-            reporter.error(&Error::new(&at, "listed in --files-from", e));
-        }
-    }
+    report_absent(src, rules.listed().unwrap_or_default().iter().cloned(), job);
 }
 
 /// After the copy: each listed path the walk did not meet that is not in `src` is
@@ -67,11 +61,15 @@ pub fn report_missing_up_front(src: &Path, rules: &Rules, job: &Job<'_>) {
 /// copies them). One it did not meet that is there was left out for another reason
 /// (the rules, `-x`, a directory that could not be read, which is reported itself).
 pub fn report_missing(src: &Path, filter: Option<&Filter>, job: &Job<'_>) {
-    let Some(filter) = filter else {
-        return;
-    };
+    if let Some(filter) = filter {
+        report_absent(src, filter.unmet_listed().into_iter(), job);
+    }
+}
+
+/// Each of `paths` that `src` lacks, an error of the job naming it.
+fn report_absent(src: &Path, paths: impl Iterator<Item = Vec<u8>>, job: &Job<'_>) {
     let reporter = job.counting();
-    for path in filter.unmet_listed() {
+    for path in paths {
         if let Err(e) = std::fs::symlink_metadata(src.join(OsStr::from_bytes(&path))) {
             let at = RelPath::from_bytes(path);
             reporter.error(&Error::new(&at, "listed in --files-from", e));
