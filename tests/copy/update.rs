@@ -156,3 +156,40 @@ fn verify_passes_on_a_good_copy() {
     stamp_times(&s.src);
     copy_exact(&s, &["--verify"]);
 }
+
+/// A name SRC broke off a hardlink, its data and times kept, while the other name's mode
+/// changed: DST's linked inode must not change, so the first name is replaced, which
+/// moves the old inode's ctime. The second name is still not "written by this job" (its
+/// birth time says so), so the real run leaves it alone and tells the first name's
+/// reasons, as the dry run does.
+#[test]
+fn metadata_set_through_a_twin_does_not_make_the_other_name_look_rewritten() {
+    let s = scratch();
+    for i in 0..8 {
+        let a = s.src.join(format!("p{i}_a"));
+        write(&a, &pattern(i, 3000));
+        hardlink(&a, &s.src.join(format!("p{i}_b")));
+    }
+    copy_exact(&s, &[]);
+    for i in 0..8 {
+        let (a, b) = (s.src.join(format!("p{i}_a")), s.src.join(format!("p{i}_b")));
+        let m = std::fs::symlink_metadata(&a).unwrap();
+        let copy = s.src.join(format!("p{i}_copy"));
+        write(&copy, &std::fs::read(&a).unwrap());
+        restore_times(&copy, &m);
+        std::fs::rename(&copy, &b).unwrap();
+        chmod(&a, 0o600);
+        restore_times(&a, &m);
+    }
+    let dry = copy_ok(&s.src, &s.dst, &["-n", "-i"]);
+    let real = copy_ok(&s.src, &s.dst, &["-i"]);
+    assert_eq!(dry.stdout, real.stdout, "dry run: {dry}\nreal run: {real}");
+    // Each `a` gets a new inode with the new mode (the old one has another name), and
+    // each `b` keeps the old inode, which now has one name, as in SRC.
+    for i in 0..8 {
+        let line = format!("updated file    p{i}_a (mode)\n");
+        assert!(real.stdout.contains(&line), "{real}");
+        assert!(!real.stdout.contains(&format!("p{i}_b")), "{real}");
+    }
+    assert_same_tree(&s.src, &s.dst);
+}

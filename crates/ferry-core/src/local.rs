@@ -78,6 +78,14 @@ pub struct LocalTreeSink<'a> {
     in_the_way: Option<DeleteOptions<'a>>,
 }
 
+/// What [`LocalTreeSink::settle`] did with an existing node that holds the right data.
+enum Settled {
+    /// Its metadata is as the entry's now (it was, or was set).
+    Done,
+    /// Its metadata differs for these reasons, and it must be replaced to change it.
+    Replace(Reasons),
+}
+
 /// A destination directory the sink has entered.
 #[derive(Clone)]
 pub struct DstDir {
@@ -216,12 +224,15 @@ impl<'a> LocalTreeSink<'a> {
     }
 
     /// Tells of a change to `entry`: made where nothing was (`was` None), else
-    /// replacing what had status `was`.
-    fn tell(&self, entry: &Entry, was: Option<&Stat>) {
+    /// replacing what had status `was`, for the reasons `why` where [`Self::settle`]
+    /// gave them (else as [`replaced_why`] finds them).
+    fn tell(&self, entry: &Entry, was: Option<&Stat>, why: Option<Reasons>) {
         let Some(c) = self.changes else { return };
         let what = match was {
             None => What::Created,
-            Some(st) => What::Updated(replaced_why(st, entry, self.update.checksum)),
+            Some(st) => {
+                What::Updated(why.unwrap_or_else(|| replaced_why(st, entry, self.update.checksum)))
+            }
         };
         c.change(&entry.path, Kind::of_entry(&entry.kind), what);
     }
@@ -402,6 +413,7 @@ impl<'a> LocalTreeSink<'a> {
     ) -> Result<()> {
         let path = &entry.path;
         let was = self.existing(dir, name, path)?;
+        let mut why = None;
         if let Some(st) = &was {
             let is_file = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
             if is_file && self.update.keep_newer && meta::mtime_of(st) > entry.meta.mtime {
@@ -409,13 +421,15 @@ impl<'a> LocalTreeSink<'a> {
                 self.stats.skipped_bytes.fetch_add(size, Relaxed);
                 return Ok(());
             }
-            if is_file
-                && self.up_to_date(dir, name, st, entry, &data)?
-                && self.settle(dir, name, st, entry, false)?
-            {
-                Stats::bump(&self.stats.skipped);
-                self.stats.skipped_bytes.fetch_add(size, Relaxed);
-                return Ok(());
+            if is_file && self.up_to_date(dir, name, st, entry, &data)? {
+                match self.settle(dir, name, st, entry, false)? {
+                    Settled::Done => {
+                        Stats::bump(&self.stats.skipped);
+                        self.stats.skipped_bytes.fetch_add(size, Relaxed);
+                        return Ok(());
+                    }
+                    Settled::Replace(r) => why = Some(r),
+                }
             }
             self.remove(dir, name, path, st)?;
         }
@@ -435,7 +449,7 @@ impl<'a> LocalTreeSink<'a> {
         }
         Stats::bump(&self.stats.files);
         self.stats.bytes.fetch_add(size, Relaxed);
-        self.tell(entry, was.as_ref());
+        self.tell(entry, was.as_ref(), why);
         Ok(())
     }
 
@@ -474,10 +488,11 @@ impl<'a> LocalTreeSink<'a> {
     }
 
     /// Brings an existing node's owner, mode, xattrs and times in line with `entry`
-    /// without touching its data; does nothing when they already match. `false`: they
-    /// differ, but the node has more names than the source's inode, which may lie
-    /// outside the destination (a snapshot made with `cp -al`), so it must not change:
-    /// the caller replaces it with a new node instead, as `cp -a` does.
+    /// without touching its data; does nothing when they already match.
+    /// [`Settled::Replace`]: they differ, but the node has more names than the source's
+    /// inode, which may lie outside the destination (a snapshot made with `cp -al`), so
+    /// it must not change: the caller replaces it with a new node instead, as `cp -a`
+    /// does, and tells the change for these reasons (as the dry run does).
     fn settle(
         &self,
         dir: &DstDir,
@@ -485,16 +500,16 @@ impl<'a> LocalTreeSink<'a> {
         st: &Stat,
         entry: &Entry,
         is_symlink: bool,
-    ) -> Result<bool> {
+    ) -> Result<Settled> {
         let m = &entry.meta;
         let have = xattrs_now(&xattr::Node::named(dir.fd.as_fd(), name), &entry.path)?;
         let kind = Kind::of_entry(&entry.kind);
         let differs = self.meta.differences(st, m, &have, kind);
         if differs.is_empty() {
-            return Ok(true);
+            return Ok(Settled::Done);
         }
         if st.st_nlink > source_links(entry) {
-            return Ok(false);
+            return Ok(Settled::Replace(differs));
         }
         let n = self
             .meta
@@ -504,7 +519,7 @@ impl<'a> LocalTreeSink<'a> {
         if let Some(c) = self.changes {
             c.change(&entry.path, kind, What::Meta(differs));
         }
-        Ok(true)
+        Ok(Settled::Done)
     }
 
     /// Applies `entry`'s metadata to the node `name` just made in `dir` (a symlink, a
@@ -733,7 +748,7 @@ impl TreeSink for LocalTreeSink<'_> {
             match (replaced, self.changes) {
                 // Told as the dry run tells it (preview.rs): another kind was in the way.
                 (true, Some(c)) => c.change(path, Kind::Dir, What::Updated(Reasons::KIND)),
-                _ => self.tell(entry, None),
+                _ => self.tell(entry, None, None),
             }
         }
         let inherits_acl = match fresh {

@@ -8,7 +8,7 @@ use crate::entry::{Entry, EntryKind, RelPath, Timestamp};
 use crate::error::{Context, Error, Result};
 use crate::meta;
 use crate::sink::FileData;
-use rustix::fs::{self as rfs, Mode, OFlags, Stat};
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, Stat, StatxFlags};
 use rustix::io::Errno;
 use std::ffi::CStr;
 use std::io;
@@ -96,6 +96,32 @@ impl LocalTreeSink<'_> {
         Ok(())
     }
 
+    /// Whether the existing file (status `st`) was made by this job: an archive may hold
+    /// a name twice, the same size and mtime but other data, and the later member wins.
+    /// Its ctime says so first; since metadata set on another name of its inode (a
+    /// hardlink twin) moves the ctime too, its birth time confirms it where the
+    /// filesystem keeps one.
+    fn written_by_this_job(&self, dir: &DstDir, name: &CStr, st: &Stat) -> bool {
+        let changed = Timestamp {
+            sec: st.st_ctime,
+            nsec: st.st_ctime_nsec as u32,
+        };
+        if changed < self.started {
+            return false;
+        }
+        let flags = AtFlags::SYMLINK_NOFOLLOW;
+        match rfs::statx(&*dir.fd, name, flags, StatxFlags::BTIME) {
+            Ok(x) if x.stx_mask & StatxFlags::BTIME.bits() != 0 => {
+                let born = Timestamp {
+                    sec: x.stx_btime.tv_sec,
+                    nsec: x.stx_btime.tv_nsec,
+                };
+                born >= self.started
+            }
+            _ => true,
+        }
+    }
+
     /// True when the existing destination file already holds the source's content.
     pub(super) fn up_to_date(
         &self,
@@ -108,13 +134,7 @@ impl LocalTreeSink<'_> {
         let EntryKind::File { size, .. } = entry.kind else {
             return Ok(false);
         };
-        // A file this job wrote (an archive may hold a name twice, the same size and
-        // mtime but other data) is not up to date: the later member wins.
-        let changed = Timestamp {
-            sec: st.st_ctime,
-            nsec: st.st_ctime_nsec as u32,
-        };
-        if st.st_size as u64 != size || changed >= self.started {
+        if st.st_size as u64 != size || self.written_by_this_job(dir, name, st) {
             return Ok(false);
         }
         if !self.update.checksum {

@@ -2,7 +2,7 @@
 //! an earlier name of the same inode (or, from a stream, to an earlier entry by name),
 //! a symlink, a fifo or a device; each replaces what is in its way as a file would.
 
-use super::{cname, other, DstDir, LocalTreeSink, Reach};
+use super::{cname, other, DstDir, LocalTreeSink, Reach, Settled};
 use crate::entry::{Entry, EntryKind, RelPath};
 use crate::error::{Context, Error, Result};
 use crate::links::Made;
@@ -50,7 +50,7 @@ impl LocalTreeSink<'_> {
         ) {
             Ok(()) => {
                 self.count_link(matches!(entry.kind, EntryKind::File { .. }));
-                self.tell(entry, was.as_ref());
+                self.tell(entry, was.as_ref(), None);
                 Ok(())
             }
             Err(Errno::MLINK | Errno::NOENT | Errno::XDEV) => copy(),
@@ -62,13 +62,19 @@ impl LocalTreeSink<'_> {
         let path = &entry.path;
         let name = cname(path)?;
         let was = self.existing(dir, &name, path)?;
+        let mut why = None;
         if let Some(st) = &was {
             let same = FileType::from_raw_mode(st.st_mode) == FileType::Symlink
                 && rfs::readlinkat(&*dir.fd, name.as_c_str(), Vec::new())
                     .is_ok_and(|t| t.as_bytes() == target);
-            if same && self.settle(dir, &name, st, entry, true)? {
-                Stats::bump(&self.stats.skipped);
-                return Ok(());
+            if same {
+                match self.settle(dir, &name, st, entry, true)? {
+                    Settled::Done => {
+                        Stats::bump(&self.stats.skipped);
+                        return Ok(());
+                    }
+                    Settled::Replace(r) => why = Some(r),
+                }
             }
             self.remove(dir, &name, path, st)?;
         }
@@ -80,7 +86,7 @@ impl LocalTreeSink<'_> {
         .at_dst(path, "create symlink")?;
         self.meta_at(dir, &name, entry, true)?;
         Stats::bump(&self.stats.others);
-        self.tell(entry, was.as_ref());
+        self.tell(entry, was.as_ref(), why);
         Ok(())
     }
 
@@ -94,13 +100,16 @@ impl LocalTreeSink<'_> {
             _ => unreachable!(),
         };
         let was = self.existing(dir, &name, path)?;
+        let mut why = None;
         if let Some(st) = &was {
-            if FileType::from_raw_mode(st.st_mode) == kind
-                && st.st_rdev == rdev
-                && self.settle(dir, &name, st, entry, false)?
-            {
-                Stats::bump(&self.stats.skipped);
-                return Ok(());
+            if FileType::from_raw_mode(st.st_mode) == kind && st.st_rdev == rdev {
+                match self.settle(dir, &name, st, entry, false)? {
+                    Settled::Done => {
+                        Stats::bump(&self.stats.skipped);
+                        return Ok(());
+                    }
+                    Settled::Replace(r) => why = Some(r),
+                }
             }
             self.remove(dir, &name, path, st)?;
         }
@@ -111,7 +120,7 @@ impl LocalTreeSink<'_> {
         .at_dst(path, "create special file")?;
         self.meta_at(dir, &name, entry, false)?;
         Stats::bump(&self.stats.others);
-        self.tell(entry, was.as_ref());
+        self.tell(entry, was.as_ref(), why);
         Ok(())
     }
 
