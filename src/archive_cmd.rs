@@ -79,6 +79,8 @@ fn pack_job(
         filter: crate::vcs::filter(&args.filter, args.exclude_vcs)?,
         one_file_system: args.one_file_system,
         dereference: args.dereference,
+        restamp: args.restamp.restamp()?,
+        by_name: args.restamp.by_name(),
         ..PackOptions::default()
     };
     let to_stdout = is_dash(&args.archive);

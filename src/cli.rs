@@ -217,8 +217,10 @@ pub struct IndexArgs {
     pub cache: CacheArgs,
 }
 
-/// Flags of `ferry pack`.
+/// Flags of `ferry pack`. (SRC may be missing only with -T: clap's debug builds check
+/// that a missing positional is allowed before a required one.)
 #[derive(Args, Debug)]
+#[command(allow_missing_positional = true)]
 pub struct PackArgs {
     /// The tree (or single file) to pack; several: each goes in under its own name
     /// (its last component), as `tar -cf A SRC1 SRC2` makes them.
@@ -282,6 +284,8 @@ pub struct PackArgs {
     /// .hg, .bzr, _darcs and their kin), as GNU tar's --exclude-vcs does.
     #[arg(long)]
     pub exclude_vcs: bool,
+    #[command(flatten)]
+    pub restamp: crate::restamp_args::RestampArgs,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

@@ -24,6 +24,7 @@ mod plain_out;
 mod progress;
 mod read_ahead;
 mod report;
+mod restamp_args;
 mod s3_cmd;
 mod s3_objects;
 mod serve_cmd;

@@ -3,7 +3,7 @@
 //! directories, at the top and deeper, beside names that only look alike.
 
 use crate::common::{build, scratch};
-use crate::{ferry, missing, pack};
+use crate::{ferry, gnu_pack, missing, pack};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -74,15 +74,7 @@ fn exclude_vcs_leaves_out_what_gnu_tar_leaves_out() {
     let listed = ferry(&[&"ls", &ours]);
     listed.assert_ok();
     let gnu = s.tmp.path().join("gnu.tar");
-    let made = Command::new("tar")
-        .args(["--exclude-vcs", "-cf"])
-        .arg(&gnu)
-        .arg("-C")
-        .arg(&s.src)
-        .arg(".")
-        .status()
-        .expect("tar");
-    assert!(made.success());
+    gnu_pack(&["--exclude-vcs"], &gnu, &s.src, &["."]);
     let out = Command::new("tar")
         .arg("-tf")
         .arg(&gnu)

@@ -29,6 +29,7 @@ mod pack_compressed;
 mod parallel;
 mod peers;
 mod reflink;
+mod reproducible;
 mod select;
 mod sparse_claims;
 mod streams;
@@ -95,6 +96,21 @@ fn missing(program: &str) -> bool {
         common::skip(&format!("{program} is not installed"));
     }
     !found
+}
+
+/// Packs the `names` of `dir` into `archive` with GNU tar and `flags` (`tar FLAGS -cf
+/// ARCHIVE -C DIR NAMES..`), which must succeed.
+fn gnu_pack(flags: &[&str], archive: &Path, dir: &Path, names: &[&str]) {
+    let made = Command::new("tar")
+        .args(flags)
+        .arg("-cf")
+        .arg(archive)
+        .arg("-C")
+        .arg(dir)
+        .args(names)
+        .status()
+        .expect("tar");
+    assert!(made.success(), "tar {flags:?} -cf {}", archive.display());
 }
 
 /// Packs `src` into `archive` with ferry, which must succeed.

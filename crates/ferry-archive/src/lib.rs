@@ -10,5 +10,6 @@ pub mod owners;
 pub mod read;
 pub mod spill;
 pub mod tar;
+pub mod transform;
 pub mod tree;
 pub mod write;

@@ -30,16 +30,23 @@ use crate::pseudo;
 use crate::sink::{DirHandle, FileData, TreeSink};
 use crate::xattr;
 use node::{Entered, Node, OpenDir, Opened};
-use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RawDir};
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::{CStr, CString};
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 
+mod leaf;
+mod names;
 mod node;
+mod opener;
+
+pub use opener::FileOpener;
+
+pub use names::BATCH;
+pub(crate) use names::{read_names, Name};
 
 /// How the walk is spread over threads.
 #[derive(Clone, Debug)]
@@ -80,6 +87,12 @@ pub struct WalkConfig {
     /// subtree is done (`..` of a linked directory is not the directory it was
     /// entered from), so the depth walked is bounded by the limit on open files.
     pub dereference: bool,
+    /// Take each directory's entries in the order of their names' bytes (`tar
+    /// --sort=name`), each subdirectory's tree where its name falls, instead of in
+    /// batches by inode number with subdirectories after the leaves. With one worker the
+    /// order is then the same wherever and however often the tree is walked. A
+    /// directory's names are all held in memory at once (not in [`BATCH`]es).
+    pub by_name: bool,
 }
 
 /// While workers have nothing to do, a directory's leaves are shared in chunks of at
@@ -119,6 +132,7 @@ impl Default for WalkConfig {
             filter: None,
             one_file_system: false,
             dereference: false,
+            by_name: false,
         }
     }
 }
@@ -129,13 +143,6 @@ impl WalkConfig {
     pub fn walks_as_tree(&self, src: &Path) -> bool {
         is_tree(src) || (self.dereference && src.is_dir())
     }
-}
-
-/// One name read from a directory.
-pub(crate) struct Name {
-    pub ino: u64,
-    pub kind: FileType,
-    pub name: CString,
 }
 
 enum Job<D: DirHandle> {
@@ -549,17 +556,28 @@ impl<'a, S: TreeSink> Walker<'a, S> {
     /// Reads a directory (open as `open`), queues its subdirectories and pushes its
     /// leaves into the sink.
     fn read_dir(&self, node: &Arc<Node<S::Dir>>, open: &Opened<S::Dir>) {
-        if let Err(e) = read_names(&open.src, &node.entry.path, |batch| {
-            self.spread(node, open, batch)
-        }) {
+        let read = match self.cfg.by_name {
+            true => {
+                let mut all = Vec::new();
+                let read = read_names(&open.src, &node.entry.path, |batch| all.extend(batch));
+                // What was read before a failure is walked, as in batches.
+                all.sort_unstable_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+                self.spread_by_name(node, open, all);
+                read
+            }
+            false => read_names(&open.src, &node.entry.path, |batch| {
+                self.spread(node, open, batch)
+            }),
+        };
+        if let Err(e) = read {
             self.report(&e);
         }
         self.complete(node.clone(), Some(open.dst.clone()));
     }
 
-    /// Hands out one batch of a directory's names: subdirectories and shared chunks of
-    /// leaves go on the stack, the first chunk of leaves is pushed into the sink here.
-    fn spread(&self, node: &Arc<Node<S::Dir>>, open: &Opened<S::Dir>, mut names: Vec<Name>) {
+    /// Leaves out of `names` (of `node`, open as `open`) what the filter excludes and,
+    /// following symlinks, the symlinks to nothing.
+    fn keep_wanted(&self, node: &Node<S::Dir>, open: &Opened<S::Dir>, names: &mut Vec<Name>) {
         if self.cfg.dereference {
             names.retain_mut(|n| self.follow(node, open, n));
         }
@@ -569,6 +587,52 @@ impl<'a, S: TreeSink> Walker<'a, S> {
                 !filter.excludes_in(dir, n.name.as_bytes(), n.kind == FileType::Directory)
             });
         }
+    }
+
+    /// With [`WalkConfig::by_name`]: queues all of a directory's `names`, sorted, so they
+    /// are taken in that order, each subdirectory's tree before the names after it (the
+    /// stack is LIFO: the jobs go on in reverse, and a subdirectory's own jobs go on
+    /// above the runs of leaves after it).
+    fn spread_by_name(
+        &self,
+        node: &Arc<Node<S::Dir>>,
+        open: &Opened<S::Dir>,
+        mut names: Vec<Name>,
+    ) {
+        self.keep_wanted(node, open, &mut names);
+        let pinned = (!node.lets_go()).then_some(open);
+        let mut jobs = Vec::new();
+        let mut run = Vec::new();
+        let leaves = |names: Vec<Name>| Job::Leaves {
+            node: node.clone(),
+            open: open.clone(),
+            names,
+        };
+        for n in names {
+            if n.kind != FileType::Directory {
+                run.push(n);
+                continue;
+            }
+            if !run.is_empty() {
+                jobs.push(leaves(std::mem::take(&mut run)));
+            }
+            jobs.push(Job::Dir {
+                parent: node.clone(),
+                pinned: pinned.cloned(),
+                name: n.name,
+            });
+        }
+        if !run.is_empty() {
+            jobs.push(leaves(run));
+        }
+        node.pending.fetch_add(jobs.len(), Ordering::AcqRel);
+        self.queue.push(jobs.into_iter().rev());
+    }
+
+    /// Hands out one batch of a directory's names: subdirectories and shared chunks of
+    /// leaves go on the stack, the first chunk of leaves is pushed into the sink here.
+    fn spread(&self, node: &Arc<Node<S::Dir>>, open: &Opened<S::Dir>, mut names: Vec<Name>) {
+        self.keep_wanted(node, open, &mut names);
         let (dirs, mut leaves): (Vec<Name>, Vec<Name>) = names
             .into_iter()
             .partition(|n| n.kind == FileType::Directory);
@@ -675,297 +739,7 @@ impl<'a, S: TreeSink> Walker<'a, S> {
         }
         Some(dst)
     }
-
-    /// Pushes one non-directory entry of `node` (open as `open`) into the sink.
-    fn leaf(&self, node: &Node<S::Dir>, open: &OpenDir<S::Dir>, n: &Name) {
-        let path = node.entry.path.join(n.name.as_bytes());
-        if let Err(e) = self.leaf_inner(open, n, &path) {
-            self.report(&e);
-        }
-    }
-
-    fn leaf_inner(&self, open: &OpenDir<S::Dir>, n: &Name, path: &RelPath) -> Result<()> {
-        if n.kind == FileType::RegularFile && self.sink.wants_data() {
-            let fd = match self.cfg.dereference {
-                true => self.opener.open_following(&*open.src, &n.name),
-                false => self.opener.open(&*open.src, &n.name),
-            }
-            .at(path, "open")?;
-            if let Some(p) = &self.prefetch {
-                p.watch(&fd);
-            }
-            let st = rfs::fstat(&fd).at(path, "stat")?;
-            if self.cfg.skip.contains(&InodeKey::of(&st)) {
-                self.skipped(path);
-                return Ok(());
-            }
-            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-                return Err(Error::new(
-                    path,
-                    "open",
-                    std::io::Error::other("changed type while copying"),
-                ));
-            }
-            let mut meta = meta::from_stat(&st);
-            meta.xattrs = meta::read_xattrs(&fd).at(path, "read xattrs")?;
-            // A pseudo-file (`/proc`, `/sys`) is what it gives read to its end.
-            let (fd, size, maybe_sparse, stamp) =
-                match pseudo::snapshot(&fd, &st).at(path, "read")? {
-                    Some((snapshot, len)) => (snapshot, len, false, None),
-                    None => (
-                        fd,
-                        st.st_size as u64,
-                        (st.st_blocks as u64) * 512 < st.st_size as u64,
-                        Some(crate::stamp::Stamp::of(&st)),
-                    ),
-                };
-            let entry = Entry {
-                path: path.clone(),
-                kind: EntryKind::File { size },
-                meta,
-                links: link_info(&st),
-            };
-            let data = FileData::File {
-                fd,
-                maybe_sparse,
-                stamp,
-            };
-            return self.sink.leaf(&open.dst, &entry, Some(data));
-        }
-        let follow = match self.cfg.dereference {
-            true => AtFlags::empty(),
-            false => AtFlags::SYMLINK_NOFOLLOW,
-        };
-        let st = rfs::statat(&*open.src, n.name.as_c_str(), follow).at(path, "stat")?;
-        let mut meta = meta::from_stat(&st);
-        let kind = match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile => EntryKind::File {
-                size: st.st_size as u64,
-            },
-            FileType::Symlink => EntryKind::Symlink {
-                target: rfs::readlinkat(&*open.src, n.name.as_c_str(), Vec::new())
-                    .at(path, "read link")?
-                    .into_bytes(),
-            },
-            FileType::Fifo => EntryKind::Fifo,
-            FileType::CharacterDevice => EntryKind::CharDevice { rdev: st.st_rdev },
-            FileType::BlockDevice => EntryKind::BlockDevice { rdev: st.st_rdev },
-            FileType::Socket => {
-                self.reporter.warn(&format!("{path}: skipping socket"));
-                return Ok(());
-            }
-            FileType::Directory => {
-                return Err(Error::new(
-                    path,
-                    "stat",
-                    std::io::Error::other("became a directory while copying"),
-                ));
-            }
-            FileType::Unknown => {
-                return Err(Error::new(
-                    path,
-                    "stat",
-                    std::io::Error::other("unknown file type"),
-                ))
-            }
-        };
-        // Nodes that cannot be opened keep their xattrs too (read by name, unfollowed).
-        if self.sink.wants_data() && !matches!(kind, EntryKind::File { .. }) {
-            meta.xattrs = xattr::read(&xattr::Node::named(open.src.as_fd(), &n.name))
-                .at(path, "read xattrs")?;
-        }
-        self.sink.leaf(
-            &open.dst,
-            &Entry {
-                path: path.clone(),
-                kind,
-                meta,
-                links: link_info(&st),
-            },
-            None,
-        )
-    }
-}
-
-/// Opens regular files for reading as the walk does: relative to their directory,
-/// never following a symlink, not hanging on a fifo swapped in for the file
-/// (`O_NONBLOCK`), and without touching their atime where the kernel allows it
-/// (`O_NOATIME` needs ownership or root; after one refusal it is not asked for again).
-#[derive(Default)]
-pub struct FileOpener {
-    noatime_refused: AtomicBool,
-}
-
-impl FileOpener {
-    /// Opens `name` in `dir`.
-    pub fn open(&self, dir: impl AsFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
-        self.open_with(dir, name, OFlags::NOFOLLOW)
-    }
-
-    /// Opens `name` in `dir`, following it if it is a symlink (`-L`).
-    pub fn open_following(&self, dir: impl AsFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
-        self.open_with(dir, name, OFlags::empty())
-    }
-
-    fn open_with(&self, dir: impl AsFd, name: &CStr, more: OFlags) -> rustix::io::Result<OwnedFd> {
-        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | more;
-        if !self.noatime_refused.load(Ordering::Relaxed) {
-            match rfs::openat(&dir, name, flags | OFlags::NOATIME, Mode::empty()) {
-                Err(Errno::PERM) => self.noatime_refused.store(true, Ordering::Relaxed),
-                other => return other,
-            }
-        }
-        rfs::openat(dir, name, flags, Mode::empty())
-    }
-}
-
-/// The source inode and its link count, for files with more than one name.
-fn link_info(st: &rfs::Stat) -> Option<(InodeKey, u64)> {
-    (st.st_nlink > 1).then_some((InodeKey::of(st), st.st_nlink))
-}
-
-/// At most this many names of one directory are held in memory at once, so a directory
-/// of millions of entries costs no more memory than one of [`BATCH`].
-pub const BATCH: usize = 16 * 1024;
-
-/// Reads all names in a directory except `.` and `..`, with their types (looked up when
-/// the filesystem does not report them), and hands them to `each` in batches of at most
-/// [`BATCH`], each sorted by inode number.
-pub(crate) fn read_names(
-    dir: &OwnedFd,
-    path: &RelPath,
-    mut each: impl FnMut(Vec<Name>),
-) -> Result<()> {
-    let mut buf: Vec<MaybeUninit<u8>> = Vec::with_capacity(64 * 1024);
-    buf.resize(64 * 1024, MaybeUninit::uninit());
-    let mut raw = RawDir::new(dir, &mut buf);
-    let mut names = Vec::new();
-    let mut flush = |names: &mut Vec<Name>| {
-        names.sort_unstable_by_key(|n| n.ino);
-        each(std::mem::take(names));
-    };
-    while let Some(item) = raw.next() {
-        let item = item.at(path, "read directory")?;
-        let name = item.file_name();
-        if name == c"." || name == c".." {
-            continue;
-        }
-        let mut kind = item.file_type();
-        if kind == FileType::Unknown {
-            // Left unknown on failure: the leaf's own stat reports it.
-            if let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                kind = FileType::from_raw_mode(st.st_mode);
-            }
-        }
-        names.push(Name {
-            ino: item.ino(),
-            kind,
-            name: name.to_owned(),
-        });
-        if names.len() == BATCH {
-            flush(&mut names);
-        }
-    }
-    if !names.is_empty() {
-        flush(&mut names);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::mpsc;
-    use std::time::Duration;
-
-    /// A sink that panics at the file named `boom`.
-    struct Panicky;
-
-    impl TreeSink for Panicky {
-        type Dir = ();
-        fn root(&self, _: &Entry) -> Result<()> {
-            Ok(())
-        }
-        fn dir(&self, _: &(), _: &Entry) -> Result<()> {
-            Ok(())
-        }
-        fn leaf(&self, _: &(), entry: &Entry, _: Option<FileData<'_>>) -> Result<()> {
-            assert!(entry.path.file_name() != b"boom", "a sink bug");
-            Ok(())
-        }
-    }
-
-    /// A sink that takes a millisecond a leaf and notes which threads pushed leaves.
-    #[derive(Default)]
-    struct SlowLeaves(Mutex<std::collections::HashSet<std::thread::ThreadId>>);
-
-    impl TreeSink for SlowLeaves {
-        type Dir = ();
-        fn root(&self, _: &Entry) -> Result<()> {
-            Ok(())
-        }
-        fn dir(&self, _: &(), _: &Entry) -> Result<()> {
-            Ok(())
-        }
-        fn leaf(&self, _: &(), _: &Entry, _: Option<FileData<'_>>) -> Result<()> {
-            std::thread::sleep(Duration::from_millis(1));
-            let me = std::thread::current().id();
-            self.0.lock().expect("lock").insert(me);
-            Ok(())
-        }
-    }
-
-    /// A directory of a few dozen files, with nothing else to walk, is shared among the
-    /// workers (a folder of large files is not copied by one alone); with one worker,
-    /// as pack walks, nothing changes.
-    #[test]
-    fn workers_with_nothing_to_do_share_a_small_directory() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        for f in 0..32 {
-            std::fs::write(tmp.path().join(format!("f{f}")), b"x").expect("write");
-        }
-        for (threads, sharing) in [(4, true), (1, false)] {
-            let sink = SlowLeaves::default();
-            let cfg = WalkConfig {
-                threads,
-                ..WalkConfig::default()
-            };
-            walk(tmp.path(), &sink, &cfg, &crate::count::Silent).expect("walk");
-            let pushed_by = sink.0.lock().expect("lock").len();
-            assert_eq!(
-                pushed_by > 1,
-                sharing,
-                "{threads} workers: {pushed_by} pushed leaves"
-            );
-        }
-    }
-
-    #[test]
-    fn a_panic_in_a_worker_reaches_the_caller_instead_of_hanging_the_walk() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        for d in 0..20 {
-            let dir = tmp.path().join(format!("d{d}"));
-            std::fs::create_dir(&dir).expect("mkdir");
-            for f in 0..50 {
-                std::fs::write(dir.join(format!("f{f}")), b"x").expect("write");
-            }
-        }
-        std::fs::write(tmp.path().join("d7").join("boom"), b"x").expect("write");
-        let root = tmp.path().to_path_buf();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let cfg = WalkConfig {
-                threads: 4,
-                prefetch: 2,
-                ..WalkConfig::default()
-            };
-            let walked =
-                std::panic::catch_unwind(|| walk(&root, &Panicky, &cfg, &crate::count::Silent));
-            let _ = tx.send(walked.is_err());
-        });
-        let panicked = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the walk hung after a worker panicked");
-        assert!(panicked, "the worker's panic did not reach the caller");
-    }
-}
+mod tests;

@@ -134,6 +134,20 @@ pub struct HeaderEncoder {
     names: OwnerNames,
     /// Leave data where the headers end, on a 512-byte block, not on [`ALIGN`].
     unaligned: bool,
+    /// The owner names every header gives instead of this machine's names for the ids.
+    owners: HeaderOwners,
+}
+
+/// Which owner names headers give: by default the names this machine has for the
+/// ids; `pack --numeric-owner` none; `pack --owner=NAME`, `--group=NAME` those.
+#[derive(Clone, Debug, Default)]
+pub struct HeaderOwners {
+    /// No names at all, only ids.
+    pub numeric: bool,
+    /// The user name of every member.
+    pub user: Option<Vec<u8>>,
+    /// The group name of every member.
+    pub group: Option<Vec<u8>>,
 }
 
 /// What the header must say about a regular file's data.
@@ -155,6 +169,11 @@ impl HeaderEncoder {
         }
     }
 
+    /// This encoder, giving the owner names `owners` says.
+    pub fn with_owners(self, owners: HeaderOwners) -> Self {
+        HeaderEncoder { owners, ..self }
+    }
+
     /// Encodes `entry` for an archive offset `at`: the bytes to write there, its pax
     /// header (if any) and ustar header (and, for a sparse file, the sparse map
     /// blocks); its data starts right after them. Regular files of [`ALIGN`] bytes or
@@ -172,10 +191,20 @@ impl HeaderEncoder {
             bytes,
             names,
             unaligned,
+            owners,
         } = self;
         pax.clear();
         bytes.clear();
-        let (user, group) = names.of(entry.meta.uid, entry.meta.gid);
+        let (user, group) = match owners.numeric {
+            true => (None, None),
+            false => {
+                let (user, group) = names.of(entry.meta.uid, entry.meta.gid);
+                (
+                    owners.user.as_deref().or(user),
+                    owners.group.as_deref().or(group),
+                )
+            }
+        };
         let stored = |name: Option<&[u8]>| name.and_then(stored_name).map(<[u8]>::to_vec);
         let owner = Names {
             user: stored(user),
@@ -286,7 +315,10 @@ fn encode_into(
     if !mtime_fits || meta.mtime.nsec != 0 {
         pax_record(pax, b"mtime", time_value(meta.mtime, &mut [0; 40]));
     }
-    pax_record(pax, b"atime", time_value(meta.atime, &mut [0; 40]));
+    // A reader takes the mtime for an atime not stored (see `tar::entry`).
+    if meta.atime != meta.mtime {
+        pax_record(pax, b"atime", time_value(meta.atime, &mut [0; 40]));
+    }
     for x in &meta.xattrs {
         pax_record(pax, &crate::tar::xattr::schily_key(&x.name), &x.value);
     }

@@ -4,4 +4,5 @@ pub mod fill;
 pub mod header;
 pub mod pack;
 mod pack_sink;
+pub mod restamp;
 pub mod stream_out;

@@ -12,7 +12,8 @@
 use super::fill::{
     files_per_block, fillers_within_open_files, jobs_in_flight, Fillers, Shared, OTHER_DESCRIPTORS,
 };
-use super::header::HeaderEncoder;
+use super::header::{HeaderEncoder, HeaderOwners};
+use super::restamp::Restamp;
 use super::stream_out::{Shared as StreamShared, StreamOut};
 use crate::index::{IndexWriter, INDEX_MEMORY};
 use ferry_core::data::{Mover, Reflink, Sparse};
@@ -60,6 +61,12 @@ pub struct PackOptions {
     /// about to be compressed): the padding, an eighth of the kernel tree's archive,
     /// would only be bytes to send or compress. Files are then not cloned in.
     pub align: bool,
+    /// What members get in place of what the source says (see [`Restamp`]).
+    pub restamp: Restamp,
+    /// Walk each directory in name order (`--sort=name`), with one walker whatever
+    /// [`PackOptions::threads`] says, so the archive's order does not depend on the
+    /// filesystem or on timing.
+    pub by_name: bool,
 }
 
 impl Default for PackOptions {
@@ -73,6 +80,8 @@ impl Default for PackOptions {
             one_file_system: false,
             dereference: false,
             align: true,
+            restamp: Restamp::default(),
+            by_name: false,
         }
     }
 }
@@ -222,7 +231,8 @@ fn pack_roots(
         .map(|f| Shared::new(f.as_fd(), &mover, true, stats, reporter));
     let filler_count = if shared.is_some() { fillers() } else { 0 };
     let stream_shared = StreamShared::default();
-    let (threads, walkers_hold) = walkers_within_open_files(opts.threads, filler_count, reporter);
+    let asked = if opts.by_name { 1 } else { opts.threads };
+    let (threads, walkers_hold) = walkers_within_open_files(asked, filler_count, reporter);
     std::thread::scope(|scope| {
         let fillers = shared
             .as_ref()
@@ -238,6 +248,7 @@ fn pack_roots(
             filter: opts.filter.clone(),
             one_file_system: opts.one_file_system,
             dereference: opts.dereference,
+            by_name: opts.by_name,
             ..WalkConfig::default()
         };
         let index = IndexWriter::with_memory_limit(opts.index_memory);
@@ -246,7 +257,15 @@ fn pack_roots(
             true => HeaderEncoder::default(),
             false => HeaderEncoder::unaligned(),
         };
-        let sink = ArchiveSink::new(stream, fillers, (index, headers), per_block, stats, omit);
+        let r = &opts.restamp;
+        let forced_name = |o: &Option<super::restamp::ForcedOwner>| o.as_ref()?.name.clone();
+        let headers = headers.with_owners(HeaderOwners {
+            numeric: r.numeric_owner,
+            user: forced_name(&r.user),
+            group: forced_name(&r.group),
+        });
+        let sink = ArchiveSink::new(stream, fillers, (index, headers), per_block, stats, omit)
+            .restamping(r);
         let walked = match roots {
             Roots::One(src) if cfg.walks_as_tree(src) => walk(src, &sink, &cfg, reporter),
             Roots::One(src) => pack_one(src, None, &sink, &cfg, reporter),

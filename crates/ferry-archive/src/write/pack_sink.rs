@@ -5,6 +5,7 @@
 
 use super::fill::{read_or_zeros, Block, Fillers, Job, Large, Small};
 use super::header::{pad_block, DataShape, HeaderEncoder, ALIGN};
+use super::restamp::Restamp;
 use super::stream_out::StreamOut;
 use crate::index::{HashSlot, IndexEntry, IndexWriter, Kind};
 use ferry_core::content::ContentHash;
@@ -14,6 +15,7 @@ use ferry_core::error::{Error, Reporter, Result};
 use ferry_core::sink::{FileData, TreeSink};
 use ferry_core::stamp::Stamp;
 use ferry_core::Stats;
+use std::borrow::Cow;
 use std::collections::hash_map::Entry::{Occupied, Vacant};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -89,6 +91,8 @@ pub(super) struct ArchiveSink<'s, 'env> {
     stats: &'env Stats,
     /// Members the receiver of the archive already has (see [`Omit`]).
     omit: Option<&'env dyn Omit>,
+    /// What members get in place of what the source says.
+    restamp: Option<&'env Restamp>,
 }
 
 /// Leaves out of the archive members its receiver already has: a network copy's
@@ -219,6 +223,22 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             files_per_block,
             stats,
             omit,
+            restamp: None,
+        }
+    }
+
+    /// This sink, giving members what `restamp` says (nothing to do when it is the
+    /// identity).
+    pub(super) fn restamping(self, restamp: &'env Restamp) -> Self {
+        let restamp = (!restamp.is_identity()).then_some(restamp);
+        ArchiveSink { restamp, ..self }
+    }
+
+    /// `entry` as the archive holds it.
+    fn restamped<'e>(&self, entry: &'e Entry) -> Result<Cow<'e, Entry>> {
+        match self.restamp {
+            Some(r) => r.apply(entry),
+            None => Ok(Cow::Borrowed(entry)),
         }
     }
 
@@ -618,7 +638,7 @@ impl TreeSink for ArchiveSink<'_, '_> {
         if let Some(omit) = self.omit {
             omit.dir(entry);
         }
-        self.write_plain(&tar_path(entry))
+        self.write_plain(&*self.restamped(&tar_path(entry))?)
     }
 
     fn dir(&self, _: &(), entry: &Entry) -> Result<()> {
@@ -626,10 +646,11 @@ impl TreeSink for ArchiveSink<'_, '_> {
         if let Some(omit) = self.omit {
             omit.dir(entry);
         }
-        self.write_plain(&tar_path(entry))
+        self.write_plain(&*self.restamped(&tar_path(entry))?)
     }
 
     fn leaf(&self, _: &(), entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
+        let entry = &*self.restamped(entry)?;
         match (&entry.kind, data) {
             (
                 EntryKind::File { .. },

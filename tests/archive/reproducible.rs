@@ -1,0 +1,303 @@
+//! Reproducible archives and renamed members: `pack --sort=name` with `--mtime`,
+//! `--owner`, `--group`, `--numeric-owner` and `--pax-option=delete=atime` (the
+//! reproducible-builds recipe for GNU tar, taken as it is written) makes two copies
+//! of a tree, made in different orders at different times, into the same bytes; the
+//! order is GNU tar's `--sort=name`; `--transform` renames as GNU tar renames.
+
+use crate::common::{build, scratch};
+use crate::{ferry, gnu_pack, missing, pack};
+use std::path::Path;
+use std::process::Command;
+
+/// The reproducible-builds recipe, as written for GNU tar.
+const RECIPE: [&str; 6] = [
+    "--sort=name",
+    "--mtime=@1700000000",
+    "--owner=0",
+    "--group=0",
+    "--numeric-owner",
+    "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",
+];
+
+/// The same tree at `root`, its names made in name order or in reverse (so the two
+/// copies' directories list them, and number their inodes, in different orders), with
+/// times, modes and xattrs set in that order too.
+fn tree(root: &Path, reverse: bool, times: i64) {
+    let mut names: Vec<String> = Vec::new();
+    for d in ["a", "a.b", "b", "a/z", "b/deep/er", "zz"] {
+        names.push(format!("{d}/"));
+    }
+    for f in [
+        "a/1",
+        "a/2",
+        "a.b/x",
+        "a-c",
+        "aa",
+        "b/deep/er/f",
+        "a/z/q",
+        "zz/last",
+        "top",
+    ] {
+        names.push(f.to_string());
+    }
+    if reverse {
+        names.reverse();
+    }
+    for n in &names {
+        match n.strip_suffix('/') {
+            Some(d) => build::mkdirs(&root.join(d)),
+            None => {
+                build::mkdirs(root.join(n).parent().expect("a parent"));
+                build::write(&root.join(n), format!("{n}\n").as_bytes());
+            }
+        }
+    }
+    build::symlink("top", &root.join("link"));
+    build::hardlink(&root.join("aa"), &root.join("a/twin"));
+    let mut attrs = ["user.one", "user.two", "user.three"];
+    if reverse {
+        attrs.reverse();
+    }
+    for a in attrs {
+        build::set_xattr(&root.join("top"), a, a.as_bytes());
+    }
+    // Different times in the two copies, nanoseconds and all.
+    let (atime, mtime) = build::stamp(times);
+    for n in names.iter().chain(&["link".to_string(), ".".to_string()]) {
+        build::set_times(&root.join(n.trim_end_matches('/')), atime, mtime);
+    }
+}
+
+fn bytes(path: &Path) -> Vec<u8> {
+    std::fs::read(path).expect("read the archive")
+}
+
+#[test]
+fn two_copies_made_differently_pack_into_the_same_bytes() {
+    let s = scratch();
+    let (one, two) = (s.tmp.path().join("one"), s.tmp.path().join("two"));
+    tree(&one, false, 11);
+    tree(&two, true, 22);
+    let (a, b) = (s.tmp.path().join("a.tar"), s.tmp.path().join("b.tar"));
+    pack(&one, &a, &RECIPE);
+    // Several walkers asked for: one walks, in order.
+    let mut parallel = RECIPE.to_vec();
+    parallel.extend(["-j", "4"]);
+    pack(&two, &b, &parallel);
+    assert!(bytes(&a) == bytes(&b), "the two archives differ");
+    // Each flag does its part: without the sort, or keeping the times, they differ.
+    let (c, d) = (s.tmp.path().join("c.tar"), s.tmp.path().join("d.tar"));
+    pack(&one, &c, &RECIPE[1..]);
+    pack(&two, &d, &RECIPE[1..]);
+    assert!(
+        bytes(&c) != bytes(&d),
+        "the walk's order was the same without --sort"
+    );
+    pack(&one, &c, &RECIPE[..1]);
+    pack(&two, &d, &RECIPE[..1]);
+    assert!(
+        bytes(&c) != bytes(&d),
+        "the times were the same without --mtime"
+    );
+    // No access time, no owner name; the index says what the headers say.
+    assert!(!bytes(&a).windows(6).any(|w| w == b"atime="));
+    let json = ferry(&[&"ls", &"--json", &a]);
+    json.assert_ok();
+    for line in json.stdout.lines() {
+        for field in [
+            "\"uid\":0,",
+            "\"gid\":0,",
+            "\"user\":null",
+            "\"group\":null",
+        ] {
+            assert!(line.contains(field), "{field} in {line}");
+        }
+        assert!(line.contains("\"mtime\":1700000000,"), "{line}");
+    }
+    let unpacked = s.tmp.path().join("out");
+    ferry(&[&"unpack", &a, &unpacked]).assert_ok();
+    let st = std::fs::metadata(unpacked.join("a/z/q")).expect("unpacked");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((st.mtime(), st.atime()), (1_700_000_000, 1_700_000_000));
+}
+
+/// `tar -tf`'s names, without the `./` GNU tar puts before them.
+fn tar_names(archive: &Path) -> Vec<String> {
+    let out = Command::new("tar")
+        .arg("-tvf")
+        .arg(archive)
+        .output()
+        .expect("tar -t");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        // `-rw-r--r-- root/root 5 DATE TIME NAME[ -> TARGET | link to TARGET]`: the
+        // kind, then what follows the time, without GNU tar's `./`s.
+        .map(|l| {
+            let mut rest = l;
+            for _ in 0..5 {
+                rest = rest
+                    .trim_start()
+                    .split_once(char::is_whitespace)
+                    .map_or("", |r| r.1);
+            }
+            let name = rest.trim_start().replace("./", "");
+            format!("{} {name}", &l[..1])
+        })
+        .filter(|l| l != "d " && l != "d /")
+        .collect()
+}
+
+#[test]
+fn the_order_by_name_is_gnu_tars() {
+    if missing("tar") {
+        return;
+    }
+    let s = scratch();
+    tree(&s.src, true, 3);
+    let ours = s.tmp.path().join("ours.tar");
+    pack(&s.src, &ours, &["--sort=name"]);
+    let gnu = s.tmp.path().join("gnu.tar");
+    gnu_pack(&["--sort=name"], &gnu, &s.src, &["."]);
+    assert_eq!(tar_names(&ours), tar_names(&gnu));
+}
+
+/// Members named by `-C src` with the top-level names, as GNU tar is given them.
+fn named_members(root: &Path) -> Vec<&'static str> {
+    let mut top: Vec<&str> = vec!["a", "a.b", "b", "zz", "a-c", "aa", "top", "link"];
+    top.retain(|n| root.join(n).symlink_metadata().is_ok());
+    top
+}
+
+#[test]
+fn transform_renames_members_and_link_targets_as_gnu_tar_does() {
+    if missing("tar") {
+        return;
+    }
+    let s = scratch();
+    tree(&s.src, false, 5);
+    let expressions = [
+        vec!["s,^,pkg/,"],
+        vec![r"s/\(.*\)\.\(.\)$/\2.\1/"],
+        // Not a numbered match: GNU tar 1.34 garbles a name with fewer matches than
+        // the number (`s/[a-c]/X/2` makes `last` `llast`; sed and ferry leave it).
+        vec![r"s/[a-c]/\U&/g"],
+        vec!["s,top,TOP,S"],
+        vec!["s/a/b/;s/b/c/"],
+        vec!["s/a/x/", "s/x/yy/g"],
+        vec!["s,^a(/|$),A\\1,x"],
+        vec![r"s|a\|z|X|g"],
+        vec!["s/Z/9/i"],
+        vec![r"s/\.b/\u&X/"],
+    ];
+    let top = named_members(&s.src);
+    for exprs in expressions {
+        let mut flags = vec!["--sort=name"];
+        let transforms: Vec<String> = exprs.iter().map(|e| format!("--transform={e}")).collect();
+        flags.extend(transforms.iter().map(String::as_str));
+        let ours = s.tmp.path().join("ours.tar");
+        let gnu = s.tmp.path().join("gnu.tar");
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"pack"];
+        for f in &flags {
+            args.push(f);
+        }
+        args.push(&"-C");
+        args.push(&s.src);
+        for t in &top {
+            args.push(t);
+        }
+        args.push(&ours);
+        ferry(&args).assert_ok();
+        gnu_pack(&flags, &gnu, &s.src, &top);
+        assert_eq!(tar_names(&ours), tar_names(&gnu), "{exprs:?}");
+    }
+}
+
+#[test]
+fn names_that_cannot_be_stored_and_bad_expressions_are_refused() {
+    let s = scratch();
+    build::write(&s.src.join("f"), b"f\n");
+    build::write(&s.src.join("g"), b"g\n");
+    let archive = s.tmp.path().join("x.tar");
+    // A name climbing out: that member is left out, named, and the pack fails.
+    let r = ferry(&[&"pack", &"--transform=s,^f,../f,", &s.src, &archive]);
+    r.assert_status(1);
+    assert!(
+        r.stderr.contains("f") && r.stderr.contains(".."),
+        "{}",
+        r.stderr
+    );
+    let listed = ferry(&[&"ls", &archive]);
+    assert!(
+        listed.stdout.contains('g') && !listed.stdout.contains("../"),
+        "{}",
+        listed.stdout
+    );
+    for bad in ["s/a/b", "s/a/b/q", r"s/a/\1/", "y/a/b/"] {
+        let r = ferry(&[&"pack", &format!("--transform={bad}"), &s.src, &archive]);
+        r.assert_status(2);
+        assert!(r.stderr.contains("--transform"), "{bad}: {}", r.stderr);
+    }
+    for bad in ["delete=mtime", "uname=x"] {
+        let r = ferry(&[&"pack", &format!("--pax-option={bad}"), &s.src, &archive]);
+        r.assert_status(2);
+        assert!(r.stderr.contains("--pax-option"), "{bad}: {}", r.stderr);
+    }
+    let r = ferry(&[&"pack", &"--mtime=yesterday", &s.src, &archive]);
+    r.assert_status(2);
+    assert!(r.stderr.contains("--mtime yesterday"), "{}", r.stderr);
+}
+
+#[test]
+fn clamped_times_and_named_owners() {
+    let s = scratch();
+    build::write(&s.src.join("old"), b"old\n");
+    build::write(&s.src.join("new"), b"new\n");
+    build::set_times(&s.src.join("old"), build::ts(1_000, 0), build::ts(1_000, 0));
+    build::set_times(
+        &s.src.join("new"),
+        build::ts(1_000, 0),
+        build::ts(2_000_000_000, 0),
+    );
+    let archive = s.tmp.path().join("x.tar");
+    pack(
+        &s.src,
+        &archive,
+        &[
+            "--mtime=@1700000000",
+            "--clamp-mtime",
+            "--owner=builder:4321",
+            "--group=staff:77",
+        ],
+    );
+    let json = ferry(&[&"ls", &"--json", &archive]);
+    json.assert_ok();
+    let line = |name: &str| {
+        json.stdout
+            .lines()
+            .find(|l| l.contains(&format!("\"path\":\"{name}\"")))
+            .unwrap_or_else(|| panic!("{name} in {}", json.stdout))
+            .to_owned()
+    };
+    assert!(line("old").contains("\"mtime\":1000,"), "{}", line("old"));
+    assert!(
+        line("new").contains("\"mtime\":1700000000,"),
+        "{}",
+        line("new")
+    );
+    for name in ["old", "new"] {
+        let l = line(name);
+        assert!(
+            l.contains("\"uid\":4321") && l.contains("\"user\":\"builder\""),
+            "{l}"
+        );
+        assert!(
+            l.contains("\"gid\":77") && l.contains("\"group\":\"staff\""),
+            "{l}"
+        );
+    }
+}
