@@ -145,6 +145,11 @@ pub struct MountArgs {
     /// Same as `--mode kernel`.
     #[arg(long, conflicts_with = "mode")]
     pub kernel: bool,
+    /// Show the archive's owner and group ids, not the ids its owner names have here
+    /// (as `unpack --numeric-owner` makes them; without it, root sees owners by name,
+    /// as root's unpack makes them).
+    #[arg(long)]
+    pub numeric_owner: bool,
     /// Kernel mode: mount through loop devices even where the kernel can mount files.
     #[arg(long = "loop")]
     pub loop_devices: bool,

@@ -84,7 +84,13 @@ pub fn run_mount(mut args: MountArgs) -> anyhow::Result<ExitCode> {
         fsname: args.archive.display().to_string(),
     };
     let data = std::sync::Arc::clone(&opened.data);
-    let fs = ArchiveFs::new(opened, Options::default());
+    let fs = ArchiveFs::new(
+        opened,
+        Options {
+            numeric_owner: args.numeric_owner,
+            ..Options::default()
+        },
+    );
     let mut watchdog = None;
     let served = session::serve(
         fs,
@@ -211,6 +217,9 @@ fn spawn_background(args: &MountArgs) -> anyhow::Result<ExitCode> {
         .stdout(Stdio::piped())
         .stderr(log_file)
         .process_group(0);
+    if args.numeric_owner {
+        cmd.arg("--numeric-owner");
+    }
     if args.allow_other {
         cmd.arg("--allow-other");
     }
@@ -299,7 +308,8 @@ fn kernel_mode(args: &MountArgs) -> anyhow::Result<bool> {
 /// Mounts the archive by the kernel: its EROFS image from the cache or built now.
 fn run_kernel(args: &MountArgs) -> anyhow::Result<ExitCode> {
     use ferry_mount::kernel::{self, Backing, ImageOrigin};
-    let image = kernel::prepare(&args.archive, args.cache.cache_dir.as_deref())?;
+    let cache_dir = args.cache.cache_dir.as_deref();
+    let image = kernel::prepare(&args.archive, cache_dir, args.numeric_owner)?;
     for s in &image.skipped {
         to_stderr(format_args!(
             "ferry: warning: {}: {s}: not shown",

@@ -113,7 +113,7 @@ fn exercise(path: &Path, cache: &Path) {
         }
     }
     if rustix::process::geteuid().is_root() {
-        let _ = ferry_mount::kernel::prepare(path, Some(cache));
+        let _ = ferry_mount::kernel::prepare(path, Some(cache), false);
     }
 }
 

@@ -107,4 +107,46 @@ fn mounts_show_the_owners_and_symlink_modes_unpack_makes() {
     )
     .assert_ok();
     assert_eq!(owner_and_mode(&numeric.join("d/f")), (501, 20, 0o640));
+    // A mount with `--numeric-owner` shows that tree, in both modes.
+    let fuse_numeric = s.tmp.path().join("fuse-numeric");
+    let fuse_numeric = Mounted::made_by(&fuse_numeric, || {
+        ferry(
+            &cache,
+            &[&"mount", &"--numeric-owner", &archive, &fuse_numeric],
+        )
+    });
+    assert_eq!(
+        owner_and_mode(&fuse_numeric.at.join("d/l")),
+        (501, 20, 0o777)
+    );
+    assert_same_tree_with(&numeric, &fuse_numeric.at, &fuse_opts);
+    let kernel_numeric = s.tmp.path().join("kernel-numeric");
+    let kernel_numeric = Mounted::made_by(&kernel_numeric, || {
+        let args: [&dyn AsRef<std::ffi::OsStr>; 5] = [
+            &"mount",
+            &"--kernel",
+            &"--numeric-owner",
+            &archive,
+            &kernel_numeric,
+        ];
+        ferry(&cache, &args)
+    });
+    assert_same_tree_with(&numeric, &kernel_numeric.at, &kernel_opts);
+    // The image by name is still there, and still by name.
+    drop(kernel);
+    let again = Mounted::made_by(&s.tmp.path().join("kernel"), || {
+        ferry(
+            &cache,
+            &[
+                &"mount",
+                &"--kernel",
+                &archive,
+                &s.tmp.path().join("kernel"),
+            ],
+        )
+    });
+    assert_eq!(
+        owner_and_mode(&again.at.join("d/f")),
+        (daemon, staff, 0o640)
+    );
 }

@@ -56,8 +56,14 @@ pub struct Image {
 }
 
 /// Finds the image of `archive` in the cache (`cache_dir`, default [`cache::dir`]), or
-/// builds it there. A compressed archive is refused: the kernel reads data in place.
-pub fn prepare(archive: &Path, cache_dir: Option<&Path>) -> Result<Image, MountError> {
+/// builds it there; with `numeric_owner`, one showing the archive's owner ids (see
+/// [`ferry_archive::tree::shown`]), kept beside the other. A compressed archive is
+/// refused: the kernel reads data in place.
+pub fn prepare(
+    archive: &Path,
+    cache_dir: Option<&Path>,
+    numeric_owner: bool,
+) -> Result<Image, MountError> {
     let (file, stamp) = open_plain(archive)?;
     drop(file);
     let dir = cache_dir
@@ -68,7 +74,10 @@ pub fn prepare(archive: &Path, cache_dir: Option<&Path>) -> Result<Image, MountE
         })?;
     let path = cache::path_for(&dir, archive)
         .map_err(|e| MountError::at(archive, format!("resolve its path: {e}")))?
-        .with_extension("erofs");
+        .with_extension(match numeric_owner {
+            true => "numeric.erofs",
+            false => "erofs",
+        });
     if valid(&path, stamp) {
         return Ok(Image {
             path,
@@ -88,7 +97,7 @@ pub fn prepare(archive: &Path, cache_dir: Option<&Path>) -> Result<Image, MountE
     let opts = ferry_erofs::Options {
         uuid: xxh3_128(path.as_os_str().as_encoded_bytes()).to_le_bytes(),
         volume_name: *b"ferry\0\0\0\0\0\0\0\0\0\0\0",
-        numeric_owner: false,
+        numeric_owner,
     };
     let built = store(&path, opened.stamp, |out| {
         ferry_erofs::build(&opened.table, opened.stamp.size, &opts, out)
