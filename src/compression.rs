@@ -2,9 +2,8 @@
 //! name), and a reader that undoes it. gzip, zstd, xz, bzip2, lz4, lzma (`lzma_alone`),
 //! lzip, compress (`.Z`) and lzop are read, as bsdtar reads them (each also when several
 //! streams follow one another, as `cat a.gz b.gz` makes). Bytes after the last stream of
-//! a sequential codec (all but gzip, zstd and xz) are trailing garbage: a warning, and,
-//! where GNU tar's decompressor fails on it (lzma, lzop), an error once the archive has
-//! been read. Decompression runs on a thread of its own.
+//! are trailing garbage: a warning, and, where GNU tar's decompressor fails on it
+//! (gzip, zstd, xz, lzma, lzop), an error once the archive has been read. Decompression runs on a thread of its own.
 
 use crate::read_ahead::read_ahead;
 use std::io::{self, BufReader, Read};
@@ -51,15 +50,8 @@ pub fn decompressed(mut raw: Box<dyn Read + Send>) -> io::Result<Box<dyn Read>> 
     let buffered = BufReader::with_capacity(1 << 20, io::Cursor::new(head).chain(raw));
     let decoder: Box<dyn Read + Send> = match compression {
         None => return Ok(Box::new(buffered)),
-        Some(Compression::Gzip) => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
-        Some(Compression::Zstd) => Box::new(zstd::stream::read::Decoder::with_buffer(buffered)?),
-        Some(Compression::Xz) => Box::new(XzWithinLimit(liblzma::bufread::XzDecoder::new_stream(
-            buffered,
-            liblzma::stream::Stream::new_stream_decoder(XZ_MEMORY, liblzma::stream::CONCATENATED)
-                .map_err(io::Error::other)?,
-        ))),
         Some(codec) => Box::new(Trailing(
-            ferry_seek::stream_decoder(codec, Box::new(buffered))?,
+            ferry_seek::stream_decoder(codec, Box::new(buffered)),
             false,
         )),
     };
@@ -96,7 +88,8 @@ pub fn after_the_end(e: io::Error) -> io::Error {
 
 /// A sequential decoder whose trailing garbage is told as GNU tar tells it: a warning,
 /// and an error (after the archive, whose members are all read) where GNU tar's
-/// decompressor fails on it: `xz --format=lzma` and `lzop` do, `bzip2` and `lzip` warn
+/// decompressor fails on it: `gzip` (status 2, a warning), `zstd`, `xz`, `xz
+/// --format=lzma` and `lzop` do, `bzip2` and `lzip` warn
 /// or say nothing and succeed, and lz4, which GNU tar 1.34 does not read, is read as
 /// bsdtar does, which succeeds.
 struct Trailing(ferry_seek::SeqDecoder, bool);
@@ -110,7 +103,10 @@ impl Read for Trailing {
         self.1 = true;
         let codec = self.0.codec();
         let what = format!("trailing garbage after the {codec} data, at compressed offset {at}");
-        if matches!(codec, Compression::Lzma | Compression::Lzop) {
+        if !matches!(
+            codec,
+            Compression::Bzip2 | Compression::Lzip | Compression::Lz4
+        ) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 TrailingGarbage(format!(
@@ -136,33 +132,6 @@ impl std::fmt::Display for TrailingGarbage {
 }
 
 impl std::error::Error for TrailingGarbage {}
-
-/// The most memory the xz decoder may take. xz's largest preset (`-9`) needs 65 MiB to
-/// decompress; an input may ask for up to 4 GiB (its dictionary size is the sender's
-/// choice), which is not allocated for it.
-const XZ_MEMORY: u64 = 256 << 20;
-
-/// An xz decoder whose memory limit, when reached, is told as what it is.
-struct XzWithinLimit<R>(R);
-
-impl<R: Read> Read for XzWithinLimit<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf).map_err(|e| {
-            let limit = e
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<liblzma::stream::Error>())
-                .is_some_and(|inner| matches!(inner, liblzma::stream::Error::MemLimit));
-            if !limit {
-                return e;
-            }
-            io::Error::other(format!(
-                "the xz data needs more than the {} MiB of memory ferry gives its decoder: \
-                 decompress it first (`xz -dc`), and pipe that in as -",
-                XZ_MEMORY >> 20
-            ))
-        })
-    }
-}
 
 #[cfg(test)]
 mod tests {

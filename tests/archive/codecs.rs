@@ -57,7 +57,7 @@ fn lz4_lzma_lzip_compress_and_lzop_archives_read_whatever_their_name() {
         // A name that says nothing, or lies: the magic decides.
         let packed = s.tmp.path().join(format!("{program}.tar.gz"));
         compress(program, args, &plain, &packed);
-        let dst = s.tmp.path().join(format!("out-{program}"));
+        let dst = s.tmp.path().join(format!("out-{program}-{}", args[0]));
         ferry(&[&"unpack", &packed, &dst]).assert_ok();
         assert_same_tree(&s.src, &dst);
         assert_eq!(ferry(&[&"ls", &packed]).stdout, listing.stdout, "{program}");
@@ -114,21 +114,29 @@ fn trailing_garbage_after_compressed_data_is_told_with_gnu_tars_status() {
         .iter()
         .copied()
         .filter(|(p, _)| *p != "compress")
-        .chain([("bzip2", &["-c"][..])])
+        .chain([
+            ("bzip2", &["-c"][..]),
+            ("xz", &["-c"][..]),
+            ("gzip", &["-c"][..]),
+            ("zstd", &["-q", "-c"][..]),
+        ])
         .collect();
     for (program, args) in tools {
-        let packed: PathBuf = s.tmp.path().join(format!("{program}-garbage"));
+        let packed: PathBuf = s.tmp.path().join(format!("{program}-{}-garbage", args[0]));
         compress(program, args, &plain, &packed);
         let mut bytes = std::fs::read(&packed).expect("read");
         bytes.extend_from_slice(b"garbage here\n");
         std::fs::write(&packed, &bytes).expect("write");
-        let dst = s.tmp.path().join(format!("out-{program}"));
+        let dst = s.tmp.path().join(format!("out-{program}-{}", args[0]));
         let r = ferry(&[&"unpack", &packed, &dst]);
         assert_same_tree(&s.src, &dst);
         assert!(r.stderr.contains("trailing garbage"), "{program}: {r}");
         let gnu = match program {
             "lz4" => 0,
-            _ => gnu_tar_status(&packed, &s.tmp.path().join(format!("gnu-{program}"))),
+            _ => gnu_tar_status(
+                &packed,
+                &s.tmp.path().join(format!("gnu-{program}-{}", args[0])),
+            ),
         };
         assert_eq!(
             r.status == 0,

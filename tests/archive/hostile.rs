@@ -460,7 +460,7 @@ open(sys.argv[1], "wb").write(b)
     r.assert_status(2);
     assert!(
         r.stderr.contains(
-            "the xz data needs more than the 256 MiB of memory ferry gives its decoder: \
+            "xz data: it needs more than the 128 MiB of memory ferry gives its decoder: \
              decompress it first (`xz -dc`), and pipe that in as -"
         ),
         "{r}"

@@ -8,7 +8,7 @@ use crate::access::Decoder;
 use crate::gzip::GzDecoder;
 use crate::index::{Kind, Point, SeekIndex};
 use crate::seq;
-use crate::xz::{self, XzDecoder};
+use crate::xz;
 use crate::zstd::ZstdDecoder;
 use crate::{corrupt, Codec, MIN_SPAN};
 
@@ -39,7 +39,7 @@ impl Indexing {
         let dec = match codec {
             Codec::Gzip => Decoder::Gzip(GzDecoder::indexing(file.clone(), span)?),
             Codec::Zstd => Decoder::Zstd(ZstdDecoder::indexing(file.clone(), span)?),
-            Codec::Xz => Decoder::Xz(XzDecoder::indexing(file.clone())?),
+            // Read forward stream by stream; the points come from the xz indexes after.
             _ => Decoder::Seq(seq::from_file(codec, file.clone())),
         };
         Ok(Indexing {
@@ -59,8 +59,7 @@ impl Indexing {
     /// Where bytes that are not the codec's data start after its last stream (trailing
     /// garbage, which `finish` accepts: the data before it is all there), once `read`
     /// has returned the end of the data; `None` before that, or when nothing follows.
-    /// Told for gzip, zstd and the sequential codecs (see [`crate::seq`]); xz's
-    /// stream padding is read by liblzma, whose error trailing garbage stays.
+    /// Told for every codec (xz after its last stream and stream padding).
     pub fn trailing_garbage(&self) -> Option<u64> {
         match &self.dec {
             Decoder::Seq(d) => d.trailing_garbage(),
@@ -79,6 +78,13 @@ impl Indexing {
         let (mut points, consumed) = match self.dec {
             Decoder::Gzip(d) => d.into_points(),
             Decoder::Zstd(d) => d.into_points(),
+            Decoder::Seq(d) if self.codec == Codec::Xz => {
+                let consumed = d.consumed();
+                (
+                    xz::points(&self.file, consumed, decoded, self.span)?,
+                    consumed,
+                )
+            }
             Decoder::Seq(d) => {
                 let start = Point {
                     out: 0,
@@ -87,13 +93,8 @@ impl Indexing {
                 };
                 (vec![start], d.consumed())
             }
-            Decoder::Xz(d) => {
-                let consumed = d.consumed();
-                (
-                    xz::points(&self.file, consumed, decoded, self.span)?,
-                    consumed,
-                )
-            }
+            // Only resumed at a point, never made for indexing.
+            Decoder::Xz(_) => return Err(corrupt(self.codec, "an xz decoder resumed mid-file")),
         };
         let len = self.file.metadata()?.len();
         if len != consumed && trailing.is_none() {

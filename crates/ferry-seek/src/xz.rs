@@ -1,7 +1,8 @@
 //! xz: a seek point at the start of a block, about every `span` bytes of output.
 //!
-//! While indexing, the whole file is decoded with liblzma's stream decoder (all streams,
-//! stream padding allowed), which checks every block's check and every stream's index.
+//! While indexing, the whole file is read forward stream by stream (`crate::seq`:
+//! liblzma checks every block's check and every stream's index; stream padding is
+//! skipped; bytes after the last stream that start none are trailing garbage).
 //! The block boundaries then come from the xz indexes themselves: each stream ends with
 //! a footer that gives the size of its index, the index lists each block's unpadded and
 //! uncompressed sizes, and the stream header sits just before its first block (the .xz
@@ -19,25 +20,23 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use liblzma::stream::{Action, Status, Stream, CONCATENATED};
+use liblzma::stream::{Action, Status, Stream};
 
 use crate::index::{Kind, Point};
 use crate::input::Input;
 use crate::{corrupt, Codec};
 
-const HEADER_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0];
+pub(crate) const HEADER_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0];
 /// The largest xz index read (the spec allows 16 GiB; 64 MiB is ~8 million blocks).
 const MAX_INDEX: u64 = 64 << 20;
 
-/// Decodes an xz file: all of it (indexing), or one stream's blocks from a block onwards.
+/// Decodes one xz stream's blocks from a block onwards.
 pub(crate) struct XzDecoder {
     dec: Stream,
     input: Input,
     /// A stream header still to feed before `input` (starting mid-stream).
     header: [u8; 12],
     header_used: usize,
-    /// Indexing: the whole file, ended with `Action::Finish`.
-    whole: bool,
     done: bool,
     stalls: u8,
 }
@@ -62,20 +61,6 @@ fn lzma_error(e: liblzma::stream::Error, at: u64) -> io::Error {
 }
 
 impl XzDecoder {
-    /// A decoder of the whole file, for indexing.
-    pub fn indexing(file: Arc<File>) -> io::Result<XzDecoder> {
-        Ok(XzDecoder {
-            dec: Stream::new_stream_decoder(XZ_MEMORY, CONCATENATED)
-                .map_err(|e| lzma_error(e, 0))?,
-            input: Input::new(file, 0, u64::MAX),
-            header: [0; 12],
-            header_used: 12,
-            whole: true,
-            done: false,
-            stalls: 0,
-        })
-    }
-
     /// A decoder starting at an xz block point (from a validated index).
     pub fn resume(file: Arc<File>, point: &Point) -> io::Result<XzDecoder> {
         let Kind::XzBlock { stream, blocks_end } = point.kind else {
@@ -97,19 +82,12 @@ impl XzDecoder {
             input: Input::new(file, point.inp, blocks_end),
             header,
             header_used: 0,
-            whole: false,
             done: false,
             stalls: 0,
         })
     }
 
-    /// The compressed size read (indexing).
-    pub fn consumed(&self) -> u64 {
-        self.input.offset()
-    }
-
-    /// Decompresses into `buf`; `Ok(0)` at the end of the data (indexing) or of the
-    /// stream's blocks (resumed).
+    /// Decompresses into `buf`; `Ok(0)` at the end of the stream's blocks.
     pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() || self.done {
             return Ok(0);
@@ -125,28 +103,6 @@ impl XzDecoder {
                 self.dec
                     .process(self.input.avail(), buf, Action::Run)
                     .map_err(|e| lzma_error(e, at))?
-            } else if self.whole {
-                if at == 0 {
-                    return Err(corrupt(Codec::Xz, "empty file"));
-                }
-                let st = self
-                    .dec
-                    .process(&[], buf, Action::Finish)
-                    .map_err(|e| lzma_error(e, at))?;
-                let made = (self.dec.total_out() - before_out) as usize;
-                if matches!(st, Status::StreamEnd) {
-                    self.done = true;
-                    return Ok(made);
-                }
-                if made > 0 {
-                    return Ok(made);
-                }
-                return Err(corrupt(
-                    Codec::Xz,
-                    format!(
-                        "the file ends inside an xz stream, at compressed offset {at} (truncated?)"
-                    ),
-                ));
             } else {
                 // At the stream's index: drain what the decoder still holds, then stop.
                 self.dec
@@ -166,8 +122,8 @@ impl XzDecoder {
                 self.input.consume(used);
             }
             if matches!(status, Status::StreamEnd) {
-                // Only the whole-file decoder sees a stream's end; with CONCATENATED that
-                // is the end of the file.
+                // Not before the stream's index, where the input stops; but if so,
+                // the stream is done.
                 self.done = true;
                 return Ok(made);
             }

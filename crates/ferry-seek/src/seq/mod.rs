@@ -1,4 +1,6 @@
-//! Sequential codecs: bzip2, lz4, lzma (`lzma_alone`), lzip, compress (`.Z`) and lzop.
+//! Sequential codecs: bzip2, lz4, lzma (`lzma_alone`), lzip, compress (`.Z`) and lzop;
+//! and xz read forward, stream by stream (how it is indexed, and read from a pipe), and
+//! gzip and zstd member by member (read from a pipe).
 //!
 //! None of these has places a decoder can start again from that a reader could find
 //! cheaply, so a file of theirs has one seek point, its start, and is read forward.
@@ -14,6 +16,7 @@
 //! standard input.
 
 mod bzip2;
+mod forward;
 mod lz4;
 mod lzma;
 mod lzop;
@@ -47,6 +50,9 @@ fn starts_another(codec: Codec, head: &[u8]) -> bool {
         Codec::Lz4 => lz4::starts_frame(head),
         Codec::Lzip => head.starts_with(b"LZIP"),
         Codec::Lzop => head.starts_with(&lzop::MAGIC),
+        Codec::Xz => head.starts_with(&crate::xz::HEADER_MAGIC),
+        Codec::Gzip => forward::starts_gzip(head),
+        Codec::Zstd => forward::starts_zstd(head),
         // An lzma_alone file and a compress file hold one stream.
         _ => false,
     }
@@ -61,11 +67,9 @@ fn open(codec: Codec, src: Src) -> io::Result<Box<dyn Member>> {
         Codec::Lz4 => Box::new(lz4::Lz4Member::new(src)),
         Codec::Lzop => Box::new(lzop::LzopMember::new(src)),
         Codec::Compress => Box::new(lzw::LzwMember::new(src)),
-        Codec::Gzip | Codec::Zstd | Codec::Xz => {
-            return Err(io::Error::other(format!(
-                "{codec} is not a sequential codec"
-            )))
-        }
+        Codec::Xz => Box::new(lzma::LzmaMember::xz(src)?),
+        Codec::Gzip => Box::new(forward::GzMember::new(src)),
+        Codec::Zstd => Box::new(forward::ZstdMember::new(src)?),
     })
 }
 
@@ -137,6 +141,13 @@ impl SeqDecoder {
                         self.state = State::Done(src);
                         return Ok(0);
                     }
+                    // xz streams may be followed by stream padding: zero bytes, four
+                    // at a time (the .xz format, section 2.2).
+                    if self.codec == Codec::Xz && self.streams > 0 && head.starts_with(&[0; 4]) {
+                        src.skip(4)?;
+                        self.state = State::Between(src);
+                        continue;
+                    }
                     if self.streams > 0 && !starts_another(self.codec, head) {
                         self.trailing = Some(at);
                         self.state = State::Done(src);
@@ -187,15 +198,10 @@ pub(crate) fn from_file(codec: Codec, file: std::sync::Arc<std::fs::File>) -> Se
     SeqDecoder::new(codec, Src::new(Box::new(input)))
 }
 
-/// A decoder of `codec` (a sequential one: not gzip, zstd or xz) reading `input` from
-/// its first byte; see [`SeqDecoder`].
-pub fn stream_decoder(codec: Codec, input: Box<dyn Read + Send>) -> io::Result<SeqDecoder> {
-    if !codec.is_sequential() {
-        return Err(io::Error::other(format!(
-            "{codec} is not a sequential codec"
-        )));
-    }
-    Ok(SeqDecoder::new(codec, Src::new(input)))
+/// A decoder of `codec` reading `input` from its first byte, forward (the sequential
+/// codecs, and gzip, zstd and xz member by member); see [`SeqDecoder`].
+pub fn stream_decoder(codec: Codec, input: Box<dyn Read + Send>) -> SeqDecoder {
+    SeqDecoder::new(codec, Src::new(input))
 }
 
 /// Whether `head` starts an lz4 frame or legacy frame (not a skippable frame, whose

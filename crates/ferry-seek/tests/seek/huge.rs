@@ -83,7 +83,7 @@ fn an_xz_block_asking_for_a_1_gib_dictionary_is_refused() {
     let err = std::io::copy(&mut indexing, &mut std::io::sink()).expect_err("refused");
     assert!(
         err.to_string()
-            .contains("needs more than 128 MiB of memory"),
+            .contains("needs more than the 128 MiB of memory"),
         "{err}"
     );
 }
