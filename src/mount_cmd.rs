@@ -154,9 +154,16 @@ fn tell_parent(line: &str) {
     }
 }
 
-/// Warns of members left out, of slow compressed reads and (unless `index_only`, which
+/// Warns of what the tar reader read liberally, of members left out, of slow
+/// compressed reads and (unless `index_only`, which
 /// fails on it) of an index that could not be kept.
 fn report(opened: &Opened, index_only: bool) {
+    for w in &opened.warnings {
+        to_stderr(format_args!(
+            "ferry: warning: {}: {w}",
+            opened.path.display()
+        ));
+    }
     for s in &opened.skipped {
         to_stderr(format_args!(
             "ferry: warning: {}: {s}: not shown",
@@ -310,6 +317,12 @@ fn run_kernel(args: &MountArgs) -> anyhow::Result<ExitCode> {
     use ferry_mount::kernel::{self, Backing, ImageOrigin};
     let cache_dir = args.cache.cache_dir.as_deref();
     let image = kernel::prepare(&args.archive, cache_dir, args.numeric_owner)?;
+    for w in &image.warnings {
+        to_stderr(format_args!(
+            "ferry: warning: {}: {w}",
+            args.archive.display()
+        ));
+    }
     for s in &image.skipped {
         to_stderr(format_args!(
             "ferry: warning: {}: {s}: not shown",

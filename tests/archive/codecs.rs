@@ -151,5 +151,6 @@ fn trailing_garbage_after_compressed_data_is_told_with_gnu_tars_status() {
             c
         });
         ix.assert_ok();
+        assert!(ix.stderr.contains("trailing garbage"), "{program}: {ix}");
     }
 }

@@ -421,6 +421,10 @@ fn issue_33_tars_the_peers_read_are_unpacked_as_gnu_tar_does() {
         if index.status != 0 {
             wrong.push(format!("{name}: index: {index}"));
         }
+        // What the reader said, the index (and so the mount) says too.
+        if !c.says.is_empty() && !index.stderr.contains(c.says) {
+            wrong.push(format!("{name}: index should say {:?}: {index}", c.says));
+        }
         let listed = ferry(&[&"ls", &archive]);
         if listed.status != c.status {
             wrong.push(format!("{name}: ls: {listed}"));

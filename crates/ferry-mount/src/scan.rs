@@ -24,6 +24,10 @@ pub struct Built {
     pub builder: TreeBuilder,
     /// Members left out, and why (the first [`SKIPPED_KEPT`]).
     pub skipped: Vec<Skipped>,
+    /// What the tar reader read liberally (a repeated extension header, a field it
+    /// read as GNU tar does), and trailing garbage after compressed data: the warnings
+    /// `unpack` gives (the first [`SKIPPED_KEPT`]).
+    pub warnings: Vec<String>,
     /// End of the tar data (in the decompressed stream, for a compressed archive).
     pub data_end: u64,
     /// Compression code (0: none) and its seek points, as ferry-seek writes them.
@@ -53,6 +57,7 @@ pub fn build(file: &File, meta: &Metadata, path: &Path) -> Result<Built, MountEr
     let mut built = Built {
         builder: TreeBuilder::new(defaults(meta)),
         skipped: Vec::new(),
+        warnings: Vec::new(),
         data_end: 0,
         codec: 0,
         seek: Vec::new(),
@@ -64,6 +69,15 @@ pub fn build(file: &File, meta: &Metadata, path: &Path) -> Result<Built, MountEr
         let mut tar = Reader::new(BufReader::with_capacity(256 << 10, &mut indexing));
         built.data_end = scan(&mut tar, &mut built, None).map_err(|e| bad(&e))?;
         drop(tar);
+        // Read to the end first, so that bytes after the compressed data are known.
+        std::io::copy(&mut indexing, &mut std::io::sink())
+            .map_err(|e| bad(&format!("{codec}: {e}")))?;
+        if let Some(at) = indexing.trailing_garbage() {
+            let what = format!(
+                "trailing garbage after the {codec} data, at compressed offset {at}, ignored"
+            );
+            note(&mut built.warnings, what);
+        }
         let index = indexing
             .finish()
             .map_err(|e| bad(&format!("{codec}: {e}")))?;
@@ -95,7 +109,12 @@ pub fn build(file: &File, meta: &Metadata, path: &Path) -> Result<Built, MountEr
 /// `len`, members' data must lie within that many bytes (data skipped by seeking is not
 /// read, so a tar cut short shows only so).
 fn scan<R: Read>(tar: &mut Reader<R>, built: &mut Built, len: Option<u64>) -> Result<u64, String> {
-    while let Some(t) = tar.next_entry().map_err(|e| e.to_string())? {
+    loop {
+        let next = tar.next_entry().map_err(|e| e.to_string());
+        for w in tar.take_warnings() {
+            note(&mut built.warnings, w.to_string());
+        }
+        let Some(t) = next? else { break };
         if len.is_some_and(|len| t.data_offset.saturating_add(t.stored) > len) {
             return Err(format!(
                 "truncated: the data of member {} passes the end of the file",
@@ -114,9 +133,9 @@ fn scan<R: Read>(tar: &mut Reader<R>, built: &mut Built, len: Option<u64>) -> Re
     Ok(tar.offset())
 }
 
-/// Keeps a skipped member to report, up to [`SKIPPED_KEPT`].
-fn note(skipped: &mut Vec<Skipped>, s: Skipped) {
-    if skipped.len() < SKIPPED_KEPT {
-        skipped.push(s);
+/// Keeps a skipped member or a warning to report, up to [`SKIPPED_KEPT`].
+fn note<T>(kept: &mut Vec<T>, s: T) {
+    if kept.len() < SKIPPED_KEPT {
+        kept.push(s);
     }
 }

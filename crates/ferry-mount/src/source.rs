@@ -51,6 +51,9 @@ pub struct Opened {
     pub origin: Origin,
     /// Members left out of the tree, and why (only when it was built now).
     pub skipped: Vec<Skipped>,
+    /// What the tar reader warned of (only when the tree was built now): see
+    /// [`crate::scan::Built::warnings`].
+    pub warnings: Vec<String>,
     /// For a compressed archive that can only be read from its start (one zstd frame,
     /// one xz block, bzip2): that reads are slow, and what to make instead.
     pub advice: Option<String>,
@@ -110,6 +113,7 @@ pub fn open(path: &Path, cache_dir: Option<&Path>) -> Result<Opened, MountError>
         data: served.data,
         origin: served.origin,
         skipped: served.skipped,
+        warnings: served.warnings,
         advice: served.advice,
         check_later: served.check_later,
     })
@@ -121,6 +125,7 @@ struct Served {
     data: Arc<dyn DataAt>,
     origin: Origin,
     skipped: Vec<Skipped>,
+    warnings: Vec<String>,
     advice: Option<String>,
     check_later: Option<LaterCheck>,
 }
@@ -159,6 +164,7 @@ fn serve_embedded(
         data,
         origin: Origin::Embedded,
         skipped: Vec::new(),
+        warnings: Vec::new(),
         advice: None,
         check_later: Some(check_later),
     })
@@ -184,6 +190,7 @@ fn serve_built(
                 data,
                 origin: Origin::Cached(shown),
                 skipped: Vec::new(),
+                warnings: Vec::new(),
                 advice,
                 check_later: None,
             });
@@ -192,6 +199,7 @@ fn serve_built(
     let Built {
         builder,
         skipped,
+        warnings,
         data_end,
         codec,
         seek,
@@ -204,6 +212,7 @@ fn serve_built(
         data,
         origin,
         skipped,
+        warnings,
         advice,
         check_later: None,
     })

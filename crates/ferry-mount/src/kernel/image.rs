@@ -51,6 +51,8 @@ pub struct Image {
     pub origin: ImageOrigin,
     /// Members the tree leaves out (as `unpack` would), when its table was built now.
     pub skipped: Vec<Skipped>,
+    /// What the tar reader warned of, when its table was built now.
+    pub warnings: Vec<String>,
     /// What the image leaves out (xattrs EROFS cannot hold), with the path.
     pub left_out: Vec<String>,
 }
@@ -83,6 +85,7 @@ pub fn prepare(
             path,
             origin: ImageOrigin::Cached,
             skipped: Vec::new(),
+            warnings: Vec::new(),
             left_out: Vec::new(),
         });
     }
@@ -107,6 +110,7 @@ pub fn prepare(
         path,
         origin: ImageOrigin::Built(start.elapsed(), built.inodes),
         skipped: opened.skipped,
+        warnings: opened.warnings,
         left_out: built.left_out,
     })
 }

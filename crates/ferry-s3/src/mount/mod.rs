@@ -157,6 +157,7 @@ fn opened(
         data: Arc::new(blocks),
         origin,
         skipped,
+        warnings: Vec::new(),
         advice: None,
         check_later: None,
     }
