@@ -209,6 +209,34 @@ fn cases() -> Vec<Case> {
             Archive::default().header(&ustar(0, b"od/", 0)).raw(&b().0),
             "",
         ),
+        // A pax size GNU tar cannot read: reported, the header's size used, the rest
+        // read (GNU tar exits 2 after it).
+        Case {
+            // bsdtar reads the bad size as a number of its own and then hunts for
+            // the next header ("Damaged tar archive, retrying").
+            bsdtar_agrees: false,
+            ..case(
+                "pax size abc",
+                Archive::default()
+                    .pax(b'x', &[(b"size", b"abc")])
+                    .file(b"a", b"x")
+                    .raw(&b().0),
+                "invalid value for pax key 'size'",
+            )
+        },
+        Case {
+            // bsdtar reads the bad size as a number of its own and then hunts for
+            // the next header ("Damaged tar archive, retrying").
+            bsdtar_agrees: false,
+            ..case(
+                "pax size past 2^63",
+                Archive::default()
+                    .pax(b'x', &[(b"size", b"9223372036854775808")])
+                    .file(b"a", b"x")
+                    .raw(&b().0),
+                "invalid value for pax key 'size'",
+            )
+        },
         // 4. Repeated extension headers: the last wins.
         case(
             "two L",

@@ -172,10 +172,9 @@ pub(crate) fn build(
         ));
         TarKind::File
     });
-    let declared = match pax.get_u64(b"size")? {
-        Some(size) => size,
-        None => header.size()?,
-    };
+    // A size GNU tar cannot read (`abc`, `-5`, past 2^63) is reported and the header's
+    // size used, as GNU tar does (its status is then 2; the members are all read).
+    let declared = lenient(&mut warnings, pax.get_size(b"size"), || header.size())?;
     let plan = sparse::plan(header, &pax)?;
     let path = entry_path(header, pending, &pax)?;
     // Old (v7 and early ustar) writers mark a directory by the '/' of its name alone.

@@ -80,8 +80,8 @@ fn parse_record(rest: &[u8]) -> Result<(Record, usize), &'static str> {
 /// Validates the value of a key this reader interprets where a bad value leaves the
 /// archive unreadable (its framing, its names, its sparse map, its xattrs), so that
 /// it is reported at its record. Unknown keys are not checked, nor are the keys whose
-/// bad value GNU tar reports and ignores, reading the header field instead (times,
-/// owners, device numbers: see [`PaxView`]'s users). An empty value is always valid:
+/// bad value GNU tar reports and ignores, reading the header field instead (size,
+/// times, owners, device numbers: see [`PaxView`]'s users). An empty value is always valid:
 /// it cancels the key.
 fn check_value(key: &[u8], value: &[u8]) -> Result<(), TarErrorKind> {
     if value.is_empty() && !xattr::is_xattr_key(key) {
@@ -89,8 +89,7 @@ fn check_value(key: &[u8], value: &[u8]) -> Result<(), TarErrorKind> {
     }
     let ok = match key {
         b"path" | b"linkpath" | b"uname" | b"gname" | b"GNU.sparse.name" => !value.contains(&0),
-        b"size"
-        | b"GNU.sparse.size"
+        b"GNU.sparse.size"
         | b"GNU.sparse.realsize"
         | b"GNU.sparse.numblocks"
         | b"GNU.sparse.offset"
@@ -218,11 +217,10 @@ impl<'a> PaxView<'a> {
         Some(value.as_slice()).filter(|v| !v.is_empty())
     }
 
-    /// A decimal number in force for `key`.
-    pub(crate) fn get_u64(&self, key: &[u8]) -> Result<Option<u64>, TarErrorKind> {
-        self.get(key)
-            .map(|v| parse_or(v, key, decimal_u64))
-            .transpose()
+    /// A size in force for `key`: a decimal number GNU tar takes, 0 to 2^63 - 1.
+    pub(crate) fn get_size(&self, key: &[u8]) -> Result<Option<u64>, TarErrorKind> {
+        let size = |v| decimal_u64(v).filter(|&n| i64::try_from(n).is_ok());
+        self.get(key).map(|v| parse_or(v, key, size)).transpose()
     }
 
     /// A decimal number in force for `key` that must fit 32 bits.
@@ -404,8 +402,10 @@ mod tests {
 
     #[test]
     fn known_values_checked() {
-        assert!(parse_records(&rec("size", "12x")).is_err());
-        // Times and owners are checked where they are used (a bad one is ignored).
+        assert!(parse_records(&rec("GNU.sparse.size", "12x")).is_err());
+        // Sizes, times and owners are checked where they are used (a bad one is
+        // ignored, the header's field used).
+        assert!(parse_records(&rec("size", "12x")).is_ok());
         assert!(parse_records(&rec("uid", "4294967296")).is_ok());
         assert!(parse_records(&rec("mtime", "+1")).is_ok());
         assert!(parse_records(&rec("path", "a\0b")).is_err());
