@@ -88,26 +88,23 @@ fn matcher(raw: &[u8]) -> Result<(globset::GlobMatcher, bool), String> {
     Ok((glob, anchored))
 }
 
-/// Whether `glob` matches a run of whole components of `path` (from its first one
-/// only when `anchored`): how GNU tar's `--exclude` matches, unanchored, with
-/// wildcards matching `/`, a match excluding what lies below too.
-fn excludes(glob: &globset::GlobMatcher, anchored: bool, path: &RelPath) -> bool {
-    let p = path.as_bytes();
-    let bounds: Vec<usize> = p
-        .iter()
-        .enumerate()
-        .filter(|(_, &b)| b == b'/')
-        .map(|(i, _)| i)
-        .chain([p.len()])
-        .collect();
-    let starts = std::iter::once(0).chain(bounds.iter().map(|&b| b + 1));
-    let starts = starts.take(if anchored { 1 } else { bounds.len() });
-    starts.enumerate().any(|(first, start)| {
-        bounds[first..].iter().any(|&end| {
-            let run = p.get(start..end).unwrap_or_default();
-            glob.is_match(std::path::Path::new(std::ffi::OsStr::from_bytes(run)))
-        })
-    })
+/// An `--exclude` pattern as one regular expression over a member's whole path: the
+/// glob (`*` matching `/` too, and newlines, as fnmatch's) matching a run of whole
+/// components (from the first one only when `anchored`): how GNU tar's `--exclude`
+/// matches, a match excluding what lies below too. One search a member, in time linear
+/// in the path (trying each run on its own took time growing with the square of the
+/// components, which a deep hostile path makes a hang).
+fn run_matcher(raw: &[u8]) -> Result<regex::bytes::Regex, String> {
+    let (glob, anchored) = matcher(raw)?;
+    let shown = RelPath::from_bytes(raw.to_vec());
+    let whole = glob.glob().regex();
+    let body = whole
+        .strip_prefix("(?-u)^")
+        .and_then(|b| b.strip_suffix('$'))
+        .ok_or_else(|| format!("{shown}: unexpected glob expression {whole}"))?;
+    let start = if anchored { "^" } else { "(?:^|/)" };
+    regex::bytes::Regex::new(&format!("(?-u)(?s){start}(?:{body})(?:/|$)"))
+        .map_err(|e| format!("{shown}: {e}"))
 }
 
 /// The members asked for: all of them, or those at or below some names.
@@ -120,7 +117,7 @@ pub struct Selection {
     strip: usize,
     /// Patterns whose members are left out (`--exclude`), each with whether it is
     /// anchored at the root.
-    excluded: Vec<(globset::GlobMatcher, bool)>,
+    excluded: Vec<regex::bytes::Regex>,
 }
 
 impl Selection {
@@ -157,16 +154,14 @@ impl Selection {
     /// the archive's root (`./d` leaves out `d` and `d/f`, not `e/d`).
     pub fn excluding<P: AsRef<[u8]>>(mut self, patterns: &[P]) -> Result<Selection, String> {
         for p in patterns {
-            self.excluded.push(matcher(p.as_ref())?);
+            self.excluded.push(run_matcher(p.as_ref())?);
         }
         Ok(self)
     }
 
     /// Whether an `--exclude` pattern leaves out the member at `path`.
     fn is_excluded(&self, path: &RelPath) -> bool {
-        self.excluded
-            .iter()
-            .any(|(glob, anchored)| excludes(glob, *anchored, path))
+        self.excluded.iter().any(|re| re.is_match(path.as_bytes()))
     }
 
     /// The same selection of members whose names lose their first `n` components
@@ -317,6 +312,45 @@ mod tests {
                 .filter(|p| s.selects(&path(p)))
                 .collect();
             assert_eq!(got, left, "--exclude {pattern}");
+        }
+    }
+
+    /// The one search gives what trying every run of components on its own gives.
+    #[test]
+    fn one_search_equals_each_run_tried() {
+        let tried = |glob: &globset::GlobMatcher, anchored: bool, p: &[u8]| {
+            let cuts: Vec<usize> = (0..=p.len())
+                .filter(|&i| i == p.len() || p[i] == b'/')
+                .collect();
+            let starts: Vec<usize> = std::iter::once(0)
+                .chain(cuts.iter().map(|c| c + 1))
+                .collect();
+            let starts = &starts[..if anchored { 1 } else { cuts.len() }];
+            starts.iter().any(|&s| {
+                cuts.iter().filter(|&&e| e >= s).any(|&e| {
+                    glob.is_match(std::path::Path::new(std::ffi::OsStr::from_bytes(&p[s..e])))
+                })
+            })
+        };
+        let parts = ["a", "b", "ab", "a.o", "x\ny", "d"];
+        let patterns = [
+            "a", "*.o", "a/b", "a*", "*b", "./a", "/d/*", "?", "[ab]/a*", "d/*/b", "x*y",
+        ];
+        let mut rng = fastrand::Rng::with_seed(33);
+        for pattern in patterns {
+            let (glob, anchored) = matcher(pattern.as_bytes()).unwrap();
+            let re = run_matcher(pattern.as_bytes()).unwrap();
+            for _ in 0..400 {
+                let n = rng.usize(1..6);
+                let path: Vec<&str> = (0..n).map(|_| parts[rng.usize(..parts.len())]).collect();
+                let p = path.join("/").replace("\\n", "\n");
+                let p = p.as_bytes();
+                assert_eq!(
+                    re.is_match(p),
+                    tried(&glob, anchored, p),
+                    "{pattern} on {p:?}"
+                );
+            }
         }
     }
 
