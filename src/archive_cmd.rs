@@ -289,10 +289,13 @@ pub fn run_unpack(args: UnpackArgs) -> anyhow::Result<ExitCode> {
 /// `ferry unpack` as `job`: an error returned means it could not run at all.
 fn unpack_job(args: &UnpackArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     let excluded: Vec<&[u8]> = args.exclude.iter().map(|p| p.as_bytes()).collect();
-    let select = selection(&args.members)?
+    let mut select = selection(&args.members)?
         .stripping(args.strip_components)
         .excluding(&excluded)
         .map_err(anyhow::Error::msg)?;
+    if let Some(t) = crate::restamp_args::transform_of(&args.transform)? {
+        select = select.transforming(t);
+    }
     let opts = UnpackOptions {
         threads: args.jobs.unwrap_or_else(ferry_core::copy::default_threads),
         reflink: args.data.reflink.into(),

@@ -333,6 +333,11 @@ pub struct UnpackArgs {
     /// or `/` matches from the archive's root only. May be given several times.
     #[arg(long, value_name = "PATTERN")]
     pub exclude: Vec<std::ffi::OsString>,
+    /// Rename members as they are unpacked, with GNU tar's sed expressions (as `pack
+    /// --transform`; symlink targets too), before --strip-components; MEMBER names and
+    /// --exclude match the new names. A new name with a `..` component is refused.
+    #[arg(long, visible_alias = "xform", value_name = "EXPRESSION")]
+    pub transform: Vec<String>,
     #[command(flatten)]
     pub data: DataArgs,
     #[command(flatten)]

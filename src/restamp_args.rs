@@ -71,13 +71,6 @@ pub struct RestampArgs {
 impl RestampArgs {
     /// The rewrites these flags ask for.
     pub fn restamp(&self) -> anyhow::Result<Restamp> {
-        let mut transform = Transform::default();
-        for t in &self.transform {
-            transform
-                .add(t)
-                .map_err(anyhow::Error::msg)
-                .context("--transform")?;
-        }
         let mut drop_atime = false;
         for list in &self.pax_option {
             drop_atime |= pax_options(list)?;
@@ -100,7 +93,7 @@ impl RestampArgs {
             clamp_mtime: self.clamp_mtime,
             drop_atime,
             sort_xattrs: self.sort == SortArg::Name,
-            transform: (!transform.is_empty()).then(|| Arc::new(transform)),
+            transform: transform_of(&self.transform)?,
         })
     }
 
@@ -108,6 +101,18 @@ impl RestampArgs {
     pub fn by_name(&self) -> bool {
         self.sort == SortArg::Name
     }
+}
+
+/// The expressions of `--transform` options, in order; None when there are none.
+pub fn transform_of(options: &[String]) -> anyhow::Result<Option<Arc<Transform>>> {
+    let mut transform = Transform::default();
+    for t in options {
+        transform
+            .add(t)
+            .map_err(anyhow::Error::msg)
+            .context("--transform")?;
+    }
+    Ok((!transform.is_empty()).then(|| Arc::new(transform)))
 }
 
 /// One `--pax-option` list: true when it deletes the atime. Anything ferry cannot do

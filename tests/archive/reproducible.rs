@@ -301,3 +301,84 @@ fn clamped_times_and_named_owners() {
         );
     }
 }
+
+#[test]
+fn unpack_transform_renames_as_gnu_tar_extracts() {
+    if missing("tar") {
+        return;
+    }
+    use crate::common::compare::{assert_same_tree_with, Options};
+    let s = scratch();
+    tree(&s.src, false, 7);
+    let archive = s.tmp.path().join("gnu.tar");
+    let top = named_members(&s.src);
+    gnu_pack(&[], &archive, &s.src, &top);
+    let cases: [&[&str]; 4] = [
+        &["--transform=s,^,pkg/,"],
+        &["--transform=s,^,X/,", "--strip-components=1"],
+        &["--transform=s/a/A/g;s,top,TOP,S"],
+        &[r"--transform=s/\(.*\)\.\(.\)$/\2.\1/"],
+    ];
+    for (i, flags) in cases.iter().enumerate() {
+        // The root, `pkg/` and (where the directory `a.b/` became `b.a/`) `a.b/` for
+        // its member are made by the extraction, at the time it runs.
+        let made = match i {
+            3 => &["", "a.b"][..],
+            _ => &["", "pkg"][..],
+        };
+        let opts = Options {
+            skip_atime: true,
+            made_dirs: made.iter().map(|d| d.as_bytes().to_vec()).collect(),
+            ..Options::default()
+        };
+        let gnu = s.tmp.path().join(format!("gnu-{i}"));
+        std::fs::create_dir(&gnu).expect("mkdir");
+        let made = Command::new("tar")
+            .args(*flags)
+            .arg("-xf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(&gnu)
+            .status()
+            .expect("tar");
+        assert!(made.success(), "{flags:?}");
+        // Through the stream reader (a tar without an index) and from standard input.
+        let ours = s.tmp.path().join(format!("ours-{i}"));
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"unpack"];
+        for f in flags.iter() {
+            args.push(f);
+        }
+        args.push(&archive);
+        args.push(&ours);
+        ferry(&args).assert_ok();
+        assert_same_tree_with(&gnu, &ours, &opts);
+        let piped = s.tmp.path().join(format!("piped-{i}"));
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"unpack"];
+        for f in flags.iter() {
+            args.push(f);
+        }
+        args.push(&"-");
+        args.push(&piped);
+        crate::ferry_stdin(&args, &archive).assert_ok();
+        assert_same_tree_with(&gnu, &piped, &opts);
+    }
+    // Through a ferry archive's index too.
+    let far = s.tmp.path().join("ours.far");
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"pack", &"-C", &s.src];
+    for t in &top {
+        args.push(t);
+    }
+    args.push(&far);
+    ferry(&args).assert_ok();
+    let indexed = s.tmp.path().join("indexed");
+    ferry(&[&"unpack", &"--transform=s,^,pkg/,", &far, &indexed]).assert_ok();
+    // (GNU tar's own archive kept whole seconds, and no xattrs.)
+    let opts = Options {
+        skip_atime: true,
+        mtime_seconds: true,
+        skip_xattrs: true,
+        made_dirs: vec![Vec::new(), b"pkg".to_vec()],
+        ..Options::default()
+    };
+    assert_same_tree_with(&s.tmp.path().join("gnu-0"), &indexed, &opts);
+}

@@ -54,7 +54,11 @@ fn the_bash_script_parses_and_completes_commands_and_flags() {
         bash_completes(&path, &["copy", "--files-f"]),
         ["--files-from"]
     );
-    assert_eq!(bash_completes(&path, &["pack", "--nu"]), ["--null"]);
+    assert_eq!(bash_completes(&path, &["pack", "--nul"]), ["--null"]);
+    assert_eq!(
+        bash_completes(&path, &["pack", "--nu"]),
+        ["--null", "--numeric-owner"]
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! the tar stream does, from offset 0 to the end-of-archive blocks. Before a member's
 //! data is used, its tar header is parsed and must agree with its index entry.
 
-use super::convert::stripped_path;
+use super::convert::Rename;
 use crate::index::{Entries, Footer, Index, IndexEntry, Kind, FOOTER_LEN};
 use crate::tar::{Reader, TarEntry, TarError, TarKind};
 use ferry_core::entry::RelPath;
@@ -210,7 +210,7 @@ impl Archive {
     pub fn last_named(
         &self,
         asked: &HashMap<RelPath, u64>,
-        strip: usize,
+        rename: Rename<'_>,
     ) -> Result<HashMap<RelPath, (u64, IndexEntry)>, ArchiveError> {
         let mut found = HashMap::new();
         let end = asked.values().copied().max().unwrap_or(0);
@@ -219,7 +219,7 @@ impl Archive {
             if pos >= end {
                 break;
             }
-            if let Ok(path) = stripped_path(&e.path, strip) {
+            if let Ok(path) = rename.path(&e.path) {
                 if asked.get(&path).is_some_and(|&before| pos < before) {
                     found.insert(path, (pos, e));
                 }

@@ -3,6 +3,7 @@
 
 use crate::index::{IndexEntry, Kind};
 use crate::tar::{TarEntry, TarKind};
+use crate::transform::Transform;
 use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath, Timestamp, Xattr};
 
 /// A member path made relative and clean: leading `/` and `./`, empty and `.`
@@ -50,6 +51,53 @@ pub fn stripped_path(raw: &[u8], strip: usize) -> Result<RelPath, &'static str> 
     }
 }
 
+/// How members' names change on the way out: `--transform`'s expressions first, then
+/// `--strip-components` (GNU tar's order: `s,^,X/,` with a strip of 1 leaves `d/f`
+/// as `d/f`).
+#[derive(Clone, Copy, Default)]
+pub struct Rename<'a> {
+    /// Leading components dropped.
+    pub strip: usize,
+    /// The expressions, if any.
+    pub transform: Option<&'a Transform>,
+}
+
+impl Rename<'_> {
+    /// No change: the names as the archive gives them (made safe).
+    pub const NONE: Rename<'static> = Rename {
+        strip: 0,
+        transform: None,
+    };
+
+    /// The member path `raw` renamed, then made safe (see [`stripped_path`]); a name
+    /// the transform empties is skipped as one stripped to nothing.
+    pub fn path(self, raw: &[u8]) -> Result<RelPath, &'static str> {
+        match self.transform {
+            None => stripped_path(raw, self.strip),
+            // A directory's name is renamed without its trailing `/`s, as GNU tar
+            // renames it (`s/\.b$/.c/` renames the directory `a.b/`).
+            Some(t) => match t.member(trim_trailing_slashes(raw)) {
+                renamed if renamed.is_empty() => Err(STRIPPED),
+                renamed => stripped_path(&renamed, self.strip),
+            },
+        }
+    }
+
+    /// A symlink's target as the transform makes it (never stripped, as GNU tar's).
+    fn symlink_target(self, target: &[u8]) -> Vec<u8> {
+        match self.transform {
+            Some(t) => t.symlink_target(target).into_owned(),
+            None => target.to_vec(),
+        }
+    }
+}
+
+/// `raw` without the `/`s it ends in (all of it, if that is all it is).
+fn trim_trailing_slashes(raw: &[u8]) -> &[u8] {
+    let end = raw.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+    &raw[..end]
+}
+
 fn time((sec, nsec): (i64, u32)) -> Timestamp {
     Timestamp { sec, nsec }
 }
@@ -83,7 +131,7 @@ fn kind(
     size: u64,
     link: Option<&[u8]>,
     rdev: u64,
-    strip: usize,
+    rename: Rename<'_>,
 ) -> Result<EntryKind, &'static str> {
     let target = || {
         link.filter(|l| !l.is_empty())
@@ -93,10 +141,10 @@ fn kind(
         TarKind::File => EntryKind::File { size },
         TarKind::Dir => EntryKind::Dir,
         TarKind::Symlink => EntryKind::Symlink {
-            target: target()?.to_vec(),
+            target: rename.symlink_target(target()?),
         },
         TarKind::HardLink => {
-            let t = stripped_path(target()?, strip)?;
+            let t = rename.path(target()?)?;
             if t.is_root() {
                 return Err("hardlink to the destination root");
             }
@@ -108,13 +156,13 @@ fn kind(
     })
 }
 
-/// The entry a tar member describes, with a safe path, its first `strip` components
-/// dropped (see [`stripped_path`]; a hardlink's target too).
-pub fn from_tar(t: &TarEntry, strip: usize) -> Result<Entry, &'static str> {
+/// The entry a tar member describes, renamed by `rename` with a safe path (see
+/// [`Rename::path`]; a hardlink's target too).
+pub fn from_tar(t: &TarEntry, rename: Rename<'_>) -> Result<Entry, &'static str> {
     let rdev = t.rdev.map_or(0, |(ma, mi)| rustix::fs::makedev(ma, mi));
     Ok(Entry {
-        path: stripped_path(&t.path, strip)?,
-        kind: kind(t.kind, t.size, t.link_target.as_deref(), rdev, strip)?,
+        path: rename.path(&t.path)?,
+        kind: kind(t.kind, t.size, t.link_target.as_deref(), rdev, rename)?,
         meta: meta(
             t.mode,
             t.uid,
@@ -133,12 +181,12 @@ fn tar_kind(k: Kind) -> TarKind {
     crate::read::archive::tar_kind(k)
 }
 
-/// The entry an index entry describes, with a safe path, its first `strip` components
-/// dropped (see [`stripped_path`]; a hardlink's target too).
-pub fn from_index(e: &IndexEntry, strip: usize) -> Result<Entry, &'static str> {
+/// The entry an index entry describes, renamed by `rename` with a safe path (see
+/// [`Rename::path`]; a hardlink's target too).
+pub fn from_index(e: &IndexEntry, rename: Rename<'_>) -> Result<Entry, &'static str> {
     Ok(Entry {
-        path: stripped_path(&e.path, strip)?,
-        kind: kind(tar_kind(e.kind), e.size, Some(&e.link), e.rdev, strip)?,
+        path: rename.path(&e.path)?,
+        kind: kind(tar_kind(e.kind), e.size, Some(&e.link), e.rdev, rename)?,
         meta: meta(e.mode, e.uid, e.gid, e.mtime, e.atime, &e.xattrs),
         links: None,
     })

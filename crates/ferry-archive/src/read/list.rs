@@ -255,7 +255,9 @@ fn last_named(
     before: u64,
 ) -> Result<Option<(u64, IndexEntry)>, ArchiveError> {
     let asked = HashMap::from([(path.clone(), before)]);
-    Ok(archive.last_named(&asked, 0)?.remove(path))
+    Ok(archive
+        .last_named(&asked, super::convert::Rename::NONE)?
+        .remove(path))
 }
 
 /// Writes a file given as runs: zeros for the holes, the runs' bytes from `read`.

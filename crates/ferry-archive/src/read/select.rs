@@ -9,7 +9,8 @@
 //! is; it selects each member whose path it matches, and everything below one (`'dir/*'`
 //! selects what is below `dir`, `'*.c'` every `.c` file at any depth).
 
-use super::convert::safe_path;
+use super::convert::{safe_path, Rename};
+use crate::transform::Transform;
 use ferry_core::entry::RelPath;
 use ferry_core::error::{Error, Reporter};
 use std::io;
@@ -115,6 +116,8 @@ pub struct Selection {
     /// Leading components dropped from every member's name before it is selected
     /// and made (`--strip-components`).
     strip: usize,
+    /// `--transform`'s expressions, applied before the strip.
+    transform: Option<std::sync::Arc<Transform>>,
     /// Patterns whose members are left out (`--exclude`), each with whether it is
     /// anchored at the root.
     excluded: Vec<regex::bytes::Regex>,
@@ -171,9 +174,19 @@ impl Selection {
         self
     }
 
-    /// The leading components dropped from member names.
-    pub fn strip(&self) -> usize {
-        self.strip
+    /// The same selection of members renamed by `transform` (`--transform`), before
+    /// any strip; names given are matched against the new names.
+    pub fn transforming(mut self, transform: std::sync::Arc<Transform>) -> Selection {
+        self.transform = Some(transform);
+        self
+    }
+
+    /// How members are renamed: see [`Rename`].
+    pub fn renaming(&self) -> Rename<'_> {
+        Rename {
+            strip: self.strip,
+            transform: self.transform.as_deref(),
+        }
     }
 
     /// Whether every member is selected.

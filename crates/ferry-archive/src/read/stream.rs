@@ -422,7 +422,7 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
     /// What member `t` says to make, if it is to be made: converted, selected, with
     /// its ACLs and owner; None after reporting why not, or if not selected.
     fn entry(&mut self, t: &TarEntry) -> Option<Entry> {
-        let entry = match from_tar(t, self.select.strip()) {
+        let entry = match from_tar(t, self.select.renaming()) {
             Ok(entry) => entry,
             Err(STRIPPED) => return None,
             Err(why) => {

@@ -304,7 +304,7 @@ pub fn unpack_file(
     let dirs = later.dirs.into_iter().rev().filter_map(|pos| {
         match archive.entry_at(pos) {
             // Converted once already; a member that failed then was reported.
-            Ok(e) => from_index(&e, select.strip())
+            Ok(e) => from_index(&e, select.renaming())
                 .ok()
                 .filter(|entry| !later.in_order || finished.insert(entry.path.clone()))
                 .map(|entry| match &by_name {
@@ -348,7 +348,7 @@ fn place_links(
     let mut first_links = HashMap::<RelPath, u64>::new();
     for &pos in links {
         let e = archive.entry_at(pos)?;
-        if let Some(target) = from_index(&e, select.strip())
+        if let Some(target) = from_index(&e, select.renaming())
             .ok()
             .as_ref()
             .and_then(target_of)
@@ -358,7 +358,7 @@ fn place_links(
     }
     let members = match first_links.is_empty() {
         true => HashMap::new(),
-        false => archive.last_named(&first_links, select.strip())?,
+        false => archive.last_named(&first_links, select.renaming())?,
     };
     // The link made from each target's member, which its other links link to.
     let mut made = HashMap::<RelPath, RelPath>::new();
@@ -368,7 +368,7 @@ fn place_links(
             let clash = clashes.get(n * GROUP + i).copied().unwrap_or_default();
             let e = archive.entry_at(pos)?;
             // Converted once already; a member that failed then was reported.
-            let Ok(mut entry) = from_index(&e, select.strip()) else {
+            let Ok(mut entry) = from_index(&e, select.renaming()) else {
                 continue;
             };
             let Some(target) = target_of(&entry) else {
@@ -385,7 +385,7 @@ fn place_links(
             let member = members.get(&target).map(|(_, t)| t);
             match member
                 .filter(|t| t.kind != Kind::HardLink)
-                .map(|t| (t, from_index(t, select.strip())))
+                .map(|t| (t, from_index(t, select.renaming())))
             {
                 Some((t, Ok(copy))) => {
                     made.insert(target, entry.path.clone());
@@ -559,7 +559,7 @@ fn walk_index(
                 return Err(err.into());
             }
         };
-        let entry = match from_index(&e, select.strip()) {
+        let entry = match from_index(&e, select.renaming()) {
             Ok(entry) => entry,
             Err(STRIPPED) => continue,
             Err(why) => {
