@@ -42,9 +42,29 @@ pub fn watch(mountpoint: &Path, id: u64, mut alive: impl Read) -> Result<(), Mou
             Err(_) => break,
         }
     }
-    let dead = || rustix::fs::statfs(mountpoint).err() == Some(rustix::io::Errno::NOTCONN);
-    if said > 0 || mount_id(mountpoint) != Some(id) || !dead() {
+    if said > 0 {
         return Ok(());
     }
-    crate::session::unmount(mountpoint, true)
+    // The connection may outlive the server a moment: a helper that still holds the
+    // FUSE device (fusermount3, watching for auto_unmount) keeps it up until it exits.
+    // So the mount is watched a little longer for its death, never past DEAD_WITHIN
+    // (seen in CI: one check right away found it alive, and it died just after).
+    let dead = || rustix::fs::statfs(mountpoint).err() == Some(rustix::io::Errno::NOTCONN);
+    let until = std::time::Instant::now() + DEAD_WITHIN;
+    loop {
+        if mount_id(mountpoint) != Some(id) {
+            return Ok(());
+        }
+        if dead() {
+            return crate::session::unmount(mountpoint, true);
+        }
+        if std::time::Instant::now() >= until {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
+
+/// How long after its server ended a mount may take to die for the watchdog to take it
+/// down.
+const DEAD_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
