@@ -84,23 +84,24 @@ fn lz4_lzma_lzip_compress_and_lzop_archives_read_whatever_their_name() {
     }
 }
 
-/// GNU tar's exit status extracting `archive` (its decompressor chosen by its magic).
-fn gnu_tar_status(archive: &Path, dir: &Path) -> i32 {
-    std::fs::create_dir_all(dir).expect("mkdir");
-    Command::new("tar")
-        .arg("-xf")
-        .arg(archive)
-        .arg("-C")
-        .arg(dir)
-        .output()
-        .expect("tar")
-        .status
+/// The exit status of `program` (with the `--format` of `args`, if any) decompressing
+/// `archive` to nowhere.
+fn decompressor_status(program: &str, args: &[&str], archive: &Path) -> i32 {
+    let format = args.iter().filter(|a| a.starts_with("--format"));
+    Command::new(program)
+        .args(format)
+        .arg("-dc")
+        .stdin(std::fs::File::open(archive).expect("open"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect(program)
         .code()
         .unwrap_or(-1)
 }
 
 #[test]
-fn trailing_garbage_after_compressed_data_is_told_with_gnu_tars_status() {
+fn trailing_garbage_after_compressed_data_is_told_with_the_decompressors_status() {
     if !all_installed() || missing("bzip2") {
         return;
     }
@@ -131,17 +132,19 @@ fn trailing_garbage_after_compressed_data_is_told_with_gnu_tars_status() {
         let r = ferry(&[&"unpack", &packed, &dst]);
         assert_same_tree(&s.src, &dst);
         assert!(r.stderr.contains("trailing garbage"), "{program}: {r}");
-        let gnu = match program {
+        // GNU tar's status is its decompressor's, when that reaches the garbage before
+        // tar, done at the archive's end, closes the pipe (a decompressor killed by it
+        // is not counted: after xz data it went both ways on one archive). So the
+        // decompressor's own status, which reads it all, is what ferry follows; lz4,
+        // which GNU tar 1.34 does not read, is read as bsdtar does, which succeeds.
+        let tool = match program {
             "lz4" => 0,
-            _ => gnu_tar_status(
-                &packed,
-                &s.tmp.path().join(format!("gnu-{program}-{}", args[0])),
-            ),
+            _ => decompressor_status(program, args, &packed),
         };
         assert_eq!(
             r.status == 0,
-            gnu == 0,
-            "{program}: GNU tar {gnu}, ferry {r}"
+            tool == 0,
+            "{program} {args:?}: the decompressor {tool}, ferry {r}"
         );
         // index (and so mount) takes the archive.
         let cache = s.tmp.path().join("cache");
