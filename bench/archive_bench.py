@@ -118,8 +118,9 @@ def pack_cmd(tool, src, archive, args):
         cmd = [args.ferry, "pack", "--json"] + (["-j", str(args.pack_jobs)] if args.pack_jobs else [])
         if tool == "ferry-noreflink":
             cmd.append("--reflink=never")
-        return cmd + args.ferry_arg + [src, archive]
-    return [tool, "-C", src, "-cf", archive, "."]
+        return cmd + args.ferry_arg + args.pack_arg + [src, archive]
+    extra = args.pack_arg if tool == "tar" else []
+    return [tool] + extra + ["-C", src, "-cf", archive, "."]
 
 
 def unpack_cmd(tool, archive, dst, args):
@@ -728,6 +729,9 @@ def main():
     ap.add_argument("--pack-jobs", type=int, help="ferry pack -j (default: ferry's own)")
     ap.add_argument("--unpack-jobs", type=int, help="ferry unpack -j (default: ferry's own)")
     ap.add_argument("--ferry-arg", action="append", default=[], help="extra argument for ferry pack and unpack")
+    ap.add_argument("--pack-arg", action="append", default=[],
+                    help="extra argument for ferry pack and GNU tar -c (bsdtar is left as it is), "
+                         "e.g. --pack-arg=--sort=name")
     ap.add_argument("--ferry", default=B.default_ferry(), help="ferry binary (default target/release/ferry)")
     ap.add_argument("--scratch", default=B.DEFAULT_SCRATCH + "-archive",
                     help="where the images go (apart from copy_bench's, so its --cleanup leaves ours alone)")
