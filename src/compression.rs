@@ -105,7 +105,7 @@ impl Read for Trailing {
         };
         self.1 = true;
         let codec = self.0.codec();
-        let what = format!("trailing garbage after the {codec} data, at compressed offset {at}");
+        let what = ferry_seek::trailing_garbage_said(codec, at);
         let warned = [Compression::Bzip2, Compression::Lzip, Compression::Lz4];
         if !warned.contains(&codec) {
             return Err(io::Error::new(

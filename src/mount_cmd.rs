@@ -10,6 +10,7 @@ use crate::cli::{CacheArgs, IndexArgs, MountArgs, MountMode, MountWatchArgs, Umo
 use crate::report::to_stderr;
 use crate::s3_cmd::block_options;
 use anyhow::{anyhow, Context};
+use ferry_archive::tree::Skipped;
 use ferry_mount::fs::{ArchiveFs, Options};
 use ferry_mount::session::{self, MountOptions};
 use ferry_mount::source::{self, Opened, Origin};
@@ -154,22 +155,25 @@ fn tell_parent(line: &str) {
     }
 }
 
-/// Warns of what the tar reader read liberally, of members left out, of slow
-/// compressed reads and (unless `index_only`, which
-/// fails on it) of an index that could not be kept.
-fn report(opened: &Opened, index_only: bool) {
-    for w in &opened.warnings {
-        to_stderr(format_args!(
-            "ferry: warning: {}: {w}",
-            opened.path.display()
-        ));
+/// Warns of what the tar reader of `archive` read liberally (`warnings`) and of the
+/// members its tree left out (`skipped`): the same lines for both mount modes.
+fn warn_of_reading(archive: &Path, warnings: &[String], skipped: &[Skipped]) {
+    for w in warnings {
+        to_stderr(format_args!("ferry: warning: {}: {w}", archive.display()));
     }
-    for s in &opened.skipped {
+    for s in skipped {
         to_stderr(format_args!(
             "ferry: warning: {}: {s}: not shown",
-            opened.path.display()
+            archive.display()
         ));
     }
+}
+
+/// Warns of what the tar reader read liberally, of members left out, of slow
+/// compressed reads and (unless `index_only`, which fails on it) of an index that could
+/// not be kept.
+fn report(opened: &Opened, index_only: bool) {
+    warn_of_reading(&opened.path, &opened.warnings, &opened.skipped);
     if let Some(advice) = &opened.advice {
         to_stderr(format_args!(
             "ferry: warning: {}: {advice}",
@@ -317,18 +321,7 @@ fn run_kernel(args: &MountArgs) -> anyhow::Result<ExitCode> {
     use ferry_mount::kernel::{self, Backing, ImageOrigin};
     let cache_dir = args.cache.cache_dir.as_deref();
     let image = kernel::prepare(&args.archive, cache_dir, args.numeric_owner)?;
-    for w in &image.warnings {
-        to_stderr(format_args!(
-            "ferry: warning: {}: {w}",
-            args.archive.display()
-        ));
-    }
-    for s in &image.skipped {
-        to_stderr(format_args!(
-            "ferry: warning: {}: {s}: not shown",
-            args.archive.display()
-        ));
-    }
+    warn_of_reading(&args.archive, &image.warnings, &image.skipped);
     for l in &image.left_out {
         to_stderr(format_args!("ferry: warning: {l}: not shown"));
     }

@@ -73,10 +73,8 @@ pub fn build(file: &File, meta: &Metadata, path: &Path) -> Result<Built, MountEr
         std::io::copy(&mut indexing, &mut std::io::sink())
             .map_err(|e| bad(&format!("{codec}: {e}")))?;
         if let Some(at) = indexing.trailing_garbage() {
-            let what = format!(
-                "trailing garbage after the {codec} data, at compressed offset {at}, ignored"
-            );
-            note(&mut built.warnings, what);
+            let what = ferry_seek::trailing_garbage_said(codec, at);
+            note(&mut built.warnings, format!("{what}, ignored"));
         }
         let index = indexing
             .finish()

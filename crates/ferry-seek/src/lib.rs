@@ -186,6 +186,12 @@ impl std::fmt::Display for Codec {
     }
 }
 
+/// Bytes after `codec`'s last stream, which start at compressed offset `at`, as every
+/// reader names them (unpack's warning or error, the mount's and index's warning).
+pub fn trailing_garbage_said(codec: Codec, at: u64) -> String {
+    format!("trailing garbage after the {codec} data, at compressed offset {at}")
+}
+
 /// Which compression a file's first bytes name (`None`: not compressed, or unknown).
 ///
 /// gzip is `1f 8b 08`, zstd `28 b5 2f fd` or a skippable frame `5? 2a 4d 18` (`pzstd`

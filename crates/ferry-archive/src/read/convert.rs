@@ -93,7 +93,7 @@ impl Rename<'_> {
 }
 
 /// `raw` without the `/`s it ends in (all of it, if that is all it is).
-fn trim_trailing_slashes(raw: &[u8]) -> &[u8] {
+pub(crate) fn trim_trailing_slashes(raw: &[u8]) -> &[u8] {
     let end = raw.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
     &raw[..end]
 }

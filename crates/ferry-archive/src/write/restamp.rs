@@ -5,6 +5,7 @@
 //! name order (`--sort=name`), two packs of one tree, or of two copies of it, are the
 //! same bytes.
 
+use crate::read::convert::{safe_path, trim_trailing_slashes};
 use crate::transform::Transform;
 use ferry_core::entry::{Entry, EntryKind, RelPath, Timestamp};
 use ferry_core::error::{Error, Result};
@@ -92,13 +93,11 @@ impl Restamp {
     fn rename(&self, t: &Transform, e: &mut Entry) -> Result<()> {
         let refuse = |why: String| Error::new(&e.path, "transform", std::io::Error::other(why));
         let is_dir = e.path.as_bytes().ends_with(b"/");
-        let name = e.path.as_bytes();
-        let bare = name.strip_suffix(b"/").unwrap_or(name);
-        // The root is `./`: a transform sees it as `.`, as GNU tar's `-C DIR .` has it.
-        let bare = if bare == b"." || bare.is_empty() {
-            &b"."[..]
-        } else {
-            bare
+        // A directory's name is renamed without its trailing `/`, as unpack renames it;
+        // the root is `./`: a transform sees it as `.`, as GNU tar's `-C DIR .` has it.
+        let bare = match trim_trailing_slashes(e.path.as_bytes()) {
+            b"" => &b"."[..],
+            bare => bare,
         };
         let renamed = t.member(bare);
         let mut stored = stored_name(&renamed).map_err(&refuse)?;
@@ -116,28 +115,20 @@ impl Restamp {
     }
 }
 
-/// A transformed name as a member's name: leading `/`s and `./`s dropped (GNU tar drops
-/// the `/`s too), trailing ones too; refused when nothing is left or a component is
-/// `..` (the archive would be one every careful reader refuses).
+/// A transformed name as a member's name, made safe as an unpack makes a member's name
+/// ([`safe_path`]: leading `/`s and `./`s dropped, as GNU tar drops the `/`s, and empty
+/// and `.` components); refused when it is empty or has a `..` component (the archive
+/// would be one every careful reader refuses). Nothing but `.`s and `/`s is the root.
 fn stored_name(name: &[u8]) -> std::result::Result<Vec<u8>, String> {
-    let parts: Vec<&[u8]> = name
-        .split(|&b| b == b'/')
-        .filter(|c| !c.is_empty() && *c != b".")
-        .collect();
-    if parts.contains(&&b".."[..]) {
-        return Err(format!(
-            "the new name {} has a `..` component",
-            String::from_utf8_lossy(name)
-        ));
+    if name.is_empty() {
+        return Err("the new name is empty".into());
     }
-    if parts.is_empty() {
-        // Nothing but `.`s and `/`s: the root, or an error when the name was empty.
-        return match name.is_empty() {
-            true => Err("the new name is empty".into()),
-            false => Ok(b".".to_vec()),
-        };
-    }
-    Ok(parts.join(&b'/'))
+    let shown = || String::from_utf8_lossy(name).into_owned();
+    let path = safe_path(name).map_err(|why| format!("the new name {}: {why}", shown()))?;
+    Ok(match path.is_root() {
+        true => b".".to_vec(),
+        false => path.as_bytes().to_vec(),
+    })
 }
 
 #[cfg(test)]
