@@ -26,7 +26,7 @@ use crate::index::{Kind, Point};
 use crate::input::Input;
 use crate::{corrupt, Codec};
 
-pub(crate) const HEADER_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0];
+const HEADER_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0];
 /// The largest xz index read (the spec allows 16 GiB; 64 MiB is ~8 million blocks).
 const MAX_INDEX: u64 = 64 << 20;
 

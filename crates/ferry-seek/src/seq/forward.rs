@@ -11,20 +11,6 @@ use flate2::bufread::GzDecoder;
 
 use super::{Member, Src};
 
-/// Whether `head` starts a gzip member.
-pub(super) fn starts_gzip(head: &[u8]) -> bool {
-    head.starts_with(&[0x1f, 0x8b])
-}
-
-/// Whether `head` starts a zstd frame or a skippable frame.
-pub(super) fn starts_zstd(head: &[u8]) -> bool {
-    let Some(magic) = head.get(..4) else {
-        return false;
-    };
-    let magic = u32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]]);
-    magic == 0xFD2F_B528 || magic & 0xFFFF_FFF0 == 0x184D_2A50
-}
-
 /// One gzip member.
 pub(crate) struct GzMember(GzDecoder<Src>);
 

@@ -46,13 +46,12 @@ pub(crate) trait Member: Send {
 /// stream of `codec` after one has ended.
 fn starts_another(codec: Codec, head: &[u8]) -> bool {
     match codec {
-        Codec::Bzip2 => head.len() >= 4 && crate::detect(head) == Some(Codec::Bzip2),
+        // The magics `detect` knows (gzip's `1f 8b 08`, zstd's frames and skippable
+        // frames, xz's stream header, bzip2's `BZh` and block size).
+        Codec::Bzip2 | Codec::Gzip | Codec::Zstd | Codec::Xz => crate::detect(head) == Some(codec),
         Codec::Lz4 => lz4::starts_frame(head),
         Codec::Lzip => head.starts_with(b"LZIP"),
         Codec::Lzop => head.starts_with(&lzop::MAGIC),
-        Codec::Xz => head.starts_with(&crate::xz::HEADER_MAGIC),
-        Codec::Gzip => forward::starts_gzip(head),
-        Codec::Zstd => forward::starts_zstd(head),
         // An lzma_alone file and a compress file hold one stream.
         _ => false,
     }
