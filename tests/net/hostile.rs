@@ -54,7 +54,7 @@ fn garbage_to_serve_is_a_clear_error() {
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut input: Vec<u8> = Vec::new();
         if seed % 2 == 1 {
-            input.extend_from_slice(b"FERRYNET\x02\0\0\0");
+            input.extend_from_slice(&crate::hello());
             input.push(rng.u8(2..=16));
         }
         input.extend((0..rng.usize(0..100_000)).map(|_| rng.u8(..)));

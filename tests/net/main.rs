@@ -13,6 +13,13 @@ mod common;
 
 mod copy;
 mod daemon;
+
+/// A client's hello in the protocol this ferry speaks: magic, then version.
+fn hello() -> Vec<u8> {
+    let mut h = b"FERRYNET".to_vec();
+    h.extend_from_slice(&ferry_net::proto::VERSION.to_le_bytes());
+    h
+}
 mod deltas;
 mod hostile;
 mod mirror;

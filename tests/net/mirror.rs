@@ -209,6 +209,81 @@ fn metadata_only_changes_are_applied_without_the_data() {
     assert_eq!(lines(&after), Vec::<String>::new(), "{after}");
 }
 
+/// An incremental run sends no header for a directory the other end has up to date:
+/// the directories whose contents change (a file made, one replaced, one deleted, a
+/// directory made inside) are given back their times quietly, those that do not
+/// change are left alone, and neither is listed by `-i`. Both ways, over ssh and to a
+/// daemon, so both receivers carry out the restores.
+#[test]
+fn unchanged_directories_are_not_sent_and_keep_their_times() {
+    let Some(sshd) = Sshd::start() else { return };
+    for end in [End::Ssh(sshd), End::Daemon(Daemon::start(&["--insecure"]))] {
+        let sc = scratch();
+        for d in ["a/b", "c", "quiet/deep"] {
+            mkdirs(&sc.src.join(d));
+        }
+        for f in ["a/b/f", "a/g", "c/x", "c/y", "quiet/deep/q"] {
+            write(&sc.src.join(f), f.as_bytes());
+        }
+        let dst = place(&end, &sc, "dst");
+        let remote = end.name(&dst);
+        // Up and back down: each direction's receiver restores.
+        let back = sc.tmp.path().join("back");
+        end.copy(s(&sc.src), &remote, &[]).assert_ok();
+        crate::common::run::copy_ok(&sc.src, &back, &[]);
+        write(&sc.src.join("a/b/new"), b"new");
+        write(&sc.src.join("a/g"), b"longer than before");
+        std::fs::remove_file(sc.src.join("c/x")).expect("rm");
+        mkdirs(&sc.src.join("c/sub"));
+        for (d, t) in [("a/b", 1), ("a", 2), ("c", 3), ("", 4), ("quiet", 5)] {
+            let when = ts(1_600_000_000 + t, 7);
+            set_times_at_path_nofollow(&sc.src.join(d).join("."), when);
+        }
+        // The receivers' directories have the source's old times, so only the
+        // directories whose times changed at the source are told.
+        let want = [
+            "created dir     c/sub",
+            "created file    a/b/new",
+            "deleted file    c/x",
+            "meta    dir     . (times)",
+            "meta    dir     a (times)",
+            "meta    dir     a/b (times)",
+            "meta    dir     c (times)",
+            "meta    dir     quiet (times)",
+            "updated file    a/g (size)",
+        ];
+        for (from, to, at) in [
+            (s(&sc.src).to_owned(), remote.clone(), &dst),
+            (remote.clone(), s(&back).to_owned(), &back),
+        ] {
+            let run = end.copy(&from, &to, &["-i", "--delete"]);
+            run.assert_ok();
+            assert_eq!(lines(&run), want, "{run}");
+            assert_same_tree(&sc.src, at);
+            // Nothing left to do; and a run that changes files only in directories
+            // up to date sends no directory header.
+            let again = end.copy(&from, &to, &["-n", "-i", "--delete"]);
+            assert_eq!(lines(&again), Vec::<String>::new(), "{again}");
+        }
+        write(&sc.src.join("quiet/deep/q"), b"changed q");
+        for (from, to, at) in [
+            (s(&sc.src).to_owned(), remote.clone(), &dst),
+            (remote.clone(), s(&back).to_owned(), &back),
+        ] {
+            let run = end.copy(&from, &to, &["-i", "--delete"]);
+            run.assert_ok();
+            assert_eq!(
+                lines(&run),
+                ["updated file    quiet/deep/q (size)"],
+                "{run}"
+            );
+            run.json()
+                .assert_counts(&[("dirs", 0), ("files", 1), ("errors", 0)]);
+            assert_same_tree(&sc.src, at);
+        }
+    }
+}
+
 fn set_times_at_path_nofollow(path: &Path, when: rustix::fs::Timespec) {
     let dir = std::fs::File::open(path.parent().expect("parent")).expect("open");
     use std::os::fd::AsFd;

@@ -18,11 +18,7 @@ const MIB: usize = 1 << 20;
 /// Connections in the flood.
 const FLOOD: usize = 1000;
 
-fn hello() -> Vec<u8> {
-    let mut h = b"FERRYNET".to_vec();
-    h.extend_from_slice(&2u32.to_le_bytes());
-    h
-}
+use crate::hello;
 
 /// A frame's head: its kind and the length it claims.
 fn head(kind: u8, len: usize) -> Vec<u8> {

@@ -298,11 +298,7 @@ fn send_raw(port: u16, bytes: &[u8]) -> Vec<u8> {
     answer
 }
 
-fn hello() -> Vec<u8> {
-    let mut h = b"FERRYNET".to_vec();
-    h.extend_from_slice(&2u32.to_le_bytes());
-    h
-}
+use crate::hello;
 
 fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
     let mut f = vec![kind];

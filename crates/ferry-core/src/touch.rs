@@ -48,11 +48,17 @@ pub struct Toucher<'a> {
 
 impl Toucher<'_> {
     /// Carries out `t`: nothing when the node is gone, is of another kind now, or
-    /// already has the metadata.
+    /// already has the metadata. The root (its path empty) is the root descriptor's.
     pub fn touch(&self, t: &Touch<'_>) {
         let fail = |op: &'static str, e: std::io::Error| {
             self.reporter.error(&Error::dst(t.path, op, e));
         };
+        if t.path.is_root() {
+            return match rfs::fstat(self.root) {
+                Ok(st) => self.set(t, self.root, None, &st, Some(self.root)),
+                Err(e) => fail("stat destination", e.into()),
+            };
+        }
         if !is_plain(t.path) {
             let why = std::io::Error::other("not a path of plain names below the destination");
             return fail("set metadata", why);
@@ -70,11 +76,31 @@ impl Toucher<'_> {
             Err(Errno::NOENT) => return,
             Err(e) => return fail("stat destination", e.into()),
         };
+        let opened = open_node(&dir, &name, FileType::from_raw_mode(st.st_mode));
+        self.set(t, &dir, Some(&name), &st, opened.as_ref());
+    }
+
+    /// Gives the node `name` of `dir` (`dir` itself when None), whose status is `st`
+    /// and which `opened` holds open where it could be, what `t` says it lacks.
+    fn set(
+        &self,
+        t: &Touch<'_>,
+        dir: &OwnedFd,
+        name: Option<&CString>,
+        st: &rfs::Stat,
+        opened: Option<&OwnedFd>,
+    ) {
+        let fail = |op: &'static str, e: std::io::Error| {
+            self.reporter.error(&Error::dst(t.path, op, e));
+        };
         let file_type = FileType::from_raw_mode(st.st_mode);
         if Kind::of_type(file_type) != t.kind {
             return;
         }
-        let node = xattr::Node::named(dir.as_fd(), &name);
+        let node = match name {
+            Some(name) => xattr::Node::named(dir.as_fd(), name),
+            None => xattr::Node::Fd(dir.as_fd()),
+        };
         let have = match xattr::read(&node) {
             Ok(have) => have,
             Err(e) => return fail("read xattrs", e),
@@ -83,7 +109,7 @@ impl Toucher<'_> {
         if !t.xattrs_known {
             meta.xattrs = have.clone();
         }
-        let why = self.writer.differences(&st, &meta, &have, t.kind);
+        let why = self.writer.differences(st, &meta, &have, t.kind);
         if why.is_empty() {
             return;
         }
@@ -93,12 +119,13 @@ impl Toucher<'_> {
         if self.dry_run {
             return;
         }
-        let set = match open_node(&dir, &name, file_type) {
-            Some(fd) => self.writer.apply_fd(&fd, &meta, true, false, &have),
-            None => {
+        let set = match (opened, name) {
+            (Some(fd), _) => self.writer.apply_fd(fd, &meta, true, false, &have),
+            (None, Some(name)) => {
                 let symlink = file_type == FileType::Symlink;
-                self.writer.apply_at(&dir, &name, &meta, symlink, &have)
+                self.writer.apply_at(dir, name, &meta, symlink, &have)
             }
+            (None, None) => return,
         };
         if let Err((op, e)) = set {
             fail(op, e);

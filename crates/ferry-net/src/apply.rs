@@ -12,7 +12,7 @@
 
 use crate::frame::{expect_frame, Fields, Kind, PutFields, MAX_FRAME};
 use crate::meta_wire::{LocalOwners, WireMeta};
-use crate::plan::{kind_of_byte, MetaChange};
+use crate::plan::{kind_of_byte, MetaChange, RESTORE};
 use crate::proto::{unexpected, Mirror, MAX_PATH};
 use crate::stream::{lock, report_message, Shared};
 use crate::NetError;
@@ -111,9 +111,10 @@ pub(crate) fn receive_plan(
             }
             Kind::Meta => {
                 while !f.is_empty() {
-                    let kind = f.u8()?;
-                    let kind = kind_of_byte(kind)
-                        .ok_or_else(|| NetError::frame(format!("meta: unknown kind {kind}")))?;
+                    let byte = f.u8()?;
+                    let restore = byte & RESTORE != 0;
+                    let kind = kind_of_byte(byte & !RESTORE)
+                        .ok_or_else(|| NetError::frame(format!("meta: unknown kind {byte}")))?;
                     let path = RelPath::from_bytes(f.bytes(MAX_PATH)?.to_vec());
                     let mut wire = WireMeta::decode(&mut f)?;
                     owners.map(&mut wire);
@@ -122,7 +123,8 @@ pub(crate) fn receive_plan(
                         root,
                         writer: &writer,
                         dry_run: how.mirror.dry_run,
-                        changes: how.changes,
+                        // Giving a directory back its times is no change to tell.
+                        changes: how.changes.filter(|_| !restore),
                         reporter: how.reporter,
                     };
                     toucher.touch(&Touch {

@@ -10,8 +10,11 @@
 //! Up to date means what `ferry copy` means: a file of the same size and mtime (with
 //! `--checksum`, the same content), a symlink with the same target, a fifo, a device
 //! with the same number. A later name of an inode (a hardlink member) is up to date
-//! when its first name was and both names share one inode there. Directories are
-//! always sent (a header each), so their metadata is brought up to date.
+//! when its first name was and both names share one inode there. A directory the
+//! receiver has with the same metadata is left out too (its header is most of what an
+//! incremental run would send otherwise); where the job makes, replaces or removes
+//! something in it, the receiver is told to give it back its times after the data
+//! ([`MetaChange::restore`]), quietly: its metadata was never out of date.
 //!
 //! Whether metadata differs is judged here from the manifest, leaning to "it may": the
 //! receiver compares again with what it can set (it knows whether it runs as root and
@@ -54,12 +57,19 @@ pub(crate) struct MetaChange {
     pub(crate) path: RelPath,
     pub(crate) kind: Kind,
     pub(crate) meta: WireMeta,
+    /// A directory whose header was left out, up to date, given back the times the
+    /// job's changes inside it moved: carried out without being told as a change.
+    pub(crate) restore: bool,
 }
+
+/// The bit of a `Meta` record's kind byte that marks a [`MetaChange::restore`].
+pub(crate) const RESTORE: u8 = 0x80;
 
 impl MetaChange {
     /// Appends it to a `Meta` frame's payload.
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
-        out.put_u8(kind_byte(self.kind));
+        let restore = if self.restore { RESTORE } else { 0 };
+        out.put_u8(kind_byte(self.kind) | restore);
         out.put_bytes(self.path.as_bytes());
         self.meta.encode(out);
     }
@@ -103,6 +113,11 @@ pub struct Plan<'a> {
     /// Directories of the destination where the source has something else: with
     /// `--delete` the receiver's unpack removes each with what it holds.
     replaced_dirs: Mutex<Vec<RelPath>>,
+    /// Directories whose headers were left out, with their metadata here.
+    dirs_left_out: Mutex<HashMap<RelPath, WireMeta>>,
+    /// Directories the receiver makes or replaces something in: the parents of the
+    /// members sent.
+    touched: Mutex<HashSet<RelPath>>,
 }
 
 impl<'a> Plan<'a> {
@@ -117,7 +132,43 @@ impl<'a> Plan<'a> {
             metas: Mutex::default(),
             replaced_dirs: Mutex::default(),
             candidates: Mutex::default(),
+            dirs_left_out: Mutex::default(),
+            touched: Mutex::default(),
         }
+    }
+
+    /// Notes that `member` is sent: its directory's contents change there.
+    fn sent(&self, member: &Entry) {
+        if !member.path.is_root() {
+            let mut touched = self.touched.lock().unwrap_or_else(PoisonError::into_inner);
+            touched.insert(member.path.parent());
+        }
+    }
+
+    /// The directories left out whose times the job's changes in them move, to be
+    /// given them back after the data ([`MetaChange::restore`]); deletions give back
+    /// their directories' times themselves.
+    pub(crate) fn take_restores(&self) -> Vec<MetaChange> {
+        let touched =
+            std::mem::take(&mut *self.touched.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut left_out = self
+            .dirs_left_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut restores: Vec<MetaChange> = touched
+            .into_iter()
+            .filter_map(|path| {
+                let meta = left_out.remove(&path)?;
+                Some(MetaChange {
+                    path,
+                    kind: Kind::Dir,
+                    meta,
+                    restore: true,
+                })
+            })
+            .collect();
+        restores.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        restores
     }
 
     /// Whether `member`, whose data differs from the receiver's `rec`, goes as a delta:
@@ -343,6 +394,25 @@ impl<'a> Plan<'a> {
 
 impl Omit for Plan<'_> {
     fn omit(&self, member: &Entry, data: Option<BorrowedFd<'_>>) -> bool {
+        let left_out = self.leave_out(member, data);
+        if !left_out {
+            self.sent(member);
+        }
+        left_out
+    }
+
+    fn dir(&self, member: &Entry) -> bool {
+        let left_out = self.leave_out_dir(member);
+        if !left_out {
+            self.sent(member);
+        }
+        left_out
+    }
+}
+
+impl Plan<'_> {
+    /// Whether to leave out `member`, not a directory (see [`Omit::omit`]).
+    fn leave_out(&self, member: &Entry, data: Option<BorrowedFd<'_>>) -> bool {
         let Some(kept) = self.manifest.get(&member.path) else {
             self.made(member, What::Created);
             return self.opts.dry_run;
@@ -392,6 +462,7 @@ impl Omit for Plan<'_> {
                     path: member.path.clone(),
                     kind: Kind::of_entry(&member.kind),
                     meta: ours,
+                    restore: false,
                 };
                 let mut metas = self.metas.lock().unwrap_or_else(PoisonError::into_inner);
                 metas.push(change);
@@ -407,18 +478,33 @@ impl Omit for Plan<'_> {
         true
     }
 
-    fn dir(&self, member: &Entry) {
+    /// Whether to leave out the header of the directory `member`: when the receiver
+    /// has it with the same metadata (see [`Omit::dir`]).
+    fn leave_out_dir(&self, member: &Entry) -> bool {
         let Some(kept) = self.manifest.get(&member.path) else {
-            return self.made(member, What::Created);
+            self.made(member, What::Created);
+            return self.opts.dry_run;
         };
         kept.see();
         if kept.rec.kind != RecKind::Dir {
-            return self.made(member, What::Updated(Reasons::KIND));
+            self.made(member, What::Updated(Reasons::KIND));
+            return self.opts.dry_run;
         }
         let ours = self.wire_meta(member);
         let meta = self.meta_reasons(member, &ours, &kept.rec);
-        if let (false, Some(c)) = (meta.is_empty(), self.opts.changes) {
-            c.change(&member.path, Kind::Dir, What::Meta(meta));
+        if !meta.is_empty() {
+            if let Some(c) = self.opts.changes {
+                c.change(&member.path, Kind::Dir, What::Meta(meta));
+            }
+            return self.opts.dry_run;
         }
+        if !self.opts.dry_run {
+            let mut left_out = self
+                .dirs_left_out
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            left_out.insert(member.path.clone(), ours);
+        }
+        true
     }
 }

@@ -27,7 +27,7 @@ use std::sync::{Mutex, PoisonError};
 pub const MAGIC: &[u8; 8] = b"FERRYNET";
 
 /// The protocol version this ferry speaks.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// The longest path a request or a message may name (Linux paths inside a deep tree
 /// may pass `PATH_MAX`).

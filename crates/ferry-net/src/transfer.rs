@@ -169,7 +169,9 @@ pub fn send_tree<W: Write + Send + 'static>(
             plan.deletions(filter.as_deref(), mirror.delete_excluded, within.as_deref())
         }
     };
-    send_plan(out, &deletions, &plan.take_metas())?;
+    let mut metas = plan.take_metas();
+    metas.extend(plan.take_restores());
+    send_plan(out, &deletions, &metas)?;
     send_deltas(src, &plan.take_candidates(), out, replies, stats, reporter)
 }
 

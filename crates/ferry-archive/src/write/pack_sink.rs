@@ -107,9 +107,12 @@ pub trait Omit: Sync {
     fn omit(&self, member: &Entry, data: Option<BorrowedFd<'_>>) -> bool;
 
     /// Told of each directory the walk meets, the root too (its path as the walk gives
-    /// it, without tar's trailing `/`; the root's empty): directories are never left
-    /// out, their headers carry their metadata.
-    fn dir(&self, _member: &Entry) {}
+    /// it, without tar's trailing `/`; the root's empty); whether to leave out its
+    /// header (the walk goes on below it either way: only the directory's own header,
+    /// which carries its metadata, is not written).
+    fn dir(&self, _member: &Entry) -> bool {
+        false
+    }
 }
 
 /// Whether the walker clones large files into the archive itself (one after another,
@@ -240,6 +243,16 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             Some(r) => r.apply(entry),
             None => Ok(Cow::Borrowed(entry)),
         }
+    }
+
+    /// Writes the header of the directory `entry` (the root too), unless [`Omit::dir`]
+    /// leaves it out.
+    fn dir_header(&self, entry: &Entry) -> Result<()> {
+        if self.omit.is_some_and(|o| o.dir(entry)) {
+            return Ok(());
+        }
+        self.stats.dirs.fetch_add(1, Relaxed);
+        self.write_plain(&*self.restamped(&tar_path(entry))?)
     }
 
     /// Whether `member` is to be left out (see [`Omit`]).
@@ -634,19 +647,11 @@ impl TreeSink for ArchiveSink<'_, '_> {
     type Dir = ();
 
     fn root(&self, entry: &Entry) -> Result<()> {
-        self.stats.dirs.fetch_add(1, Relaxed);
-        if let Some(omit) = self.omit {
-            omit.dir(entry);
-        }
-        self.write_plain(&*self.restamped(&tar_path(entry))?)
+        self.dir_header(entry)
     }
 
     fn dir(&self, _: &(), entry: &Entry) -> Result<()> {
-        self.stats.dirs.fetch_add(1, Relaxed);
-        if let Some(omit) = self.omit {
-            omit.dir(entry);
-        }
-        self.write_plain(&*self.restamped(&tar_path(entry))?)
+        self.dir_header(entry)
     }
 
     fn leaf(&self, _: &(), entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
