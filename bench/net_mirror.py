@@ -7,7 +7,10 @@ Parts (-p):
                (edits, same-size rewrites, appends, new files, deletions, a renamed
                and a removed directory, mode changes): `ferry copy --delete` over ssh
                against `rsync -a --delete -e ssh`, each onto its own copy of the old
-               mirror (reset before each run), on ext4.
+               mirror (reset before each run), on ext4. Beside them: `ssh HOST true`,
+               the floor of any run over ssh, and both tools again over one ssh
+               connection kept open (ControlMaster), which leaves only the session's
+               start to pay.
   delta        A 256 MiB file with 64 changed 4 KiB blocks, onto ext4 and onto XFS
                (reflink): ferry over ssh against rsync -e ssh (its own delta), the
                bytes on ssh's pipes each way counted by a relay around ssh (in runs of
@@ -26,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
@@ -177,11 +181,37 @@ def part_incremental(args, fs, work, out):
             row["wire"] = wire_bytes(wrapped, work)
             diff = subprocess.run(["diff", "-r", "--no-dereference", new, d], capture_output=True)
             row["same_tree"] = diff.returncode == 0
+        # The floor of every run: ssh's own connection and session, doing nothing.
+        N.measured("ssh 127.0.0.1 true (the floor)", f"{ssh} 127.0.0.1 true", args.reps,
+                   lambda: None, results=rows)
+        # The same runs over one ssh connection kept open (ControlMaster), so that
+        # what each tool itself takes shows: only the session's start is left.
+        sock = os.path.join(work, "ssh-mux.sock")
+        master = subprocess.Popen(f"{ssh} -o ControlMaster=yes -o ControlPath={sock} -N 127.0.0.1",
+                                  shell=True)
+        try:
+            for _ in range(100):
+                if os.path.exists(sock):
+                    break
+                time.sleep(0.05)
+            mux = f"{ssh} -o ControlPath={sock}"
+            N.measured("ssh 127.0.0.1 true, multiplexed", f"{mux} 127.0.0.1 true", args.reps,
+                       lambda: None, results=rows)
+            for label, cmd, d in ways:
+                N.measured(label + ", multiplexed", cmd.replace(f"-e '{ssh}'", f"-e '{mux}'"),
+                           args.reps, reset(d), check_tree=d, expect=expect, results=rows)
+        finally:
+            master.terminate()
+            master.wait()
     finally:
         sshd.stop()
     base = next((r["median"] for r in rows if r["way"].startswith("rsync")), None)
     for r in rows:
-        r["rsync_over_this"] = (base / r["median"]) if base and r["median"] else None
+        r["rsync_over_this"] = (base / r["median"]) if base and r["median"] and not r["way"].startswith("ssh") else None
+    mux_base = next((r["median"] for r in rows if r["way"].startswith("rsync") and "multiplexed" in r["way"]), None)
+    for r in rows:
+        if "multiplexed" in r["way"] and not r["way"].startswith("ssh"):
+            r["rsync_over_this"] = (mux_base / r["median"]) if mux_base and r["median"] else None
     out["incremental"] = {"stats": expect, "changes": made, "rows": rows}
 
 
