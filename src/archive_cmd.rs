@@ -392,9 +392,10 @@ fn print_member(out: &mut impl Write, m: &Member, args: &LsArgs) -> io::Result<(
     if !args.long {
         return writeln!(out, "{}", escaped(&m.path));
     }
-    let link = match m.kind {
-        TarKind::Symlink => format!(" -> {}", escaped(&m.link)),
-        TarKind::HardLink => format!(" link to {}", escaped(&m.link)),
+    let link = match (m.kind, m.continued_at) {
+        (_, Some(at)) => format!("--Continued at byte {at}--"),
+        (TarKind::Symlink, _) => format!(" -> {}", escaped(&m.link)),
+        (TarKind::HardLink, _) => format!(" link to {}", escaped(&m.link)),
         _ => String::new(),
     };
     // A name where the archive gives one, else the number, as `tar -tv` shows them;
@@ -415,10 +416,14 @@ fn print_member(out: &mut impl Write, m: &Member, args: &LsArgs) -> io::Result<(
         None if args.human => crate::ls_format::human(m.size),
         None => m.size.to_string(),
     };
+    let mut mode = mode_string(m.kind, m.mode);
+    if m.continued_at.is_some() {
+        // GNU tar's type letter for a file continued from another volume.
+        mode.replace_range(..1, "M");
+    }
     writeln!(
         out,
-        "{} {owner} {size:>size_width$} {} {}{link}",
-        mode_string(m.kind, m.mode),
+        "{mode} {owner} {size:>size_width$} {} {}{link}",
         crate::utc::date_time(m.mtime.0, m.mtime.1),
         escaped(&m.path)
     )

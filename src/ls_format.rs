@@ -12,7 +12,10 @@ pub fn json_line(m: &Member) -> String {
     let name = |n: &Option<Vec<u8>>| n.as_deref().map(tar_quoted);
     let mut v = json!({
         "path": tar_quoted(&m.path),
-        "kind": kind_word(m.kind),
+        "kind": match m.continued_at {
+            Some(_) => "continued",
+            None => kind_word(m.kind),
+        },
         "mode": format!("{:04o}", m.mode),
         "uid": m.uid,
         "gid": m.gid,
@@ -28,6 +31,9 @@ pub fn json_line(m: &Member) -> String {
         }
         if let Some((major, minor)) = m.device {
             o.insert("device".into(), json!([major, minor]));
+        }
+        if let Some(at) = m.continued_at {
+            o.insert("continued_at".into(), at.into());
         }
     }
     v.to_string()

@@ -67,7 +67,6 @@ pub const KNOWN: &[(&str, Check, &str)] = &[
     ("gnutar-multivolume", Check::Bsdtar, CUT_SHORT),
     ("gnutar-multivolume", Check::Fuse, CUT_SHORT_MOUNT),
     ("gnutar-multivolume", Check::Kernel, CUT_SHORT_MOUNT),
-    ("gnutar-multivolume-2", Check::Ls, CONTINUED),
     ("gnutar-multivolume-2", Check::GnuTar, CONTINUED),
     ("gnutar-multivolume-2", Check::Bsdtar, CONTINUED),
     ("gnutar-multivolume-2", Check::Fuse, CONTINUED),
@@ -84,8 +83,9 @@ const CUT_SHORT: &str = "the first volume ends inside a member: GNU tar and bsdt
 const CUT_SHORT_MOUNT: &str = "a mount refuses an archive cut short inside a member \
     (mount.md), where unpack extracts the members before it";
 const CONTINUED: &str = "a volume that opens with the continuation of a member (type \
-    `M`): that member is left out with an error naming it (exit 1), where GNU tar lists \
-    and extracts the continued part (exit 0); the members after it are read";
+    `M`): `ls` lists it as GNU tar does (`M---------`, `--Continued at byte N--`), and \
+    like GNU tar an extraction leaves it out with an error naming it, where bsdtar \
+    extracts the part stored (ferry exits 1, GNU tar 2); the members after it are read";
 
 /// The line docs/archives.md gives known difference `k`.
 pub fn doc_line(k: &(&str, Check, &str)) -> String {

@@ -37,6 +37,9 @@ pub struct Member {
     pub link: Vec<u8>,
     /// A device's major and minor numbers.
     pub device: Option<(u32, u32)>,
+    /// The member continues a file from another volume of a multi-volume archive,
+    /// from this byte of it (`M`, listed as GNU tar lists it, never extracted).
+    pub continued_at: Option<u64>,
 }
 
 impl From<&IndexEntry> for Member {
@@ -53,6 +56,7 @@ impl From<&IndexEntry> for Member {
             link: e.link.clone(),
             device: matches!(e.kind, Kind::CharDevice | Kind::BlockDevice)
                 .then(|| (rustix::fs::major(e.rdev), rustix::fs::minor(e.rdev))),
+            continued_at: None,
         }
     }
 }
@@ -79,6 +83,7 @@ impl From<&TarEntry> for Member {
             },
             link: t.link_target.clone().unwrap_or_default(),
             device: t.rdev,
+            continued_at: None,
         }
     }
 }
@@ -121,13 +126,15 @@ pub fn list_stream(
     reporter: &dyn Reporter,
     mut each: impl FnMut(&Member) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
-    let mut reader = Reader::new(input);
+    let mut reader = Reader::new(input).listing();
     loop {
         let next = reader.next_entry();
         super::warnings::report(&mut reader, reporter);
         let Some(t) = next? else { break };
         if selected(select, &t.path) {
-            each(&Member::from(&t))?;
+            let mut member = Member::from(&t);
+            member.continued_at = reader.continued_at();
+            each(&member)?;
         }
     }
     if reader.unterminated() {

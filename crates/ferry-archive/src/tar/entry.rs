@@ -165,13 +165,18 @@ pub(crate) fn build(
     let mut warnings = Vec::new();
     let pax = PaxView::new(pending.pax.as_deref().unwrap_or_default(), globals);
     let typeflag = header.typeflag();
-    let mut kind = TarKind::from_typeflag(typeflag).unwrap_or_else(|| {
-        warnings.push(format!(
-            "unknown file type {}, read as a regular file",
-            TypeFlag(typeflag)
-        ));
-        TarKind::File
-    });
+    let mut kind = match typeflag {
+        // The rest of a file begun in another volume: only a listing is given one (see
+        // `Reader::listing`), which shows the part stored here.
+        b'M' => TarKind::File,
+        _ => TarKind::from_typeflag(typeflag).unwrap_or_else(|| {
+            warnings.push(format!(
+                "unknown file type {}, read as a regular file",
+                TypeFlag(typeflag)
+            ));
+            TarKind::File
+        }),
+    };
     // A size GNU tar cannot read (`abc`, `-5`, past 2^63) is reported and the header's
     // size used, as GNU tar does (its status is then 2; the members are all read).
     let declared = lenient(&mut warnings, pax.get_size(b"size"), || header.size())?;

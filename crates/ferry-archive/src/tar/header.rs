@@ -37,6 +37,8 @@ const DEVMAJOR: Field = field("devmajor", 329, 8);
 const DEVMINOR: Field = field("devminor", 337, 8);
 const PREFIX: Field = field("prefix", 345, 155);
 const GNU_ATIME: Field = field("atime", 345, 12);
+/// Where in its file a multi-volume continuation (`M`) starts.
+const GNU_OFFSET: Field = field("offset", 369, 12);
 /// Old GNU sparse map in the header: 4 slots of (offset, numbytes), up to `isextended`.
 const GNU_SPARSE_START: usize = 386;
 const GNU_ISEXTENDED: usize = 482;
@@ -171,6 +173,11 @@ impl<'a> Header<'a> {
             return Ok(None);
         }
         self.signed(GNU_ATIME).map(Some)
+    }
+
+    /// The byte of its file a multi-volume continuation (`M`) starts at.
+    pub(crate) fn gnu_offset(&self) -> Result<u64, TarErrorKind> {
+        self.unsigned(GNU_OFFSET)
     }
 
     /// The old GNU sparse slots (4 x 24 bytes) of this header.

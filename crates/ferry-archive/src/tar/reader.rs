@@ -53,6 +53,11 @@ pub struct Reader<R: Read> {
     last: Option<Vec<u8>>,
     /// What was read liberally, for the caller to report.
     warnings: Warnings,
+    /// Return files continued from another volume (`M`) as entries, for a listing
+    /// (see [`Reader::listing`]).
+    listing: bool,
+    /// The last entry returned is such a continuation, from this byte of its file.
+    continued_at: Option<u64>,
 }
 
 impl<R: Read> Reader<R> {
@@ -70,7 +75,25 @@ impl<R: Read> Reader<R> {
             peeked: None,
             last: None,
             warnings: Warnings::default(),
+            listing: false,
+            continued_at: None,
         }
+    }
+
+    /// A reader for a listing: a file continued from another volume of a multi-volume
+    /// archive (`M`), which an extraction leaves out with an error (GNU tar does not
+    /// extract it either), is returned as a file entry of the part stored here, and
+    /// [`Reader::continued_at`] says where in the file that part starts, as `tar -tv`
+    /// lists it.
+    pub fn listing(mut self) -> Self {
+        self.listing = true;
+        self
+    }
+
+    /// Where in its file the last entry returned starts, when it continues a file from
+    /// another volume (only a [`Reader::listing`] returns those).
+    pub fn continued_at(&self) -> Option<u64> {
+        self.continued_at
     }
 
     /// A reader that skips members' data with `skip_by` (a seek forward) instead of
@@ -118,6 +141,7 @@ impl<R: Read> Reader<R> {
             State::Failed => return Err(self.error(TarErrorKind::Stopped)),
             State::Reading => {}
         }
+        self.continued_at = None;
         let result = self.read_next_entry();
         match &result {
             Ok(Some(t)) => self.last = Some(t.path.clone()),
@@ -218,6 +242,12 @@ impl<R: Read> Reader<R> {
                     if pending.is_empty() {
                         header_offset = self.offset;
                     }
+                }
+                b'M' if self.listing => {
+                    let from = header.gnu_offset().map_err(|k| TarError::new(at, k))?;
+                    let entry = self.finish_entry(&header, &pending, header_offset, at)?;
+                    self.continued_at = Some(from);
+                    return Ok(Some(entry));
                 }
                 b'V' | b'M' => {
                     self.skip_unextracted(&header, &pending, at)?;
