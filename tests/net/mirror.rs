@@ -284,6 +284,46 @@ fn unchanged_directories_are_not_sent_and_keep_their_times() {
     }
 }
 
+/// A receiver not running as root lets itself into a directory its owner may not
+/// write to (mode 0555) to replace a file in it: a directory whose header was left
+/// out, up to date, gets that mode back, and its times, as the copy found them.
+#[test]
+fn a_read_only_directory_left_out_keeps_its_mode_below_a_receiver_not_root() {
+    if !crate::common::is_root() {
+        return ferry_testkit::skip("needs root to run the receiving server as nobody");
+    }
+    let Some(sshd) = Sshd::start() else { return };
+    let sc = scratch();
+    chmod(sc.tmp.path(), 0o755);
+    let dst = sc.tmp.path().join("dst");
+    mkdirs(&dst);
+    mkdirs(&sc.src.join("ro"));
+    write(&sc.src.join("ro/f"), b"f");
+    for p in ["", "ro", "ro/f"] {
+        chown(&sc.src.join(p), 65534, 65534);
+    }
+    chown(&dst, 65534, 65534);
+    chmod(&sc.src.join("ro"), 0o555);
+    let script = sshd.file("ferry-as-nobody");
+    let text = format!(
+        "#!/bin/sh\nexec setpriv --reuid 65534 --regid 65534 --clear-groups {} \"$@\"\n",
+        crate::common::run::FERRY
+    );
+    write(&script, text.as_bytes());
+    chmod(&script, 0o755);
+    let nobody = s(&script).to_owned();
+    let up = || sshd.copy_with(&nobody, s(&sc.src), &sshd.remote(&dst), &["--delete"]);
+    up().assert_ok();
+    assert_same_tree(&sc.src, &dst);
+    // Rewritten in place: the source directory's times stay, the receiver replaces
+    // the file (a new inode in the directory).
+    write(&sc.src.join("ro/f"), b"a longer f");
+    let run = up();
+    run.assert_ok();
+    run.json().assert_counts(&[("files", 1), ("errors", 0)]);
+    assert_same_tree(&sc.src, &dst);
+}
+
 fn set_times_at_path_nofollow(path: &Path, when: rustix::fs::Timespec) {
     let dir = std::fs::File::open(path.parent().expect("parent")).expect("open");
     use std::os::fd::AsFd;
