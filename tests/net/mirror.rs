@@ -284,6 +284,19 @@ fn unchanged_directories_are_not_sent_and_keep_their_times() {
     }
 }
 
+/// A script beside `sshd` that runs ferry as nobody, for `--remote-ferry`: the other
+/// end of a copy without root's privileges.
+fn ferry_as_nobody(sshd: &Sshd) -> String {
+    let script = sshd.file("ferry-as-nobody");
+    let text = format!(
+        "#!/bin/sh\nexec setpriv --reuid 65534 --regid 65534 --clear-groups {} \"$@\"\n",
+        crate::common::run::FERRY
+    );
+    write(&script, text.as_bytes());
+    chmod(&script, 0o755);
+    s(&script).to_owned()
+}
+
 /// A receiver not running as root lets itself into a directory its owner may not
 /// write to (mode 0555) to replace a file in it: a directory whose header was left
 /// out, up to date, gets that mode back, and its times, as the copy found them.
@@ -304,14 +317,7 @@ fn a_read_only_directory_left_out_keeps_its_mode_below_a_receiver_not_root() {
     }
     chown(&dst, 65534, 65534);
     chmod(&sc.src.join("ro"), 0o555);
-    let script = sshd.file("ferry-as-nobody");
-    let text = format!(
-        "#!/bin/sh\nexec setpriv --reuid 65534 --regid 65534 --clear-groups {} \"$@\"\n",
-        crate::common::run::FERRY
-    );
-    write(&script, text.as_bytes());
-    chmod(&script, 0o755);
-    let nobody = s(&script).to_owned();
+    let nobody = ferry_as_nobody(&sshd);
     let up = || sshd.copy_with(&nobody, s(&sc.src), &sshd.remote(&dst), &["--delete"]);
     up().assert_ok();
     assert_same_tree(&sc.src, &dst);
@@ -391,14 +397,7 @@ fn nothing_is_deleted_after_a_read_error_at_the_sending_end() {
     sshd.copy(&sshd.remote(&sc.src), s(&dst), &[]).assert_ok();
     write(&dst.join("extra"), b"x");
     chmod(&sc.src.join("locked"), 0o000);
-    let script = sshd.file("ferry-as-nobody");
-    let text = format!(
-        "#!/bin/sh\nexec setpriv --reuid 65534 --regid 65534 --clear-groups {} \"$@\"\n",
-        crate::common::run::FERRY
-    );
-    write(&script, text.as_bytes());
-    chmod(&script, 0o755);
-    let nobody = s(&script).to_owned();
+    let nobody = ferry_as_nobody(&sshd);
     let r = sshd.copy_with(&nobody, &sshd.remote(&sc.src), s(&dst), &["--delete"]);
     chmod(&sc.src.join("locked"), 0o755);
     r.assert_status(1);

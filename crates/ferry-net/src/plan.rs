@@ -113,11 +113,9 @@ pub struct Plan<'a> {
     /// Directories of the destination where the source has something else: with
     /// `--delete` the receiver's unpack removes each with what it holds.
     replaced_dirs: Mutex<Vec<RelPath>>,
-    /// Directories whose headers were left out, with their metadata here.
-    dirs_left_out: Mutex<HashMap<RelPath, WireMeta>>,
-    /// Directories the receiver makes or replaces something in: the parents of the
-    /// members sent.
-    touched: Mutex<HashSet<RelPath>>,
+    /// Directories whose headers were left out, with their metadata here, and whether
+    /// the receiver makes or replaces something in them (a member sent below).
+    dirs_left_out: Mutex<HashMap<RelPath, (WireMeta, bool)>>,
 }
 
 impl<'a> Plan<'a> {
@@ -133,15 +131,21 @@ impl<'a> Plan<'a> {
             replaced_dirs: Mutex::default(),
             candidates: Mutex::default(),
             dirs_left_out: Mutex::default(),
-            touched: Mutex::default(),
         }
     }
 
-    /// Notes that `member` is sent: its directory's contents change there.
+    /// Notes that `member` is sent: its directory's contents change there (a
+    /// directory comes before what it holds, so a left-out one is known by now).
     fn sent(&self, member: &Entry) {
-        if !member.path.is_root() {
-            let mut touched = self.touched.lock().unwrap_or_else(PoisonError::into_inner);
-            touched.insert(member.path.parent());
+        let mut left_out = self
+            .dirs_left_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if left_out.is_empty() || member.path.is_root() {
+            return;
+        }
+        if let Some((_, touched)) = left_out.get_mut(&member.path.parent()) {
+            *touched = true;
         }
     }
 
@@ -149,22 +153,20 @@ impl<'a> Plan<'a> {
     /// given them back after the data ([`MetaChange::restore`]); deletions give back
     /// their directories' times themselves.
     pub(crate) fn take_restores(&self) -> Vec<MetaChange> {
-        let touched =
-            std::mem::take(&mut *self.touched.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut left_out = self
-            .dirs_left_out
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut restores: Vec<MetaChange> = touched
+        let left_out = std::mem::take(
+            &mut *self
+                .dirs_left_out
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        let mut restores: Vec<MetaChange> = left_out
             .into_iter()
-            .filter_map(|path| {
-                let meta = left_out.remove(&path)?;
-                Some(MetaChange {
-                    path,
-                    kind: Kind::Dir,
-                    meta,
-                    restore: true,
-                })
+            .filter(|(_, (_, touched))| *touched)
+            .map(|(path, (meta, _))| MetaChange {
+                path,
+                kind: Kind::Dir,
+                meta,
+                restore: true,
             })
             .collect();
         restores.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
@@ -503,7 +505,7 @@ impl Plan<'_> {
                 .dirs_left_out
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            left_out.insert(member.path.clone(), ours);
+            left_out.insert(member.path.clone(), (ours, false));
         }
         true
     }
