@@ -424,7 +424,7 @@ fn print_member(out: &mut impl Write, m: &Member, args: &LsArgs) -> io::Result<(
     writeln!(
         out,
         "{mode} {owner} {size:>size_width$} {} {}{link}",
-        crate::utc::date_time(m.mtime.0, m.mtime.1),
+        ferry_core::utc::date_time(m.mtime.0, m.mtime.1),
         escaped(&m.path)
     )
 }

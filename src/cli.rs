@@ -73,6 +73,12 @@ pub enum Command {
     Ls(LsArgs),
     /// Print one member of an archive to standard output.
     Cat(CatArgs),
+    /// Delete the older snapshots of an upload to `s3://BUCKET/PREFIX` (every upload is
+    /// one), and the shards only they named: `--keep N` keeps the newest N,
+    /// `--keep-within 30d` those of the last 30 days, both together what either keeps.
+    /// Never beside an upload to the same prefix: one running stops it, one begun
+    /// meanwhile waits for it.
+    Prune(PruneArgs),
     /// Copy a sample tree with ferry and with a one-file-at-a-time copy, side by side.
     Demo(DemoArgs),
     /// Mount an archive read-only (FUSE): a ferry archive at once from its index, any
@@ -368,6 +374,49 @@ pub struct LsArgs {
     /// link, device (names quoted as `tar -t` shows them). Not for `s3://`.
     #[arg(long, conflicts_with = "long")]
     pub json: bool,
+    /// For `s3://`: list the snapshots (every upload is one), oldest first, one a line:
+    /// its name (read it as `s3://B/P@NAME`), its members, the bytes of its files, and
+    /// the bytes stored that only it names (what pruning it would free).
+    #[arg(long, conflicts_with_all = ["long", "json", "members"])]
+    pub snapshots: bool,
+}
+
+/// Flags of `ferry prune`.
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("rule").required(true).multiple(true).args(["keep", "keep_within"])))]
+pub struct PruneArgs {
+    /// The upload, `s3://BUCKET/PREFIX`.
+    pub url: PathBuf,
+    /// Keep the newest N snapshots (the newest is always kept).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub keep: Option<u64>,
+    /// Keep the snapshots begun within DURATION before now: a number with s, m, h, d
+    /// or w (`30d`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub keep_within: Option<i64>,
+    /// Say what would be deleted, delete nothing.
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+}
+
+/// `30d`, `12h`, `90m`, `3600s`, `2w` as seconds.
+fn parse_duration(text: &str) -> Result<i64, String> {
+    let split = text.len().saturating_sub(1);
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => return Err(format!("{text:?}: a number and s, m, h, d or w, as 30d")),
+    };
+    let n: i64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: a number and s, m, h, d or w, as 30d"))?;
+    n.checked_mul(scale)
+        .filter(|&s| s > 0)
+        .ok_or_else(|| format!("{text:?}: out of range"))
 }
 
 /// Flags of `ferry cat`.

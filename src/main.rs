@@ -29,7 +29,6 @@ mod s3_cmd;
 mod s3_objects;
 mod serve_cmd;
 mod several;
-mod utc;
 mod vcs;
 
 use anyhow::Context;
@@ -55,6 +54,12 @@ fn main() -> ExitCode {
         Command::Ls(args) if s3_cmd::is_s3(&args.archive) && (args.json || args.human) => Err(
             anyhow::anyhow!("ls of an s3:// upload takes neither --json nor -h"),
         ),
+        Command::Ls(args) if s3_cmd::is_s3(&args.archive) && args.snapshots => {
+            s3_cmd::run_ls_snapshots(args)
+        }
+        Command::Ls(args) if args.snapshots => Err(anyhow::anyhow!(
+            "--snapshots lists the snapshots of an s3:// upload"
+        )),
         Command::Ls(args) if s3_cmd::is_s3(&args.archive) => s3_cmd::run_ls(args),
         Command::Cat(args) if s3_cmd::is_s3(&args.archive) && !args.more.is_empty() => Err(
             anyhow::anyhow!("cat of an s3:// upload prints one member at a time"),
@@ -62,6 +67,7 @@ fn main() -> ExitCode {
         Command::Cat(args) if s3_cmd::is_s3(&args.archive) => s3_cmd::run_cat(args),
         Command::Copy(args) if net_cmd::is_remote(&args) => net_cmd::run_remote_copy(args),
         Command::Copy(args) => run_copy(args),
+        Command::Prune(args) => s3_cmd::run_prune(args),
         Command::Serve(args) => Ok(serve_cmd::run_serve(args)),
         Command::Pack(args) => archive_cmd::run_pack(args),
         Command::Unpack(args) => archive_cmd::run_unpack(args),

@@ -1,7 +1,7 @@
 //! `ferry copy` to and from `s3://BUCKET/PREFIX`, `ferry ls s3://...` and `ferry cat
 //! s3://... PATH`: flags into ferry-s3's options, and the job's summary.
 
-use crate::cli::{CatArgs, CopyArgs, Layout, LsArgs};
+use crate::cli::{CatArgs, CopyArgs, Layout, LsArgs, PruneArgs};
 use crate::job::Job;
 use anyhow::Context;
 use ferry_archive::read::unpack::UnpackOptions;
@@ -10,6 +10,7 @@ use ferry_s3::download::{download, DownloadOptions};
 use ferry_s3::shard::PackShard;
 use ferry_s3::upload::{upload, UploadOptions};
 use ferry_s3::{Location, Store};
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::ExitCode;
@@ -75,12 +76,15 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         };
         let done = upload(&args.src, store, &opts, &job.stats, &counting)?;
         crate::report::to_stderr(format_args!(
-            "ferry s3: {} shards: {} sent ({} bytes), {} there already; {} old objects deleted{}",
+            "ferry s3: {} shards: {} sent ({} bytes), {} there already (holding {} \
+             unchanged members, {} bytes); snapshot {}{}",
             done.shards,
             done.sent,
             done.bytes_sent,
             done.kept,
-            done.deleted,
+            done.members_kept,
+            done.bytes_kept,
+            done.snapshot,
             if done.aborted > 0 {
                 format!(
                     "; {} unfinished uploads of an earlier run aborted",
@@ -141,6 +145,54 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `ferry ls --snapshots s3://...`: one line a snapshot, oldest first.
+pub fn run_ls_snapshots(args: LsArgs) -> anyhow::Result<ExitCode> {
+    let store = open(&args.archive)?;
+    let rows = store.rt.block_on(ferry_s3::snapshot::summaries(&store))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for row in &rows {
+        writeln!(
+            out,
+            "{}  {:>9} members  {:>15} bytes  {:>15} only here",
+            row.name, row.members, row.bytes, row.only
+        )
+        .context("write")?;
+    }
+    out.flush().context("write")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ferry prune s3://...`.
+pub fn run_prune(args: PruneArgs) -> anyhow::Result<ExitCode> {
+    let store = open(&args.url)?;
+    let opts = ferry_s3::prune::PruneOptions {
+        keep: args
+            .keep
+            .map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+        keep_within: args.keep_within,
+        dry_run: args.dry_run,
+    };
+    let done = ferry_s3::prune::prune(&store, &opts)?;
+    let would = if args.dry_run {
+        "would delete"
+    } else {
+        "deleted"
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for name in &done.deleted {
+        writeln!(out, "{would} snapshot {name}").context("write")?;
+    }
+    out.flush().context("write")?;
+    crate::report::to_stderr(format_args!(
+        "ferry prune: {} snapshots kept, {} {would}; {} objects of shards {would} ({} bytes)",
+        done.kept.len(),
+        done.deleted.len(),
+        done.objects,
+        done.bytes
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
 /// One line of `ls s3://...`: kind letter and mode, size, (`-l`) mtime in UTC, path.
 fn print_row(
     out: &mut dyn std::io::Write,
@@ -150,7 +202,11 @@ fn print_row(
     let kind = b"-dlhpcb"[usize::from(row.kind.min(6))] as char;
     write!(out, "{kind}{:04o} {:>12} ", row.mode, row.size)?;
     if long {
-        write!(out, "{} ", crate::utc::date_time(row.mtime.0, row.mtime.1))?;
+        write!(
+            out,
+            "{} ",
+            ferry_core::utc::date_time(row.mtime.0, row.mtime.1)
+        )?;
     }
     out.write_all(&row.path)?;
     out.write_all(b"\n")

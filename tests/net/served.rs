@@ -423,7 +423,9 @@ fn changed_between(path: &Path) -> (i128, i128) {
 
 /// With 4 MiB of buffers one upload runs at a time (the pool's buffers over 4); the
 /// others are admitted and queue: each arrives, none is told the server is busy, and
-/// the trees were written one after another (no two uploads' change times overlap).
+/// the trees were written one after another: no two uploads' change times overlap,
+/// unless the earlier had run for the daemon's patience (1 s without an upload
+/// starting or ending lets the next one run beside it; a loaded machine gets there).
 #[test]
 fn admitted_uploads_past_the_running_ones_queue_and_all_arrive() {
     let sc = scratch();
@@ -435,9 +437,12 @@ fn admitted_uploads_past_the_running_ones_queue_and_all_arrive() {
         .map(|i| changed_between(&d.root.join(format!("up{i}"))))
         .collect();
     spans.sort();
+    // The first change of an upload comes a little after its turn: half the patience
+    // is left for that.
+    let patient = 500_000_000;
     for pair in spans.windows(2) {
         assert!(
-            pair[0].1 <= pair[1].0,
+            pair[0].1 <= pair[1].0 || pair[1].0 - pair[0].0 >= patient,
             "two uploads were written at once: {spans:?}\n{}",
             d.log()
         );

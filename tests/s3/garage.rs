@@ -374,6 +374,20 @@ impl Garage {
         .expect("list")
     }
 
+    /// The keys below `prefix` in the test bucket, with their sizes.
+    pub fn sizes(&self, prefix: &str) -> std::collections::BTreeMap<String, u64> {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        let c = self.client();
+        rt.block_on(async {
+            use futures::TryStreamExt;
+            ObjectStore::list(&c, Some(&Key::from(prefix)))
+                .map_ok(|m| (m.location.to_string(), m.size))
+                .try_collect()
+                .await
+        })
+        .expect("list")
+    }
+
     /// Where ferry records multipart uploads in progress.
     pub fn pending_dir(&self) -> PathBuf {
         self.dir.path().join("cache/ferry/s3-uploads")
@@ -382,9 +396,13 @@ impl Garage {
     /// How many whole records of multipart uploads in progress there are (one being
     /// written has a `.partial` name until it is whole).
     pub fn pending(&self) -> usize {
+        // (A record whose id is `lease` is an upload's lease, not a multipart upload.)
+        let multipart =
+            |p: &Path| std::fs::read_to_string(p).is_ok_and(|t| t.lines().nth(2) != Some("lease"));
         std::fs::read_dir(self.pending_dir()).map_or(0, |d| {
             d.flatten()
                 .filter(|e| e.path().extension().is_none_or(|x| x != "partial"))
+                .filter(|e| multipart(&e.path()))
                 .count()
         })
     }
@@ -430,5 +448,7 @@ impl Garage {
             "{again}"
         );
         assert_eq!(self.pending(), 0, "records of aborted uploads left");
+        let left = std::fs::read_dir(self.pending_dir()).map_or(0, |d| d.count());
+        assert_eq!(left, 0, "records of the killed run's lease left");
     }
 }

@@ -119,13 +119,36 @@ fn an_upload_mounts_as_the_tree_it_was_uploaded_from() {
         pattern(53, MIB)
     );
     // A new upload to the same place is a new manifest: its table is built anew.
-    // (The mount of the old upload stays.)
+    // (The mount of the old upload stays, and reads the older snapshot.)
+    let before = shards(&g, "tree");
+    let old_one = std::fs::read(sc.src.join("one")).expect("read one");
+    let listed = g.ferry(&["ls", "--snapshots", &url]);
+    listed.assert_ok();
+    let first = listed
+        .stdout
+        .split_whitespace()
+        .next()
+        .expect("a snapshot")
+        .to_string();
     write(&sc.src.join("one"), b"changed");
     g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "1M"])
         .assert_ok();
     let said = g.ferry(&["index", &url]);
     assert!(said.stdout.contains("index built"), "{said}");
-    // The mount of the old upload: the shard that held `one` was deleted by the new one.
+    // The older snapshot is still there, whole.
+    let old = g
+        .command(&["cat", &format!("{url}@{first}"), "one"])
+        .output()
+        .expect("run ferry cat");
+    assert!(old.status.success() && old.stdout == old_one, "{old:?}");
+    // Its shards gone (deleted by hand: a prune leaves those a kept snapshot names),
+    // the mount of it says so.
+    use ferry_s3::object_store::ObjectStoreExt;
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    for key in &before {
+        rt.block_on(g.client().delete(&Key::from(key.as_str())))
+            .expect("delete");
+    }
     assert_eio(&m.at.join("one"));
     let l = log(&g);
     assert!(

@@ -46,6 +46,7 @@ pub mod sink;
 pub mod stamp;
 pub mod stats;
 pub mod touch;
+pub mod utc;
 pub mod walk;
 pub mod xattr;
 pub mod zero;

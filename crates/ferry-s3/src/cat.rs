@@ -45,7 +45,7 @@ pub(crate) struct Fetched {
 /// The manifest's bytes, from the cache when the server says they have not changed;
 /// None if there is no manifest.
 pub(crate) async fn fetch_bytes(store: &Store) -> Result<Option<Fetched>> {
-    let key = store.key(NAME);
+    let key = store.manifest_key();
     let cached = cache_file(store).and_then(|c| {
         let bytes = std::fs::read(c).ok()?;
         let (etag, body) = bytes.split_at(bytes.iter().position(|&b| b == b'\n')?);
@@ -97,7 +97,7 @@ pub(crate) fn remember(store: &Store, f: &Fetched) {
 }
 
 pub(crate) fn shown_key(store: &Store) -> String {
-    format!("s3://{}/{}", store.loc.bucket, store.key(NAME))
+    format!("s3://{}/{}", store.loc.bucket, store.manifest_key())
 }
 
 /// The manifest at `store`'s location, None if there is none.
@@ -105,13 +105,28 @@ pub async fn fetch_manifest(store: &Store) -> Result<Option<Manifest>> {
     let Some(f) = fetch_bytes(store).await? else {
         return Ok(None);
     };
-    let manifest = Manifest::decode(&f.body, &shown_key(store))?;
+    let manifest = decode(store, &f)?;
     remember(store, &f);
     Ok(Some(manifest))
 }
 
+/// The manifest fetched as `f`, checked; read as a snapshot, it must name itself so.
+pub(crate) fn decode(store: &Store, f: &Fetched) -> Result<Manifest> {
+    let manifest = Manifest::decode(&f.body, &shown_key(store))?;
+    if let Some(name) = &store.loc.snapshot {
+        crate::snapshot::named_so(&manifest, name, &shown_key(store))?;
+    }
+    Ok(manifest)
+}
+
 pub(crate) fn no_upload(store: &Store) -> S3Error {
-    S3Error::new(format!("{}: no ferry upload here (no {NAME})", store.loc))
+    match &store.loc.snapshot {
+        Some(name) => S3Error::new(format!(
+            "{}: no snapshot {name} here (`ferry ls --snapshots` lists them)",
+            store.loc
+        )),
+        None => S3Error::new(format!("{}: no ferry upload here (no {NAME})", store.loc)),
+    }
 }
 
 /// Where member `path` is, in the manifest `f`: from the lookup table when the cached
@@ -124,7 +139,7 @@ fn locate(store: &Store, f: Fetched, path: &[u8]) -> Result<Option<Hit>> {
             return Ok(found);
         }
     }
-    let m = Manifest::decode(&f.body, &shown_key(store))?;
+    let m = decode(store, &f)?;
     remember(store, &f);
     if let (Some(table), Some(etag)) = (&table, &f.etag) {
         lookup::write(table, etag, &m);

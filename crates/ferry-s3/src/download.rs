@@ -15,8 +15,9 @@ use crate::store::Store;
 use crate::{Result, S3Error};
 use ferry_archive::read::select::Selection;
 use ferry_archive::read::stream::unpack_stream_pooled;
-use ferry_archive::read::tail::check_tail_removing;
+use ferry_archive::read::tail::{check_recorded_removing, check_tail_removing};
 use ferry_archive::read::unpack::UnpackOptions;
+use ferry_core::entry::RelPath;
 use ferry_core::error::Reporter;
 use ferry_core::pool::Share;
 use ferry_core::Stats;
@@ -81,6 +82,15 @@ fn has_all(dst: &Path, shard: &Shard) -> bool {
     !shard.dirs && shard.members.iter().all(has)
 }
 
+/// The hashes the manifest records for the files of `view`, by their offsets in it.
+fn recorded_hashes(view: &Shard) -> Vec<(u64, u128, RelPath)> {
+    view.members
+        .iter()
+        .filter(|m| m.k == 0)
+        .filter_map(|m| Some((m.o, m.hash()?, RelPath::from_bytes(m.path()))))
+        .collect()
+}
+
 /// A shard's chunks as they arrive, or why they stopped.
 type Chunks = tokio::sync::mpsc::Receiver<std::result::Result<bytes::Bytes, String>>;
 
@@ -108,17 +118,75 @@ impl Read for Ranges {
     }
 }
 
-/// Feeds `shard`'s bytes, in order, to `tx`: `ranges` GETs of 4 MiB in flight. Stops
-/// at the first failure (sent on) or when the reader has gone.
+/// What of a shard is fetched, and how the stream of it is checked.
+#[derive(Clone, Debug)]
+struct Fetch {
+    /// The shard as the stream reads it: the shard itself, or (some members named) a
+    /// shard of those members alone, one after another, each at its offset in the
+    /// stream.
+    view: Shard,
+    /// The byte ranges of the shard fetched, in order, each at most [`RANGE`].
+    pieces: Vec<std::ops::Range<u64>>,
+    /// Whether end-of-archive blocks follow them (members fetched without the shard's
+    /// end and index); their hashes are then checked against the manifest's.
+    end_blocks: bool,
+}
+
+/// How `shard` is fetched: whole when the manifest names all it holds, else the ranges
+/// of the members it names.
+fn fetch_of(shard: &Shard) -> Fetch {
+    let split = |r: std::ops::Range<u64>| {
+        let n = (r.end - r.start).div_ceil(RANGE);
+        (0..n).map(move |i| r.start + i * RANGE..(r.start + (i + 1) * RANGE).min(r.end))
+    };
+    if shard.whole() {
+        return Fetch {
+            view: shard.clone(),
+            pieces: split(0..shard.size).collect(),
+            end_blocks: false,
+        };
+    }
+    let mut view = Shard {
+        members: Vec::with_capacity(shard.members.len()),
+        held: None,
+        ..shard.clone()
+    };
+    let mut runs: Vec<std::ops::Range<u64>> = Vec::new();
+    let mut at = 0;
+    for (i, m) in shard.members.iter().enumerate() {
+        // A member's headers and data, padded to its tar block; never past the next.
+        let next = shard.members.get(i + 1).map_or(shard.size, |n| n.o);
+        let end = m.e.next_multiple_of(512).min(next).min(shard.size);
+        view.members.push(Member {
+            o: at,
+            e: at + (m.e - m.o),
+            ..m.clone()
+        });
+        at += end - m.o;
+        match runs.last_mut() {
+            Some(run) if run.end == m.o => run.end = end,
+            _ => runs.push(m.o..end),
+        }
+    }
+    view.size = at + 1024;
+    Fetch {
+        view,
+        pieces: runs.into_iter().flat_map(split).collect(),
+        end_blocks: true,
+    }
+}
+
+/// Feeds the bytes of `fetch`, in order, to `tx`: `ranges` GETs of at most 4 MiB in
+/// flight. Stops at the first failure (sent on) or when the reader has gone.
 async fn feed(
     store: &Store,
     shard: &Shard,
+    fetch: Fetch,
     ranges: usize,
     tx: tokio::sync::mpsc::Sender<std::result::Result<bytes::Bytes, String>>,
 ) {
     let key = store.key(&shard.name());
-    let parts =
-        (0..shard.size.div_ceil(RANGE)).map(|i| i * RANGE..((i + 1) * RANGE).min(shard.size));
+    let parts = fetch.pieces.clone();
     // Every range must come from the object the manifest names (its ETag): a shard
     // replaced since is refused before a byte of it is unpacked.
     // A range's body is kept as the chunks it arrived in, not gathered into one
@@ -159,12 +227,17 @@ async fn feed(
             }
         }
     }
+    if fetch.end_blocks {
+        let _ = tx.send(Ok(bytes::Bytes::from_static(&[0; 1024]))).await;
+    }
 }
 
-/// Starts feeding `shard`'s bytes on the runtime: the chunks' receiver, and the task.
+/// Starts feeding `shard`'s bytes (`fetch`) on the runtime: the chunks' receiver, and
+/// the task.
 fn start_feed(
     store: &Arc<Store>,
     shard: &Shard,
+    fetch: Fetch,
     ranges: usize,
 ) -> (Chunks, tokio::task::JoinHandle<()>) {
     // Fetched chunks wait here for the unpacker (a range's, as it arrived).
@@ -172,7 +245,7 @@ fn start_feed(
     let (store2, shard) = (store.clone(), shard.clone());
     let task = store
         .rt
-        .spawn(async move { feed(&store2, &shard, ranges, tx).await });
+        .spawn(async move { feed(&store2, &shard, fetch, ranges, tx).await });
     (rx, task)
 }
 
@@ -234,9 +307,12 @@ pub fn download(
     let mut early = Early {
         store: &store,
         fed: match wanted.last() {
-            Some(last) if wanted.len() > 1 && last.size <= RANGE => {
-                Some(start_feed(&store, last, opts.ranges_in_flight))
-            }
+            Some(last) if wanted.len() > 1 && last.size <= RANGE => Some(start_feed(
+                &store,
+                last,
+                fetch_of(last),
+                opts.ranges_in_flight,
+            )),
             _ => None,
         },
     };
@@ -245,11 +321,12 @@ pub fn download(
         let named = |e: &dyn std::fmt::Display| {
             S3Error::new(format!("s3://{}/{key}: {e}", store.loc.bucket))
         };
+        let fetch = fetch_of(shard);
         let (rx, feeder) = match early.fed.take() {
             Some(fed) if i + 1 == wanted.len() => fed,
             other => {
                 early.fed = other;
-                start_feed(&store, shard, opts.ranges_in_flight)
+                start_feed(&store, shard, fetch.clone(), opts.ranges_in_flight)
             }
         };
         let mut ranges = Ranges {
@@ -267,7 +344,7 @@ pub fn download(
         };
         let done: Result<bool> = (|| {
             let shown = format!("s3://{}/{key}", store.loc.bucket);
-            let expected = Expected::new(shard, &dirs);
+            let expected = Expected::new(&fetch.view, &dirs);
             let mut stream = Checked::new(&mut ranges, expected, shown, reporter);
             let pool = Share::private(UNPACK_BUFFERS, 1 << 20);
             let all = Selection::all();
@@ -275,8 +352,16 @@ pub fn download(
                 unpack_stream_pooled(&mut stream, dst, &unpack, &all, &pool, stats, reporter)
                     .map_err(|e| named(&e))
                     .and_then(|hashes| {
-                        check_tail_removing(&mut stream, hashes, dst, DAMAGED, reporter)
-                            .map_err(|e| named(&e))
+                        match fetch.end_blocks {
+                            false => {
+                                check_tail_removing(&mut stream, hashes, dst, DAMAGED, reporter)
+                            }
+                            true => {
+                                let recorded = recorded_hashes(&fetch.view);
+                                check_recorded_removing(hashes, &recorded, dst, DAMAGED, reporter)
+                            }
+                        }
+                        .map_err(|e| named(&e))
                     });
             // A member that did not pass ended the unpacking; each was reported.
             let refused = stream.refused();
@@ -288,17 +373,17 @@ pub fn download(
                 return Ok(false);
             }
             unpacked?;
-            if ranges.read != shard.size {
+            if ranges.read != fetch.view.size {
                 return Err(named(&format_args!(
                     "{} bytes where the manifest says {}: not the shard it names",
-                    ranges.read, shard.size
+                    ranges.read, fetch.view.size
                 )));
             }
             Ok(true)
         })();
         if done? {
             out.fetched += 1;
-            out.bytes += shard.size;
+            out.bytes += fetch.pieces.iter().map(|r| r.end - r.start).sum::<u64>();
         }
     }
     Ok(out)

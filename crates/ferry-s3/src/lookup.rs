@@ -153,11 +153,13 @@ mod tests {
             .collect();
         let m = Manifest {
             format: FORMAT.into(),
+            snapshot: None,
             shards: vec![Shard {
                 fingerprint: "0123456789abcdef0123456789abcdef".into(),
                 size: 1 << 20,
                 etag: None,
                 dirs: false,
+                held: None,
                 members,
             }],
         };

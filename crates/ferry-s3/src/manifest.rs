@@ -11,10 +11,16 @@ use crate::{Result, S3Error};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 
-/// The format string the manifest begins with.
-pub const FORMAT: &str = "ferry-s3 1";
+/// The format string the manifest begins with. In this version a shard's members are
+/// those of its members the upload still names (a rerun keeps unchanged members where
+/// they are), each with the fingerprint of its metadata and its content hash.
+pub const FORMAT: &str = "ferry-s3 2";
 
-/// The manifest's name under the prefix.
+/// The format an earlier ferry wrote: a shard's members are all it holds, without
+/// fingerprints or hashes. Still read.
+pub const FORMAT_V1: &str = "ferry-s3 1";
+
+/// The newest snapshot's manifest under the prefix (a copy of `snapshots/NAME.ferry`).
 pub const NAME: &str = "manifest.ferry";
 
 /// The most bytes a manifest decompresses to.
@@ -40,6 +46,9 @@ const MAX_PATH: usize = 64 << 10;
 pub struct Manifest {
     /// [`FORMAT`].
     pub format: String,
+    /// The snapshot's name (see [`crate::snapshot`]); none in a shard's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
     /// The shards, the directory shard last.
     pub shards: Vec<Shard>,
 }
@@ -56,7 +65,13 @@ pub struct Shard {
     pub etag: Option<String>,
     /// Whether it is the shard of directories, unpacked last.
     pub dirs: bool,
-    /// Its members, in archive order.
+    /// How many members the shard holds (directories above them aside); none: as many
+    /// as `members` names (an upload of [`FORMAT_V1`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<u64>,
+    /// Its members this upload names, in archive order: all it holds when it was
+    /// packed by this upload, those still unchanged when it was kept from an earlier
+    /// one.
     pub members: Vec<Member>,
 }
 
@@ -82,6 +97,14 @@ pub struct Member {
     pub o: u64,
     /// Where its stored data ends.
     pub e: u64,
+    /// The fingerprint of its metadata as the upload's walk saw it (16 hex digits, see
+    /// [`crate::plan::member_fingerprint`]): a rerun keeps the member where it is when
+    /// the walk sees the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub f: Option<String>,
+    /// A file's content hash, the xxh3-128 its shard's index records (32 hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x: Option<String>,
 }
 
 impl Member {
@@ -103,7 +126,14 @@ impl Member {
             mode: 0,
             o: 0,
             e: 0,
+            f: None,
+            x: None,
         }
+    }
+
+    /// Its content hash, when recorded.
+    pub fn hash(&self) -> Option<u128> {
+        u128::from_str_radix(self.x.as_deref()?, 16).ok()
     }
 
     /// Its path's bytes (checked by [`Manifest::decode`]).
@@ -130,6 +160,11 @@ impl Shard {
     /// The object's name under the prefix.
     pub fn name(&self) -> String {
         shard_name(&self.fingerprint)
+    }
+
+    /// Whether the upload names every member the shard holds.
+    pub fn whole(&self) -> bool {
+        self.held.is_none_or(|n| n == self.members.len() as u64)
     }
 }
 
@@ -168,8 +203,13 @@ impl Manifest {
 
     /// Checks what a reader relies on.
     fn check(&self) -> std::result::Result<(), String> {
-        if self.format != FORMAT {
+        if self.format != FORMAT && self.format != FORMAT_V1 {
             return Err(format!("format {:?}, not {FORMAT:?}", self.format));
+        }
+        if let Some(name) = &self.snapshot {
+            if !crate::snapshot::is_name(name) {
+                return Err(format!("snapshot name {name:?}"));
+            }
         }
         let mut seen = std::collections::HashSet::new();
         for (i, s) in self.shards.iter().enumerate() {
@@ -188,8 +228,21 @@ impl Manifest {
             if s.size > crate::parts::MAX_OBJECT {
                 return Err(format!("shard {fp}: size {} too large", s.size));
             }
+            if s.held.is_some_and(|n| n < s.members.len() as u64) {
+                return Err(format!("shard {fp}: names more members than it holds"));
+            }
+            let mut end = 0;
             for m in &s.members {
                 check_member(m, s).map_err(|why| format!("shard {fp}: {why}"))?;
+                // In archive order, one after another: a download of some members
+                // fetches their ranges and reads them as one tar.
+                if m.o < end {
+                    return Err(format!(
+                        "shard {fp}: member at byte {} overlaps the one before it",
+                        m.o
+                    ));
+                }
+                end = m.e;
             }
         }
         Ok(())
@@ -234,6 +287,13 @@ fn check_member(m: &Member, s: &Shard) -> std::result::Result<(), String> {
     if m.m.1 >= 1_000_000_000 {
         return Err(format!("member {shown}: bad mtime"));
     }
+    let hex = |x: &Option<String>, digits: usize| {
+        x.as_ref()
+            .is_none_or(|x| x.len() == digits && x.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if !hex(&m.f, 16) || !hex(&m.x, 32) {
+        return Err(format!("member {shown}: fingerprint or hash not hex"));
+    }
     Ok(())
 }
 
@@ -248,11 +308,13 @@ mod tests {
         (odd.o, odd.e) = (8192, 9000);
         Manifest {
             format: FORMAT.into(),
+            snapshot: Some("20261201T203015Z".into()),
             shards: vec![Shard {
                 fingerprint: "0123456789abcdef0123456789abcdef".into(),
                 size: 10240,
                 etag: Some("\"e\"".into()),
                 dirs: false,
+                held: Some(3),
                 members: vec![a, odd],
             }],
         }
@@ -314,6 +376,16 @@ mod tests {
             ),
             ("twice", Box::new(|m| m.shards.push(m.shards[0].clone()))),
             ("too large", Box::new(|m| m.shards[0].size = u64::MAX)),
+            ("overlaps", Box::new(|m| m.shards[0].members[1].o = 100)),
+            ("more members", Box::new(|m| m.shards[0].held = Some(1))),
+            (
+                "not hex",
+                Box::new(|m| m.shards[0].members[0].x = Some("x".repeat(32))),
+            ),
+            (
+                "snapshot name",
+                Box::new(|m| m.snapshot = Some("../x".into())),
+            ),
         ];
         for (what, change) in cases {
             let mut m = sample();

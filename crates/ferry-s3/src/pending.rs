@@ -1,7 +1,9 @@
 //! Multipart uploads in progress, recorded on local disk (`$XDG_CACHE_HOME/ferry/s3-uploads`,
 //! one small file each) from their creation until they are completed or aborted, so
 //! the next upload to the same place aborts those a killed run left behind instead of
-//! leaving their parts billed in the bucket.
+//! leaving their parts billed in the bucket (and deletes the lease it left,
+//! [`crate::lease`]). Each record names the process that wrote it: those of an upload
+//! still running are left alone.
 
 use crate::store::Store;
 use object_store::multipart::MultipartStore;
@@ -27,7 +29,11 @@ pub fn begun(store: &Store, key: &Key, id: &str) {
     if let Some(path) = record_path(&store.loc.bucket, key, id) {
         let _ = std::fs::create_dir_all(path.parent().unwrap_or(&path));
         let partial = path.with_extension("partial");
-        let text = format!("{}\n{key}\n{id}\n", store.loc.bucket);
+        let text = format!(
+            "{}\n{key}\n{id}\n{}\n",
+            store.loc.bucket,
+            std::process::id()
+        );
         if std::fs::write(&partial, text).is_ok() {
             let _ = std::fs::rename(&partial, &path);
         }
@@ -39,6 +45,11 @@ pub fn ended(store: &Store, key: &Key, id: &str) {
     if let Some(path) = record_path(&store.loc.bucket, key, id) {
         let _ = std::fs::remove_file(path);
     }
+}
+
+/// Whether process `pid` is running.
+fn running(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Aborts the uploads recorded under `store`'s bucket and prefix; returns how many.
@@ -70,9 +81,21 @@ pub async fn abort_left(store: &Store) -> usize {
         if bucket != store.loc.bucket || !key.starts_with(prefix.as_ref()) {
             continue;
         }
+        // One of an upload running beside this one (another ferry on this machine) is
+        // left to it.
+        let pid = lines.next().and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| p != std::process::id() && running(p)) {
+            continue;
+        }
         let key = Key::from(key);
         let id = id.to_string();
         // Already gone (completed, or aborted by the server) counts as done.
+        if id == crate::lease::PENDING_ID {
+            // A killed upload's lease: nothing of it runs any more.
+            let _ = object_store::ObjectStoreExt::delete(&*store.s3, &key).await;
+            ended(store, &key, &id);
+            continue;
+        }
         let _ = store.s3.abort_multipart(&key, &id).await;
         ended(store, &key, &id);
         aborted += 1;

@@ -1,9 +1,14 @@
 //! Planning an upload: one walk of the tree (metadata only) lists its members, which
 //! are then cut into shards.
 //!
-//! A shard of an earlier upload is kept when every one of its members is still there
-//! with the same metadata (its fingerprint, recomputed from the walk, is unchanged) and
-//! none of its inodes gained a name elsewhere. The members left are cut, in path order,
+//! A member of the last upload stays where it is, in its shard, when the walk sees it
+//! with the same metadata ([`member_fingerprint`]: kind, size, mtime, mode, owner, link
+//! target, xattrs) and it has one name (the names of a multiply-linked inode are packed
+//! again together, so a hardlink always points into its own shard). A shard the last
+//! upload wrote with [`crate::manifest::FORMAT_V1`], whose members carry no
+//! fingerprint, is kept only whole: when every one of its members is unchanged (its
+//! fingerprint, recomputed from the walk, is the same) and none of its inodes gained a
+//! name elsewhere. The members left are cut, in path order,
 //! into shards of about `shard_size` bytes, each name of a multiply-linked inode going
 //! with its first name, so a hardlink never points into another shard; a file larger
 //! than a shard has one of its own. The directories form one last shard. A shard's
@@ -40,6 +45,8 @@ pub struct Planned {
     pub mode: u32,
     /// Owner and group.
     pub owner: (u32, u32),
+    /// The xxh3-64 of its extended attributes (names and values, as the walk read them).
+    pub xattrs: u64,
     /// A symlink's target; a device's number, in decimal.
     pub link: Vec<u8>,
     /// Its inode, when it has more than one name.
@@ -88,6 +95,7 @@ impl Collect {
             atime: (e.meta.atime.sec, e.meta.atime.nsec),
             mode: e.meta.mode,
             owner: (e.meta.uid, e.meta.gid),
+            xattrs: xattr_hash(&e.meta.xattrs),
             link,
             inode: e.links.map(|l| l.0),
         };
@@ -115,6 +123,36 @@ impl TreeSink for Collect {
         self.push(e);
         Ok(())
     }
+}
+
+/// The hash of `xattrs` for [`Planned::xattrs`].
+fn xattr_hash(xattrs: &[ferry_core::entry::Xattr]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for x in xattrs {
+        for part in [&x.name, &x.value] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+    }
+    h.digest()
+}
+
+/// The fingerprint of one member's metadata, as [`crate::manifest::Member::f`] keeps
+/// it: a rerun leaves the member where it is when the walk gives the same.
+pub fn member_fingerprint(p: &Planned) -> String {
+    let mut h = Xxh3::new();
+    h.update(b"ferry-s3 member 1");
+    h.update(&[p.kind]);
+    h.update(&p.size.to_le_bytes());
+    h.update(&p.mtime.0.to_le_bytes());
+    h.update(&p.mtime.1.to_le_bytes());
+    h.update(&p.mode.to_le_bytes());
+    h.update(&p.owner.0.to_le_bytes());
+    h.update(&p.owner.1.to_le_bytes());
+    h.update(&p.xattrs.to_le_bytes());
+    h.update(&(p.link.len() as u64).to_le_bytes());
+    h.update(&p.link);
+    format!("{:016x}", h.digest())
 }
 
 /// Walks `src` (a directory) and returns its entries sorted by path, the root first;
@@ -184,7 +222,12 @@ pub fn plan(list: &[Planned], old: Option<&Manifest>, shard_size: u64) -> Vec<Sh
     let mut taken = vec![false; list.len()];
     let mut shards = Vec::new();
     for old in old.iter().flat_map(|m| &m.shards).filter(|s| !s.dirs) {
-        if let Some(members) = kept(list, &by_path, &names, &taken, old) {
+        let by_member = old.members.iter().all(|m| m.f.is_some());
+        if by_member {
+            if let Some(plan) = kept_members(list, &by_path, &mut taken, old) {
+                shards.push(plan);
+            }
+        } else if let Some(members) = kept(list, &by_path, &names, &taken, old) {
             for &i in &members {
                 taken[i] = true;
             }
@@ -241,7 +284,47 @@ pub fn plan(list: &[Planned], old: Option<&Manifest>, shard_size: u64) -> Vec<Sh
     shards
 }
 
-/// The members of `old` if it can be kept as it is.
+/// The members of `old` that stay where they are (marked `taken`), as the shard's plan;
+/// None when none does.
+fn kept_members(
+    list: &[Planned],
+    by_path: &HashMap<&[u8], usize>,
+    taken: &mut [bool],
+    old: &Shard,
+) -> Option<ShardPlan> {
+    let mut members = Vec::new();
+    let mut records = Vec::new();
+    for m in &old.members {
+        let Some(&i) = by_path.get(m.path().as_slice()) else {
+            continue;
+        };
+        let p = &list[i];
+        let same = m.f.as_deref() == Some(member_fingerprint(p).as_str());
+        if taken[i] || p.kind == 1 || p.kind == 3 || m.k == 3 || p.inode.is_some() || !same {
+            continue;
+        }
+        taken[i] = true;
+        members.push(i);
+        records.push(m.clone());
+    }
+    if members.is_empty() {
+        return None;
+    }
+    let kept = Shard {
+        held: Some(old.held.unwrap_or(old.members.len() as u64)),
+        members: records,
+        ..old.clone()
+    };
+    members.sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
+    Some(ShardPlan {
+        members,
+        fingerprint: old.fingerprint.clone(),
+        dirs: false,
+        kept: Some(kept),
+    })
+}
+
+/// The members of `old` (of [`crate::manifest::FORMAT_V1`]) if it can be kept whole.
 fn kept(
     list: &[Planned],
     by_path: &HashMap<&[u8], usize>,
@@ -283,6 +366,7 @@ mod tests {
             atime: (1, 0),
             mode: 0o644,
             owner: (0, 0),
+            xattrs: 0,
             link: Vec::new(),
             inode: inode.map(|ino| InodeKey { dev: 1, ino }),
         }
@@ -302,27 +386,80 @@ mod tests {
         assert!(shards.last().unwrap().dirs);
     }
 
+    /// The manifest of an upload of `list` as `plans`; `by_member`: with each member's
+    /// fingerprint (this version), else as version 1 wrote it.
+    fn record(plans: &[ShardPlan], list: &[Planned], by_member: bool) -> Manifest {
+        let member = |i: usize, at: usize| {
+            let mut m = crate::manifest::Member::with_path(&list[i].path);
+            (m.k, m.o, m.e) = (list[i].kind, at as u64 * 1024, at as u64 * 1024 + 512);
+            m.f = by_member.then(|| member_fingerprint(&list[i]));
+            m
+        };
+        Manifest {
+            format: crate::manifest::FORMAT.into(),
+            snapshot: None,
+            shards: plans
+                .iter()
+                .map(|s| Shard {
+                    fingerprint: s.fingerprint.clone(),
+                    size: 1 << 30,
+                    etag: None,
+                    dirs: s.dirs,
+                    held: None,
+                    members: s
+                        .members
+                        .iter()
+                        .enumerate()
+                        .map(|(at, &i)| member(i, at))
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn unchanged_members_stay_in_their_shards() {
+        let mut list: Vec<Planned> = (0..6)
+            .map(|i| file(&format!("f{i}"), 1 << 20, None))
+            .collect();
+        list.push(file("l1", 5, Some(9)));
+        list.push(file("l2", 5, Some(9)));
+        let first = plan(&list, None, 3 << 20);
+        let manifest = record(&first, &list, true);
+        list[1].mtime = (2, 0);
+        list[4].mode = 0o600;
+        list.remove(2);
+        list.push(file("g", 1, None));
+        list.sort_by(|a, b| a.path.cmp(&b.path));
+        let second = plan(&list, Some(&manifest), 3 << 20);
+        let kept: Vec<&ShardPlan> = second.iter().filter(|s| s.kept.is_some()).collect();
+        // Four unchanged single-name files stay, in their two shards; the hardlinked
+        // pair, the changed two and the new one are packed again.
+        let stayed: Vec<&[u8]> = kept
+            .iter()
+            .flat_map(|s| &s.members)
+            .map(|&i| list[i].path.as_slice())
+            .collect();
+        assert_eq!(stayed, vec![&b"f0"[..], b"f3", b"f5"]);
+        for s in &kept {
+            let k = s.kept.as_ref().unwrap();
+            assert!(!k.whole() && k.held > Some(k.members.len() as u64), "{k:?}");
+            assert!(first.iter().any(|f| f.fingerprint == s.fingerprint));
+        }
+        let packed: Vec<&[u8]> = second
+            .iter()
+            .filter(|s| s.kept.is_none() && !s.dirs)
+            .flat_map(|s| &s.members)
+            .map(|&i| list[i].path.as_slice())
+            .collect();
+        assert_eq!(packed, vec![&b"f1"[..], b"f4", b"g", b"l1", b"l2"]);
+    }
+
     #[test]
     fn unchanged_shards_are_kept() {
         let mut list = vec![file("a", 3 << 20, None), file("b", 3 << 20, None)];
         let first = plan(&list, None, 4 << 20);
-        let manifest = Manifest {
-            format: crate::manifest::FORMAT.into(),
-            shards: first
-                .iter()
-                .map(|s| Shard {
-                    fingerprint: s.fingerprint.clone(),
-                    size: 1,
-                    etag: None,
-                    dirs: s.dirs,
-                    members: s
-                        .members
-                        .iter()
-                        .map(|&i| crate::manifest::Member::with_path(&list[i].path))
-                        .collect(),
-                })
-                .collect(),
-        };
+        let manifest = record(&first, &list, false);
         list[1].mtime = (2, 0);
         list.push(file("c", 1, None));
         let second = plan(&list, Some(&manifest), 4 << 20);

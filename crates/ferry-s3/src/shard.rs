@@ -5,7 +5,7 @@
 //! by the writer, gives each member's place for the manifest.
 
 use crate::manifest::{Member, Shard};
-use crate::plan::{weight, Planned, ShardPlan};
+use crate::plan::{member_fingerprint, weight, Planned, ShardPlan};
 use crate::stream_put::{PartWriter, Tail};
 use crate::{Result, S3Error};
 use ferry_archive::index::{Footer, Index, Kind, FOOTER_LEN};
@@ -14,7 +14,7 @@ use ferry_core::entry::Entry;
 use ferry_core::error::Reporter;
 use ferry_core::filter::{Action, Filter, Rules};
 use ferry_core::Stats;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::sync::Arc;
@@ -121,12 +121,24 @@ pub fn pack_shard(
     .map_err(|e| S3Error::new(e.to_string()))?;
     add_counts(stats, &scratch, plan.dirs);
     let tail = tail.lock().map(|mut t| t.take()).unwrap_or_default();
-    let members = members_of(&tail.unwrap_or_default(), size, plan.dirs)?;
+    let mut members = members_of(&tail.unwrap_or_default(), size, plan.dirs)?;
+    // Each member's metadata as the plan saw it, by which a rerun keeps it.
+    let planned: HashMap<&[u8], &Planned> = plan
+        .members
+        .iter()
+        .map(|&i| (list[i].path.as_slice(), &list[i]))
+        .collect();
+    for m in &mut members {
+        m.f = planned
+            .get(m.path().as_slice())
+            .map(|p| member_fingerprint(p));
+    }
     Ok(Shard {
         fingerprint: plan.fingerprint.clone(),
         size,
         etag: None,
         dirs: plan.dirs,
+        held: Some(members.len() as u64),
         members,
     })
 }
@@ -157,6 +169,7 @@ fn members_of(tail: &[u8], size: u64, dirs: bool) -> Result<Vec<Member>> {
         m.mode = e.mode;
         m.o = e.header_offset;
         m.e = e.data_offset + e.stored;
+        m.x = e.hash.map(|h| format!("{h:032x}"));
         members.push(m);
     }
     Ok(members)

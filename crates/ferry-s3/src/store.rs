@@ -19,12 +19,21 @@ pub struct Location {
     pub bucket: String,
     /// The prefix inside it, without leading or trailing `/` (may be empty).
     pub prefix: String,
+    /// The snapshot named with `@NAME` after the prefix (see [`crate::snapshot`]);
+    /// none: the newest.
+    pub snapshot: Option<String>,
 }
 
 impl Location {
-    /// Parses `s3://BUCKET[/PREFIX]`; None when `url` does not start with `s3://`.
+    /// Parses `s3://BUCKET[/PREFIX][@SNAPSHOT]`; None when `url` does not start with
+    /// `s3://`. Only a snapshot's name after the last `@` makes it one: other `@`s are
+    /// the prefix's.
     pub fn parse(url: &str) -> Option<Result<Location>> {
         let rest = url.strip_prefix("s3://")?;
+        let (rest, snapshot) = match rest.rsplit_once('@') {
+            Some((before, name)) if crate::snapshot::is_name(name) => (before, Some(name)),
+            _ => (rest, None),
+        };
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
             return Some(Err(S3Error::new(format!("{url}: no bucket named"))));
@@ -38,13 +47,18 @@ impl Location {
         Some(Ok(Location {
             bucket: bucket.to_string(),
             prefix,
+            snapshot: snapshot.map(str::to_string),
         }))
     }
 }
 
 impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "s3://{}/{}", self.bucket, self.prefix)
+        write!(f, "s3://{}/{}", self.bucket, self.prefix)?;
+        match &self.snapshot {
+            Some(name) => write!(f, "@{name}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -145,7 +159,15 @@ impl Store {
         })
     }
 
-    /// The key of `name` under the prefix.
+    /// The manifest a reader reads: the snapshot's the location names, else the newest.
+    pub fn manifest_key(&self) -> Key {
+        match &self.loc.snapshot {
+            Some(name) => self.key(&crate::snapshot::object(name)),
+            None => self.key(crate::manifest::NAME),
+        }
+    }
+
+    /// The object `name` under the prefix.
     pub fn key(&self, name: &str) -> Key {
         if self.loc.prefix.is_empty() {
             Key::from(name)
@@ -234,6 +256,16 @@ mod tests {
         assert!(Location::parse("/tmp/x").is_none());
         assert!(Location::parse("s3:///x").unwrap().is_err());
         assert!(Location::parse("s3://b/a/../c").unwrap().is_err());
+        let l = Location::parse("s3://b/p@x@20261201T203015Z.2")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (l.prefix.as_str(), l.snapshot.as_deref()),
+            ("p@x", Some("20261201T203015Z.2"))
+        );
+        assert_eq!(l.to_string(), "s3://b/p@x@20261201T203015Z.2");
+        let l = Location::parse("s3://b/p@home").unwrap().unwrap();
+        assert_eq!((l.prefix.as_str(), l.snapshot), ("p@home", None));
     }
 
     #[test]

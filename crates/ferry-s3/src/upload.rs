@@ -1,14 +1,18 @@
 //! `ferry copy SRC s3://BUCKET/PREFIX`: plan ([`crate::plan`]), then pack shards one
 //! after another on a thread, each going up as it is packed ([`crate::stream_put`]),
-//! then the manifest, then the deletion of shards no manifest names any more.
+//! then the manifest, as a new snapshot ([`crate::snapshot`]) and then as the newest.
+//! Nothing is deleted: what no snapshot names any more goes with `ferry prune`.
 //!
-//! A shard already in the bucket is not sent again: one the last manifest names with
-//! unchanged members, or one a killed run finished (its record, `shards/FP.json`, is
-//! written right after the shard itself). Uploads a killed run left unfinished are
-//! aborted first ([`crate::pending`]).
+//! What is in the bucket already is not sent again: members of the last upload whose
+//! metadata is unchanged stay in their shards, and a shard a killed run finished (its
+//! record, `shards/FP.json`, is written right after the shard itself) is found by its
+//! fingerprint. Uploads a killed run left unfinished are aborted first
+//! ([`crate::pending`]); while this one runs, its lease ([`crate::lease`]) tells a
+//! prune to leave what it writes, and the snapshot it builds on, alone.
 
 use crate::body::gather;
 use crate::cat::fetch_manifest;
+use crate::lease::{Kind, Lease};
 use crate::manifest::{Manifest, Shard, FORMAT, MAX_RECORD, MAX_RECORD_DECODED, NAME};
 use crate::pending;
 use crate::plan::{plan, walk_tree, Planned, ShardPlan};
@@ -19,8 +23,8 @@ use crate::{Result, S3Error};
 use ferry_core::error::Reporter;
 use ferry_core::filter::Filter;
 use ferry_core::Stats;
-use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use futures::StreamExt;
+use object_store::{ObjectStoreExt, PutPayload};
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
@@ -59,8 +63,12 @@ pub struct Uploaded {
     pub bytes_sent: u64,
     /// Shards found in the bucket already.
     pub kept: usize,
-    /// Objects of earlier uploads deleted.
-    pub deleted: usize,
+    /// Members left where they were (in shards of earlier uploads), and their bytes.
+    pub members_kept: u64,
+    /// Bytes of the members left where they were.
+    pub bytes_kept: u64,
+    /// The snapshot this upload is.
+    pub snapshot: String,
     /// Unfinished multipart uploads of a killed run aborted.
     pub aborted: usize,
 }
@@ -73,22 +81,124 @@ pub fn upload(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<Uploaded> {
-    let mut out = Uploaded {
-        aborted: store.rt.block_on(pending::abort_left(&store)),
-        ..Uploaded::default()
+    let aborted = store.rt.block_on(pending::abort_left(&store));
+    if store.loc.snapshot.is_some() {
+        return Err(S3Error::new(format!(
+            "{}: a snapshot is read-only: upload to s3://{}/{} (every upload is a new \
+             snapshot)",
+            store.loc, store.loc.bucket, store.loc.prefix
+        )));
+    }
+    // Read before the lease is taken, so a wrong key or a bad manifest is told as such;
+    // and again once no prune runs (a conditional GET: the cached copy, unless a prune
+    // or an upload changed it meanwhile), which is the one built on.
+    store.rt.block_on(fetch_manifest(&store))?;
+    let lease = store.rt.block_on(Lease::take(&store, Kind::Upload))?;
+    let done = store
+        .rt
+        .block_on(wait_for_prunes(&store, &lease, reporter))
+        .and_then(|()| store.rt.block_on(fetch_manifest(&store)))
+        .and_then(|old| {
+            send_and_name(
+                src,
+                &store,
+                old.as_ref(),
+                lease.began,
+                opts,
+                stats,
+                reporter,
+            )
+        });
+    // Only now: until the snapshot is written, a prune must leave what it names alone.
+    store.rt.block_on(lease.end(&store));
+    let mut out = done?;
+    out.aborted = aborted;
+    Ok(out)
+}
+
+/// Waits while a prune of the prefix runs (it would delete what this upload builds on),
+/// once a second, for as long as a prune's lease holds at most.
+async fn wait_for_prunes(store: &Store, lease: &Lease, reporter: &dyn Reporter) -> Result<()> {
+    let mut told = false;
+    for _ in 0..Kind::Prune.stale_after() {
+        let prunes = lease.others(store, Kind::Prune).await?;
+        let Some(first) = prunes.first() else {
+            return Ok(());
+        };
+        if !std::mem::replace(&mut told, true) {
+            reporter.warn(&format!("waiting for {first} to end"));
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    Err(S3Error::new(format!(
+        "{}: a prune has not ended in an hour; its lease is under {}/",
+        store.loc,
+        crate::lease::DIR
+    )))
+}
+
+/// Sends what is not in the bucket already, then writes the manifest as the snapshot
+/// named for `began` and as the newest.
+fn send_and_name(
+    src: &Path,
+    store: &Arc<Store>,
+    old: Option<&Manifest>,
+    began: i64,
+    opts: &UploadOptions,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<Uploaded> {
+    let (manifest, mut out, list) = send_all(src, store, old, opts, stats, reporter)?;
+    // Listed only now, so an upload that ended meanwhile has its name taken into account.
+    let names = store.rt.block_on(crate::snapshot::list(store))?;
+    let name = crate::snapshot::next_name(began, names.last().map(String::as_str));
+    let manifest = Manifest {
+        snapshot: Some(name.clone()),
+        ..manifest
     };
-    let old = store.rt.block_on(fetch_manifest(&store))?;
+    let bytes = PutPayload::from(manifest.encode());
+    // The snapshot first, then the newest: a reader of either sees a whole upload.
+    for key in [store.key(&crate::snapshot::object(&name)), store.key(NAME)] {
+        store
+            .rt
+            .block_on(store.s3.put(&key, bytes.clone()))
+            .map_err(|e| store.error(&key, "write the manifest", &e))?;
+    }
+    out.snapshot = name;
+    // The upload is now the new tree: what the last one had and it lacks is gone.
+    stats.deleted.fetch_add(gone_since(old, &list), Relaxed);
+    Ok(out)
+}
+
+/// Plans the upload and sends what is not in the bucket already; returns the manifest
+/// (not yet named), what was done, and the walk's list.
+fn send_all(
+    src: &Path,
+    store: &Arc<Store>,
+    old: Option<&Manifest>,
+    opts: &UploadOptions,
+    stats: &Stats,
+    reporter: &dyn Reporter,
+) -> Result<(Manifest, Uploaded, Vec<Planned>)> {
+    let mut out = Uploaded::default();
     let list = walk_tree(src, opts.threads, opts.filter.clone(), reporter)?;
-    let plans = plan(&list, old.as_ref(), opts.shard_size);
+    let plans = plan(&list, old, opts.shard_size);
     // At most RECORDS_AT_ONCE records read at a time: each may take MAX_RECORD bytes.
     let mut done: Vec<Option<Shard>> = store.rt.block_on(
-        futures::stream::iter(plans.iter().map(|p| sent_before(&store, p)))
+        futures::stream::iter(plans.iter().map(|p| sent_before(store, p)))
             .buffered(RECORDS_AT_ONCE)
             .collect(),
     );
     out.kept = done.iter().filter(|d| d.is_some()).count();
+    for shard in done.iter().flatten().filter(|s| !s.dirs) {
+        out.members_kept += shard.members.len() as u64;
+        out.bytes_kept += shard.members.iter().map(|m| m.s).sum::<u64>();
+    }
+    // What is left where it was counts as a local copy counts what is up to date.
+    stats.skipped.fetch_add(out.members_kept, Relaxed);
+    stats.skipped_bytes.fetch_add(out.bytes_kept, Relaxed);
     let to_send: Vec<usize> = (0..plans.len()).filter(|&i| done[i].is_none()).collect();
-    let sent = send_shards(src, &list, &plans, &to_send, &store, opts, stats, reporter)?;
+    let sent = send_shards(src, &list, &plans, &to_send, store, opts, stats, reporter)?;
     for (i, shard) in sent {
         out.sent += 1;
         out.bytes_sent += shard.size;
@@ -96,20 +206,11 @@ pub fn upload(
     }
     let manifest = Manifest {
         format: FORMAT.into(),
+        snapshot: None,
         shards: done.into_iter().flatten().collect(),
     };
     out.shards = manifest.shards.len();
-    let key = store.key(NAME);
-    store
-        .rt
-        .block_on(store.s3.put(&key, PutPayload::from(manifest.encode())))
-        .map_err(|e| store.error(&key, "write the manifest", &e))?;
-    // The upload is now the new tree: what the last one had and it lacks is gone.
-    stats
-        .deleted
-        .fetch_add(gone_since(old.as_ref(), &list), Relaxed);
-    out.deleted = store.rt.block_on(delete_unreferenced(&store, &manifest))?;
-    Ok(out)
+    Ok((manifest, out, list))
 }
 
 /// How many members of the last upload's manifest `list` (this one's tree) lacks.
@@ -187,6 +288,7 @@ fn send_shards(
                     shard.etag = put.e_tag;
                     let record = Manifest {
                         format: FORMAT.into(),
+                        snapshot: None,
                         shards: vec![shard.clone()],
                     };
                     let rkey = store.key(&format!("{}.json", name.trim_end_matches(".far")));
@@ -231,35 +333,4 @@ fn collect(
             failed.get_or_insert(e);
         }
     }
-}
-
-/// Deletes the shards under the prefix that `manifest` does not name; returns how many
-/// objects went.
-async fn delete_unreferenced(store: &Store, manifest: &Manifest) -> Result<usize> {
-    let keep: HashSet<&str> = manifest
-        .shards
-        .iter()
-        .map(|s| s.fingerprint.as_str())
-        .collect();
-    let dir = store.key("shards");
-    let listed: Vec<_> = store
-        .s3
-        .list(Some(&dir))
-        .try_collect()
-        .await
-        .map_err(|e| store.error(&dir, "list", &e))?;
-    let mut deleted = 0;
-    for meta in listed {
-        let name = meta.location.filename().unwrap_or_default();
-        let fp = name.split('.').next().unwrap_or_default();
-        if !keep.contains(fp) {
-            store
-                .s3
-                .delete(&meta.location)
-                .await
-                .map_err(|e| store.error(&meta.location, "delete", &e))?;
-            deleted += 1;
-        }
-    }
-    Ok(deleted)
 }

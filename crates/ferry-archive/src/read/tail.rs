@@ -291,14 +291,57 @@ pub fn check_tail_removing(
     why: &str,
     reporter: &dyn Reporter,
 ) -> Result<TailCheck, TailError> {
-    let mut differs = |path: RelPath| {
+    check_tail(rest, hashes, reporter, &mut removing(dst, why, reporter))
+}
+
+/// What is done with a file whose content differs, in a stream a rerun repairs: it is
+/// removed from `dst` and reported as an error saying `why`.
+fn removing<'a>(
+    dst: &'a std::path::Path,
+    why: &'a str,
+    reporter: &'a dyn Reporter,
+) -> impl FnMut(RelPath) + 'a {
+    move |path: RelPath| {
         let why = match remove_beneath(dst, &path) {
             Ok(()) => io::Error::other(why.to_owned()),
             Err(e) => io::Error::other(format!("{why}; removing it failed: {e}")),
         };
         reporter.error(&ferry_core::error::Error::dst(&path, "verify", why));
-    };
-    check_tail(rest, hashes, reporter, &mut differs)
+    }
+}
+
+/// As [`check_tail_removing`], for a stream whose hashes are recorded elsewhere (an S3
+/// manifest, when some members of a shard are fetched and not its index): `recorded`
+/// gives, in stream order, each file's header offset in the stream, its hash and its
+/// path.
+pub fn check_recorded_removing(
+    hashes: StreamHashes,
+    recorded: &[(u64, u128, RelPath)],
+    dst: &std::path::Path,
+    why: &str,
+    reporter: &dyn Reporter,
+) -> Result<TailCheck, TailError> {
+    let mut differs = removing(dst, why, reporter);
+    let mut records = hashes.into_records()?;
+    let mut next = records.next()?;
+    let mut outcome = TailCheck::default();
+    for (offset, hash, path) in recorded {
+        while next.is_some_and(|(at, _)| at < *offset) {
+            next = records.next()?;
+        }
+        let Some((at, streamed)) = next else {
+            break;
+        };
+        if at != *offset {
+            continue;
+        }
+        outcome.checked += 1;
+        if streamed != *hash {
+            outcome.differed += 1;
+            differs(path.clone());
+        }
+    }
+    Ok(outcome)
 }
 
 /// Removes `path` below `dst`, resolving it without leaving `dst` or following a

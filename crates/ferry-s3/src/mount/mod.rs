@@ -20,7 +20,6 @@ pub mod blocks;
 pub mod tree;
 
 use crate::cat::{fetch_bytes, no_upload, remember};
-use crate::manifest::Manifest;
 use crate::store::Store;
 use crate::{Result, S3Error};
 use blocks::{BlockOptions, Blocks, ShardObject};
@@ -106,7 +105,7 @@ pub fn open(store: Arc<Store>, opts: &MountOptions) -> Result<Opened> {
             }
         }
     }
-    let manifest = Manifest::decode(&fetched.body, &crate::cat::shown_key(&store))?;
+    let manifest = crate::cat::decode(&store, &fetched)?;
     remember(&store, &fetched);
     let shards: Vec<ShardObject> = manifest
         .shards

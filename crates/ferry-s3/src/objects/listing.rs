@@ -54,10 +54,18 @@ pub(crate) fn plain_objects_in(store: &Store, first: Option<&ObjectMeta>) -> Res
             .strip_prefix(store.loc.prefix.as_str())
             .and_then(|r| r.strip_prefix('/')),
     };
+    let hex =
+        |x: &str, digits: usize| x.len() == digits && x.bytes().all(|b| b.is_ascii_hexdigit());
     let shard = rel
         .and_then(|r| r.strip_prefix("shards/"))
         .and_then(|r| r.strip_suffix(".far").or_else(|| r.strip_suffix(".json")))
-        .is_some_and(|fp| fp.len() == 32 && fp.bytes().all(|b| b.is_ascii_hexdigit()));
+        .is_some_and(|fp| hex(fp, 32));
+    // The lease of an upload under way (or killed) lists before its shards.
+    let lease = rel
+        .and_then(|r| r.strip_prefix("leases/"))
+        .and_then(|r| r.strip_suffix(".json"))
+        .is_some_and(|id| hex(id, 16));
+    let shard = shard || lease;
     match shard {
         true => Err(crate::S3Error::new(format!(
             "{}: no ferry upload here (no {}): only the shards of an upload that has not \

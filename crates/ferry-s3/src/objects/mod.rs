@@ -23,7 +23,15 @@ pub use upload::{upload_objects, ObjectsOptions, SentObjects};
 /// objects); an error when it holds neither (see [`listing::plain_objects_here`]).
 pub fn holds_plain_objects(store: &crate::Store) -> crate::Result<bool> {
     use object_store::ObjectStoreExt;
-    let key = store.key(crate::manifest::NAME);
+    let key = store.manifest_key();
+    if store.loc.snapshot.is_some() {
+        // A snapshot is of an upload in shards, never of plain objects.
+        return match store.rt.block_on(store.s3.get_range(&key, 0..1)) {
+            Ok(_) => Ok(false),
+            Err(object_store::Error::NotFound { .. }) => Err(crate::cat::no_upload(store)),
+            Err(e) => Err(store.error(&key, "read the snapshot", &e)),
+        };
+    }
     // A GET of one byte, not a HEAD: errors of a HEAD have no body to tell a wrong
     // region or key by.
     match store.rt.block_on(store.s3.get_range(&key, 0..1)) {
