@@ -21,7 +21,7 @@ const MIB: usize = 1 << 20;
 
 impl Mounted {
     /// Mounts `url` on `at` (made if missing) with `args` more; it must succeed.
-    fn new(g: &Garage, url: &str, at: &Path, args: &[&str]) -> Mounted {
+    pub(crate) fn new(g: &Garage, url: &str, at: &Path, args: &[&str]) -> Mounted {
         let mut all = vec!["mount", url, s(at)];
         all.extend_from_slice(args);
         Mounted::made_by(at, || g.ferry(&all))

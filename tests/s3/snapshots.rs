@@ -301,3 +301,37 @@ fn change_a_little(src: &Path) {
     );
     write(&src.join("small/deep/s1"), &pattern(n as u64 + 50, 5000));
 }
+
+#[test]
+fn a_mount_serves_its_snapshot_and_nothing_an_older_one_held() {
+    if !crate::common::fuse_here() {
+        return;
+    }
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    tree(&sc);
+    let url = g.url("mounted");
+    g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "6M"])
+        .assert_ok();
+    let then = sc.tmp.path().join("then");
+    keep_as_it_is(&sc.src, &then);
+    change(&sc.src);
+    std::fs::remove_dir_all(sc.src.join("small/deep")).expect("rmtree");
+    g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "6M"])
+        .assert_ok();
+    let names = snapshots(&g, &url);
+    // The newest: no deleted file, no removed directory, the edited file's new content
+    // (its old version stays in a shard the newest still reads other members from).
+    let no_atime = Options {
+        skip_atime: true,
+        ..Options::default()
+    };
+    let at = sc.tmp.path().join("mnt");
+    {
+        let m = crate::common::mounted::Mounted::new(&g, &url, &at, &[]);
+        assert_same_tree_with(&sc.src, &m.at, &no_atime);
+    }
+    let older = format!("{url}@{}", names[0]);
+    let m = crate::common::mounted::Mounted::new(&g, &older, &at, &[]);
+    assert_same_tree_with(&then, &m.at, &no_atime);
+}

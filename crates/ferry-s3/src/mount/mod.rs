@@ -20,13 +20,16 @@ pub mod blocks;
 pub mod tree;
 
 use crate::cat::{fetch_bytes, no_upload, remember};
+use crate::manifest::Manifest;
 use crate::store::Store;
 use crate::{Result, S3Error};
 use blocks::{BlockOptions, Blocks, ShardObject};
+use ferry_archive::index::{IndexEntry, Kind};
 use ferry_archive::tree::Table;
 use ferry_mount::cache::{self, Stamp, SHARD_LIST};
 use ferry_mount::source::{keep_table, Opened, Origin};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -122,8 +125,9 @@ pub fn open(store: Arc<Store>, opts: &MountOptions) -> Result<Opened> {
     for (i, s) in shards.iter().enumerate() {
         blocks.prefetch(i, s.size.saturating_sub(1));
     }
-    let named = |i: usize| format!("s3://{}/{}", store.loc.bucket, shards[i].key);
-    let built = tree::build(&blocks, &shards, named).map_err(S3Error::new)?;
+    let shown_shard = |i: usize| format!("s3://{}/{}", store.loc.bucket, shards[i].key);
+    let built =
+        tree::build(&blocks, &shards, shown_shard, named_by(&manifest)).map_err(S3Error::new)?;
     let (table, origin) = keep_table(
         built.builder,
         built.data_end,
@@ -135,6 +139,36 @@ pub fn open(store: Arc<Store>, opts: &MountOptions) -> Result<Opened> {
     .map_err(|e| S3Error::new(e.to_string()))?;
     // The blocks read to build the table (the shards' ends) stay cached.
     Ok(opened(shown, blocks, table, origin, built.skipped))
+}
+
+/// Which entries of shard `i`'s index the manifest `m` names: the members it lists for
+/// a shard it does not name whole, every member of one it does, and of the directories
+/// above them, those the directory shard lists (and the root).
+fn named_by(m: &Manifest) -> impl Fn(usize, &IndexEntry) -> bool + '_ {
+    let dirs: HashSet<Vec<u8>> = m
+        .shards
+        .iter()
+        .filter(|s| s.dirs)
+        .flat_map(|s| &s.members)
+        .map(|x| x.path())
+        .collect();
+    let live: Vec<Option<HashSet<u64>>> = m
+        .shards
+        .iter()
+        .map(|s| (!s.whole()).then(|| s.members.iter().map(|x| x.o).collect()))
+        .collect();
+    move |i, e| {
+        let Some(shard) = m.shards.get(i) else {
+            return false;
+        };
+        if e.kind == Kind::Dir && !shard.dirs {
+            let path = e.path.strip_suffix(b"/").unwrap_or(&e.path);
+            return path.is_empty() || path == b"." || dirs.contains(path);
+        }
+        live[i]
+            .as_ref()
+            .is_none_or(|l| l.contains(&e.header_offset))
+    }
 }
 
 /// What ferry-mount serves: `table`, and the shards' bytes through `blocks`.

@@ -13,10 +13,13 @@
 //!
 //! Everything read is untrusted: the footer and every entry are checked as `unpack`
 //! checks a local archive's (bounds, the entries tiling the tar data, the index's
-//! checksum), and a member the builder cannot place is left out and reported.
+//! checksum), and a member the builder cannot place is left out and reported. Only
+//! what the manifest names is added: of a shard kept from an earlier upload, the
+//! members it lists, and of the directories every shard holds, those the directory
+//! shard names.
 
 use super::blocks::{layout, ShardObject};
-use ferry_archive::index::{Footer, Index, FOOTER_LEN};
+use ferry_archive::index::{Footer, Index, IndexEntry, FOOTER_LEN};
 use ferry_archive::tree::{DirDefaults, Skipped, TreeBuilder};
 use ferry_mount::data::DataAt;
 use std::io::{self, BufReader, Read};
@@ -49,11 +52,14 @@ impl Read for Reader<'_> {
 }
 
 /// Builds the tree of the shards `shards` (in manifest order) whose bytes `data`
-/// holds at their addresses; `shown(i)` names shard `i` in errors.
+/// holds at their addresses; `shown(i)` names shard `i` in errors. Of shard `i`'s
+/// index, only the entries `named(i, entry)` takes are added: a shard kept from an
+/// earlier upload holds members this one no longer names.
 pub fn build(
     data: &dyn DataAt,
     shards: &[ShardObject],
     shown: impl Fn(usize) -> String,
+    named: impl Fn(usize, &IndexEntry) -> bool,
 ) -> Result<Built, String> {
     let (bases, data_end) = layout(shards.iter().map(|s| s.size))
         .ok_or_else(|| "the shards are larger than 16 EiB".to_string())?;
@@ -84,6 +90,9 @@ pub fn build(
         );
         for e in Index::new(footer).entries(r) {
             let (_, mut e) = e.map_err(|e| bad(&e))?;
+            if !named(i, &e) {
+                continue;
+            }
             e.header_offset += base;
             e.data_offset += base;
             let b = builder.get_or_insert_with(|| {
