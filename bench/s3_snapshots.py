@@ -8,7 +8,7 @@ destination. Each repetition extracts the tree anew, and then:
 
   1. first upload, each tool to its own empty prefix (warm source):
        ferry     ferry copy TREE s3://B/ferry
-       restic    restic backup . (from TREE; Debian's restic, repository s3:.../restic)
+       restic    restic backup TREE (Debian's restic, repository s3:.../restic)
        rclone64  rclone sync --transfers 64 --checkers 64 TREE garage:B/rclone
   2. 60 scattered changes to TREE, the same for all (bench/net_mirror.py's: edits,
      same-size rewrites, appends, new files, deletions, mode changes, a renamed and a
@@ -40,6 +40,8 @@ import net_mirror as N  # noqa: E402  (changes)
 import s3_bench as S  # noqa: E402  (Garage)
 
 TOOLS = ["ferry", "restic", "rclone64"]
+# Each tool's prefix in the bucket.
+PREFIX = {"ferry": "ferry", "restic": "restic", "rclone64": "rclone"}
 PASSWORD = "bench"
 
 
@@ -56,14 +58,14 @@ def upload_cmd(tool, tree, args):
     if tool == "ferry":
         return f"{args.ferry} copy {tree} s3://{S.BUCKET}/ferry"
     if tool == "restic":
-        return f"cd {tree} && restic backup --quiet --host bench ."
-    return f"rclone sync --transfers 64 --checkers 64 {tree} garage:{S.BUCKET}/rclone"
+        return f"restic backup --quiet --host bench {tree}"
+    return f"rclone sync --transfers 64 --checkers 64 {tree} garage:{S.BUCKET}/{PREFIX[tool]}"
 
 
 def listing(tool, env):
     """(key, size, server time) of every object under the tool's prefix."""
     r = subprocess.run(["rclone", "lsjson", "-R", "--files-only", "--use-server-modtime",
-                        f"garage:{S.BUCKET}/{tool}"], env=env, capture_output=True, text=True)
+                        f"garage:{S.BUCKET}/{PREFIX[tool]}"], env=env, capture_output=True, text=True)
     if r.returncode != 0:
         return set()
     return {(o["Path"], o["Size"], o["ModTime"]) for o in json.loads(r.stdout or "[]")}
@@ -99,7 +101,7 @@ def one_rep(rep, tar, mnt, g, args, out):
     B.sh("tar", "-C", tree, "--strip-components=1", "-xf", tar)
     env = env_for(g, mnt)
     for tool in args.tools:
-        subprocess.run(["rclone", "purge", f"garage:{S.BUCKET}/{tool}"], env=env, capture_output=True)
+        subprocess.run(["rclone", "purge", f"garage:{S.BUCKET}/{PREFIX[tool]}"], env=env, capture_output=True)
     B.rmtree(env["XDG_CACHE_HOME"])
     if "restic" in args.tools:
         B.sh("restic", "init", env=dict(os.environ, **env), capture=True)
@@ -110,6 +112,7 @@ def one_rep(rep, tar, mnt, g, args, out):
         C.warm_source(tree)
         r = run(upload_cmd(tool, tree, args), env, args)
         row[tool]["first"] = r["seconds"]
+        row[tool]["first_floor"] = S.cpu_floor(r)
         row[tool]["first_rc"] = r["rc"]
         B.log(f"rep {rep} {tool} first upload: {r['seconds']:.2f} s")
     done = N.changes(tree, n=60)
@@ -120,8 +123,11 @@ def one_rep(rep, tar, mnt, g, args, out):
         r = run(upload_cmd(tool, tree, args), env, args)
         after = listing(tool, env)
         row[tool]["rerun"] = r["seconds"]
+        row[tool]["rerun_floor"] = S.cpu_floor(r)
         row[tool]["rerun_rc"] = r["rc"]
         row[tool]["written"] = sum(size for (_, size, _) in after - before)
+        row[tool]["largest_written"] = sorted(((size, key) for (key, size, _) in after - before),
+                                              reverse=True)[:8]
         row[tool]["stored"] = sum(size for (_, size, _) in after)
         B.log(f"rep {rep} {tool} rerun: {r['seconds']:.2f} s, {row[tool]['written'] / 2**20:.1f} MiB written")
     for tool in [t for t in args.tools if t != "rclone64"]:
@@ -133,6 +139,7 @@ def one_rep(rep, tar, mnt, g, args, out):
         r = run(cmd, env, args)
         got = B.tree_stats(root) if os.path.isdir(root) else None
         row[tool]["restore"] = r["seconds"]
+        row[tool]["restore_floor"] = S.cpu_floor(r)
         row[tool]["restore_ok"] = got == then
         B.log(f"rep {rep} {tool} restore of {first}: {r['seconds']:.2f} s, tree ok {got == then}")
         if got != then:

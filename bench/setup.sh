@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what the benchmarks in bench/ need. Idempotent: rerun at will.
-#   Debian: rsync xfsprogs btrfs-progs libarchive-tools time linux-source python3-matplotlib
+#   Debian: rsync xfsprogs btrfs-progs libarchive-tools time linux-source python3-matplotlib restic
 #           zstd xz-utils bzip2 (the compressed archive experiment)
 #           archivemount fuse3 python3-venv (mount_bench.py; fuse3 gives fusermount3)
 #   bench/.build/ratarmount-venv   ratarmount from PyPI in a venv of the system python3 (mount_bench.py)
@@ -14,7 +14,7 @@ shared="${FERRY_SHARED:-$root/../shared}"
 status=0
 
 need_pkgs=()
-for p in rsync xfsprogs btrfs-progs libarchive-tools time linux-source python3-matplotlib gcc zstd xz-utils bzip2 \
+for p in rsync xfsprogs btrfs-progs libarchive-tools time linux-source python3-matplotlib restic gcc zstd xz-utils bzip2 \
          archivemount fuse3 python3-venv; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done

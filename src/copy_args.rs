@@ -32,6 +32,17 @@ pub struct CopyArgs {
     /// above it (a loop) is reported and left out.
     #[arg(short = 'L', long)]
     pub dereference: bool,
+    /// Hardlink a file DST lacks to DIR's copy of it where DIR holds it unchanged (same
+    /// size, mtime, mode, owner and group, xattrs) instead of copying it: rsync's
+    /// `--link-dest`, for snapshot backups. A relative DIR is taken from DST. Several
+    /// are tried in the order given, the `--link-dest`s before the `--reflink-dest`s.
+    #[arg(long = "link-dest", value_name = "DIR")]
+    pub link_dest: Vec<PathBuf>,
+    /// As `--link-dest`, but clone the file (XFS, btrfs): the two share their blocks
+    /// until one of them changes, which never reaches the other. Where the filesystem
+    /// cannot clone, the file is copied from SRC.
+    #[arg(long = "reflink-dest", value_name = "DIR")]
+    pub reflink_dest: Vec<PathBuf>,
     /// Worker threads [default: 8 per core].
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
@@ -84,6 +95,21 @@ impl CopyArgs {
         })
     }
 
+    /// Whether `--link-dest` or `--reflink-dest` is given.
+    pub fn takes_from_dirs(&self) -> bool {
+        !self.link_dest.is_empty() || !self.reflink_dest.is_empty()
+    }
+
+    /// The `--link-dest` and `--reflink-dest` directories, in the order they are tried.
+    pub fn link_dests(&self) -> ferry_core::local::link_dest::LinkDests {
+        use ferry_core::local::link_dest::Take;
+        let links = self.link_dest.iter().map(|d| (d.clone(), Take::Link));
+        let clones = self.reflink_dest.iter().map(|d| (d.clone(), Take::Clone));
+        ferry_core::local::link_dest::LinkDests {
+            dirs: links.chain(clones).collect(),
+        }
+    }
+
     fn not_supported(&self, takes: Takes) -> Option<&'static str> {
         let m = &self.mirror;
         let unsupported = [
@@ -104,6 +130,7 @@ impl CopyArgs {
             (self.update, "-u/--update"),
             (self.one_file_system, "-x/--one-file-system"),
             (self.dereference, "-L/--dereference"),
+            (self.takes_from_dirs(), "--link-dest and --reflink-dest"),
         ];
         unsupported.iter().find(|(given, _)| *given).map(|u| u.1)
     }

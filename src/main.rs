@@ -156,6 +156,7 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         keep_newer: args.update,
         one_file_system: args.one_file_system,
         dereference: args.dereference,
+        link_dests: args.link_dests(),
         max_delete: args
             .mirror
             .max_delete

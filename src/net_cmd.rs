@@ -115,6 +115,9 @@ pub fn run_remote_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
 
 fn remote_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
     job.summary_on_interrupt()?;
+    if args.takes_from_dirs() {
+        anyhow::bail!("--link-dest and --reflink-dest: not supported for a remote copy yet");
+    }
     let token = args
         .remote
         .token_file

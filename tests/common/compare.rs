@@ -42,6 +42,9 @@ pub struct Options {
     /// compared: ones an archive does not name, which an extraction makes at the time
     /// it runs.
     pub made_dirs: Vec<Vec<u8>>,
+    /// Leave out files' link counts (a backup made with `--link-dest` shares inodes with
+    /// the one before it: the hardlinks inside the tree are still compared).
+    pub skip_link_counts: bool,
 }
 
 impl Options {
@@ -223,6 +226,7 @@ impl Comparer<'_> {
             (
                 "nlink",
                 kind != "dir"
+                    && !(self.opts.skip_link_counts && kind == "file")
                     && !(self.opts.skip_special_links
                         && (kind == "fifo" || kind.ends_with("device"))),
                 s.nlink().to_string(),

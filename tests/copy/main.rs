@@ -20,6 +20,7 @@ mod filters;
 mod flags;
 mod in_the_way;
 mod kinds;
+mod link_dest;
 mod mirror_rounds;
 mod names;
 mod pseudo;

@@ -7,6 +7,7 @@ use crate::delete::{delete_extraneous, DeleteLimit, DeleteOptions, SourceErrors,
 use crate::entry::{InodeKey, RelPath};
 use crate::error::{Counting, Error, OneEntry, Reporter, Result};
 use crate::filter::Filter;
+use crate::local::link_dest::LinkDests;
 use crate::local::{LocalTreeSink, Update};
 use crate::preview::{PreviewDir, PreviewSink};
 use crate::stats::Stats;
@@ -54,6 +55,9 @@ pub struct CopyOptions {
     pub dereference: bool,
     /// With `delete`, remove at most this many entries (`--max-delete`).
     pub max_delete: Option<Arc<DeleteLimit>>,
+    /// Where files missing from the destination are taken from when unchanged there
+    /// (`--link-dest`, `--reflink-dest`; see [`crate::local::link_dest`]).
+    pub link_dests: LinkDests,
 }
 
 impl Default for CopyOptions {
@@ -74,6 +78,7 @@ impl Default for CopyOptions {
             one_file_system: false,
             dereference: false,
             max_delete: None,
+            link_dests: LinkDests::default(),
         }
     }
 }
@@ -227,6 +232,7 @@ pub fn copy_tree(
         let mover = mover(opts);
         let sink = LocalTreeSink::new(dst, &mover, update(opts), stats, &noted)
             .with_changes(opts.changes.as_deref())
+            .with_link_dests(opts.link_dests.clone())
             .deleting_in_the_way(in_the_way);
         // The destination may still be reachable from inside the source through a bind
         // mount, even one made by this job: it is made first, and the walker skips it by
@@ -312,7 +318,8 @@ fn copy_one(
     }
     let mover = mover(opts);
     let sink = LocalTreeSink::new(dir, &mover, update(opts), stats, &counting)
-        .with_changes(opts.changes.as_deref());
+        .with_changes(opts.changes.as_deref())
+        .with_link_dests(opts.link_dests.clone());
     let made = sink.open_root().map_err(|e| one.named(e))?;
     if let Err(e) = walk_one(src, Some(name), &sink, made, &cfg, &counting) {
         counting.error(&e);

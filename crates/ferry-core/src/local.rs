@@ -28,6 +28,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 mod data_in;
+pub mod link_dest;
 mod nodes;
 mod reach;
 mod reopen;
@@ -76,6 +77,10 @@ pub struct LocalTreeSink<'a> {
     /// With `--delete`: how a directory in the way of a non-directory is removed with
     /// what it holds (else that is an error, as without `--delete` in rsync).
     in_the_way: Option<DeleteOptions<'a>>,
+    /// `--link-dest`, `--reflink-dest`: where unchanged files are taken from, opened
+    /// once the destination is there.
+    link_dests: link_dest::LinkDests,
+    link_dests_open: std::sync::OnceLock<Option<link_dest::Opened>>,
 }
 
 /// What [`LocalTreeSink::settle`] did with an existing node that holds the right data.
@@ -205,7 +210,35 @@ impl<'a> LocalTreeSink<'a> {
             started: job_start(),
             changes: None,
             in_the_way: None,
+            link_dests: link_dest::LinkDests::default(),
+            link_dests_open: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The sink, taking a file missing from the destination from `dests` where one of
+    /// them holds it unchanged (see [`link_dest`]).
+    pub fn with_link_dests(mut self, dests: link_dest::LinkDests) -> Self {
+        self.link_dests = dests;
+        self
+    }
+
+    /// Where `entry`, a file missing from the destination, is found unchanged in a
+    /// `--link-dest` or `--reflink-dest` DIR. A DIR that cannot be opened is reported
+    /// once, and files are then copied.
+    fn in_link_dests(&self, entry: &Entry, name: &CStr) -> Option<link_dest::Found> {
+        if self.link_dests.dirs.is_empty() {
+            return None;
+        }
+        let opened = self.link_dests_open.get_or_init(|| {
+            self.link_dests
+                .open(&self.dst)
+                .map_err(|e| {
+                    self.reporter
+                        .warn(&format!("{e}: files are copied instead"));
+                })
+                .ok()
+        });
+        opened.as_ref()?.find(entry, name)
     }
 
     /// The sink, removing a directory that stands where a non-directory is to go, with
@@ -432,6 +465,16 @@ impl<'a> LocalTreeSink<'a> {
                 }
             }
             self.remove(dir, name, path, st)?;
+        }
+        if was.is_none() {
+            if let Some(found) = self.in_link_dests(entry, name) {
+                if self.take_from_link_dest(dir, name, entry, &found)? {
+                    // Unchanged since the DIR's copy: no data moved, as rsync counts it.
+                    Stats::bump(&self.stats.skipped);
+                    self.stats.skipped_bytes.fetch_add(size, Relaxed);
+                    return Ok(());
+                }
+            }
         }
         let (mode, chmod) = self.meta.create_mode(&entry.meta);
         let fd = self.create(dir, name, path, mode)?;
