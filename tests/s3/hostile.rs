@@ -112,3 +112,63 @@ fn a_named_member_of_another_kind_is_refused_and_not_made() {
     );
     assert!(std::fs::symlink_metadata(sc.dst.join("g")).is_err(), "{r}");
 }
+
+/// A rerun keeps `a` and `c` in the first upload's shard, which the newest snapshot
+/// names only in part: a download fetches just their ranges and checks them against
+/// the hashes the manifest records. One spoiled there is an error naming the file,
+/// which is removed (a rerun fetches it again); the rest arrives.
+#[test]
+fn a_kept_member_that_differs_from_the_manifests_hash_is_removed_and_named() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        write(&sc.src.join(name), &pattern(i as u64 + 40, 20_000));
+    }
+    let url = g.url("hash");
+    g.ferry(&["copy", s(&sc.src), &url]).assert_ok();
+    write(&sc.src.join("b"), b"changed");
+    g.ferry(&["copy", s(&sc.src), &url]).assert_ok();
+    let snapshots: Vec<String> = g
+        .list("hash/snapshots/")
+        .into_iter()
+        .filter(|k| k.ends_with(".ferry"))
+        .collect();
+    // The newest snapshot: the one manifest.ferry is a copy of.
+    let current = g.get("hash/manifest.ferry");
+    let newest = snapshots
+        .iter()
+        .find(|k| g.get(k) == current)
+        .expect("the newest snapshot")
+        .clone();
+    use ferry_s3::manifest::Manifest;
+    for key in ["hash/manifest.ferry", newest.as_str()] {
+        let mut m = Manifest::decode(&g.get(key), key).expect("manifest");
+        let kept = m
+            .shards
+            .iter()
+            .find(|s| !s.whole())
+            .expect("a shard named in part");
+        assert_eq!(kept.members.len(), 2, "{kept:?}");
+        for x in m.shards.iter_mut().flat_map(|s| &mut s.members) {
+            if x.path() == b"a" {
+                x.x = Some("0".repeat(32));
+            }
+        }
+        g.put(key, m.encode());
+    }
+    let r = g.ferry(&["copy", &url, s(&sc.dst)]);
+    r.assert_status(1);
+    let errors = r.errors();
+    assert!(
+        errors.len() == 1
+            && errors[0].contains("/dst/a: verify")
+            && errors[0].contains("content differs"),
+        "{r}"
+    );
+    assert!(std::fs::symlink_metadata(sc.dst.join("a")).is_err(), "{r}");
+    assert_eq!(
+        std::fs::read(sc.dst.join("c")).unwrap(),
+        pattern(42, 20_000)
+    );
+    assert_eq!(std::fs::read(sc.dst.join("b")).unwrap(), b"changed");
+}
