@@ -28,3 +28,62 @@ fn three_nodes_one_stopped_the_download_is_whole() {
     g.ferry(&["copy", &url, dst]).assert_ok();
     assert_same_tree(&sc.src, &sc.dst);
 }
+
+/// Snapshots on the cluster: a rerun after changes, a node stopped, then both
+/// snapshots read back as they were, and a prune.
+#[test]
+fn three_nodes_snapshots_read_back_with_a_node_stopped_and_prune() {
+    let Some(mut g) = Garage::cluster(3) else {
+        return;
+    };
+    let sc = scratch();
+    mkdirs(&sc.src.join("m"));
+    for i in 0..12 {
+        write(&sc.src.join(format!("m/f{i}")), &pattern(i, 1 << 20));
+    }
+    stamp_times(&sc.src);
+    let url = g.url("cluster-snap");
+    let utf8 = |p: &std::path::Path| p.to_str().expect("UTF-8").to_string();
+    g.ferry(&["copy", &utf8(&sc.src), &url, "--shard-size", "6M"])
+        .assert_ok();
+    let then = sc.tmp.path().join("then");
+    copy_tree(&sc.src, &then);
+    write(&sc.src.join("m/f3"), b"changed");
+    std::fs::remove_file(sc.src.join("m/f7")).expect("remove");
+    g.ferry(&["copy", &utf8(&sc.src), &url, "--shard-size", "6M"])
+        .assert_ok();
+    let listed = g.ferry(&["ls", "--snapshots", &url]);
+    listed.assert_ok();
+    let names: Vec<&str> = listed
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(names.len(), 2, "{listed}");
+    g.nodes[2].kill();
+    let no_atime = crate::common::compare::Options {
+        skip_atime: true,
+        ..Default::default()
+    };
+    g.ferry(&["copy", &url, &utf8(&sc.dst)]).assert_ok();
+    crate::common::compare::assert_same_tree_with(&sc.src, &sc.dst, &no_atime);
+    let back = sc.tmp.path().join("back");
+    g.ferry(&["copy", &format!("{url}@{}", names[0]), &utf8(&back)])
+        .assert_ok();
+    crate::common::compare::assert_same_tree_with(&then, &back, &no_atime);
+    g.ferry(&["prune", "--keep", "1", &url]).assert_ok();
+    let again = sc.tmp.path().join("again");
+    g.ferry(&["copy", &url, &utf8(&again)]).assert_ok();
+    crate::common::compare::assert_same_tree_with(&sc.src, &again, &no_atime);
+}
+
+/// `cp -a src dst`.
+fn copy_tree(src: &std::path::Path, dst: &std::path::Path) {
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(src)
+        .arg(dst)
+        .status()
+        .expect("cp");
+    assert!(ok.success());
+}
