@@ -335,3 +335,51 @@ fn a_mount_serves_its_snapshot_and_nothing_an_older_one_held() {
     let m = crate::common::mounted::Mounted::new(&g, &older, &at, &[]);
     assert_same_tree_with(&then, &m.at, &no_atime);
 }
+
+#[test]
+fn snapshots_of_every_kind_of_entry_read_back_as_they_were() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    crate::common::trees::every_kind(&sc.src);
+    let url = g.url("kinds");
+    g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "1M"])
+        .assert_ok();
+    let then = sc.tmp.path().join("then");
+    keep_as_it_is(&sc.src, &then);
+    // Changes among the kinds: a file and a symlink replaced, an xattr added, a
+    // file made.
+    let mixed = sc.src.join("mixed");
+    let first_file = std::fs::read_dir(&mixed)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && !p.is_symlink())
+        .min()
+        .expect("a file");
+    write(&first_file, b"replaced");
+    let link = std::fs::read_dir(&mixed)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_symlink())
+        .min()
+        .expect("a symlink");
+    std::fs::remove_file(&link).unwrap();
+    symlink("elsewhere", &link);
+    set_xattr(&sc.src.join("mixed/size1"), "user.changed", b"yes");
+    write(&sc.src.join("mixed/made"), b"made");
+    let no_atime = Options {
+        skip_atime: true,
+        ..Options::default()
+    };
+    g.ferry(&["copy", s(&sc.src), &url, "--shard-size", "1M"])
+        .assert_ok();
+    let names = snapshots(&g, &url);
+    assert_eq!(names.len(), 2);
+    g.ferry(&["copy", &url, s(&sc.dst)]).assert_ok();
+    assert_same_tree_with(&sc.src, &sc.dst, &no_atime);
+    let back = sc.tmp.path().join("back");
+    g.ferry(&["copy", &format!("{url}@{}", names[0]), s(&back)])
+        .assert_ok();
+    assert_same_tree_with(&then, &back, &no_atime);
+}

@@ -133,6 +133,13 @@ pub trait TreeSink: Sync {
         true
     }
 
+    /// Whether entries come with their xattrs. A sink that wants no data may still
+    /// want them (an S3 upload's plan, which must see an xattr change); one that only
+    /// counts does not.
+    fn wants_xattrs(&self) -> bool {
+        self.wants_data()
+    }
+
     /// The root of the tree.
     fn root(&self, entry: &Entry) -> Result<Self::Dir>;
 

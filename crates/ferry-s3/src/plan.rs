@@ -111,6 +111,10 @@ impl TreeSink for Collect {
     fn wants_data(&self) -> bool {
         false
     }
+    // A change of xattrs alone is a change to upload.
+    fn wants_xattrs(&self) -> bool {
+        true
+    }
     fn root(&self, e: &Entry) -> ferry_core::error::Result<()> {
         self.push(e);
         Ok(())

@@ -102,8 +102,11 @@ impl<S: TreeSink> Walker<'_, S> {
                 ))
             }
         };
-        // Nodes that cannot be opened keep their xattrs too (read by name, unfollowed).
-        if self.sink.wants_data() && !matches!(kind, EntryKind::File { .. }) {
+        // Nodes that cannot be opened keep their xattrs too (read by name, unfollowed),
+        // as do files a sink wants no data of (a file opened for its data has them from
+        // its descriptor).
+        let opened = self.sink.wants_data() && matches!(kind, EntryKind::File { .. });
+        if self.sink.wants_xattrs() && !opened {
             meta.xattrs = xattr::read(&xattr::Node::named(open.src.as_fd(), &n.name))
                 .at(path, "read xattrs")?;
         }
