@@ -193,3 +193,30 @@ fn a_missing_dir_is_told_and_everything_copied_and_remote_copies_refuse_it() {
 fn utf8(p: &Path) -> &str {
     p.to_str().expect("UTF-8")
 }
+
+#[test]
+fn a_dry_run_lists_only_what_would_not_be_linked() {
+    let Some(m) = image("ext4") else { return };
+    let sc = scratch_in(m.path());
+    let root = sc.tmp.path();
+    tree(&sc.src);
+    copy_ok(&sc.src, &root.join("bk1"), &[]);
+    change(&sc.src);
+    let r = copy_ok(
+        &sc.src,
+        &root.join("bk2"),
+        &["-n", "-i", "--link-dest=../bk1"],
+    );
+    let listed: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    for name in ["a", "sub/c", "new", "link"] {
+        assert!(listed.contains(&name), "{name} not listed: {r}");
+    }
+    for name in ["b", "sub/d"] {
+        assert!(!listed.contains(&name), "{name} listed: {r}");
+    }
+    assert!(!root.join("bk2").exists(), "a dry run made DST");
+}

@@ -49,7 +49,10 @@ fn the_bash_script_parses_and_completes_commands_and_flags() {
         |name| offered.iter().any(|o| o == name),
         &offered,
     );
-    assert_eq!(bash_completes(&path, &["copy", "--ref"]), ["--reflink"]);
+    assert_eq!(
+        bash_completes(&path, &["copy", "--refl"]),
+        ["--reflink-dest", "--reflink"]
+    );
     assert_eq!(
         bash_completes(&path, &["copy", "--files-f"]),
         ["--files-from"]

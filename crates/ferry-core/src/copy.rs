@@ -226,6 +226,7 @@ pub fn copy_tree(
         let changes = opts.changes.as_deref();
         let sink = PreviewSink::new(PreviewDir::new(root), opts.checksum, stats, changes)
             .keeping_newer(opts.keep_newer)
+            .with_link_dests(opts.link_dests.clone(), dst)
             .deleting_in_the_way(in_the_way);
         walk(src, &sink, &cfg(st.as_ref()), &noted)?;
     } else {

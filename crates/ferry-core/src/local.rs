@@ -79,8 +79,7 @@ pub struct LocalTreeSink<'a> {
     in_the_way: Option<DeleteOptions<'a>>,
     /// `--link-dest`, `--reflink-dest`: where unchanged files are taken from, opened
     /// once the destination is there.
-    link_dests: link_dest::LinkDests,
-    link_dests_open: std::sync::OnceLock<Option<link_dest::Opened>>,
+    link_dests: link_dest::Lazy,
 }
 
 /// What [`LocalTreeSink::settle`] did with an existing node that holds the right data.
@@ -210,15 +209,14 @@ impl<'a> LocalTreeSink<'a> {
             started: job_start(),
             changes: None,
             in_the_way: None,
-            link_dests: link_dest::LinkDests::default(),
-            link_dests_open: std::sync::OnceLock::new(),
+            link_dests: link_dest::Lazy::new(link_dest::LinkDests::default(), dst),
         }
     }
 
     /// The sink, taking a file missing from the destination from `dests` where one of
     /// them holds it unchanged (see [`link_dest`]).
     pub fn with_link_dests(mut self, dests: link_dest::LinkDests) -> Self {
-        self.link_dests = dests;
+        self.link_dests = link_dest::Lazy::new(dests, &self.dst);
         self
     }
 
@@ -226,19 +224,8 @@ impl<'a> LocalTreeSink<'a> {
     /// `--link-dest` or `--reflink-dest` DIR. A DIR that cannot be opened is reported
     /// once, and files are then copied.
     fn in_link_dests(&self, entry: &Entry, name: &CStr) -> Option<link_dest::Found> {
-        if self.link_dests.dirs.is_empty() {
-            return None;
-        }
-        let opened = self.link_dests_open.get_or_init(|| {
-            self.link_dests
-                .open(&self.dst)
-                .map_err(|e| {
-                    self.reporter
-                        .warn(&format!("{e}: files are copied instead"));
-                })
-                .ok()
-        });
-        opened.as_ref()?.find(entry, name)
+        self.link_dests
+            .find(entry, name, &|why| self.reporter.warn(why))
     }
 
     /// The sink, removing a directory that stands where a non-directory is to go, with

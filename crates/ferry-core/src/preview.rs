@@ -27,6 +27,7 @@ use rustix::io::Errno;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -42,6 +43,9 @@ pub struct PreviewSink<'a> {
     /// With `--delete`: a directory in the way of a non-directory would be removed
     /// with what it holds (see [`crate::local::LocalTreeSink::deleting_in_the_way`]).
     in_the_way: Option<DeleteOptions<'a>>,
+    /// `--link-dest`, `--reflink-dest`: a file found unchanged in a DIR would be taken
+    /// from there, not made: up to date, as the copy counts it.
+    link_dests: Option<crate::local::link_dest::Lazy>,
 }
 
 /// A destination directory as a preview sees it: open if it exists (and is a
@@ -123,6 +127,34 @@ impl<'a> PreviewSink<'a> {
             changes,
             keep_newer: false,
             in_the_way: None,
+            link_dests: None,
+        }
+    }
+
+    /// Files the destination lacks that one of `dests` (relative ones from `dst`) holds
+    /// unchanged would be taken from there: counted as up to date, not told.
+    pub fn with_link_dests(
+        mut self,
+        dests: crate::local::link_dest::LinkDests,
+        dst: &Path,
+    ) -> Self {
+        self.link_dests = Some(crate::local::link_dest::Lazy::new(dests, dst));
+        self
+    }
+
+    /// Counts `entry`, which the destination lacks, as made, unless a `--link-dest`
+    /// DIR holds it unchanged (`name`: its name in its directory).
+    fn missing(&self, entry: &Entry, name: &CStr) {
+        let found = self
+            .link_dests
+            .as_ref()
+            .and_then(|l| l.find(entry, name, &|_| {}));
+        match (found, &entry.kind) {
+            (Some(_), EntryKind::File { size }) => {
+                Stats::bump(&self.stats.skipped);
+                self.stats.skipped_bytes.fetch_add(*size, Relaxed);
+            }
+            _ => self.made(entry, What::Created),
         }
     }
 
@@ -294,14 +326,14 @@ impl TreeSink for PreviewSink<'_> {
     }
 
     fn leaf(&self, parent: &PreviewDir, entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
+        let name = cname(&entry.path)?;
         let Some(dir) = &parent.0 else {
-            self.made(entry, What::Created);
+            self.missing(entry, &name);
             return Ok(());
         };
-        let name = cname(&entry.path)?;
         let st = match rfs::statat(&**dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Err(Errno::NOENT) => {
-                self.made(entry, What::Created);
+                self.missing(entry, &name);
                 return Ok(());
             }
             other => other.at_dst(&entry.path, "stat destination")?,

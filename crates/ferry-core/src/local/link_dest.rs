@@ -39,6 +39,40 @@ pub(crate) struct Opened {
     owners: bool,
 }
 
+/// The directories, opened on first use (once the destination they may be relative
+/// to is there).
+pub(crate) struct Lazy {
+    dests: LinkDests,
+    dst: PathBuf,
+    opened: std::sync::OnceLock<Option<Opened>>,
+}
+
+impl Lazy {
+    /// `dests`, relative ones taken from `dst`.
+    pub(crate) fn new(dests: LinkDests, dst: &Path) -> Lazy {
+        Lazy {
+            dests,
+            dst: dst.to_path_buf(),
+            opened: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Where `entry` (named `name` in its directory) is found unchanged; a DIR that
+    /// cannot be opened is told to `warn` once, and nothing is then found.
+    pub(crate) fn find(&self, entry: &Entry, name: &CStr, warn: &dyn Fn(&str)) -> Option<Found> {
+        if self.dests.dirs.is_empty() {
+            return None;
+        }
+        let opened = self.opened.get_or_init(|| {
+            self.dests
+                .open(&self.dst)
+                .map_err(|e| warn(&format!("{e}: files are copied instead")))
+                .ok()
+        });
+        opened.as_ref()?.find(entry, name)
+    }
+}
+
 /// A file found unchanged in a DIR: its directory there, and how to take it.
 pub(crate) struct Found {
     /// The directory in DIR that holds it.
@@ -53,9 +87,11 @@ impl LinkDests {
     pub(crate) fn open(&self, dst: &Path) -> std::io::Result<Opened> {
         let mut dirs = Vec::with_capacity(self.dirs.len());
         for (dir, take) in &self.dirs {
-            let at = match dir.is_absolute() {
-                true => dir.clone(),
-                false => dst.join(dir),
+            let at = match (dir.is_absolute(), dst.exists()) {
+                (true, _) => dir.clone(),
+                (false, true) => dst.join(dir),
+                // A dry run into a DST not made: `..` taken from DST's name.
+                (false, false) => lexically(dst, dir),
             };
             let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
             let fd = rfs::open(&at, flags, Mode::empty()).map_err(|e| {
@@ -99,6 +135,21 @@ impl Opened {
         }
         None
     }
+}
+
+/// `dir` taken from `dst` by the names alone (`..` removes the name before it).
+fn lexically(dst: &Path, dir: &Path) -> PathBuf {
+    let mut at = dst.to_path_buf();
+    for c in dir.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                at.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => at.push(other),
+        }
+    }
+    at
 }
 
 /// The directory above `path` in `root`, reached without following a symlink or
