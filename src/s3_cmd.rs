@@ -149,6 +149,17 @@ pub fn run_ls(args: LsArgs) -> anyhow::Result<ExitCode> {
 pub fn run_ls_snapshots(args: LsArgs) -> anyhow::Result<ExitCode> {
     let store = open(&args.archive)?;
     let rows = store.rt.block_on(ferry_s3::snapshot::summaries(&store))?;
+    if rows.is_empty() {
+        // No snapshot: no upload here at all (an error), or one from before snapshots.
+        let newest = store.rt.block_on(ferry_s3::cat::need_manifest(&store))?;
+        if newest.snapshot.is_none() {
+            crate::report::to_stderr(format_args!(
+                "ferry ls: {}: one upload, from before uploads were snapshots (the next \
+                 upload makes the first)",
+                store.loc
+            ));
+        }
+    }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for row in &rows {
         writeln!(

@@ -101,6 +101,9 @@ fn a_rerun_writes_only_what_changed_and_every_upload_is_a_snapshot() {
     );
     let names = snapshots(&g, &url);
     assert_eq!(names.len(), 2, "{names:?}");
+    let nothing = g.ferry(&["ls", "--snapshots", &g.url("nothing/here")]);
+    nothing.assert_status(2);
+    assert!(nothing.stderr.contains("no ferry upload here"), "{nothing}");
     // The newest, and the older one as it was. (The first upload's reads moved the
     // atimes of SRC, and of the copy made after it; a member left where it is keeps the
     // atime it was packed with: atimes alone are no change to send again, as for rsync.)
