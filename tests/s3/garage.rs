@@ -374,6 +374,30 @@ impl Garage {
         .expect("list")
     }
 
+    /// The object holding the newest manifest of the upload at `prefix`: the snapshot
+    /// `manifest.ferry` names.
+    pub fn newest_manifest_key(&self, prefix: &str) -> String {
+        let pointer = self.get(&format!("{prefix}/manifest.ferry"));
+        let what = format!("{prefix}/manifest.ferry");
+        let name = ferry_s3::snapshot::Newest::decode(&pointer, &what)
+            .expect("manifest.ferry names a snapshot")
+            .expect("a good name");
+        format!("{prefix}/{}", ferry_s3::snapshot::object(&name))
+    }
+
+    /// Forgets the manifests and mount tables ferry keeps for this Garage's uploads,
+    /// after a test rewrote a snapshot in place (which ferry never does: its caches
+    /// take a snapshot's bytes for good).
+    pub fn forget_cached_manifests(&self) {
+        let cache = self.dir.path().join("cache/ferry");
+        let _ = std::fs::remove_dir_all(cache.join("s3"));
+        for entry in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
+            if entry.path().extension().is_some_and(|x| x == "ftree") {
+                std::fs::remove_file(entry.path()).expect("remove a mount table");
+            }
+        }
+    }
+
     /// The keys below `prefix` in the test bucket, with their sizes.
     pub fn sizes(&self, prefix: &str) -> std::collections::BTreeMap<String, u64> {
         let rt = tokio::runtime::Runtime::new().expect("runtime");

@@ -286,7 +286,7 @@ fn a_shard_replaced_or_damaged_reads_as_eio_never_other_bytes() {
 /// ETags, as if objects changed since had been damaged in place (which the S3 API
 /// cannot do): the mount then reads them.
 pub(crate) fn name_current_etags(g: &Garage, prefix: &str) {
-    let key = format!("{prefix}/manifest.ferry");
+    let key = g.newest_manifest_key(prefix);
     let mut manifest =
         ferry_s3::manifest::Manifest::decode(&g.get(&key), "manifest").expect("manifest");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -297,6 +297,7 @@ pub(crate) fn name_current_etags(g: &Garage, prefix: &str) {
         shard.etag = rt.block_on(c.head(&object)).expect("head").e_tag;
     }
     g.put(&key, manifest.encode());
+    g.forget_cached_manifests();
 }
 
 #[test]

@@ -274,6 +274,21 @@ fn a_damaged_or_missing_snapshot_stops_a_prune_naming_it() {
     refused.assert_status(2);
     assert!(refused.stderr.contains("it names itself"), "{refused}");
     g.put(&middle, good);
+    // manifest.ferry naming a snapshot that is not there: refused, naming it.
+    let pointer = g.get("damaged/manifest.ferry");
+    g.put(
+        "damaged/manifest.ferry",
+        ferry_s3::snapshot::Newest::encode("20200101T000000Z"),
+    );
+    let refused = g.ferry(&["ls", &url]);
+    refused.assert_status(2);
+    assert!(
+        refused
+            .stderr
+            .contains("damaged/snapshots/20200101T000000Z.ferry: read the newest snapshot"),
+        "{refused}"
+    );
+    g.put("damaged/manifest.ferry", pointer);
     // A prune killed after deleting the snapshots it does not keep, before the shards:
     // run again, it deletes those.
     use ferry_s3::object_store::ObjectStoreExt;

@@ -21,7 +21,7 @@ use crate::store::Store;
 use crate::{Result, S3Error};
 use ferry_archive::tar::Reader;
 use ferry_core::error::Reporter;
-use object_store::{GetOptions, GetRange, GetResult, ObjectStore};
+use object_store::{GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
@@ -40,6 +40,8 @@ pub(crate) struct Fetched {
     pub(crate) body: Vec<u8>,
     pub(crate) etag: Option<String>,
     pub(crate) cached: bool,
+    /// The snapshot `manifest.ferry` named the newest, whose manifest `body` is.
+    pub(crate) named: Option<String>,
 }
 
 /// The manifest's bytes, from the cache when the server says they have not changed;
@@ -63,6 +65,7 @@ pub(crate) async fn fetch_bytes(store: &Store) -> Result<Option<Fetched>> {
                 body,
                 etag: Some(etag),
                 cached: true,
+                named: None,
             }));
         }
         Err(object_store::Error::NotFound { source, .. })
@@ -74,10 +77,28 @@ pub(crate) async fn fetch_bytes(store: &Store) -> Result<Option<Fetched>> {
     };
     let etag = got.meta.e_tag.clone();
     let body = gather(store, &key, "read the manifest", got, MAX_STORED).await?;
+    let shown = format!("s3://{}/{key}", store.loc.bucket);
+    let (body, named) = match crate::snapshot::Newest::decode(&body, &shown) {
+        None => (body, None),
+        Some(name) => {
+            // The newest snapshot's manifest, cached under the ETag of what names it:
+            // a snapshot is never rewritten.
+            let name = name?;
+            let key = store.key(&crate::snapshot::object(&name));
+            let got = store
+                .s3
+                .get(&key)
+                .await
+                .map_err(|e| store.error(&key, "read the newest snapshot", &e))?;
+            let body = gather(store, &key, "read the newest snapshot", got, MAX_STORED).await?;
+            (body, Some(name))
+        }
+    };
     Ok(Some(Fetched {
         body,
         etag,
         cached: false,
+        named,
     }))
 }
 
@@ -112,9 +133,17 @@ pub async fn fetch_manifest(store: &Store) -> Result<Option<Manifest>> {
 
 /// The manifest fetched as `f`, checked; read as a snapshot, it must name itself so.
 pub(crate) fn decode(store: &Store, f: &Fetched) -> Result<Manifest> {
-    let manifest = Manifest::decode(&f.body, &shown_key(store))?;
-    if let Some(name) = &store.loc.snapshot {
-        crate::snapshot::named_so(&manifest, name, &shown_key(store))?;
+    let shown = match &f.named {
+        Some(name) => format!(
+            "s3://{}/{}",
+            store.loc.bucket,
+            store.key(&crate::snapshot::object(name))
+        ),
+        None => shown_key(store),
+    };
+    let manifest = Manifest::decode(&f.body, &shown)?;
+    if let Some(name) = store.loc.snapshot.as_ref().or(f.named.as_ref()) {
+        crate::snapshot::named_so(&manifest, name, &shown)?;
     }
     Ok(manifest)
 }

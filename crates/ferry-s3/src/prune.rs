@@ -89,14 +89,22 @@ async fn prune_leased(store: &Store, lease: &Lease, opts: &PruneOptions) -> Resu
             store.loc, store.loc
         )));
     }
-    let kept = kept_names(&names, opts, lease.began);
+    let mut kept = kept_names(&names, opts, lease.began);
+    // What a reader without @ reads stays, whichever snapshot `manifest.ferry` names
+    // (the newest but for two uploads that ended at once), or the whole manifest an
+    // upload from before snapshots left there.
+    let newest = crate::cat::fetch_manifest(store).await?;
+    if let Some(name) = newest.as_ref().and_then(|m| m.snapshot.clone()) {
+        if names.contains(&name) && !kept.contains(&name) {
+            kept.push(name);
+            kept.sort_by(|a, b| crate::snapshot::order(a, b));
+        }
+    }
     let mut live: HashSet<String> = HashSet::new();
     for name in &kept {
         let m = crate::snapshot::read(store, name).await?;
         live.extend(names_of(&m));
     }
-    // The newest manifest, whichever wrote it, names what a reader without @ reads.
-    let newest = crate::cat::fetch_manifest(store).await?;
     live.extend(newest.iter().flat_map(names_of));
     let keep: HashSet<&String> = kept.iter().collect();
     let mut out = Pruned {

@@ -1,14 +1,57 @@
 //! Snapshots: every upload of shards is one. Its manifest is kept as
 //! `snapshots/NAME.ferry`, NAME the upload's start in UTC (`20261201T203015Z`, with
-//! `.2`, `.3` ... when that second is taken already), and then copied to
-//! `manifest.ferry`, the newest. `s3://B/P@NAME` reads one of them; a snapshot stays
-//! until `ferry prune` removes it ([`crate::prune`]).
+//! `.2`, `.3` ... when that second is taken already); `manifest.ferry` is then written
+//! to name it the newest ([`Newest`], a few bytes of JSON). `s3://B/P@NAME` reads one
+//! snapshot; a snapshot is never rewritten, and stays until `ferry prune` removes it
+//! ([`crate::prune`]).
 
 use crate::manifest::{Manifest, MAX_STORED};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
+
+/// What `manifest.ferry` holds: the name of the newest snapshot. (An upload from
+/// before snapshots holds its whole manifest there, zstd-compressed, still read.)
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Newest {
+    /// [`NEWEST_FORMAT`].
+    pub format: String,
+    /// The newest snapshot.
+    pub snapshot: String,
+}
+
+/// The format string of [`Newest`].
+pub const NEWEST_FORMAT: &str = "ferry-s3 newest 1";
+
+impl Newest {
+    /// The bytes naming `name` the newest.
+    pub fn encode(name: &str) -> Vec<u8> {
+        let n = Newest {
+            format: NEWEST_FORMAT.into(),
+            snapshot: name.into(),
+        };
+        serde_json::to_vec(&n).unwrap_or_default()
+    }
+
+    /// The snapshot `body` names, when it is a [`Newest`] (it begins with `{`; a
+    /// manifest is zstd); an error (`what` naming the object) when it is one, but bad.
+    pub fn decode(body: &[u8], what: &str) -> Option<Result<String>> {
+        if body.first() != Some(&b'{') {
+            return None;
+        }
+        let bad = |why: String| S3Error::new(format!("{what}: bad manifest: {why}"));
+        let n: Newest = match serde_json::from_slice(body) {
+            Ok(n) => n,
+            Err(e) => return Some(Err(bad(e.to_string()))),
+        };
+        Some(match (n.format == NEWEST_FORMAT, is_name(&n.snapshot)) {
+            (true, true) => Ok(n.snapshot),
+            (false, _) => Err(bad(format!("format {:?}, not {NEWEST_FORMAT:?}", n.format))),
+            (_, false) => Err(bad(format!("snapshot name {:?}", n.snapshot))),
+        })
+    }
+}
 
 /// The folder of snapshots under the prefix.
 pub const DIR: &str = "snapshots";
@@ -179,6 +222,29 @@ pub async fn summaries(store: &Store) -> Result<Vec<Summary>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_newest_is_named_and_a_bad_name_refused() {
+        let body = Newest::encode("20261201T203015Z.2");
+        assert_eq!(
+            Newest::decode(&body, "m").unwrap().unwrap(),
+            "20261201T203015Z.2"
+        );
+        assert!(Newest::decode(b"\x28\xb5\x2f\xfd", "m").is_none());
+        for bad in [
+            &br#"{"format":"ferry-s3 newest 1","snapshot":"../x"}"#[..],
+            br#"{"format":"other","snapshot":"20261201T203015Z"}"#,
+            b"{not json",
+        ] {
+            let e = Newest::decode(bad, "s3://b/p/manifest.ferry")
+                .unwrap()
+                .unwrap_err();
+            assert!(
+                e.0.starts_with("s3://b/p/manifest.ferry: bad manifest"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn names_order_by_time_then_count() {

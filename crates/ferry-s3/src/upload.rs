@@ -156,12 +156,18 @@ fn send_and_name(
         snapshot: Some(name.clone()),
         ..manifest
     };
-    let bytes = PutPayload::from(manifest.encode());
-    // The snapshot first, then the newest: a reader of either sees a whole upload.
-    for key in [store.key(&crate::snapshot::object(&name)), store.key(NAME)] {
+    // The snapshot first, then the name of the newest: a reader sees a whole upload.
+    let writes = [
+        (
+            store.key(&crate::snapshot::object(&name)),
+            manifest.encode(),
+        ),
+        (store.key(NAME), crate::snapshot::Newest::encode(&name)),
+    ];
+    for (key, bytes) in writes {
         store
             .rt
-            .block_on(store.s3.put(&key, bytes.clone()))
+            .block_on(store.s3.put(&key, PutPayload::from(bytes)))
             .map_err(|e| store.error(&key, "write the manifest", &e))?;
     }
     out.snapshot = name;
