@@ -225,7 +225,7 @@ impl<'a> LocalTreeSink<'a> {
     /// once, and files are then copied.
     fn in_link_dests(&self, entry: &Entry, name: &CStr) -> Option<link_dest::Found> {
         self.link_dests
-            .find(entry, name, &|why| self.reporter.warn(why))
+            .find(entry, name, &self.meta, &|why| self.reporter.warn(why))
     }
 
     /// The sink, removing a directory that stands where a non-directory is to go, with

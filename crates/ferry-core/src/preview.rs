@@ -148,7 +148,7 @@ impl<'a> PreviewSink<'a> {
         let found = self
             .link_dests
             .as_ref()
-            .and_then(|l| l.find(entry, name, &|_| {}));
+            .and_then(|l| l.find(entry, name, &self.meta, &|_| {}));
         match (found, &entry.kind) {
             (Some(_), EntryKind::File { size }) => {
                 Stats::bump(&self.stats.skipped);

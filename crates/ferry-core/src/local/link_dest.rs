@@ -1,6 +1,7 @@
 //! `--link-dest=DIR` and `--reflink-dest=DIR` (rsync's `--link-dest`, and its clone
 //! twin): a file missing from the destination that DIR holds unchanged (a regular file
-//! of the same size, mtime, mode, owner and group, and xattrs) is hardlinked to DIR's,
+//! of the same size, and up to date as the copy judges an existing file: mtime, mode,
+//! owner and group as far as the job sets them, xattrs) is hardlinked to DIR's,
 //! or cloned from it, instead of copied from the source. Several DIRs are tried in the
 //! order given. A relative DIR is taken from the destination, as rsync takes it.
 //!
@@ -8,8 +9,9 @@
 //! leaving it (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`): a symlink in DIR never sends a
 //! link or a clone to a file elsewhere.
 
+use crate::changes::Kind;
 use crate::entry::{Entry, EntryKind, RelPath};
-use crate::meta;
+use crate::meta::MetaWriter;
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
 use std::ffi::CStr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -35,8 +37,6 @@ pub struct LinkDests {
 /// The directories, opened.
 pub(crate) struct Opened {
     dirs: Vec<(OwnedFd, Take)>,
-    /// Owners are compared only where the job can set them (as root).
-    owners: bool,
 }
 
 /// The directories, opened on first use (once the destination they may be relative
@@ -59,7 +59,13 @@ impl Lazy {
 
     /// Where `entry` (named `name` in its directory) is found unchanged; a DIR that
     /// cannot be opened is told to `warn` once, and nothing is then found.
-    pub(crate) fn find(&self, entry: &Entry, name: &CStr, warn: &dyn Fn(&str)) -> Option<Found> {
+    pub(crate) fn find(
+        &self,
+        entry: &Entry,
+        name: &CStr,
+        meta: &MetaWriter,
+        warn: &dyn Fn(&str),
+    ) -> Option<Found> {
         if self.dests.dirs.is_empty() {
             return None;
         }
@@ -69,7 +75,7 @@ impl Lazy {
                 .map_err(|e| warn(&format!("{e}: files are copied instead")))
                 .ok()
         });
-        opened.as_ref()?.find(entry, name)
+        opened.as_ref()?.find(entry, name, meta)
     }
 }
 
@@ -102,16 +108,14 @@ impl LinkDests {
             })?;
             dirs.push((fd, *take));
         }
-        Ok(Opened {
-            dirs,
-            owners: rustix::process::geteuid().is_root(),
-        })
+        Ok(Opened { dirs })
     }
 }
 
 impl Opened {
-    /// Where `entry` (a file) is found unchanged, in the first DIR that holds it so.
-    pub(crate) fn find(&self, entry: &Entry, name: &CStr) -> Option<Found> {
+    /// Where `entry` (a file) is found unchanged, in the first DIR that holds it so:
+    /// of its size, and with no metadata `meta` (the job's writer) would set.
+    pub(crate) fn find(&self, entry: &Entry, name: &CStr, meta: &MetaWriter) -> Option<Found> {
         let EntryKind::File { size } = entry.kind else {
             return None;
         };
@@ -122,14 +126,17 @@ impl Opened {
             let Ok(st) = rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
                 continue;
             };
-            let m = &entry.meta;
-            let same = rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::RegularFile
-                && st.st_size as u64 == size
-                && meta::mtime_of(&st) == m.mtime
-                && st.st_mode & 0o7777 == m.mode & 0o7777
-                && (!self.owners || (st.st_uid, st.st_gid) == (m.uid, m.gid))
-                && same_xattrs(&dir, name, &m.xattrs);
-            if same {
+            let file = rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::RegularFile;
+            if !file || st.st_size as u64 != size {
+                continue;
+            }
+            let Ok(have) = crate::xattr::read(&crate::xattr::Node::named(dir.as_fd(), name)) else {
+                continue;
+            };
+            if meta
+                .differences(&st, &entry.meta, &have, Kind::File)
+                .is_empty()
+            {
                 return Some(Found { dir, take: *take });
             }
         }
@@ -168,18 +175,6 @@ fn parent_in(root: &OwnedFd, path: &RelPath) -> Option<OwnedFd> {
         ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
     )
     .ok()
-}
-
-/// Whether the file `name` in `dir` has exactly the xattrs `want`.
-fn same_xattrs(dir: &OwnedFd, name: &CStr, want: &[crate::entry::Xattr]) -> bool {
-    let node = crate::xattr::Node::named(dir.as_fd(), name);
-    let Ok(mut have) = crate::xattr::read(&node) else {
-        return false;
-    };
-    let mut want = want.to_vec();
-    have.sort_by(|a, b| a.name.cmp(&b.name));
-    want.sort_by(|a, b| a.name.cmp(&b.name));
-    have == want
 }
 
 impl super::LocalTreeSink<'_> {
