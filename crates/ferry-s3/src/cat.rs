@@ -21,7 +21,7 @@ use crate::store::Store;
 use crate::{Result, S3Error};
 use ferry_archive::tar::Reader;
 use ferry_core::error::Reporter;
-use object_store::{GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, GetResult, ObjectStore};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
@@ -84,13 +84,8 @@ pub(crate) async fn fetch_bytes(store: &Store) -> Result<Option<Fetched>> {
             // The newest snapshot's manifest, cached under the ETag of what names it:
             // a snapshot is never rewritten.
             let name = name?;
-            let key = store.key(&crate::snapshot::object(&name));
-            let got = store
-                .s3
-                .get(&key)
-                .await
-                .map_err(|e| store.error(&key, "read the newest snapshot", &e))?;
-            let body = gather(store, &key, "read the newest snapshot", got, MAX_STORED).await?;
+            let body =
+                crate::snapshot::read_bytes(store, &name, "read the newest snapshot").await?;
             (body, Some(name))
         }
     };

@@ -9,9 +9,8 @@
 
 use crate::store::Store;
 use crate::Result;
-use futures::TryStreamExt;
 use object_store::path::Path as Key;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 
 /// The folder of leases under the prefix.
@@ -135,13 +134,7 @@ impl std::fmt::Display for Held {
 /// The leases under the prefix that hold at `now` (seconds after the epoch); one that
 /// cannot be read is taken for an upload's.
 pub async fn held(store: &Store, now: i64) -> Result<Vec<Held>> {
-    let dir = store.key(DIR);
-    let listed: Vec<_> = store
-        .s3
-        .list(Some(&dir))
-        .try_collect()
-        .await
-        .map_err(|e| store.error(&dir, "list", &e))?;
+    let listed = store.list_folder(DIR).await?;
     let mut out = Vec::new();
     for meta in listed {
         let written = meta.last_modified.timestamp();

@@ -141,11 +141,8 @@ fn xattr_hash(xattrs: &[ferry_core::entry::Xattr]) -> u64 {
     h.digest()
 }
 
-/// The fingerprint of one member's metadata, as [`crate::manifest::Member::f`] keeps
-/// it: a rerun leaves the member where it is when the walk gives the same.
-pub fn member_fingerprint(p: &Planned) -> String {
-    let mut h = Xxh3::new();
-    h.update(b"ferry-s3 member 1");
+/// Feeds `p`'s kind, size, mtime, mode, owner and link target to `h`.
+fn hash_meta(h: &mut Xxh3, p: &Planned) {
     h.update(&[p.kind]);
     h.update(&p.size.to_le_bytes());
     h.update(&p.mtime.0.to_le_bytes());
@@ -153,9 +150,17 @@ pub fn member_fingerprint(p: &Planned) -> String {
     h.update(&p.mode.to_le_bytes());
     h.update(&p.owner.0.to_le_bytes());
     h.update(&p.owner.1.to_le_bytes());
-    h.update(&p.xattrs.to_le_bytes());
     h.update(&(p.link.len() as u64).to_le_bytes());
     h.update(&p.link);
+}
+
+/// The fingerprint of one member's metadata, as [`crate::manifest::Member::f`] keeps
+/// it: a rerun leaves the member where it is when the walk gives the same.
+pub fn member_fingerprint(p: &Planned) -> String {
+    let mut h = Xxh3::new();
+    h.update(b"ferry-s3 member 2");
+    hash_meta(&mut h, p);
+    h.update(&p.xattrs.to_le_bytes());
     format!("{:016x}", h.digest())
 }
 
@@ -191,15 +196,7 @@ pub fn fingerprint<'a>(members: impl IntoIterator<Item = &'a Planned>, dirs: boo
     for p in members {
         h.update(&(p.path.len() as u64).to_le_bytes());
         h.update(&p.path);
-        h.update(&[p.kind]);
-        h.update(&p.size.to_le_bytes());
-        h.update(&p.mtime.0.to_le_bytes());
-        h.update(&p.mtime.1.to_le_bytes());
-        h.update(&p.mode.to_le_bytes());
-        h.update(&p.owner.0.to_le_bytes());
-        h.update(&p.owner.1.to_le_bytes());
-        h.update(&(p.link.len() as u64).to_le_bytes());
-        h.update(&p.link);
+        hash_meta(&mut h, p);
         // Which names share an inode: each later name hashes its first name.
         let first = p.inode.map(|i| *first_names.entry(i).or_insert(&p.path));
         let first = first.unwrap_or(b"");

@@ -13,8 +13,7 @@ use crate::lease::{Kind, Lease};
 use crate::manifest::Manifest;
 use crate::store::Store;
 use crate::{Result, S3Error};
-use futures::TryStreamExt;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStoreExt;
 use std::collections::HashSet;
 
 /// Which snapshots to keep.
@@ -116,13 +115,7 @@ async fn prune_leased(store: &Store, lease: &Lease, opts: &PruneOptions) -> Resu
         kept: kept.clone(),
         ..Pruned::default()
     };
-    let dir = store.key("shards");
-    let listed: Vec<_> = store
-        .s3
-        .list(Some(&dir))
-        .try_collect()
-        .await
-        .map_err(|e| store.error(&dir, "list", &e))?;
+    let listed = store.list_folder("shards").await?;
     let dead: Vec<_> = listed
         .into_iter()
         .filter(|meta| {

@@ -9,7 +9,7 @@ use crate::manifest::{Manifest, MAX_STORED};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use futures::TryStreamExt;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStoreExt;
 
 /// What `manifest.ferry` holds: the name of the newest snapshot. (An upload from
 /// before snapshots holds its whole manifest there, zstd-compressed, still read.)
@@ -114,13 +114,7 @@ pub fn next_name(now: i64, newest: Option<&str>) -> String {
 
 /// The snapshots under the prefix, oldest first.
 pub async fn list(store: &Store) -> Result<Vec<String>> {
-    let dir = store.key(DIR);
-    let listed: Vec<_> = store
-        .s3
-        .list(Some(&dir))
-        .try_collect()
-        .await
-        .map_err(|e| store.error(&dir, "list", &e))?;
+    let listed = store.list_folder(DIR).await?;
     let mut names: Vec<String> = listed
         .iter()
         .filter_map(|m| {
@@ -139,15 +133,22 @@ pub async fn list(store: &Store) -> Result<Vec<String>> {
 pub async fn read(store: &Store, name: &str) -> Result<Manifest> {
     let key = store.key(&object(name));
     let shown = format!("s3://{}/{key}", store.loc.bucket);
+    let bytes = read_bytes(store, name, "read the snapshot").await?;
+    let m = Manifest::decode(&bytes, &shown)?;
+    named_so(&m, name, &shown)?;
+    Ok(m)
+}
+
+/// The stored bytes of snapshot `name`'s manifest (at most [`MAX_STORED`]); `op` says
+/// what failed.
+pub async fn read_bytes(store: &Store, name: &str, op: &str) -> Result<Vec<u8>> {
+    let key = store.key(&object(name));
     let got = store
         .s3
         .get(&key)
         .await
-        .map_err(|e| store.error(&key, "read the snapshot", &e))?;
-    let bytes = crate::body::gather(store, &key, "read the snapshot", got, MAX_STORED).await?;
-    let m = Manifest::decode(&bytes, &shown)?;
-    named_so(&m, name, &shown)?;
-    Ok(m)
+        .map_err(|e| store.error(&key, op, &e))?;
+    crate::body::gather(store, &key, op, got, MAX_STORED).await
 }
 
 /// Checks that the manifest `m`, read as snapshot `name` (`shown` in messages), names

@@ -167,6 +167,16 @@ impl Store {
         }
     }
 
+    /// Every object in the folder `name` under the prefix, as listed.
+    pub async fn list_folder(&self, name: &str) -> Result<Vec<object_store::ObjectMeta>> {
+        use futures::TryStreamExt;
+        let dir = self.key(name);
+        object_store::ObjectStore::list(&*self.s3, Some(&dir))
+            .try_collect()
+            .await
+            .map_err(|e| self.error(&dir, "list", &e))
+    }
+
     /// The object `name` under the prefix.
     pub fn key(&self, name: &str) -> Key {
         if self.loc.prefix.is_empty() {
