@@ -397,6 +397,13 @@ pub struct PruneArgs {
     /// Say what would be deleted, delete nothing.
     #[arg(short = 'n', long)]
     pub dry_run: bool,
+    /// Leave the shards that kept snapshots name less than half of as they are
+    /// (without it, their live members are copied into new shards, and they go).
+    #[arg(long)]
+    pub no_compact: bool,
+    /// Bytes per shard compaction writes (K, M, G suffixes: powers of 1024).
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_size)]
+    pub shard_size: u64,
 }
 
 /// `30d`, `12h`, `90m`, `3600s`, `2w` as seconds.

@@ -182,8 +182,11 @@ pub fn run_prune(args: PruneArgs) -> anyhow::Result<ExitCode> {
             .map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX)),
         keep_within: args.keep_within,
         dry_run: args.dry_run,
+        no_compact: args.no_compact,
+        shard_size: args.shard_size,
     };
-    let done = ferry_s3::prune::prune(&store, &opts)?;
+    let reporter = crate::report::StderrReporter::for_archive(&args.url);
+    let done = ferry_s3::prune::prune(&store, &opts, &reporter)?;
     let would = if args.dry_run {
         "would delete"
     } else {
@@ -201,6 +204,24 @@ pub fn run_prune(args: PruneArgs) -> anyhow::Result<ExitCode> {
         done.objects,
         done.bytes
     ));
+    if done.compacted > 0 && args.dry_run {
+        crate::report::to_stderr(format_args!(
+            "ferry prune: would compact {} sparse shards, copying {} bytes of live members",
+            done.compacted, done.copied
+        ));
+    } else if done.compacted > 0 {
+        crate::report::to_stderr(format_args!(
+            "ferry prune: {} sparse shards compacted: {} bytes of live members copied into \
+             {} new shards; {} snapshots written again",
+            done.compacted, done.copied, done.written, done.rewritten
+        ));
+    }
+    if let Some(reader) = &done.left_for {
+        crate::report::to_stderr(format_args!(
+            "ferry prune: dead shards left while {reader} reads the prefix; a later prune \
+             deletes them"
+        ));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -13,6 +13,7 @@
 mod common;
 
 mod cluster;
+mod compaction;
 mod copy;
 mod errors;
 mod garage;

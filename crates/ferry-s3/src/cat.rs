@@ -82,7 +82,7 @@ pub(crate) async fn fetch_bytes(store: &Store) -> Result<Option<Fetched>> {
         None => (body, None),
         Some(name) => {
             // The newest snapshot's manifest, cached under the ETag of what names it:
-            // a snapshot is never rewritten.
+            // a prune that writes the snapshot again writes the pointer again too.
             let name = name?;
             let body =
                 crate::snapshot::read_bytes(store, &name, "read the newest snapshot").await?;
@@ -312,28 +312,34 @@ fn cat_following(store: &Store, path: &[u8], out: &mut dyn Write, links: usize) 
         None => {
             // Not in a cached manifest: the manifest, and at the same time (on a second
             // connection) the object a prefix of plain objects would hold for `path`.
-            let (manifest, object) = store.rt.block_on(async {
-                match links {
-                    0 => {
-                        let (m, o) = tokio::join!(fetch_bytes(store), get_file(store, path));
-                        (m, Some(o))
+            // Its shard gone meanwhile (a prune compacted it after the manifest was
+            // read), the manifest is read once more: it names the new shard.
+            let mut again = true;
+            loop {
+                let (manifest, object) = store.rt.block_on(async {
+                    match links {
+                        0 => {
+                            let (m, o) = tokio::join!(fetch_bytes(store), get_file(store, path));
+                            (m, Some(o))
+                        }
+                        _ => (fetch_bytes(store).await, None),
                     }
-                    _ => (fetch_bytes(store).await, None),
+                });
+                let f = match (manifest?, object) {
+                    (Some(f), _) => f,
+                    (None, Some(object)) => return cat_object(store, path, object, out),
+                    (None, None) => return Err(no_upload(store)),
+                };
+                let hit = locate(store, f, path)?.ok_or_else(|| {
+                    S3Error::new(format!("{shown}: no such member in {}", store.loc))
+                })?;
+                let key = store.key(&shard_name(&hit.fingerprint));
+                match store.rt.block_on(get_member(store, &hit)) {
+                    Ok(got) => break (hit, got),
+                    Err(object_store::Error::NotFound { .. }) if std::mem::take(&mut again) => {}
+                    Err(e) => return Err(store.error(&key, "read", &e)),
                 }
-            });
-            let f = match (manifest?, object) {
-                (Some(f), _) => f,
-                (None, Some(object)) => return cat_object(store, path, object, out),
-                (None, None) => return Err(no_upload(store)),
-            };
-            let hit = locate(store, f, path)?
-                .ok_or_else(|| S3Error::new(format!("{shown}: no such member in {}", store.loc)))?;
-            let key = store.key(&shard_name(&hit.fingerprint));
-            let got = store
-                .rt
-                .block_on(get_member(store, &hit))
-                .map_err(|e| store.error(&key, "read", &e))?;
-            (hit, got)
+            }
         }
     };
     let key = store.key(&shard_name(&hit.fingerprint));

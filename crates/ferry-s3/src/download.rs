@@ -275,6 +275,8 @@ pub fn download(
     stats: &Stats,
     reporter: &dyn Reporter,
 ) -> Result<Downloaded> {
+    // Taken before the manifest is read, held to the end (see `crate::prune`).
+    let _lease = crate::lease::ReadLease::take(&store);
     let manifest = store.rt.block_on(need_manifest(&store))?;
     let mut out = Downloaded {
         shards: manifest.shards.len(),

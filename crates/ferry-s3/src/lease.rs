@@ -1,11 +1,14 @@
-//! Leases: `leases/ID.json`, written when an upload or a prune begins and deleted
-//! when it ends, so the two never overlap. A prune that finds an upload's lease stops
+//! Leases: `leases/ID.json`, written when an upload, a prune or a reader (a mount, a
+//! download) begins and deleted when it ends, so an upload and a prune never overlap,
+//! and a prune deletes no shard a reader may still be reading. A prune that finds an upload's lease stops
 //! before it deletes anything (the upload may build on any snapshot, and its new
 //! shards are named by none yet); an upload that finds a prune's waits for it to end.
 //! A lease a killed upload left is removed by the next upload from the same machine
 //! (it is recorded beside the multipart uploads in progress, [`crate::pending`]); one
 //! older than its kind's [`Kind::stale_after`] is taken for a killed run's and holds
-//! nothing.
+//! nothing. A reader's lease is written again every [`READ_REFRESH`] seconds while it
+//! reads (a mount may stay for weeks), so a killed reader's goes stale within
+//! minutes; a reader whose keys may not write reads without one.
 
 use crate::store::Store;
 use crate::Result;
@@ -19,6 +22,9 @@ pub const DIR: &str = "leases";
 /// What [`crate::pending`] records a lease as, in place of a multipart upload's id.
 pub const PENDING_ID: &str = "lease";
 
+/// How often a reader writes its lease again, in seconds.
+pub const READ_REFRESH: u64 = 300;
+
 /// The most bytes of a lease read.
 const MAX_LEASE: u64 = 4 << 10;
 
@@ -30,16 +36,19 @@ pub enum Kind {
     Upload,
     /// A prune.
     Prune,
+    /// A mount or a download, reading shards a manifest named when it began.
+    Read,
 }
 
 impl Kind {
     /// How long a lease of this kind holds after it was written: an upload's a week (it
     /// may run for days), a prune's an hour (it only lists, reads manifests and
-    /// deletes).
+    /// deletes), a reader's three times [`READ_REFRESH`] after it was last written.
     pub fn stale_after(self) -> i64 {
         match self {
             Kind::Upload => 7 * 86_400,
             Kind::Prune => 3600,
+            Kind::Read => 3 * READ_REFRESH as i64,
         }
     }
 }
@@ -55,6 +64,8 @@ pub struct Lease {
     key: Key,
     /// When it was taken, by this machine's clock (seconds after the epoch).
     pub began: i64,
+    /// The task writing a reader's lease again, stopped when it ends.
+    refresh: Option<tokio::task::AbortHandle>,
 }
 
 /// Seconds after the epoch, now.
@@ -89,7 +100,28 @@ impl Lease {
             .put(&key, PutPayload::from(json))
             .await
             .map_err(|e| store.error(&key, "write the lease", &e))?;
-        Ok(Lease { key, began })
+        Ok(Lease {
+            key,
+            began,
+            refresh: None,
+        })
+    }
+
+    /// A reader's lease, written again every [`READ_REFRESH`] seconds on `store`'s
+    /// runtime until it ends; None when it could not be written (keys that may only
+    /// read): the reader reads without one.
+    pub fn take_read(store: &std::sync::Arc<Store>) -> Option<Lease> {
+        let mut lease = store.rt.block_on(Lease::take(store, Kind::Read)).ok()?;
+        let (store2, key) = (store.clone(), lease.key.clone());
+        let json = serde_json::to_vec(&Body { kind: Kind::Read }).unwrap_or_default();
+        let task = store.rt.spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(READ_REFRESH)).await;
+                let _ = store2.s3.put(&key, PutPayload::from(json.clone())).await;
+            }
+        });
+        lease.refresh = Some(task.abort_handle());
+        Some(lease)
     }
 
     /// The other leases held now, of `kind`.
@@ -101,8 +133,11 @@ impl Lease {
             .collect())
     }
 
-    /// Deletes the lease: the upload is over.
+    /// Deletes the lease: the job is over.
     pub async fn end(&self, store: &Store) {
+        if let Some(task) = &self.refresh {
+            task.abort();
+        }
         if store.s3.delete(&self.key).await.is_ok() {
             crate::pending::ended(store, &self.key, PENDING_ID);
         }
@@ -125,6 +160,7 @@ impl std::fmt::Display for Held {
         let what = match self.kind {
             Kind::Upload => "an upload",
             Kind::Prune => "a prune",
+            Kind::Read => "a reader (a mount or a download)",
         };
         let at = ferry_core::utc::basic(self.written);
         write!(f, "{what} begun at {at} (its lease {})", self.key)
@@ -156,4 +192,34 @@ pub async fn held(store: &Store, now: i64) -> Result<Vec<Held>> {
         }
     }
     Ok(out)
+}
+
+/// A reader's lease ([`Lease::take_read`]), ended when dropped: a mount holds one for
+/// as long as it serves, a download while it runs.
+pub struct ReadLease {
+    store: std::sync::Arc<Store>,
+    lease: Option<Lease>,
+}
+
+impl ReadLease {
+    /// Takes a reader's lease on `store`'s prefix, if its keys may write one.
+    pub fn take(store: &std::sync::Arc<Store>) -> ReadLease {
+        ReadLease {
+            store: store.clone(),
+            lease: Lease::take_read(store),
+        }
+    }
+}
+
+impl Drop for ReadLease {
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        // On a thread of its own: this may be dropped on one of the runtime's.
+        let store = &self.store;
+        std::thread::scope(|s| {
+            s.spawn(|| store.rt.block_on(lease.end(store)));
+        });
+    }
 }

@@ -1,22 +1,29 @@
 //! `ferry prune s3://B/P --keep N [--keep-within DURATION]`: deletes the snapshots
-//! neither rule keeps, oldest first, and then the shards (and their records) no kept
+//! neither rule keeps, oldest first, compacts the shards the kept ones name little of
+//! ([`crate::compact`]), and then deletes the shards (and their records) no kept
 //! snapshot names, nor the newest manifest. The newest snapshot is always kept.
 //!
-//! Every kept manifest is read and checked before anything is deleted: one that is
-//! missing or damaged stops the prune, naming it, so a shard it might name is never
-//! taken for dead. A prune holds a lease ([`crate::lease`]) and does not run beside an
-//! upload: one begun before it stops it, one begun meanwhile waits for it. Killed
-//! midway, a prune has deleted some snapshots no longer kept and some dead shards; run
-//! again, it deletes the rest.
+//! Every kept manifest is read and checked before anything is written or deleted: one
+//! that is missing or damaged stops the prune, naming it, so a shard it might name is
+//! never taken for dead. A prune holds a lease ([`crate::lease`]) and does not run
+//! beside an upload: one begun before it stops it, one begun meanwhile waits for it.
+//! While a reader (a mount, a download) holds a lease, no shard is deleted: it may be
+//! reading one through a manifest it read before; a later prune deletes them. Killed
+//! midway, a prune has written some new shards (found again by the rerun), written
+//! some snapshots again, deleted some snapshots no longer kept and some dead shards;
+//! run again, it does the rest.
 
+use crate::compact::{compact, sparse_shards, Compacted};
 use crate::lease::{Kind, Lease};
 use crate::manifest::Manifest;
 use crate::store::Store;
 use crate::{Result, S3Error};
-use object_store::ObjectStoreExt;
+use ferry_core::error::Reporter;
+use object_store::{ObjectStoreExt, PutPayload};
 use std::collections::HashSet;
+use std::sync::Arc;
 
-/// Which snapshots to keep.
+/// Which snapshots to keep, and how shards are compacted.
 #[derive(Clone, Debug, Default)]
 pub struct PruneOptions {
     /// The newest this many.
@@ -25,6 +32,10 @@ pub struct PruneOptions {
     pub keep_within: Option<i64>,
     /// Say what would go, delete nothing.
     pub dry_run: bool,
+    /// Leave sparse shards as they are.
+    pub no_compact: bool,
+    /// About this many bytes per compacted shard.
+    pub shard_size: u64,
 }
 
 /// What a prune did (or, dry, would do).
@@ -38,6 +49,16 @@ pub struct Pruned {
     pub objects: usize,
     /// Their bytes.
     pub bytes: u64,
+    /// Shards compacted (their live members copied into new shards, they then dead).
+    pub compacted: usize,
+    /// Bytes of members copied.
+    pub copied: u64,
+    /// New shards written.
+    pub written: usize,
+    /// Kept snapshots written again to name the new shards.
+    pub rewritten: usize,
+    /// The reader whose lease left the dead shards for a later prune.
+    pub left_for: Option<String>,
 }
 
 /// Which of `names` (oldest first) the rules keep at `now`.
@@ -57,22 +78,30 @@ pub fn kept_names(names: &[String], opts: &PruneOptions, now: i64) -> Vec<String
 }
 
 /// Prunes the snapshots at `store`'s location.
-pub fn prune(store: &Store, opts: &PruneOptions) -> Result<Pruned> {
+pub fn prune(store: &Arc<Store>, opts: &PruneOptions, reporter: &dyn Reporter) -> Result<Pruned> {
     if store.loc.snapshot.is_some() {
         return Err(S3Error::new(format!(
             "{}: prune takes the prefix, not one snapshot",
             store.loc
         )));
     }
-    store.rt.block_on(async {
-        let lease = Lease::take(store, Kind::Prune).await?;
-        let done = prune_leased(store, &lease, opts).await;
-        lease.end(store).await;
-        done
-    })
+    let lease = store.rt.block_on(Lease::take(store, Kind::Prune))?;
+    let done = prune_leased(store, &lease, opts, reporter);
+    store.rt.block_on(lease.end(store));
+    done
 }
 
-async fn prune_leased(store: &Store, lease: &Lease, opts: &PruneOptions) -> Result<Pruned> {
+/// What a prune reads before it changes anything.
+struct Read {
+    /// Every snapshot's name, oldest first.
+    names: Vec<String>,
+    /// Those kept, and their manifests.
+    kept: Vec<(String, Manifest)>,
+    /// What `manifest.ferry` leads to, and whether it names a snapshot.
+    newest: Option<Manifest>,
+}
+
+async fn read_all(store: &Store, lease: &Lease, opts: &PruneOptions) -> Result<Read> {
     if let Some(upload) = lease.others(store, Kind::Upload).await?.first() {
         return Err(S3Error::new(format!(
             "{}: {upload} has not ended: nothing pruned; run prune again once it has (a \
@@ -99,23 +128,67 @@ async fn prune_leased(store: &Store, lease: &Lease, opts: &PruneOptions) -> Resu
             kept.sort_by(|a, b| crate::snapshot::order(a, b));
         }
     }
-    let mut live: HashSet<String> = HashSet::new();
-    for name in &kept {
-        let m = crate::snapshot::read(store, name).await?;
-        live.extend(names_of(&m));
+    let mut read = Vec::with_capacity(kept.len());
+    for name in kept {
+        let m = crate::snapshot::read(store, &name).await?;
+        read.push((name, m));
     }
-    live.extend(newest.iter().flat_map(names_of));
-    let keep: HashSet<&String> = kept.iter().collect();
+    Ok(Read {
+        names,
+        kept: read,
+        newest,
+    })
+}
+
+fn prune_leased(
+    store: &Arc<Store>,
+    lease: &Lease,
+    opts: &PruneOptions,
+    reporter: &dyn Reporter,
+) -> Result<Pruned> {
+    let Read {
+        names,
+        mut kept,
+        newest,
+    } = store.rt.block_on(read_all(store, lease, opts))?;
+    // The shards of a manifest from before snapshots stay where they are: nothing
+    // writes that manifest again.
+    let pointer = newest.as_ref().and_then(|m| m.snapshot.clone());
+    let legacy: HashSet<String> = match &pointer {
+        Some(_) => HashSet::new(),
+        None => newest.iter().flat_map(names_of).collect(),
+    };
+    let keep: HashSet<&String> = kept.iter().map(|(n, _)| n).collect();
     let mut out = Pruned {
         deleted: names
             .iter()
             .filter(|n| !keep.contains(n))
             .cloned()
             .collect(),
-        kept: kept.clone(),
+        kept: kept.iter().map(|(n, _)| n.clone()).collect(),
         ..Pruned::default()
     };
-    let listed = store.list_folder("shards").await?;
+    let manifests: Vec<Manifest> = kept.iter().map(|(_, m)| m.clone()).collect();
+    let sparse = match opts.no_compact {
+        true => Vec::new(),
+        false => sparse_shards(&manifests, &legacy),
+    };
+    out.compacted = sparse.len();
+    out.copied = sparse.iter().map(|s| s.live).sum();
+    let compacted: HashSet<String> = sparse.iter().map(|s| s.shard.fingerprint.clone()).collect();
+    if !opts.dry_run && !sparse.is_empty() {
+        let c = compact(store, sparse, opts.shard_size.max(1), reporter)?;
+        out.compacted = c.old.len();
+        out.copied = c.copied;
+        out.written = c.new.len();
+        out.rewritten = rewrite_kept(store, &mut kept, pointer.as_deref(), &c)?;
+    }
+    let mut live: HashSet<String> = kept.iter().flat_map(|(_, m)| names_of(m)).collect();
+    live.extend(legacy);
+    if opts.dry_run {
+        live.retain(|fp| !compacted.contains(fp));
+    }
+    let listed = store.rt.block_on(store.list_folder("shards"))?;
     let dead: Vec<_> = listed
         .into_iter()
         .filter(|meta| {
@@ -126,27 +199,71 @@ async fn prune_leased(store: &Store, lease: &Lease, opts: &PruneOptions) -> Resu
         .collect();
     out.objects = dead.len();
     out.bytes = dead.iter().map(|m| m.size).sum();
+    let readers = store.rt.block_on(lease.others(store, Kind::Read))?;
+    if let Some(reader) = readers.first() {
+        out.left_for = Some(reader.to_string());
+    }
     if opts.dry_run {
         return Ok(out);
     }
-    // Snapshots first: a prune killed midway never leaves a snapshot that names a
-    // shard already gone.
-    for name in &out.deleted {
+    store.rt.block_on(async {
+        // Snapshots first: a prune killed midway never leaves a snapshot that names a
+        // shard already gone.
+        for name in &out.deleted {
+            let key = store.key(&crate::snapshot::object(name));
+            store
+                .s3
+                .delete(&key)
+                .await
+                .map_err(|e| store.error(&key, "delete", &e))?;
+        }
+        if out.left_for.is_some() {
+            return Ok(());
+        }
+        for meta in &dead {
+            store
+                .s3
+                .delete(&meta.location)
+                .await
+                .map_err(|e| store.error(&meta.location, "delete", &e))?;
+        }
+        Ok::<_, S3Error>(())
+    })?;
+    Ok(out)
+}
+
+/// Writes again each kept snapshot that names a shard `c` compacted, naming the new
+/// shards instead, and then `manifest.ferry` when it names one of them (`pointer`);
+/// returns how many.
+fn rewrite_kept(
+    store: &Store,
+    kept: &mut [(String, Manifest)],
+    pointer: Option<&str>,
+    c: &Compacted,
+) -> Result<usize> {
+    let mut n = 0;
+    let mut newest_rewritten = false;
+    for (name, m) in kept.iter_mut() {
+        let Some(new) = c.rewrite(m)? else { continue };
         let key = store.key(&crate::snapshot::object(name));
         store
-            .s3
-            .delete(&key)
-            .await
-            .map_err(|e| store.error(&key, "delete", &e))?;
+            .rt
+            .block_on(store.s3.put(&key, PutPayload::from(new.encode())))
+            .map_err(|e| store.error(&key, "write the manifest", &e))?;
+        *m = new;
+        n += 1;
+        newest_rewritten |= pointer == Some(name.as_str());
     }
-    for meta in &dead {
+    if let (true, Some(name)) = (newest_rewritten, pointer) {
+        let when = ferry_core::utc::basic(crate::lease::now());
+        let key = store.key(crate::manifest::NAME);
+        let body = crate::snapshot::Newest::encode_rewritten(name, Some(&when));
         store
-            .s3
-            .delete(&meta.location)
-            .await
-            .map_err(|e| store.error(&meta.location, "delete", &e))?;
+            .rt
+            .block_on(store.s3.put(&key, PutPayload::from(body)))
+            .map_err(|e| store.error(&key, "write the manifest", &e))?;
     }
-    Ok(out)
+    Ok(n)
 }
 
 /// The fingerprints of the shards `m` names.
@@ -174,7 +291,7 @@ mod tests {
             let opts = PruneOptions {
                 keep,
                 keep_within: within.map(|d| d * 86_400),
-                dry_run: false,
+                ..PruneOptions::default()
             };
             kept_names(&names, &opts, now)
         };

@@ -2,8 +2,9 @@
 //! `snapshots/NAME.ferry`, NAME the upload's start in UTC (`20261201T203015Z`, with
 //! `.2`, `.3` ... when that second is taken already); `manifest.ferry` is then written
 //! to name it the newest ([`Newest`], a few bytes of JSON). `s3://B/P@NAME` reads one
-//! snapshot; a snapshot is never rewritten, and stays until `ferry prune` removes it
-//! ([`crate::prune`]).
+//! snapshot; a snapshot stays until `ferry prune` removes it ([`crate::prune`]), and
+//! is written again only by a prune's compaction, naming the same members in other
+//! shards ([`crate::compact`]).
 
 use crate::manifest::{Manifest, MAX_STORED};
 use crate::store::Store;
@@ -19,6 +20,11 @@ pub struct Newest {
     pub format: String,
     /// The newest snapshot.
     pub snapshot: String,
+    /// When a prune last wrote that snapshot again (compacting the shards it names):
+    /// the pointer then changes too, and with it its ETag, by which readers keep their
+    /// copy of the manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten: Option<String>,
 }
 
 /// The format string of [`Newest`].
@@ -27,9 +33,15 @@ pub const NEWEST_FORMAT: &str = "ferry-s3 newest 1";
 impl Newest {
     /// The bytes naming `name` the newest.
     pub fn encode(name: &str) -> Vec<u8> {
+        Newest::encode_rewritten(name, None)
+    }
+
+    /// The bytes naming `name` the newest, written again by a prune at `when`.
+    pub fn encode_rewritten(name: &str, when: Option<&str>) -> Vec<u8> {
         let n = Newest {
             format: NEWEST_FORMAT.into(),
             snapshot: name.into(),
+            rewritten: when.map(String::from),
         };
         serde_json::to_vec(&n).unwrap_or_default()
     }

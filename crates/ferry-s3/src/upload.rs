@@ -234,7 +234,13 @@ async fn sent_before(store: &Store, plan: &ShardPlan) -> Option<Shard> {
     if let Some(kept) = &plan.kept {
         return Some(kept.clone());
     }
-    let name = crate::manifest::shard_name(&plan.fingerprint);
+    recorded(store, &plan.fingerprint).await
+}
+
+/// The record of the shard with `fingerprint` written beside it, when the shard is
+/// there, whole.
+pub(crate) async fn recorded(store: &Store, fingerprint: &str) -> Option<Shard> {
+    let name = crate::manifest::shard_name(fingerprint);
     let record = store.key(&format!("{}.json", name.trim_end_matches(".far")));
     // A record too large to be one is not one: the shard is sent again.
     let got = store.s3.get(&record).await.ok()?;
@@ -244,7 +250,24 @@ async fn sent_before(store: &Store, plan: &ShardPlan) -> Option<Shard> {
     let m = Manifest::decode_within(&bytes, record.as_ref(), MAX_RECORD_DECODED).ok()?;
     let shard = m.shards.into_iter().next()?;
     let meta = store.s3.head(&store.key(&name)).await.ok()?;
-    (shard.fingerprint == plan.fingerprint && meta.size == shard.size).then_some(shard)
+    (shard.fingerprint == fingerprint && meta.size == shard.size).then_some(shard)
+}
+
+/// Writes `shard`'s record beside it (`shards/FP.json`): the shard is whole.
+pub(crate) async fn write_record(store: &Store, shard: &Shard) -> Result<()> {
+    let record = Manifest {
+        format: FORMAT.into(),
+        snapshot: None,
+        shards: vec![shard.clone()],
+    };
+    let name = shard.name();
+    let key = store.key(&format!("{}.json", name.trim_end_matches(".far")));
+    store
+        .s3
+        .put(&key, PutPayload::from(record.encode()))
+        .await
+        .map_err(|e| store.error(&key, "put", &e))?;
+    Ok(())
 }
 
 /// Packs the shards `which` of `plans` one after another on a thread of their own,
@@ -292,17 +315,7 @@ fn send_shards(
                     let key = store.key(&name);
                     let (put, mut shard) = put_stream(&store, &key, pieces, ended, &parts).await?;
                     shard.etag = put.e_tag;
-                    let record = Manifest {
-                        format: FORMAT.into(),
-                        snapshot: None,
-                        shards: vec![shard.clone()],
-                    };
-                    let rkey = store.key(&format!("{}.json", name.trim_end_matches(".far")));
-                    store
-                        .s3
-                        .put(&rkey, PutPayload::from(record.encode()))
-                        .await
-                        .map_err(|e| store.error(&rkey, "put", &e))?;
+                    write_record(&store, &shard).await?;
                     Ok::<_, S3Error>((i, shard))
                 });
                 while let Some(r) = tasks.try_join_next() {

@@ -156,9 +156,17 @@ pub struct Blocks {
     fetched: Arc<Fetched>,
     /// How many blocks are read ahead: [`READ_AHEAD`], or fewer in a small cache.
     ahead: u64,
+    /// The mount's reader lease: no prune deletes a shard while it serves.
+    lease: Option<crate::lease::ReadLease>,
 }
 
 impl Blocks {
+    /// The blocks, holding the reader's lease `lease` for as long as they are read.
+    pub fn holding(mut self, lease: Option<crate::lease::ReadLease>) -> Blocks {
+        self.lease = lease;
+        self
+    }
+
     /// The shards `shards`, in manifest order, read from `store`; None when their
     /// sizes do not fit one address space.
     pub fn new(store: Arc<Store>, shards: Vec<ShardObject>, opts: BlockOptions) -> Option<Blocks> {
@@ -171,6 +179,7 @@ impl Blocks {
             bases,
             opts,
             ahead: READ_AHEAD.min(count as u64 / 2),
+            lease: None,
             cache: Arc::new(Mutex::new(LruCache::new(
                 NonZeroUsize::new(count).unwrap_or(NonZeroUsize::MIN),
             ))),

@@ -88,6 +88,9 @@ fn list(shards: &[ShardObject]) -> Vec<u8> {
 pub fn open(store: Arc<Store>, opts: &MountOptions) -> Result<Opened> {
     opts.blocks.check().map_err(S3Error::new)?;
     let shown = PathBuf::from(store.loc.to_string());
+    // Taken before the manifest is read: a prune that compacts meanwhile either sees
+    // it and deletes no shard, or has written every snapshot again before it is read.
+    let mut lease = Some(crate::lease::ReadLease::take(&store));
     let fetched = store
         .rt
         .block_on(fetch_bytes(&store))?
@@ -104,6 +107,7 @@ pub fn open(store: Arc<Store>, opts: &MountOptions) -> Result<Opened> {
         if let (Some(shards), Ok(table)) = (shards, table) {
             let origin = Origin::Cached(kept.clone().unwrap_or_default());
             if let Some(blocks) = Blocks::new(store.clone(), shards, opts.blocks) {
+                let blocks = blocks.holding(lease.take());
                 return Ok(opened(shown, blocks, table, origin, Vec::new()));
             }
         }
@@ -120,7 +124,8 @@ pub fn open(store: Arc<Store>, opts: &MountOptions) -> Result<Opened> {
         })
         .collect();
     let blocks = Blocks::new(Arc::clone(&store), shards.clone(), opts.blocks)
-        .ok_or_else(|| S3Error::new(format!("{}: the shards are too large", shown.display())))?;
+        .ok_or_else(|| S3Error::new(format!("{}: the shards are too large", shown.display())))?
+        .holding(lease.take());
     // Every shard's index is at its end: fetch those blocks side by side.
     for (i, s) in shards.iter().enumerate() {
         blocks.prefetch(i, s.size.saturating_sub(1));

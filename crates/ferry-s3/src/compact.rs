@@ -1,0 +1,473 @@
+//! Compaction, a prune's last step before it deletes: a shard of which the kept
+//! snapshots name less than half the bytes, and not every member, is rewritten. Its
+//! live members (those a kept snapshot names) are copied, range by range, into new
+//! shards, each with an index made of the old shards' own entries moved to their new
+//! places; every kept snapshot that named them is then written again to point there,
+//! and the old shard is dead like any other.
+//!
+//! The bytes pass through this machine: the object_store crate offers no
+//! `UploadPartCopy`, and most members are far below the 5 MiB a copied part must
+//! have. Only live ranges are fetched, each from the object its manifest names (its
+//! ETag), never a dead byte. A member's content is not checked here: it is checked
+//! against the hash its manifest records whenever it is read, as before.
+//!
+//! A new shard's key is the fingerprint of what it holds (the old shards and their
+//! ranges), and its record is written beside it once it is whole, as an upload's: a
+//! prune killed after writing it finds it on its rerun.
+
+use crate::body::BodyReader;
+use crate::manifest::{Manifest, Member, Shard, FORMAT};
+use crate::store::Store;
+use crate::stream_put::{put_stream, PartWriter};
+use crate::{Result, S3Error};
+use ferry_archive::index::{Footer, Index, IndexEntry, IndexWriter, FOOTER_LEN};
+use ferry_core::error::Reporter;
+use object_store::{GetOptions, GetRange, ObjectStore};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{Read, Write};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+/// What a compacted shard's fingerprint hashes first.
+const TAG: &[u8] = b"ferry-s3 compacted 1\0";
+
+/// Parts in flight while a new shard goes up.
+const PARTS_IN_FLIGHT: usize = 8;
+
+/// The largest index of a shard read (a shard of 1 GiB of empty files: about 2
+/// million entries, some 300 MB).
+const MAX_INDEX: u64 = 1 << 30;
+
+/// A shard worth compacting: its record and the members the kept snapshots name.
+#[derive(Clone, Debug)]
+pub struct Sparse {
+    /// The shard as a manifest records it, its members those named, in archive order,
+    /// each once.
+    pub shard: Shard,
+    /// The bytes those members take in it.
+    pub live: u64,
+}
+
+/// The bytes `m` takes in `shard`: its headers and data, padded to its tar block.
+fn span(m: &Member, shard: &Shard) -> u64 {
+    m.e.next_multiple_of(512).min(shard.size) - m.o
+}
+
+/// The shards the manifests `kept` name of which they name less than half the bytes
+/// and not every member, but those in `protected`, newest manifest's first.
+pub fn sparse_shards(kept: &[Manifest], protected: &HashSet<String>) -> Vec<Sparse> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut named: HashMap<&str, (&Shard, BTreeMap<u64, &Member>)> = HashMap::new();
+    for m in kept.iter().rev() {
+        for s in m.shards.iter().filter(|s| !s.dirs) {
+            let (_, members) = named.entry(&s.fingerprint).or_insert_with(|| {
+                order.push(&s.fingerprint);
+                (s, BTreeMap::new())
+            });
+            members.extend(s.members.iter().map(|m| (m.o, m)));
+        }
+    }
+    let mut out = Vec::new();
+    for fp in order {
+        let (shard, members) = &named[fp];
+        let Some(held) = shard.held else { continue };
+        let live: u64 = members.values().map(|m| span(m, shard)).sum();
+        if protected.contains(fp) || members.len() as u64 >= held || live * 2 >= shard.size {
+            continue;
+        }
+        out.push(Sparse {
+            shard: Shard {
+                members: members.values().map(|&m| m.clone()).collect(),
+                ..(*shard).clone()
+            },
+            live,
+        });
+    }
+    out
+}
+
+/// What a compaction made: the new shards, and where each member moved.
+#[derive(Debug, Default)]
+pub struct Compacted {
+    /// The shards rewritten (now dead).
+    pub old: HashSet<String>,
+    /// The new shards, each with all its members.
+    pub new: Vec<Shard>,
+    /// Bytes copied.
+    pub copied: u64,
+    /// Each moved member's new shard (an index into `new`) and offset, by its old
+    /// shard and offset.
+    moved: HashMap<(String, u64), (usize, u64)>,
+}
+
+/// Rewrites `sparse` into new shards of about `shard_size` bytes (an old shard's
+/// members stay together, so a hardlink stays beside its target). A shard whose index
+/// does not agree with its manifest is left as it is, with a warning.
+pub fn compact(
+    store: &Arc<Store>,
+    sparse: Vec<Sparse>,
+    shard_size: u64,
+    reporter: &dyn Reporter,
+) -> Result<Compacted> {
+    let mut sources = Vec::new();
+    for sp in sparse {
+        match live_entries(store, &sp) {
+            Ok(entries) => sources.push((sp, entries)),
+            Err(e) => reporter.warn(&format!("{e}: not compacted")),
+        }
+    }
+    let mut groups: Vec<Vec<(Sparse, Vec<IndexEntry>)>> = Vec::new();
+    let mut size = 0;
+    for source in sources {
+        let live = source.0.live;
+        match groups.last_mut() {
+            Some(group) if size + live <= shard_size => group.push(source),
+            _ => {
+                size = 0;
+                groups.push(vec![source]);
+            }
+        }
+        size += live;
+    }
+    let mut out = Compacted::default();
+    for group in groups {
+        let shard = write_group(store, &group)?;
+        let i = out.new.len();
+        let mut at = 0;
+        for (sp, _) in &group {
+            out.old.insert(sp.shard.fingerprint.clone());
+            for m in &sp.shard.members {
+                out.moved
+                    .insert((sp.shard.fingerprint.clone(), m.o), (i, at));
+                at += span(m, &sp.shard);
+            }
+        }
+        out.copied += at;
+        out.new.push(shard);
+    }
+    Ok(out)
+}
+
+/// The index entries of `sp`'s live members, read from the shard's own index and
+/// checked against the manifest's record of each.
+fn live_entries(store: &Store, sp: &Sparse) -> Result<Vec<IndexEntry>> {
+    let shard = &sp.shard;
+    let key = store.key(&shard.name());
+    let shown = format!("s3://{}/{key}", store.loc.bucket);
+    let bad = |why: &dyn std::fmt::Display| S3Error::new(format!("{shown}: {why}"));
+    let get = |range: std::ops::Range<u64>| {
+        let opts = GetOptions {
+            if_match: shard.etag.clone(),
+            range: Some(GetRange::Bounded(range)),
+            ..GetOptions::default()
+        };
+        store
+            .rt
+            .block_on(store.s3.get_opts(&key, opts))
+            .map_err(|e| store.error(&key, "read", &e))
+    };
+    if shard.size < FOOTER_LEN {
+        return Err(bad(&"too short to be a shard"));
+    }
+    let got = get(shard.size - FOOTER_LEN..shard.size)?;
+    // A ranged GET of 64 bytes: its body is read as a stream of at most that many.
+    let mut bytes = Vec::with_capacity(FOOTER_LEN as usize);
+    Read::take(BodyReader::new(store, got), FOOTER_LEN)
+        .read_to_end(&mut bytes)
+        .map_err(|e| bad(&e))?;
+    let footer = Footer::parse(&bytes, shard.size)
+        .map_err(|e| bad(&e))?
+        .ok_or_else(|| bad(&"no index"))?;
+    if footer.index_len > MAX_INDEX {
+        return Err(bad(&format_args!("an index of {} bytes", footer.index_len)));
+    }
+    let start = footer.index_offset;
+    let got = get(start..start + footer.index_len)?;
+    let wanted: HashMap<u64, &Member> = shard.members.iter().map(|m| (m.o, m)).collect();
+    let mut found = Vec::with_capacity(wanted.len());
+    for e in Index::new(footer).entries(BodyReader::new(store, got)) {
+        let (_, e) = e.map_err(|e| bad(&e))?;
+        let Some(m) = wanted.get(&e.header_offset) else {
+            continue;
+        };
+        let path = e.path.strip_suffix(b"/").unwrap_or(&e.path);
+        if path != m.path().as_slice() || e.data_offset + e.stored != m.e {
+            return Err(bad(&format_args!(
+                "its index places {} otherwise than the manifest",
+                String::from_utf8_lossy(&m.path()).escape_debug()
+            )));
+        }
+        found.push(e);
+    }
+    if found.len() != wanted.len() {
+        return Err(bad(&"its index lacks members the manifest names"));
+    }
+    Ok(found)
+}
+
+/// The fingerprint of a new shard holding `group`'s live members.
+fn fingerprint(group: &[(Sparse, Vec<IndexEntry>)]) -> String {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(TAG);
+    for (sp, _) in group {
+        h.update(sp.shard.fingerprint.as_bytes());
+        for m in &sp.shard.members {
+            h.update(&m.o.to_le_bytes());
+            h.update(&m.e.to_le_bytes());
+        }
+    }
+    format!("{:032x}", h.digest128())
+}
+
+/// Writes (or, written by a killed prune, finds) the shard of `group`'s live members;
+/// its record.
+fn write_group(store: &Arc<Store>, group: &[(Sparse, Vec<IndexEntry>)]) -> Result<Shard> {
+    let fp = fingerprint(group);
+    let mut members = Vec::new();
+    let mut at = 0;
+    for (sp, _) in group {
+        for m in &sp.shard.members {
+            members.push(Member {
+                o: at,
+                e: at + (m.e - m.o),
+                ..m.clone()
+            });
+            at += span(m, &sp.shard);
+        }
+    }
+    if let Some(found) = store.rt.block_on(crate::upload::recorded(store, &fp)) {
+        let same = found.members.len() == members.len()
+            && found.members.iter().zip(&members).all(|(a, b)| a.o == b.o);
+        if same {
+            return Ok(found);
+        }
+    }
+    let name = crate::manifest::shard_name(&fp);
+    let key = store.key(&name);
+    let part = crate::parts::part_size(at.saturating_mul(2)).unwrap_or(crate::parts::MAX_PART);
+    let (parts_tx, parts_rx) = mpsc::channel(1);
+    let (ended_tx, ended_rx) = oneshot::channel::<Result<()>>();
+    let sending = {
+        let (store, key) = (store.clone(), key.clone());
+        store.clone().rt.spawn(async move {
+            let parts = Arc::new(Semaphore::new(PARTS_IN_FLIGHT));
+            put_stream(&store, &key, parts_rx, ended_rx, &parts).await
+        })
+    };
+    let (mut out, _) = PartWriter::new(part, parts_tx);
+    let written = copy_group(store, group, &mut out);
+    drop(out);
+    let size = written.as_ref().ok().copied();
+    let _ = ended_tx.send(written.map(|_| ()));
+    let (put, ()) = store
+        .rt
+        .block_on(sending)
+        .map_err(|e| S3Error::new(e.to_string()))??;
+    let shard = Shard {
+        fingerprint: fp,
+        size: size.unwrap_or_default(),
+        etag: put.e_tag,
+        dirs: false,
+        held: Some(members.len() as u64),
+        members,
+    };
+    store
+        .rt
+        .block_on(crate::upload::write_record(store, &shard))?;
+    Ok(shard)
+}
+
+/// Writes the new shard of `group` to `out`: each old shard's live ranges, fetched a
+/// run of adjacent ones at a time, the end-of-archive blocks, and the index of the
+/// entries at their new places. Returns its length.
+fn copy_group(
+    store: &Store,
+    group: &[(Sparse, Vec<IndexEntry>)],
+    out: &mut PartWriter,
+) -> Result<u64> {
+    let io = |e: std::io::Error| S3Error::new(format!("compacting: {e}"));
+    let mut index = IndexWriter::default();
+    let mut at = 0;
+    for (sp, entries) in group {
+        let shard = &sp.shard;
+        let key = store.key(&shard.name());
+        let mut runs: Vec<std::ops::Range<u64>> = Vec::new();
+        for (m, e) in shard.members.iter().zip(entries) {
+            let end = m.o + span(m, shard);
+            let moved = IndexEntry {
+                header_offset: at,
+                data_offset: at + (e.data_offset - e.header_offset),
+                ..e.clone()
+            };
+            index.push(&moved).map_err(io)?;
+            at += end - m.o;
+            match runs.last_mut() {
+                Some(run) if run.end == m.o => run.end = end,
+                _ => runs.push(m.o..end),
+            }
+        }
+        for run in runs {
+            let len = run.end - run.start;
+            let opts = GetOptions {
+                if_match: shard.etag.clone(),
+                range: Some(GetRange::Bounded(run)),
+                ..GetOptions::default()
+            };
+            let got = store
+                .rt
+                .block_on(store.s3.get_opts(&key, opts))
+                .map_err(|e| store.error(&key, "read", &e))?;
+            let copied = std::io::copy(&mut Read::take(BodyReader::new(store, got), len), out)
+                .map_err(io)?;
+            if copied != len {
+                return Err(S3Error::new(format!(
+                    "s3://{}/{key}: {copied} bytes where {len} were asked for",
+                    store.loc.bucket
+                )));
+            }
+        }
+    }
+    out.write_all(&[0; 1024]).map_err(io)?;
+    at += 1024;
+    let tail = index.finish(at, |b| out.write_all(b)).map_err(io)?;
+    Ok(at + tail)
+}
+
+impl Compacted {
+    /// `m` pointing at the new shards, None when it names none of the old ones. Its
+    /// members of a new shard are in archive order; the new shards go before the
+    /// directory shard.
+    pub fn rewrite(&self, m: &Manifest) -> Result<Option<Manifest>> {
+        if !m.shards.iter().any(|s| self.old.contains(&s.fingerprint)) {
+            return Ok(None);
+        }
+        let mut named: BTreeMap<usize, Vec<Member>> = BTreeMap::new();
+        let mut shards = Vec::new();
+        for s in &m.shards {
+            if !self.old.contains(&s.fingerprint) {
+                shards.push(s.clone());
+                continue;
+            }
+            for member in &s.members {
+                let Some(&(i, o)) = self.moved.get(&(s.fingerprint.clone(), member.o)) else {
+                    return Err(S3Error::new(format!(
+                        "compacting: {} of shard {} was not moved",
+                        String::from_utf8_lossy(&member.path()).escape_debug(),
+                        s.fingerprint
+                    )));
+                };
+                named.entry(i).or_default().push(Member {
+                    o,
+                    e: o + (member.e - member.o),
+                    ..member.clone()
+                });
+            }
+        }
+        let dirs = match shards.last().is_some_and(|s| s.dirs) {
+            true => shards.pop(),
+            false => None,
+        };
+        for (i, mut members) in named {
+            members.sort_by_key(|m| m.o);
+            shards.push(Shard {
+                members,
+                ..self.new[i].clone()
+            });
+        }
+        shards.extend(dirs);
+        Ok(Some(Manifest {
+            format: FORMAT.into(),
+            shards,
+            ..m.clone()
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(path: &str, o: u64, e: u64) -> Member {
+        let mut m = Member::with_path(path.as_bytes());
+        (m.o, m.e, m.s) = (o, e, (e - o).saturating_sub(512));
+        m
+    }
+
+    fn shard(fp: char, size: u64, held: u64, members: Vec<Member>, dirs: bool) -> Shard {
+        Shard {
+            fingerprint: fp.to_string().repeat(32),
+            size,
+            etag: None,
+            dirs,
+            held: Some(held),
+            members,
+        }
+    }
+
+    fn manifest(shards: Vec<Shard>) -> Manifest {
+        Manifest {
+            format: FORMAT.into(),
+            snapshot: Some("20261201T000000Z".into()),
+            shards,
+        }
+    }
+
+    #[test]
+    fn only_shards_mostly_dead_and_not_whole_are_sparse() {
+        let big = |i: u64| member(&format!("f{i}"), i * 10240, i * 10240 + 10000);
+        // Named: one of four 10 KiB members (sparse); three of four, by two manifests
+        // together (not sparse); all of a small shard whose index outweighs them.
+        let a = shard('a', 4 * 10240 + 1024, 4, vec![big(1)], false);
+        let b1 = shard('b', 4 * 10240 + 1024, 4, vec![big(0)], false);
+        let b2 = shard('b', 4 * 10240 + 1024, 4, vec![big(2), big(3)], false);
+        let tiny = shard('c', 10240, 1, vec![member("t", 0, 600)], false);
+        let dirs = shard('d', 10240, 1, vec![member("dir", 0, 512 + 1)], true);
+        let older = manifest(vec![b1, dirs.clone()]);
+        let newer = manifest(vec![a.clone(), b2, tiny, dirs]);
+        let sparse = sparse_shards(&[older.clone(), newer.clone()], &HashSet::new());
+        assert_eq!(sparse.len(), 1);
+        assert_eq!(sparse[0].shard.fingerprint, a.fingerprint);
+        assert_eq!(sparse[0].live, 10240);
+        let protected = HashSet::from([a.fingerprint.clone()]);
+        assert!(sparse_shards(&[older, newer], &protected).is_empty());
+    }
+
+    #[test]
+    fn a_rewritten_manifest_names_the_new_shard_in_order_before_the_directories() {
+        let old = shard(
+            'a',
+            1 << 20,
+            9,
+            vec![member("x", 8192, 9000), member("y", 20480, 30000)],
+            false,
+        );
+        let kept = shard('b', 1 << 20, 1, vec![member("z", 0, 700)], false);
+        let dirs = shard('d', 10240, 1, vec![member("dir", 0, 513)], true);
+        let m = manifest(vec![old.clone(), kept.clone(), dirs.clone()]);
+        let new = shard('e', 50000, 2, Vec::new(), false);
+        let c = Compacted {
+            old: HashSet::from([old.fingerprint.clone()]),
+            new: vec![new.clone()],
+            copied: 0,
+            moved: HashMap::from([
+                ((old.fingerprint.clone(), 20480), (0, 1024)),
+                ((old.fingerprint.clone(), 8192), (0, 0)),
+            ]),
+        };
+        let got = c.rewrite(&m).unwrap().unwrap();
+        let fps: Vec<&str> = got.shards.iter().map(|s| s.fingerprint.as_str()).collect();
+        assert_eq!(
+            fps,
+            [&kept.fingerprint, &new.fingerprint, &dirs.fingerprint]
+        );
+        let moved = &got.shards[1];
+        assert_eq!(moved.held, Some(2));
+        let places: Vec<(u64, u64)> = moved.members.iter().map(|m| (m.o, m.e)).collect();
+        assert_eq!(places, [(0, 808), (1024, 1024 + 9520)]);
+        assert!(c.rewrite(&manifest(vec![kept, dirs])).unwrap().is_none());
+        // A member the compaction did not move is an error, not a member lost.
+        let mut lost = m.clone();
+        lost.shards[0].members.push(member("w", 40960, 41000));
+        assert!(c.rewrite(&lost).is_err());
+    }
+}
