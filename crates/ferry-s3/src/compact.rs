@@ -53,13 +53,20 @@ fn span(m: &Member, shard: &Shard) -> u64 {
     m.e.next_multiple_of(512).min(shard.size) - m.o
 }
 
-/// The shards the manifests `kept` name of which they name less than half the bytes
-/// and not every member, but those in `protected`, newest manifest's first.
+/// The most bytes kept after a compaction, for each byte the kept snapshots name: a
+/// margin below the 1.5 promised, for the new shards' indexes and padding.
+const MOST_KEPT: f64 = 1.4;
+
+/// The shards to compact among those the manifests `kept` name (newest manifest's
+/// first), but those in `protected`: each of which they name less than half the bytes
+/// and not every member; then, while the shards kept would still hold more than
+/// [`MOST_KEPT`] times the bytes named, the next sparsest, so that however the dead
+/// bytes are spread, the prefix stays near the size of what it keeps.
 pub fn sparse_shards(kept: &[Manifest], protected: &HashSet<String>) -> Vec<Sparse> {
     let mut order: Vec<&str> = Vec::new();
     let mut named: HashMap<&str, (&Shard, BTreeMap<u64, &Member>)> = HashMap::new();
     for m in kept.iter().rev() {
-        for s in m.shards.iter().filter(|s| !s.dirs) {
+        for s in &m.shards {
             let (_, members) = named.entry(&s.fingerprint).or_insert_with(|| {
                 order.push(&s.fingerprint);
                 (s, BTreeMap::new())
@@ -67,14 +74,30 @@ pub fn sparse_shards(kept: &[Manifest], protected: &HashSet<String>) -> Vec<Spar
             members.extend(s.members.iter().map(|m| (m.o, m)));
         }
     }
-    let mut out = Vec::new();
+    // Every shard's stored and named bytes (a shard named whole needs all it has), and
+    // those that may be compacted, sparsest first.
+    let (mut stored, mut needed) = (0u64, 0u64);
+    let mut candidates = Vec::new();
     for fp in order {
         let (shard, members) = &named[fp];
-        let Some(held) = shard.held else { continue };
-        let live: u64 = members.values().map(|m| span(m, shard)).sum();
-        if protected.contains(fp) || members.len() as u64 >= held || live * 2 >= shard.size {
+        stored += shard.size;
+        let partial = shard.held.is_some_and(|held| (members.len() as u64) < held);
+        if !partial || shard.dirs || protected.contains(fp) {
+            needed += shard.size;
             continue;
         }
+        let live: u64 = members.values().map(|m| span(m, shard)).sum();
+        needed += live;
+        candidates.push((live as f64 / shard.size.max(1) as f64, fp, live));
+    }
+    candidates.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out = Vec::new();
+    for (ratio, fp, live) in candidates {
+        let (shard, members) = &named[fp];
+        if ratio >= 0.5 && stored as f64 <= MOST_KEPT * needed as f64 {
+            break;
+        }
+        stored -= shard.size - live;
         out.push(Sparse {
             shard: Shard {
                 members: members.values().map(|&m| m.clone()).collect(),
@@ -430,6 +453,20 @@ mod tests {
         assert_eq!(sparse[0].live, 10240);
         let protected = HashSet::from([a.fingerprint.clone()]);
         assert!(sparse_shards(&[older, newer], &protected).is_empty());
+    }
+
+    #[test]
+    fn shards_more_than_half_named_are_compacted_while_the_prefix_holds_too_much() {
+        // Three shards of ten 10 KiB members, six named in each: none is under half
+        // named, but together they hold 1.67 times what is named. Two are compacted.
+        let six = |fp| {
+            let members = (0..6)
+                .map(|i| member(&format!("{fp}{i}"), i * 10240, i * 10240 + 9728))
+                .collect();
+            shard(fp, 10 * 10240, 10, members, false)
+        };
+        let m = manifest(vec![six('a'), six('b'), six('c')]);
+        assert_eq!(sparse_shards(&[m], &HashSet::new()).len(), 2);
     }
 
     #[test]
