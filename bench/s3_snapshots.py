@@ -18,6 +18,12 @@ destination. Each repetition extracts the tree anew, and then:
      restic restore FIRST --target DST; rclone keeps no snapshots), its tree counted
      against TREE's as it was
   5. ferry cat of one member of the older snapshot, warm (median of 5)
+  6. prune to the newest snapshot (ferry prune --keep 1; restic forget --keep-last 1
+     --prune), its time and what the prefix holds after
+  7. a big night: two of every three files, in path order, appended to (a scattered
+     change to most of every shard); the rerun, then a prune to the newest again,
+     and what the prefix holds against a fresh upload of the same tree to an empty
+     prefix ("packed"): the issue's bound is 1.5x
 
 "written" is the bytes of objects the rerun added or replaced under the tool's prefix
 (listed before and after, by key, size and server time). Seconds are wall time, the
@@ -62,10 +68,10 @@ def upload_cmd(tool, tree, args):
     return f"rclone sync --transfers 64 --checkers 64 {tree} garage:{S.BUCKET}/{PREFIX[tool]}"
 
 
-def listing(tool, env):
+def listing(tool, env, prefix=None):
     """(key, size, server time) of every object under the tool's prefix."""
     r = subprocess.run(["rclone", "lsjson", "-R", "--files-only", "--use-server-modtime",
-                        f"garage:{S.BUCKET}/{PREFIX[tool]}"], env=env, capture_output=True, text=True)
+                        f"garage:{S.BUCKET}/{prefix or PREFIX[tool]}"], env=env, capture_output=True, text=True)
     if r.returncode != 0:
         return set()
     return {(o["Path"], o["Size"], o["ModTime"]) for o in json.loads(r.stdout or "[]")}
@@ -88,6 +94,55 @@ def first_snapshot(tool, env, args):
     return json.loads(r.stdout)[0]["id"]
 
 
+def prune_cmd(tool, args):
+    if tool == "ferry":
+        return f"{args.ferry} prune --keep 1 s3://{S.BUCKET}/ferry"
+    return "restic forget --quiet --keep-last 1 --prune"
+
+
+def stored(tool, env, prefix=None):
+    return sum(size for (_, size, _) in listing(tool, env, prefix))
+
+
+def big_night(tree):
+    """Appends a line to two of every three files, in path order; returns how many."""
+    files = []
+    for d, _, fs in os.walk(tree):
+        files += [os.path.join(d, x) for x in fs if not os.path.islink(os.path.join(d, x))]
+    files.sort()
+    n = 0
+    for i, f in enumerate(files):
+        if i % 3 != 2:
+            with open(f, "ab") as fh:
+                fh.write(b"\n/* a big night */\n")
+            n += 1
+    return n
+
+
+def prune_step(tool, key, env, args, row, rep):
+    r = run(prune_cmd(tool, args), env, args)
+    row[tool][f"{key}_prune"] = r["seconds"]
+    row[tool][f"{key}_prune_rc"] = r["rc"]
+    row[tool][f"{key}_stored"] = stored(tool, env)
+    if tool == "ferry":
+        row[tool][f"{key}_prune_said"] = r["stderr"][-600:]
+    B.log(f"rep {rep} {tool} prune ({key}): {r['seconds']:.2f} s, "
+          f"{row[tool][f'{key}_stored'] / 2**20:.1f} MiB stored")
+
+
+def fresh_size(tool, tree, env, args):
+    """What a first upload of `tree` to an empty prefix stores."""
+    if tool == "ferry":
+        B.sh(args.ferry, "copy", tree, f"s3://{S.BUCKET}/ferry-fresh", env=env, capture=True)
+        return stored(tool, env, "ferry-fresh")
+    fenv = dict(os.environ)
+    fenv.update(env)
+    fenv["RESTIC_REPOSITORY"] = env["RESTIC_REPOSITORY"] + "-fresh"
+    B.sh("restic", "init", env=fenv, capture=True)
+    B.sh("restic", "backup", "--quiet", "--host", "bench", tree, env=fenv, capture=True)
+    return stored(tool, env, "restic-fresh")
+
+
 def restore_cmd(tool, first, dst, tree, args):
     if tool == "ferry":
         return f"{args.ferry} copy s3://{S.BUCKET}/ferry@{first} {dst}", dst
@@ -100,8 +155,8 @@ def one_rep(rep, tar, mnt, g, args, out):
     os.makedirs(tree)
     B.sh("tar", "-C", tree, "--strip-components=1", "-xf", tar)
     env = env_for(g, mnt)
-    for tool in args.tools:
-        subprocess.run(["rclone", "purge", f"garage:{S.BUCKET}/{PREFIX[tool]}"], env=env, capture_output=True)
+    for prefix in list(PREFIX.values()) + ["ferry-fresh", "restic-fresh"]:
+        subprocess.run(["rclone", "purge", f"garage:{S.BUCKET}/{prefix}"], env=env, capture_output=True)
     B.rmtree(env["XDG_CACHE_HOME"])
     if "restic" in args.tools:
         B.sh("restic", "init", env=dict(os.environ, **env), capture=True)
@@ -153,7 +208,25 @@ def one_rep(rep, tar, mnt, g, args, out):
                   for _ in range(5)]
             row[tool]["cat_ms"] = B.median(ms)
             B.log(f"rep {rep} ferry cat {args.cat_member} of {first}, warm: {B.median(ms):.1f} ms")
-    out["reps"].append({"changes": done, "tools": row})
+    pruners = [t for t in args.tools if t != "rclone64"]
+    for tool in pruners:
+        prune_step(tool, "nightly", env, args, row, rep)
+    changed = big_night(tree)
+    B.log(f"rep {rep}: big night, {changed} files appended to")
+    for tool in pruners:
+        before = listing(tool, env)
+        C.warm_source(tree)
+        r = run(upload_cmd(tool, tree, args), env, args)
+        row[tool]["big_rerun"] = r["seconds"]
+        row[tool]["big_written"] = sum(size for (_, size, _) in listing(tool, env) - before)
+        B.log(f"rep {rep} {tool} big-night rerun: {r['seconds']:.2f} s, "
+              f"{row[tool]['big_written'] / 2**20:.1f} MiB written")
+        row[tool]["big_unpruned"] = stored(tool, env)
+        prune_step(tool, "big", env, args, row, rep)
+        row[tool]["packed"] = fresh_size(tool, tree, env, args)
+        B.log(f"rep {rep} {tool}: {row[tool]['big_stored'] / row[tool]['packed']:.2f}x a fresh upload's "
+              f"{row[tool]['packed'] / 2**20:.1f} MiB")
+    out["reps"].append({"changes": done, "big_night": changed, "tools": row})
 
 
 def print_tables(out):
@@ -170,6 +243,21 @@ def print_tables(out):
         print(line)
     if "ferry" in out["tools"]:
         print(f"ferry cat of a member of the older snapshot, warm: {med('ferry', 'cat_ms'):.1f} ms")
+    pruners = [t for t in out["tools"] if t != "rclone64"]
+    rows = []
+    for tool in pruners:
+        if med(tool, "big_prune") is None:
+            continue
+        mib = lambda key: f"{med(tool, key) / 2**20:.1f}"  # noqa: E731
+        rows.append([tool, f"{med(tool, 'nightly_prune'):.2f}", f"{med(tool, 'big_rerun'):.2f}",
+                     mib("big_written"), mib("big_unpruned"), f"{med(tool, 'big_prune'):.2f}",
+                     mib("big_stored"), mib("packed"),
+                     f"{B.median([r['tools'][tool]['big_stored'] / r['tools'][tool]['packed'] for r in reps]):.2f}"])
+    if rows:
+        print("\nprune to the newest, after the nightly rerun and after a big night (2 of 3 files appended to)")
+        for line in B.format_table(["tool", "prune s", "big rerun s", "written MiB", "before prune MiB",
+                                    "prune s", "after MiB", "fresh MiB", "after/fresh"], rows):
+            print(line)
 
 
 def main():

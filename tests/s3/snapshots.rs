@@ -308,6 +308,25 @@ fn a_damaged_or_missing_snapshot_stops_a_prune_naming_it() {
     let back = sc.tmp.path().join("back");
     g.ferry(&["copy", &format!("{url}@{}", names[1]), s(&back)])
         .assert_ok();
+    // A lease that does not read as one is taken for an upload's: the prune stops,
+    // naming it, and deletes nothing.
+    let lease = "damaged/leases/fedcba9876543210.json";
+    g.put(lease, b"{\"kind\": 7".to_vec());
+    let stored = g.sizes("damaged/");
+    let refused = g.ferry(&["prune", "--keep", "1", &url]);
+    refused.assert_status(2);
+    assert!(
+        refused.stderr.contains("an upload begun at") && refused.stderr.contains(lease),
+        "{refused}"
+    );
+    assert_eq!(g.sizes("damaged/"), stored);
+    rt.block_on(
+        g.client()
+            .delete(&ferry_s3::object_store::path::Path::from(lease)),
+    )
+    .expect("delete");
+    g.ferry(&["prune", "--keep", "1", &url]).assert_ok();
+    assert_eq!(snapshots(&g, &url).len(), 1);
 }
 
 /// One small file changed and the directory above it touched.
@@ -400,4 +419,54 @@ fn snapshots_of_every_kind_of_entry_read_back_as_they_were() {
     g.ferry(&["copy", &format!("{url}@{}", names[0]), s(&back)])
         .assert_ok();
     assert_same_tree_with(&then, &back, &no_atime);
+}
+
+#[test]
+fn uploads_that_begin_in_one_second_take_different_names() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    tree(&sc);
+    let url = g.url("together");
+    // Four uploads started together, early in a second: each claims a name, and no
+    // snapshot replaces another's.
+    let into_second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_millis();
+    std::thread::sleep(Duration::from_millis(u64::from(1050 - into_second)));
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            g.command(&["copy", s(&sc.src), &url])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start ferry")
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let names = snapshots(&g, &url);
+    assert_eq!(names.len(), 4, "{names:?}");
+    let seconds: std::collections::BTreeSet<&str> =
+        names.iter().map(|n| n.split('.').next().unwrap()).collect();
+    eprintln!("snapshots {names:?}");
+    for name in &names {
+        let back = sc.tmp.path().join(name);
+        g.ferry(&["copy", &format!("{url}@{name}"), s(&back)])
+            .assert_ok();
+        let no_atime = Options {
+            skip_atime: true,
+            ..Options::default()
+        };
+        assert_same_tree_with(&sc.src, &back, &no_atime);
+    }
+    assert!(g.list("together/claims").is_empty());
+    // The case this test is for happened: two or more in one second.
+    assert!(seconds.len() < 4, "{names:?}");
 }

@@ -2,7 +2,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// What a job has done so far. All counters only grow.
+/// What a job has done so far. All counters only grow, but for a step begun again
+/// ([`Stats::restore`]).
 #[derive(Debug, Default)]
 pub struct Stats {
     /// Regular files written (including hardlinks made).
@@ -66,6 +67,25 @@ impl Stats {
             crate::data::Method::Buffered => &self.buffered,
         }
         .fetch_add(n, Relaxed);
+    }
+
+    /// Sets every counter back to what `to` read: a step begun again counts anew.
+    pub fn restore(&self, to: &Snapshot) {
+        for (counter, value) in [
+            (&self.files, to.files),
+            (&self.dirs, to.dirs),
+            (&self.others, to.others),
+            (&self.bytes, to.bytes),
+            (&self.skipped, to.skipped),
+            (&self.skipped_bytes, to.skipped_bytes),
+            (&self.errors, to.errors),
+            (&self.cloned, to.cloned),
+            (&self.kernel_copied, to.kernel_copied),
+            (&self.buffered, to.buffered),
+            (&self.deleted, to.deleted),
+        ] {
+            counter.store(value, Relaxed);
+        }
     }
 
     /// Reads every counter.

@@ -7,8 +7,9 @@
 //!
 //! The bytes pass through this machine: the object_store crate offers no
 //! `UploadPartCopy`, and most members are far below the 5 MiB a copied part must
-//! have. Only live ranges are fetched, each from the object its manifest names (its
-//! ETag), never a dead byte. A member's content is not checked here: it is checked
+//! have. The live ranges are fetched, each from the object its manifest names (its
+//! ETag), in GETs of up to 4 MiB, several ahead, each spanning the dead gaps under
+//! 1 MiB between them (cheaper than a GET each); only live bytes are written. A member's content is not checked here: it is checked
 //! against the hash its manifest records whenever it is read, as before.
 //!
 //! A new shard's key is the fingerprint of what it holds (the old shards and their
@@ -22,9 +23,11 @@ use crate::stream_put::{put_stream, PartWriter};
 use crate::{Result, S3Error};
 use ferry_archive::index::{Footer, Index, IndexEntry, IndexWriter, FOOTER_LEN};
 use ferry_core::error::Reporter;
+use futures::StreamExt;
 use object_store::{GetOptions, GetRange, ObjectStore};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{Read, Write};
+use std::ops::Range;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -300,11 +303,86 @@ fn write_group(store: &Arc<Store>, group: &[(Sparse, Vec<IndexEntry>)]) -> Resul
     Ok(shard)
 }
 
-/// Writes the new shard of `group` to `out`: each old shard's live ranges, fetched a
-/// run of adjacent ones at a time, the end-of-archive blocks, and the index of the
-/// entries at their new places. Returns its length.
+/// Dead bytes between two live ranges fetched rather than sent for with one GET more
+/// (on loopback a GET's round trip costs more than a MiB's transfer; members a third
+/// of which are live made one GET each, 17,000 for a kernel tree's shards).
+const GAP: u64 = 1 << 20;
+
+/// Bytes per GET.
+const RANGE: u64 = 4 << 20;
+
+/// GETs in flight ahead of the writer.
+const GETS_AHEAD: usize = 8;
+
+/// The GETs that fetch the ranges `live` (in order, apart): at most [`RANGE`] bytes
+/// each, spanning dead gaps of at most [`GAP`].
+fn windows(live: &[Range<u64>]) -> Vec<Range<u64>> {
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for r in live {
+        let mut start = r.start;
+        if let Some(w) = out.last_mut() {
+            if start - w.end <= GAP && w.end - w.start < RANGE {
+                w.end = r.end.min(w.start + RANGE);
+                start = w.end;
+            }
+        }
+        while start < r.end {
+            let end = (start + RANGE).min(r.end);
+            out.push(start..end);
+            start = end;
+        }
+    }
+    out
+}
+
+/// A window's bytes, or why not.
+type Fetched = std::result::Result<(Range<u64>, bytes::Bytes), S3Error>;
+
+/// Fetches `wins` of `shard` on the runtime, [`GETS_AHEAD`] at once, each sent on in
+/// order; stops at the first failure or when the receiver has gone.
+fn fetch_windows(
+    store: &Arc<Store>,
+    shard: &Shard,
+    wins: Vec<Range<u64>>,
+) -> (mpsc::Receiver<Fetched>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel(GETS_AHEAD);
+    let (store2, key, etag) = (store.clone(), store.key(&shard.name()), shard.etag.clone());
+    let task = store.rt.spawn(async move {
+        let store = &store2;
+        let get = |w: Range<u64>| {
+            let opts = GetOptions {
+                if_match: etag.clone(),
+                range: Some(GetRange::Bounded(w.clone())),
+                ..GetOptions::default()
+            };
+            let key = &key;
+            async move {
+                let got = store.s3.get_opts(key, opts).await;
+                let bytes = match got {
+                    Ok(got) => got.bytes().await,
+                    Err(e) => Err(e),
+                };
+                bytes
+                    .map(|b| (w, b))
+                    .map_err(|e| store.error(key, "read", &e))
+            }
+        };
+        let mut gets = futures::stream::iter(wins).map(get).buffered(GETS_AHEAD);
+        while let Some(got) = gets.next().await {
+            let failed = got.is_err();
+            if tx.send(got).await.is_err() || failed {
+                return;
+            }
+        }
+    });
+    (rx, task)
+}
+
+/// Writes the new shard of `group` to `out`: each old shard's live ranges (fetched
+/// in windows, [`windows`]), the end-of-archive blocks, and the index of the entries at
+/// their new places. Returns its length.
 fn copy_group(
-    store: &Store,
+    store: &Arc<Store>,
     group: &[(Sparse, Vec<IndexEntry>)],
     out: &mut PartWriter,
 ) -> Result<u64> {
@@ -313,8 +391,7 @@ fn copy_group(
     let mut at = 0;
     for (sp, entries) in group {
         let shard = &sp.shard;
-        let key = store.key(&shard.name());
-        let mut runs: Vec<std::ops::Range<u64>> = Vec::new();
+        let mut live: Vec<Range<u64>> = Vec::new();
         for (m, e) in shard.members.iter().zip(entries) {
             let end = m.o + span(m, shard);
             let moved = IndexEntry {
@@ -324,36 +401,60 @@ fn copy_group(
             };
             index.push(&moved).map_err(io)?;
             at += end - m.o;
-            match runs.last_mut() {
+            match live.last_mut() {
                 Some(run) if run.end == m.o => run.end = end,
-                _ => runs.push(m.o..end),
+                _ => live.push(m.o..end),
             }
         }
-        for run in runs {
-            let len = run.end - run.start;
-            let opts = GetOptions {
-                if_match: shard.etag.clone(),
-                range: Some(GetRange::Bounded(run)),
-                ..GetOptions::default()
-            };
-            let got = store
-                .rt
-                .block_on(store.s3.get_opts(&key, opts))
-                .map_err(|e| store.error(&key, "read", &e))?;
-            let copied = std::io::copy(&mut Read::take(BodyReader::new(store, got), len), out)
-                .map_err(io)?;
-            if copied != len {
-                return Err(S3Error::new(format!(
-                    "s3://{}/{key}: {copied} bytes where {len} were asked for",
-                    store.loc.bucket
-                )));
-            }
-        }
+        let (mut rx, feeder) = fetch_windows(store, shard, windows(&live));
+        let copied = copy_live(&live, &mut rx, out);
+        rx.close();
+        let _ = store.rt.block_on(feeder);
+        copied.map_err(|e| {
+            S3Error::new(format!(
+                "s3://{}/{}: {e}",
+                store.loc.bucket,
+                store.key(&shard.name())
+            ))
+        })?;
     }
     out.write_all(&[0; 1024]).map_err(io)?;
     at += 1024;
     let tail = index.finish(at, |b| out.write_all(b)).map_err(io)?;
     Ok(at + tail)
+}
+
+/// Writes the parts of the windows `rx` delivers that lie in `live`, in order.
+fn copy_live(
+    live: &[Range<u64>],
+    rx: &mut mpsc::Receiver<Fetched>,
+    out: &mut PartWriter,
+) -> std::result::Result<(), String> {
+    let mut next = 0;
+    while next < live.len() {
+        let (w, bytes) = match rx.blocking_recv() {
+            Some(Ok(got)) => got,
+            Some(Err(e)) => return Err(e.to_string()),
+            None => return Err("the reads stopped".into()),
+        };
+        if bytes.len() as u64 != w.end - w.start {
+            return Err(format!(
+                "{} bytes where {} were asked for",
+                bytes.len(),
+                w.end - w.start
+            ));
+        }
+        while let Some(r) = live.get(next).filter(|r| r.start < w.end) {
+            let (from, to) = (r.start.max(w.start), r.end.min(w.end));
+            out.write_all(&bytes[(from - w.start) as usize..(to - w.start) as usize])
+                .map_err(|e| e.to_string())?;
+            if r.end > w.end {
+                break;
+            }
+            next += 1;
+        }
+    }
+    Ok(())
 }
 
 impl Compacted {
@@ -453,6 +554,26 @@ mod tests {
         assert_eq!(sparse[0].live, 10240);
         let protected = HashSet::from([a.fingerprint.clone()]);
         assert!(sparse_shards(&[older, newer], &protected).is_empty());
+    }
+
+    #[test]
+    fn windows_span_small_gaps_and_no_more_than_a_range() {
+        const M: u64 = 1 << 20;
+        // Small gaps are fetched over; a large one is not; a window stops at 4 MiB.
+        let live = [0..100, 200..300, 3 * M..3 * M + 10, 9 * M..19 * M];
+        let got = windows(&live);
+        assert_eq!(
+            got,
+            [
+                0..300,
+                3 * M..3 * M + 10,
+                9 * M..13 * M,
+                13 * M..17 * M,
+                17 * M..19 * M
+            ]
+        );
+        let packed = [0..M, M + 5..3 * M, 3 * M..6 * M];
+        assert_eq!(windows(&packed), [0..4 * M, 4 * M..6 * M]);
     }
 
     #[test]

@@ -75,21 +75,30 @@ pub fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// A number no other process, here or elsewhere, draws at the same moment: the time,
+/// this process and a monotonic clock's reading, hashed.
+pub fn random() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let seed = format!(
+        "{t:?}\0{}\0{:?}",
+        std::process::id(),
+        std::time::Instant::now()
+    );
+    xxhash_rust::xxh3::xxh3_64(seed.as_bytes())
+}
+
+/// A name for a lease or a claim: [`random`] in 16 hex digits.
+pub fn unique_id() -> String {
+    format!("{:016x}", random())
+}
+
 impl Lease {
     /// Writes a lease of `kind`.
     pub async fn take(store: &Store, kind: Kind) -> Result<Lease> {
         let began = now();
-        let id = format!(
-            "{:016x}",
-            xxhash_rust::xxh3::xxh3_64(
-                format!(
-                    "{began}\0{}\0{:?}",
-                    std::process::id(),
-                    std::time::Instant::now()
-                )
-                .as_bytes()
-            )
-        );
+        let id = unique_id();
         let key = store.key(&format!("{DIR}/{id}.json"));
         let json = serde_json::to_vec(&Body { kind }).unwrap_or_default();
         if kind == Kind::Upload {

@@ -22,6 +22,7 @@
 pub mod body;
 pub mod cat;
 pub mod checked;
+pub mod claim;
 pub mod compact;
 pub mod credential_process;
 pub mod download;

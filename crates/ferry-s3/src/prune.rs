@@ -217,6 +217,13 @@ fn prune_leased(
                 .await
                 .map_err(|e| store.error(&key, "delete", &e))?;
         }
+        // Claims of snapshot names a killed upload left.
+        let now = crate::lease::now();
+        for meta in store.list_folder(crate::claim::DIR).await? {
+            if now - meta.last_modified.timestamp() > crate::claim::STALE_AFTER {
+                let _ = store.s3.delete(&meta.location).await;
+            }
+        }
         if out.left_for.is_some() {
             return Ok(());
         }

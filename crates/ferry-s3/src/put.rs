@@ -97,6 +97,24 @@ pub async fn put_file(
     result
 }
 
+/// What an upload whose multipart upload the store dropped is told (Garage drops one
+/// when a newer upload of the same object completes first): a rerun finds the object
+/// the other wrote.
+pub const DROPPED: &str = "the store dropped this multipart upload: another upload wrote \
+                           the object meanwhile";
+
+/// The failure of `what` on `key`: [`DROPPED`] when the store no longer knows the
+/// upload.
+fn failed(store: &Store, key: &Key, what: &str, e: &object_store::Error) -> PutFailure {
+    PutFailure::Store(match e {
+        object_store::Error::NotFound { .. } => S3Error::new(format!(
+            "s3://{}/{key}: {what}: {DROPPED}",
+            store.loc.bucket
+        )),
+        e => store.error(key, what, e),
+    })
+}
+
 /// A part sent: its number from 0, and what the store said of it.
 type SentPart = (usize, object_store::multipart::PartId);
 
@@ -175,9 +193,7 @@ impl Multipart {
                 .s3
                 .put_part(&key, &id, i, PutPayload::from(bytes))
                 .await
-                .map_err(|e| {
-                    PutFailure::Store(store.error(&key, &format!("send part {}", i + 1), &e))
-                })?;
+                .map_err(|e| failed(&store, &key, &format!("send part {}", i + 1), &e))?;
             Ok((i, part))
         });
         Ok(())
@@ -193,12 +209,8 @@ impl Multipart {
         let id = self.id.clone().unwrap_or_default();
         let ids = done.into_iter().map(|p| p.1).collect();
         let put = self.store.s3.complete_multipart(&self.key, &id, ids).await;
-        let put = put.map_err(|e| {
-            PutFailure::Store(
-                self.store
-                    .error(&self.key, "complete the multipart upload", &e),
-            )
-        })?;
+        let put =
+            put.map_err(|e| failed(&self.store, &self.key, "complete the multipart upload", &e))?;
         pending::ended(&self.store, &self.key, &id);
         Ok(put)
     }

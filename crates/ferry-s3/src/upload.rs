@@ -31,6 +31,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+/// Times an upload goes on after the store dropped one of its shards' uploads.
+const AGAIN_AFTER_DROPPED: usize = 3;
+
 /// Records of shards sent before read at once (each at most [`MAX_RECORD`] stored).
 const RECORDS_AT_ONCE: usize = 8;
 
@@ -94,21 +97,38 @@ pub fn upload(
     // or an upload changed it meanwhile), which is the one built on.
     store.rt.block_on(fetch_manifest(&store))?;
     let lease = store.rt.block_on(Lease::take(&store, Kind::Upload))?;
-    let done = store
-        .rt
-        .block_on(wait_for_prunes(&store, &lease, reporter))
-        .and_then(|()| store.rt.block_on(fetch_manifest(&store)))
-        .and_then(|old| {
-            send_and_name(
-                src,
-                &store,
-                old.as_ref(),
-                lease.began,
-                opts,
-                stats,
-                reporter,
-            )
-        });
+    let once = || {
+        store
+            .rt
+            .block_on(wait_for_prunes(&store, &lease, reporter))
+            .and_then(|()| store.rt.block_on(fetch_manifest(&store)))
+            .and_then(|old| {
+                send_and_name(
+                    src,
+                    &store,
+                    old.as_ref(),
+                    lease.began,
+                    opts,
+                    stats,
+                    reporter,
+                )
+            })
+    };
+    // Another upload of the same tree at once may write the same shards: where the
+    // store drops one of the two multipart uploads of a shard, this one goes on from
+    // what is there now (the other's shards, found by their records).
+    let counted = stats.snapshot();
+    let mut done = once();
+    for _ in 0..AGAIN_AFTER_DROPPED {
+        match &done {
+            Err(e) if e.0.contains(crate::put::DROPPED) => {
+                reporter.warn(&format!("{e}; going on from what it wrote"));
+                stats.restore(&counted);
+                done = once();
+            }
+            _ => break,
+        }
+    }
     // Only now: until the snapshot is written, a prune must leave what it names alone.
     store.rt.block_on(lease.end(&store));
     let mut out = done?;
@@ -149,27 +169,20 @@ fn send_and_name(
     reporter: &dyn Reporter,
 ) -> Result<Uploaded> {
     let (manifest, mut out, list) = send_all(src, store, old, opts, stats, reporter)?;
-    // Listed only now, so an upload that ended meanwhile has its name taken into account.
-    let names = store.rt.block_on(crate::snapshot::list(store))?;
-    let name = crate::snapshot::next_name(began, names.last().map(String::as_str));
-    let manifest = Manifest {
-        snapshot: Some(name.clone()),
-        ..manifest
-    };
-    // The snapshot first, then the name of the newest: a reader sees a whole upload.
-    let writes = [
-        (
-            store.key(&crate::snapshot::object(&name)),
-            manifest.encode(),
-        ),
-        (store.key(NAME), crate::snapshot::Newest::encode(&name)),
-    ];
-    for (key, bytes) in writes {
-        store
-            .rt
-            .block_on(store.s3.put(&key, PutPayload::from(bytes)))
-            .map_err(|e| store.error(&key, "write the manifest", &e))?;
-    }
+    // Named only now, so an upload that ended meanwhile has its name taken into
+    // account; the snapshot first, then the name of the newest: a reader sees a whole
+    // upload.
+    let name = store
+        .rt
+        .block_on(crate::claim::write_snapshot(store, began, &manifest))?;
+    let key = store.key(NAME);
+    store
+        .rt
+        .block_on(store.s3.put(
+            &key,
+            PutPayload::from(crate::snapshot::Newest::encode(&name)),
+        ))
+        .map_err(|e| store.error(&key, "write the manifest", &e))?;
     out.snapshot = name;
     // The upload is now the new tree: what the last one had and it lacks is gone.
     stats.deleted.fetch_add(gone_since(old, &list), Relaxed);
