@@ -158,3 +158,44 @@ fn compaction_keeps_the_prefix_near_the_trees_size_and_readers_reading() {
     rerun.assert_ok();
     assert_eq!(rerun.json().count("skipped"), 31, "{rerun}");
 }
+
+#[test]
+fn a_shard_replaced_since_its_manifest_is_not_compacted_and_stays() {
+    let Some(g) = Garage::start() else { return };
+    let sc = scratch();
+    tree(&sc.src);
+    let url = g.url("replaced");
+    let up = ["--shard-size", "6M"];
+    g.ferry(&[&["copy", s(&sc.src), &url][..], &up].concat())
+        .assert_ok();
+    rewrite_most(&sc.src);
+    g.ferry(&[&["copy", s(&sc.src), &url][..], &up].concat())
+        .assert_ok();
+    // One shard the newest names some members of, replaced by other bytes of its
+    // length: its ETag is not the manifest's, so nothing of it is copied, and it is
+    // not taken for dead.
+    let newest = g.get(&g.newest_manifest_key("replaced"));
+    let m = ferry_s3::manifest::Manifest::decode(&newest, "newest").expect("manifest");
+    let sparse = m
+        .shards
+        .iter()
+        .find(|s| !s.whole())
+        .expect("a sparse shard");
+    let victim = &format!("replaced/{}", sparse.name());
+    let len = g.get(victim).len();
+    g.put(victim, vec![0x55; len]);
+    let pruned = g.ferry(&["prune", "--keep", "1", "--shard-size", "6M", &url]);
+    pruned.assert_ok();
+    assert!(
+        pruned.stderr.contains(victim.as_str()) && pruned.stderr.contains("not compacted"),
+        "{pruned}"
+    );
+    assert!(shard_keys(&g, "replaced").contains(victim), "{pruned}");
+    // The others were compacted; the download names the replaced shard.
+    assert!(
+        pruned.stderr.contains("sparse shards compacted"),
+        "{pruned}"
+    );
+    let back = g.ferry(&["copy", &url, s(&sc.dst)]);
+    assert!(back.stderr.contains("its ETag differs"), "{back}");
+}

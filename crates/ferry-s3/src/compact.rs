@@ -217,7 +217,10 @@ fn live_entries(store: &Store, sp: &Sparse) -> Result<Vec<IndexEntry>> {
             continue;
         };
         let path = e.path.strip_suffix(b"/").unwrap_or(&e.path);
-        if path != m.path().as_slice() || e.data_offset + e.stored != m.e {
+        // The index is untrusted as the manifest is: its offsets must agree with the
+        // member's range, checked without overflow.
+        let ends = e.data_offset.checked_add(e.stored) == Some(m.e);
+        if path != m.path().as_slice() || e.data_offset < e.header_offset || !ends {
             return Err(bad(&format_args!(
                 "its index places {} otherwise than the manifest",
                 String::from_utf8_lossy(&m.path()).escape_debug()
