@@ -1,7 +1,7 @@
 //! Every kind of entry and every metadata field: a mixed tree, hardlinks, symlinks
 //! (copied as links, never followed, nothing written outside DST), fifos, device nodes
-//! and other owners (root), xattrs (one warning when DST has none), sockets (skipped
-//! with a warning).
+//! and other owners (root), xattrs (one warning when DST has none), sockets (made
+//! again as nodes, as `cp -a` makes them).
 
 use crate::common::build::*;
 use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
@@ -257,24 +257,31 @@ fn a_target_without_xattrs_costs_one_warning() {
 }
 
 #[test]
-fn sockets_are_skipped_with_a_warning() {
+fn sockets_are_made_again_as_cp_a_and_rsync_a_make_them() {
     let s = scratch();
     write(&s.src.join("file"), b"kept");
-    let _listener =
-        std::os::unix::net::UnixListener::bind(s.src.join("sock")).expect("bind a socket");
+    mkdirs(&s.src.join("run"));
+    let _listeners: Vec<_> = ["sock", "run/deep.sock"]
+        .iter()
+        .map(|name| {
+            std::os::unix::net::UnixListener::bind(s.src.join(name)).expect("bind a socket")
+        })
+        .collect();
+    chmod(&s.src.join("run/deep.sock"), 0o640);
     stamp_times(&s.src);
-
-    let r = copy(&s.src, &s.dst, &[]);
-    r.assert_ok();
-    assert!(
-        r.warnings().iter().any(|l| l.contains("sock")),
-        "no warning names the socket: {r}"
-    );
-    let kept = std::fs::symlink_metadata(s.dst.join("sock"));
-    assert!(
-        kept.is_err(),
-        "the socket was copied as {:?}",
-        kept.map(|m| m.file_type().is_socket())
-    );
-    assert_same_tree_with(&s.src, &s.dst, &Options::skipping(&["sock"]));
+    let dry = crate::common::run::copy_ok(&s.src, &s.dst, &["-n", "-i"]);
+    assert!(dry.stdout.contains("run/deep.sock"), "{dry}");
+    assert!(!s.dst.exists());
+    let r = copy_exact(&s, &[]);
+    assert_eq!(r.0["others"], 2, "{}", r.0);
+    let made = std::fs::symlink_metadata(s.dst.join("run/deep.sock")).expect("made");
+    assert!(made.file_type().is_socket());
+    // Up to date on a rerun, with --delete too, and a dry run after lists nothing.
+    let again = crate::common::run::copy_ok(&s.src, &s.dst, &["--json", "--delete"]);
+    again
+        .json()
+        .assert_counts(&[("others", 0), ("skipped", 3), ("deleted", 0)]);
+    let dry = crate::common::run::copy_ok(&s.src, &s.dst, &["-n", "-i", "--delete"]);
+    assert!(dry.stdout.trim().is_empty(), "{dry}");
+    assert_same_tree(&s.src, &s.dst);
 }

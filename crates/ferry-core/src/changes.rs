@@ -25,9 +25,10 @@ impl Kind {
             EntryKind::File { .. } | EntryKind::HardLink { .. } => Kind::File,
             EntryKind::Dir => Kind::Dir,
             EntryKind::Symlink { .. } => Kind::Symlink,
-            EntryKind::Fifo | EntryKind::CharDevice { .. } | EntryKind::BlockDevice { .. } => {
-                Kind::Special
-            }
+            EntryKind::Fifo
+            | EntryKind::CharDevice { .. }
+            | EntryKind::BlockDevice { .. }
+            | EntryKind::Socket => Kind::Special,
         }
     }
 

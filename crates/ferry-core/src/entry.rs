@@ -171,6 +171,10 @@ pub enum EntryKind {
         /// The device number.
         rdev: u64,
     },
+    /// A Unix socket's node (made again as a node, as `cp -a` and `rsync -a` make it;
+    /// what listened on it does not come along). Only a sink that
+    /// [wants them](crate::sink::TreeSink::wants_sockets) is given one.
+    Socket,
 }
 
 impl EntryKind {
@@ -184,6 +188,7 @@ impl EntryKind {
             EntryKind::Fifo => "fifo",
             EntryKind::CharDevice { .. } => "character device",
             EntryKind::BlockDevice { .. } => "block device",
+            EntryKind::Socket => "socket",
         }
     }
 }

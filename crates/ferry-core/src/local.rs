@@ -398,7 +398,7 @@ impl<'a> LocalTreeSink<'a> {
         }
     }
 
-    /// Makes (or finds up to date) a file, symlink, fifo or device.
+    /// Makes (or finds up to date) a file, symlink, fifo, device or socket.
     fn new_leaf(&self, dir: &DstDir, entry: &Entry, data: Option<FileData<'_>>) -> Result<()> {
         match &entry.kind {
             EntryKind::File { size } => {
@@ -412,9 +412,10 @@ impl<'a> LocalTreeSink<'a> {
                 self.file_data(dir, &cname(&entry.path)?, entry, *size, data)
             }
             EntryKind::Symlink { target } => self.symlink(dir, entry, target),
-            EntryKind::Fifo | EntryKind::CharDevice { .. } | EntryKind::BlockDevice { .. } => {
-                self.special(dir, entry)
-            }
+            EntryKind::Fifo
+            | EntryKind::CharDevice { .. }
+            | EntryKind::BlockDevice { .. }
+            | EntryKind::Socket => self.special(dir, entry),
             EntryKind::HardLink { .. } | EntryKind::Dir => Err(Error::dst(
                 &entry.path,
                 "copy",
@@ -746,6 +747,11 @@ impl LocalTreeSink<'_> {
 impl TreeSink for LocalTreeSink<'_> {
     type Dir = DstDir;
 
+    // A socket is made again as a node, as `cp -a` and `rsync -a` make it.
+    fn wants_sockets(&self) -> bool {
+        true
+    }
+
     fn root(&self, _entry: &Entry) -> Result<DstDir> {
         self.tree_root()
     }
@@ -799,7 +805,8 @@ impl TreeSink for LocalTreeSink<'_> {
             | EntryKind::Symlink { .. }
             | EntryKind::Fifo
             | EntryKind::CharDevice { .. }
-            | EntryKind::BlockDevice { .. } => self.new_or_linked(parent, entry, data),
+            | EntryKind::BlockDevice { .. }
+            | EntryKind::Socket => self.new_or_linked(parent, entry, data),
             // Links by name come from archives: their targets are earlier members.
             EntryKind::HardLink { target } => self.link_by_name(parent, entry, target),
             EntryKind::Dir => Err(Error::dst(

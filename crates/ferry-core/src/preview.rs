@@ -282,6 +282,7 @@ impl<'a> PreviewSink<'a> {
                 Ok(Reasons::none().with_if(now.as_bytes() != target.as_slice(), Reasons::TARGET))
             }
             EntryKind::Fifo if kind == FileType::Fifo => Ok(Reasons::none()),
+            EntryKind::Socket if kind == FileType::Socket => Ok(Reasons::none()),
             EntryKind::CharDevice { rdev } if kind == FileType::CharacterDevice => {
                 Ok(Reasons::none().with_if(st.st_rdev != *rdev, Reasons::DEVICE))
             }
@@ -295,6 +296,11 @@ impl<'a> PreviewSink<'a> {
 
 impl TreeSink for PreviewSink<'_> {
     type Dir = PreviewDir;
+
+    // A copy makes sockets again: its dry run says so.
+    fn wants_sockets(&self) -> bool {
+        true
+    }
 
     fn root(&self, entry: &Entry) -> Result<PreviewDir> {
         if self.root.0.is_none() {

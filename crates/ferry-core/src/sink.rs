@@ -140,6 +140,13 @@ pub trait TreeSink: Sync {
         self.wants_data()
     }
 
+    /// Whether sockets come as entries ([`crate::entry::EntryKind::Socket`]); a sink
+    /// that has no form for them (a tar archive, the wire, S3) says no, and the source
+    /// skips each with a warning, as GNU tar does.
+    fn wants_sockets(&self) -> bool {
+        false
+    }
+
     /// The root of the tree.
     fn root(&self, entry: &Entry) -> Result<Self::Dir>;
 

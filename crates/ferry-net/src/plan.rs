@@ -294,6 +294,8 @@ impl<'a> Plan<'a> {
                 }
             }
             EntryKind::Dir => Reasons::none().with_if(rec.kind != RecKind::Dir, Reasons::KIND),
+            // A stream of tar members holds none.
+            EntryKind::Socket => Reasons::KIND,
         }
     }
 

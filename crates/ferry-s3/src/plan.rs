@@ -86,6 +86,8 @@ impl Collect {
             EntryKind::Fifo => (4, 0, Vec::new()),
             EntryKind::CharDevice { rdev } => (5, 0, rdev.to_string().into_bytes()),
             EntryKind::BlockDevice { rdev } => (6, 0, rdev.to_string().into_bytes()),
+            // Never given: this walk takes no sockets (a shard cannot hold one).
+            EntryKind::Socket => return,
         };
         let p = Planned {
             path: e.path.as_bytes().to_vec(),

@@ -37,6 +37,8 @@ fn type_of(kind: &EntryKind) -> (u8, &[u8]) {
         EntryKind::BlockDevice { .. } => (b'4', b""),
         EntryKind::Dir => (b'5', b""),
         EntryKind::Fifo => (b'6', b""),
+        // Never written: the pack sink refuses a socket before its header.
+        EntryKind::Socket => (b'6', b""),
     }
 }
 

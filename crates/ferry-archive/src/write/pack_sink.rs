@@ -170,6 +170,8 @@ fn index_kind(kind: &EntryKind) -> Kind {
         EntryKind::Fifo => Kind::Fifo,
         EntryKind::CharDevice { .. } => Kind::CharDevice,
         EntryKind::BlockDevice { .. } => Kind::BlockDevice,
+        // Refused before it is written (`leaf`).
+        EntryKind::Socket => Kind::Fifo,
     }
 }
 
@@ -669,6 +671,12 @@ impl TreeSink for ArchiveSink<'_, '_> {
                 &entry.path,
                 "pack",
                 io::Error::other("file data is not a local file"),
+            )),
+            // Tar has no form for a socket (the walk gives none to this sink).
+            (EntryKind::Socket, _) => Err(Error::new(
+                &entry.path,
+                "pack",
+                io::Error::other("a socket has no tar form"),
             )),
             _ => {
                 self.stats.others.fetch_add(1, Relaxed);

@@ -97,7 +97,7 @@ impl LocalTreeSink<'_> {
             EntryKind::Fifo => (FileType::Fifo, 0),
             EntryKind::CharDevice { rdev } => (FileType::CharacterDevice, rdev),
             EntryKind::BlockDevice { rdev } => (FileType::BlockDevice, rdev),
-            _ => unreachable!(),
+            _ => (FileType::Socket, 0),
         };
         let was = self.existing(dir, &name, path)?;
         let mut why = None;

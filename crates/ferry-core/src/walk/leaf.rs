@@ -83,6 +83,7 @@ impl<S: TreeSink> Walker<'_, S> {
             FileType::Fifo => EntryKind::Fifo,
             FileType::CharacterDevice => EntryKind::CharDevice { rdev: st.st_rdev },
             FileType::BlockDevice => EntryKind::BlockDevice { rdev: st.st_rdev },
+            FileType::Socket if self.sink.wants_sockets() => EntryKind::Socket,
             FileType::Socket => {
                 self.reporter.warn(&format!("{path}: skipping socket"));
                 return Ok(());
