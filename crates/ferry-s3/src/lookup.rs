@@ -2,7 +2,7 @@
 //! without decompressing and parsing the whole manifest: one line per member,
 //! `HEXPATH TAB FINGERPRINT TAB START TAB END TAB KIND`, sorted by the hex of the path
 //! (which sorts as the path's bytes do), after a first line naming the manifest's ETag.
-//! A lookup reads the file and finds the line by binary search. The file is local and
+//! A lookup finds the line by binary search, reading only the lines it looks at. The file is local and
 //! written by ferry, but read as untrusted all the same: anything unexpected makes the
 //! lookup give up, and the caller parses the manifest instead.
 
@@ -65,20 +65,51 @@ pub fn write(path: &Path, etag: &str, m: &Manifest) {
     }
 }
 
-/// The line starting at `at`, without its newline, and where the next one starts.
-fn line_at(data: &[u8], at: usize) -> (&[u8], usize) {
-    let rest = &data[at..];
-    match rest.iter().position(|&b| b == b'\n') {
-        Some(n) => (&rest[..n], at + n + 1),
-        None => (rest, data.len()),
+/// The longest line read: a path of [`crate::manifest`]'s 64 KiB longest, in hex,
+/// and the rest.
+const MAX_LINE: u64 = 160 << 10;
+
+/// The table's file, read a line at a time where it is needed: a warm `cat` of one
+/// member in a table of millions reads a few dozen blocks, not the table.
+struct Table {
+    file: std::fs::File,
+    len: u64,
+}
+
+impl Table {
+    /// The line starting at `at`, without its newline, and where the next one starts;
+    /// None past the end, for a line longer than [`MAX_LINE`], or if reading fails.
+    fn line_at(&self, at: u64) -> Option<(Vec<u8>, u64)> {
+        use std::os::unix::fs::FileExt;
+        if at >= self.len {
+            return None;
+        }
+        let mut line = Vec::new();
+        let mut buf = [0u8; 4096];
+        let mut pos = at;
+        while pos < self.len && (line.len() as u64) < MAX_LINE {
+            let n = self.file.read_at(&mut buf, pos).ok()?;
+            if n == 0 {
+                break;
+            }
+            if let Some(end) = buf[..n].iter().position(|&b| b == b'\n') {
+                line.extend_from_slice(&buf[..end]);
+                return Some((line, pos + end as u64 + 1));
+            }
+            line.extend_from_slice(&buf[..n]);
+            pos += n as u64;
+        }
+        ((line.len() as u64) < MAX_LINE).then_some((line, self.len))
     }
 }
 
 /// Finds `member` in the table at `path` made for the manifest with ETag `etag`:
 /// None when the table cannot be used, Some(None) when it has no such member.
 pub fn find(path: &Path, etag: &str, member: &[u8]) -> Option<Option<Hit>> {
-    let data = std::fs::read(path).ok()?;
-    let (first, body) = line_at(&data, 0);
+    let file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let table = Table { file, len };
+    let (first, body) = table.line_at(0)?;
     if first != format!("{HEADER}\t{etag}").as_bytes() {
         return None;
     }
@@ -92,27 +123,27 @@ pub fn find(path: &Path, etag: &str, member: &[u8]) -> Option<Option<Hit>> {
     };
     // The first line whose key is not below `key` starts at or after `lo`, within a
     // few lines of it once the range is small.
-    let (mut lo, mut hi) = (body, data.len());
+    let (mut lo, mut hi) = (body, len);
     while hi - lo > 4096 {
         let mid = lo + (hi - lo) / 2;
-        let (_, next) = line_at(&data, mid);
+        let (_, next) = table.line_at(mid)?;
         if next >= hi {
             hi = mid;
             continue;
         }
-        let (line, after) = line_at(&data, next);
-        if key_of(line).as_slice() < key {
+        let (line, after) = table.line_at(next)?;
+        if key_of(&line).as_slice() < key {
             lo = after;
         } else {
             hi = mid;
         }
     }
     let mut at = lo;
-    while at < data.len() {
-        let (line, next) = line_at(&data, at);
-        let k = key_of(line);
+    while at < len {
+        let (line, next) = table.line_at(at)?;
+        let k = key_of(&line);
         if k.as_slice() == key {
-            return parse(line).map(Some);
+            return parse(&line).map(Some);
         }
         if k.as_slice() > key {
             return Some(None);
@@ -175,5 +206,9 @@ mod tests {
         assert_eq!(find(&path, "\"other\"", b"d0/f0"), None);
         std::fs::write(&path, "ferry-s3-lookup 1\t\"e1\"\n64\tnot-hex\t1\t2\t0\n").unwrap();
         assert_eq!(find(&path, "\"e1\"", b"d"), None);
+        // A line longer than any the table writes: given up on, not read whole.
+        let long = format!("ferry-s3-lookup 1\t\"e1\"\n{}\n", "6".repeat(1 << 20));
+        std::fs::write(&path, long).unwrap();
+        assert_eq!(find(&path, "\"e1\"", b"f"), None);
     }
 }
