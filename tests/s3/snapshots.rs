@@ -467,6 +467,11 @@ fn uploads_that_begin_in_one_second_take_different_names() {
         assert_same_tree_with(&sc.src, &back, &no_atime);
     }
     assert!(g.list("together/claims").is_empty());
+    // manifest.ferry names the newest, whichever upload wrote it last.
+    assert_eq!(
+        g.get("together/manifest.ferry"),
+        ferry_s3::snapshot::Newest::encode(names.last().unwrap())
+    );
     // The case this test is for happened: two or more in one second.
     assert!(seconds.len() < 4, "{names:?}");
 }

@@ -12,6 +12,10 @@
 //! check that follows the listing finds the snapshot. (Both may withdraw; their random
 //! waits part them on the next try.) A claim a killed upload left is one name skipped,
 //! and goes with the next prune once it is an hour old.
+//!
+//! `manifest.ferry` then names the newest snapshot there is ([`name_newest`]): each
+//! upload writes it with the newest name it lists, and lists again until what it wrote
+//! is still the newest, so the last to finish leaves the newest of all named.
 
 use crate::manifest::Manifest;
 use crate::store::Store;
@@ -87,4 +91,30 @@ async fn taken(store: &Store, name: &str, mine: &object_store::path::Path) -> Re
         Err(object_store::Error::NotFound { .. }) => Ok(false),
         Err(e) => Err(store.error(&key, "look for the snapshot", &e)),
     }
+}
+
+/// How many times an upload writes `manifest.ferry` again while newer snapshots appear.
+const NEWEST_TRIES: usize = 8;
+
+/// Writes `manifest.ferry` naming the newest snapshot under the prefix (`mine`, just
+/// written, or a newer one another upload wrote meanwhile), again while a newer one
+/// appears after it was written.
+pub async fn name_newest(store: &Store, mine: &str) -> Result<()> {
+    let key = store.key(crate::manifest::NAME);
+    let newest = |names: Vec<String>| names.last().cloned().unwrap_or_else(|| mine.to_string());
+    let mut name = newest(crate::snapshot::list(store).await?);
+    for _ in 0..NEWEST_TRIES {
+        let body = crate::snapshot::Newest::encode(&name);
+        store
+            .s3
+            .put(&key, PutPayload::from(body))
+            .await
+            .map_err(|e| store.error(&key, "write the manifest", &e))?;
+        let now = newest(crate::snapshot::list(store).await?);
+        if now == name {
+            break;
+        }
+        name = now;
+    }
+    Ok(())
 }

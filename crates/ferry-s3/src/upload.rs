@@ -13,7 +13,7 @@
 use crate::body::gather;
 use crate::cat::fetch_manifest;
 use crate::lease::{Kind, Lease};
-use crate::manifest::{Manifest, Shard, FORMAT, MAX_RECORD, MAX_RECORD_DECODED, NAME};
+use crate::manifest::{Manifest, Shard, FORMAT, MAX_RECORD, MAX_RECORD_DECODED};
 use crate::pending;
 use crate::plan::{plan, walk_tree, Planned, ShardPlan};
 use crate::shard::{pack_shard, part_size_for, PackShard};
@@ -175,14 +175,7 @@ fn send_and_name(
     let name = store
         .rt
         .block_on(crate::claim::write_snapshot(store, began, &manifest))?;
-    let key = store.key(NAME);
-    store
-        .rt
-        .block_on(store.s3.put(
-            &key,
-            PutPayload::from(crate::snapshot::Newest::encode(&name)),
-        ))
-        .map_err(|e| store.error(&key, "write the manifest", &e))?;
+    store.rt.block_on(crate::claim::name_newest(store, &name))?;
     out.snapshot = name;
     // The upload is now the new tree: what the last one had and it lacks is gone.
     stats.deleted.fetch_add(gone_since(old, &list), Relaxed);
