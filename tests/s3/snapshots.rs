@@ -320,6 +320,14 @@ fn a_damaged_or_missing_snapshot_stops_a_prune_naming_it() {
         "{refused}"
     );
     assert_eq!(g.sizes("damaged/"), stored);
+    // Another prune under way: this one stops too (the two would each delete what the
+    // other's compaction names).
+    g.put(lease, br#"{"kind":"prune"}"#.to_vec());
+    let stored = g.sizes("damaged/");
+    let refused = g.ferry(&["prune", "--keep", "1", &url]);
+    refused.assert_status(2);
+    assert!(refused.stderr.contains("a prune begun at"), "{refused}");
+    assert_eq!(g.sizes("damaged/"), stored);
     rt.block_on(
         g.client()
             .delete(&ferry_s3::object_store::path::Path::from(lease)),

@@ -51,30 +51,55 @@ pub struct Sparse {
     pub live: u64,
 }
 
-/// The bytes `m` takes in `shard`: its headers and data, padded to its tar block.
+/// The bytes `m` takes in `shard`: its headers and data, padded to its tar block
+/// (none for a member whose range a manifest places past the shard's end: such a
+/// shard is not compacted, [`sparse_shards`]).
 fn span(m: &Member, shard: &Shard) -> u64 {
-    m.e.next_multiple_of(512).min(shard.size) - m.o
+    m.e.next_multiple_of(512)
+        .min(shard.size)
+        .saturating_sub(m.o)
 }
 
 /// The most bytes kept after a compaction, for each byte the kept snapshots name: a
 /// margin below the 1.5 promised, for the new shards' indexes and padding.
 const MOST_KEPT: f64 = 1.4;
 
-/// The shards to compact among those the manifests `kept` name (newest manifest's
-/// first), but those in `protected`: each of which they name less than half the bytes
+/// The shards to compact among those the manifests `kept` (oldest first) name, the
+/// newest manifest's first, but those in `protected` and those the manifests record
+/// otherwise one from another (size, ETag, members at one offset that differ, or a
+/// member not on a tar block): each of which they name less than half the bytes
 /// and not every member; then, while the shards kept would still hold more than
 /// [`MOST_KEPT`] times the bytes named, the next sparsest, so that however the dead
 /// bytes are spread, the prefix stays near the size of what it keeps.
 pub fn sparse_shards(kept: &[Manifest], protected: &HashSet<String>) -> Vec<Sparse> {
     let mut order: Vec<&str> = Vec::new();
     let mut named: HashMap<&str, (&Shard, BTreeMap<u64, &Member>)> = HashMap::new();
+    let mut odd: HashSet<&str> = HashSet::new();
     for m in kept.iter().rev() {
         for s in &m.shards {
-            let (_, members) = named.entry(&s.fingerprint).or_insert_with(|| {
+            let (first, members) = named.entry(&s.fingerprint).or_insert_with(|| {
                 order.push(&s.fingerprint);
                 (s, BTreeMap::new())
             });
-            members.extend(s.members.iter().map(|m| (m.o, m)));
+            if (first.size, &first.etag, first.held) != (s.size, &s.etag, s.held) {
+                odd.insert(&s.fingerprint);
+            }
+            for m in &s.members {
+                let before = members.insert(m.o, m);
+                if before.is_some_and(|b| b.e != m.e) || m.o % 512 != 0 {
+                    odd.insert(&s.fingerprint);
+                }
+            }
+        }
+    }
+    // Members in order must not overlap once padded to their blocks.
+    for (fp, (shard, members)) in &named {
+        let mut end = 0;
+        for m in members.values() {
+            if m.o < end {
+                odd.insert(fp);
+            }
+            end = m.o + span(m, shard);
         }
     }
     // Every shard's stored and named bytes (a shard named whole needs all it has), and
@@ -85,7 +110,7 @@ pub fn sparse_shards(kept: &[Manifest], protected: &HashSet<String>) -> Vec<Spar
         let (shard, members) = &named[fp];
         stored += shard.size;
         let partial = shard.held.is_some_and(|held| (members.len() as u64) < held);
-        if !partial || shard.dirs || protected.contains(fp) {
+        if !partial || shard.dirs || protected.contains(fp) || odd.contains(fp) {
             needed += shard.size;
             continue;
         }
@@ -218,9 +243,11 @@ fn live_entries(store: &Store, sp: &Sparse) -> Result<Vec<IndexEntry>> {
         };
         let path = e.path.strip_suffix(b"/").unwrap_or(&e.path);
         // The index is untrusted as the manifest is: its offsets must agree with the
-        // member's range, checked without overflow.
+        // member's range, checked without overflow, its data on a tar block (so the
+        // member ends where its span says).
         let ends = e.data_offset.checked_add(e.stored) == Some(m.e);
-        if path != m.path().as_slice() || e.data_offset < e.header_offset || !ends {
+        let on_blocks = e.data_offset % 512 == 0 && e.header_offset % 512 == 0;
+        if path != m.path().as_slice() || e.data_offset < e.header_offset || !ends || !on_blocks {
             return Err(bad(&format_args!(
                 "its index places {} otherwise than the manifest",
                 String::from_utf8_lossy(&m.path()).escape_debug()
@@ -502,11 +529,15 @@ impl Compacted {
             });
         }
         shards.extend(dirs);
-        Ok(Some(Manifest {
+        let new = Manifest {
             format: FORMAT.into(),
             shards,
             ..m.clone()
-        }))
+        };
+        // What every reader will check of it, checked before it is written.
+        new.check()
+            .map_err(|why| S3Error::new(format!("compacting: the rewritten manifest: {why}")))?;
+        Ok(Some(new))
     }
 }
 
@@ -557,6 +588,29 @@ mod tests {
         assert_eq!(sparse[0].live, 10240);
         let protected = HashSet::from([a.fingerprint.clone()]);
         assert!(sparse_shards(&[older, newer], &protected).is_empty());
+    }
+
+    #[test]
+    fn shards_the_manifests_record_otherwise_are_left() {
+        let big = |i: u64| member(&format!("f{i}"), i * 10240, i * 10240 + 10000);
+        let a = shard('a', 4 * 10240 + 1024, 4, vec![big(1)], false);
+        let sparse = |older: Shard| {
+            let (older, newer) = (manifest(vec![older]), manifest(vec![a.clone()]));
+            sparse_shards(&[older, newer], &HashSet::new()).len()
+        };
+        assert_eq!(sparse(a.clone()), 1);
+        // Another size for it, a member past its end, one off a tar block, one at the
+        // same offset ending elsewhere: a hostile or damaged manifest, not compacted.
+        let mut other = a.clone();
+        other.size = 1 << 30;
+        other.members = vec![member("far", 1 << 29, (1 << 29) + 10)];
+        assert_eq!(sparse(other), 0);
+        let mut off_block = a.clone();
+        off_block.members = vec![member("odd", 100, 700)];
+        assert_eq!(sparse(off_block), 0);
+        let mut longer = a.clone();
+        longer.members[0].e += 4096;
+        assert_eq!(sparse(longer), 0);
     }
 
     #[test]

@@ -101,7 +101,8 @@ impl Lease {
         let id = unique_id();
         let key = store.key(&format!("{DIR}/{id}.json"));
         let json = serde_json::to_vec(&Body { kind }).unwrap_or_default();
-        if kind == Kind::Upload {
+        // A killed upload's or prune's lease goes with the next run from this machine.
+        if kind != Kind::Read {
             crate::pending::begun(store, &key, PENDING_ID);
         }
         store
@@ -133,9 +134,10 @@ impl Lease {
         Some(lease)
     }
 
-    /// The other leases held now, of `kind`.
+    /// The other leases held now, of `kind`: now by the store's clock, as it stamped
+    /// this lease (a machine whose clock runs ahead takes no live lease for stale).
     pub async fn others(&self, store: &Store, kind: Kind) -> Result<Vec<Held>> {
-        let all = held(store, now()).await?;
+        let all = held(store, now(), Some(&self.key)).await?;
         Ok(all
             .into_iter()
             .filter(|h| h.kind == kind && h.key != self.key)
@@ -176,10 +178,15 @@ impl std::fmt::Display for Held {
     }
 }
 
-/// The leases under the prefix that hold at `now` (seconds after the epoch); one that
-/// cannot be read is taken for an upload's.
-pub async fn held(store: &Store, now: i64) -> Result<Vec<Held>> {
+/// The leases under the prefix that hold at `now` (seconds after the epoch), or at the
+/// time the store stamped the lease `mine` when it is listed; one that cannot be read is
+/// taken for an upload's.
+pub async fn held(store: &Store, now: i64, mine: Option<&Key>) -> Result<Vec<Held>> {
     let listed = store.list_folder(DIR).await?;
+    let now = listed
+        .iter()
+        .find(|m| Some(&m.location) == mine)
+        .map_or(now, |m| m.last_modified.timestamp());
     let mut out = Vec::new();
     for meta in listed {
         let written = meta.last_modified.timestamp();

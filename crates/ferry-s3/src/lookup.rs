@@ -121,10 +121,12 @@ pub fn find(path: &Path, etag: &str, member: &[u8]) -> Option<Option<Hit>> {
             .unwrap_or_default()
             .to_vec()
     };
-    // The first line whose key is not below `key` starts at or after `lo`, within a
-    // few lines of it once the range is small.
+    // The first line whose key is not below `key` starts at or after `lo` (`lo` only
+    // ever moves past a line whose key is below), within a line or so of `hi` (`hi`
+    // may fall inside that line, and `lo` then pass it): once the two are close, or
+    // crossed, the lines from `lo` on are read one by one.
     let (mut lo, mut hi) = (body, len);
-    while hi - lo > 4096 {
+    while hi.saturating_sub(lo) > 4096 {
         let mid = lo + (hi - lo) / 2;
         let (_, next) = table.line_at(mid)?;
         if next >= hi {
@@ -202,6 +204,28 @@ mod tests {
             assert_eq!(hit.unwrap().unwrap().start, i * 10);
         }
         assert_eq!(find(&path, "\"e1\"", b"d0/nope"), Some(None));
+        // Long paths put the middle of the search inside a line: the bounds may cross,
+        // and every member is still found.
+        let long: Vec<Member> = [(b'a', 1500), (b'b', 1000), (b'c', 2500), (b'd', 3000)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(c, n))| {
+                let mut m = Member::with_path(&vec![c; n]);
+                (m.o, m.e, m.k) = (i as u64 * 10, i as u64 * 10 + 5, 0);
+                m
+            })
+            .collect();
+        let mut lm = m.clone();
+        lm.shards[0].members = long;
+        write(&path, "\"e2\"", &lm);
+        for (i, &(c, n)) in [(b'a', 1500), (b'b', 1000), (b'c', 2500), (b'd', 3000)]
+            .iter()
+            .enumerate()
+        {
+            let hit = find(&path, "\"e2\"", &vec![c; n]).unwrap().unwrap();
+            assert_eq!(hit.start, i as u64 * 10);
+        }
+        write(&path, "\"e1\"", &m);
         assert_eq!(find(&path, "\"e1\"", b"zzz"), Some(None));
         assert_eq!(find(&path, "\"other\"", b"d0/f0"), None);
         std::fs::write(&path, "ferry-s3-lookup 1\t\"e1\"\n64\tnot-hex\t1\t2\t0\n").unwrap();

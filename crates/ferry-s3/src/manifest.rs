@@ -202,7 +202,7 @@ impl Manifest {
     }
 
     /// Checks what a reader relies on.
-    fn check(&self) -> std::result::Result<(), String> {
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
         if self.format != FORMAT && self.format != FORMAT_V1 {
             return Err(format!("format {:?}, not {FORMAT:?}", self.format));
         }

@@ -85,6 +85,9 @@ pub fn prune(store: &Arc<Store>, opts: &PruneOptions, reporter: &dyn Reporter) -
             store.loc
         )));
     }
+    // What a killed run (upload or prune) from this machine left: its multipart
+    // uploads and its lease.
+    store.rt.block_on(crate::pending::abort_left(store));
     let lease = store.rt.block_on(Lease::take(store, Kind::Prune))?;
     let done = prune_leased(store, &lease, opts, reporter);
     store.rt.block_on(lease.end(store));
@@ -102,6 +105,15 @@ struct Read {
 }
 
 async fn read_all(store: &Store, lease: &Lease, opts: &PruneOptions) -> Result<Read> {
+    // Two prunes at once would each delete what the other's compaction now names.
+    if let Some(prune) = lease.others(store, Kind::Prune).await?.first() {
+        return Err(S3Error::new(format!(
+            "{}: {prune} has not ended: nothing pruned; run prune again once it has (a \
+             lease a killed prune left goes with the next run from its machine, or after \
+             an hour)",
+            store.loc
+        )));
+    }
     if let Some(upload) = lease.others(store, Kind::Upload).await?.first() {
         return Err(S3Error::new(format!(
             "{}: {upload} has not ended: nothing pruned; run prune again once it has (a \
@@ -181,7 +193,7 @@ fn prune_leased(
         out.compacted = c.old.len();
         out.copied = c.copied;
         out.written = c.new.len();
-        out.rewritten = rewrite_kept(store, &mut kept, pointer.as_deref(), &c)?;
+        out.rewritten = rewrite_kept(store, &mut kept, &c)?;
     }
     let mut live: HashSet<String> = kept.iter().flat_map(|(_, m)| names_of(m)).collect();
     live.extend(legacy);
@@ -205,6 +217,18 @@ fn prune_leased(
     }
     if opts.dry_run {
         return Ok(out);
+    }
+    // Before any shard goes, `manifest.ferry` is written again: readers keep their copy
+    // of the newest snapshot by its ETag, and that snapshot may have been written again
+    // (by this prune, or by one killed before it got here).
+    if let (Some(name), false) = (&pointer, dead.is_empty() && out.rewritten == 0) {
+        let when = ferry_core::utc::basic(crate::lease::now());
+        let key = store.key(crate::manifest::NAME);
+        let body = crate::snapshot::Newest::encode_rewritten(name, Some(&when));
+        store
+            .rt
+            .block_on(store.s3.put(&key, PutPayload::from(body)))
+            .map_err(|e| store.error(&key, "write the manifest", &e))?;
     }
     store.rt.block_on(async {
         // Snapshots first: a prune killed midway never leaves a snapshot that names a
@@ -240,16 +264,9 @@ fn prune_leased(
 }
 
 /// Writes again each kept snapshot that names a shard `c` compacted, naming the new
-/// shards instead, and then `manifest.ferry` when it names one of them (`pointer`);
-/// returns how many.
-fn rewrite_kept(
-    store: &Store,
-    kept: &mut [(String, Manifest)],
-    pointer: Option<&str>,
-    c: &Compacted,
-) -> Result<usize> {
+/// shards instead; returns how many.
+fn rewrite_kept(store: &Store, kept: &mut [(String, Manifest)], c: &Compacted) -> Result<usize> {
     let mut n = 0;
-    let mut newest_rewritten = false;
     for (name, m) in kept.iter_mut() {
         let Some(new) = c.rewrite(m)? else { continue };
         let key = store.key(&crate::snapshot::object(name));
@@ -259,16 +276,6 @@ fn rewrite_kept(
             .map_err(|e| store.error(&key, "write the manifest", &e))?;
         *m = new;
         n += 1;
-        newest_rewritten |= pointer == Some(name.as_str());
-    }
-    if let (true, Some(name)) = (newest_rewritten, pointer) {
-        let when = ferry_core::utc::basic(crate::lease::now());
-        let key = store.key(crate::manifest::NAME);
-        let body = crate::snapshot::Newest::encode_rewritten(name, Some(&when));
-        store
-            .rt
-            .block_on(store.s3.put(&key, PutPayload::from(body)))
-            .map_err(|e| store.error(&key, "write the manifest", &e))?;
     }
     Ok(n)
 }

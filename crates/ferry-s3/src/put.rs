@@ -104,13 +104,17 @@ pub const DROPPED: &str = "the store dropped this multipart upload: another uplo
                            the object meanwhile";
 
 /// The failure of `what` on `key`: [`DROPPED`] when the store no longer knows the
-/// upload.
+/// upload (`NoSuchUpload`; a missing bucket is told as itself).
 fn failed(store: &Store, key: &Key, what: &str, e: &object_store::Error) -> PutFailure {
     PutFailure::Store(match e {
-        object_store::Error::NotFound { .. } => S3Error::new(format!(
-            "s3://{}/{key}: {what}: {DROPPED}",
-            store.loc.bucket
-        )),
+        object_store::Error::NotFound { source, .. }
+            if source.to_string().contains("NoSuchUpload") =>
+        {
+            S3Error::new(format!(
+                "s3://{}/{key}: {what}: {DROPPED}",
+                store.loc.bucket
+            ))
+        }
         e => store.error(key, what, e),
     })
 }
