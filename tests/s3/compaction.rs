@@ -39,6 +39,19 @@ fn rewrite_most(src: &Path) {
     }
 }
 
+/// The tree uploaded to `url` in shards of 6 MiB, most of it rewritten, and uploaded
+/// again: every shard of the first upload is sparse. The upload's arguments.
+fn two_uploads(g: &Garage, src: &Path, url: &str) -> [&'static str; 2] {
+    let up = ["--shard-size", "6M"];
+    tree(src);
+    g.ferry(&[&["copy", s(src), url][..], &up].concat())
+        .assert_ok();
+    rewrite_most(src);
+    g.ferry(&[&["copy", s(src), url][..], &up].concat())
+        .assert_ok();
+    up
+}
+
 fn total(sizes: &std::collections::BTreeMap<String, u64>) -> u64 {
     sizes.values().sum()
 }
@@ -58,14 +71,8 @@ fn compaction_keeps_the_prefix_near_the_trees_size_and_readers_reading() {
     }
     let Some(g) = Garage::start() else { return };
     let sc = scratch();
-    tree(&sc.src);
     let url = g.url("cmp");
-    let up = ["--shard-size", "6M"];
-    g.ferry(&[&["copy", s(&sc.src), &url][..], &up].concat())
-        .assert_ok();
-    rewrite_most(&sc.src);
-    g.ferry(&[&["copy", s(&sc.src), &url][..], &up].concat())
-        .assert_ok();
+    let up = two_uploads(&g, &sc.src, &url);
     let fresh = g.url("fresh");
     g.ferry(&[&["copy", s(&sc.src), &fresh][..], &up].concat())
         .assert_ok();
@@ -163,14 +170,8 @@ fn compaction_keeps_the_prefix_near_the_trees_size_and_readers_reading() {
 fn a_shard_replaced_since_its_manifest_is_not_compacted_and_stays() {
     let Some(g) = Garage::start() else { return };
     let sc = scratch();
-    tree(&sc.src);
     let url = g.url("replaced");
-    let up = ["--shard-size", "6M"];
-    g.ferry(&[&["copy", s(&sc.src), &url][..], &up].concat())
-        .assert_ok();
-    rewrite_most(&sc.src);
-    g.ferry(&[&["copy", s(&sc.src), &url][..], &up].concat())
-        .assert_ok();
+    two_uploads(&g, &sc.src, &url);
     // One shard the newest names some members of, replaced by other bytes of its
     // length: its ETag is not the manifest's, so nothing of it is copied, and it is
     // not taken for dead.

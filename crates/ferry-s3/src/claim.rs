@@ -49,17 +49,13 @@ pub async fn write_snapshot(store: &Store, began: i64, manifest: &Manifest) -> R
         let taken = taken(store, &name, &mine).await;
         let wrote = match taken {
             Ok(false) => {
-                let key = store.key(&crate::snapshot::object(&name));
                 let named = Manifest {
                     snapshot: Some(name.clone()),
                     ..manifest.clone()
                 };
-                store
-                    .s3
-                    .put(&key, PutPayload::from(named.encode()))
+                crate::snapshot::write(store, &name, &named)
                     .await
-                    .map(|_| true)
-                    .map_err(|e| store.error(&key, "write the manifest", &e))
+                    .map(|()| true)
             }
             Ok(true) => Ok(false),
             Err(e) => Err(e),
@@ -100,16 +96,10 @@ const NEWEST_TRIES: usize = 8;
 /// written, or a newer one another upload wrote meanwhile), again while a newer one
 /// appears after it was written.
 pub async fn name_newest(store: &Store, mine: &str) -> Result<()> {
-    let key = store.key(crate::manifest::NAME);
     let newest = |names: Vec<String>| names.last().cloned().unwrap_or_else(|| mine.to_string());
     let mut name = newest(crate::snapshot::list(store).await?);
     for _ in 0..NEWEST_TRIES {
-        let body = crate::snapshot::Newest::encode(&name);
-        store
-            .s3
-            .put(&key, PutPayload::from(body))
-            .await
-            .map_err(|e| store.error(&key, "write the manifest", &e))?;
+        crate::snapshot::write_newest(store, &name, None).await?;
         let now = newest(crate::snapshot::list(store).await?);
         if now == name {
             break;

@@ -71,7 +71,7 @@ const MOST_KEPT: f64 = 1.4;
 /// and not every member; then, while the shards kept would still hold more than
 /// [`MOST_KEPT`] times the bytes named, the next sparsest, so that however the dead
 /// bytes are spread, the prefix stays near the size of what it keeps.
-pub fn sparse_shards(kept: &[Manifest], protected: &HashSet<String>) -> Vec<Sparse> {
+pub fn sparse_shards(kept: &[&Manifest], protected: &HashSet<String>) -> Vec<Sparse> {
     let mut order: Vec<&str> = Vec::new();
     let mut named: HashMap<&str, (&Shard, BTreeMap<u64, &Member>)> = HashMap::new();
     let mut odd: HashSet<&str> = HashSet::new();
@@ -184,16 +184,16 @@ pub fn compact(
     for group in groups {
         let shard = write_group(store, &group)?;
         let i = out.new.len();
-        let mut at = 0;
-        for (sp, _) in &group {
-            out.old.insert(sp.shard.fingerprint.clone());
-            for m in &sp.shard.members {
-                out.moved
-                    .insert((sp.shard.fingerprint.clone(), m.o), (i, at));
-                at += span(m, &sp.shard);
-            }
+        // The new shard's members are the group's, in order, at their new places.
+        let old = group.iter().flat_map(|(sp, _)| {
+            let fp = &sp.shard.fingerprint;
+            sp.shard.members.iter().map(move |m| (fp, m.o))
+        });
+        for ((fp, o), placed) in old.zip(&shard.members) {
+            out.old.insert(fp.clone());
+            out.moved.insert((fp.clone(), o), (i, placed.o));
         }
-        out.copied += at;
+        out.copied += group.iter().map(|(sp, _)| sp.live).sum::<u64>();
         out.new.push(shard);
     }
     Ok(out)
@@ -275,22 +275,35 @@ fn fingerprint(group: &[(Sparse, Vec<IndexEntry>)]) -> String {
     format!("{:032x}", h.digest128())
 }
 
+/// `group`'s live members as the new shard holds them: one after another, each
+/// taking its span, in order.
+fn layout(group: &[(Sparse, Vec<IndexEntry>)]) -> Vec<Member> {
+    let mut at = 0;
+    let members = group.iter().flat_map(|(sp, _)| {
+        sp.shard
+            .members
+            .iter()
+            .map(move |m| (m, span(m, &sp.shard)))
+    });
+    members
+        .map(|(m, span)| {
+            let placed = Member {
+                o: at,
+                e: at + (m.e - m.o),
+                ..m.clone()
+            };
+            at += span;
+            placed
+        })
+        .collect()
+}
+
 /// Writes (or, written by a killed prune, finds) the shard of `group`'s live members;
 /// its record.
 fn write_group(store: &Arc<Store>, group: &[(Sparse, Vec<IndexEntry>)]) -> Result<Shard> {
     let fp = fingerprint(group);
-    let mut members = Vec::new();
-    let mut at = 0;
-    for (sp, _) in group {
-        for m in &sp.shard.members {
-            members.push(Member {
-                o: at,
-                e: at + (m.e - m.o),
-                ..m.clone()
-            });
-            at += span(m, &sp.shard);
-        }
-    }
+    let members = layout(group);
+    let at: u64 = group.iter().map(|(sp, _)| sp.live).sum();
     if let Some(found) = store.rt.block_on(crate::upload::recorded(store, &fp)) {
         let same = found.members.len() == members.len()
             && found.members.iter().zip(&members).all(|(a, b)| a.o == b.o);
@@ -311,7 +324,7 @@ fn write_group(store: &Arc<Store>, group: &[(Sparse, Vec<IndexEntry>)]) -> Resul
         })
     };
     let (mut out, _) = PartWriter::new(part, parts_tx);
-    let written = copy_group(store, group, &mut out);
+    let written = copy_group(store, group, &members, &mut out);
     drop(out);
     let size = written.as_ref().ok().copied();
     let _ = ended_tx.send(written.map(|_| ()));
@@ -410,27 +423,27 @@ fn fetch_windows(
 
 /// Writes the new shard of `group` to `out`: each old shard's live ranges (fetched
 /// in windows, [`windows`]), the end-of-archive blocks, and the index of the entries at
-/// their new places. Returns its length.
+/// their places in `placed` (the [`layout`]). Returns its length.
 fn copy_group(
     store: &Arc<Store>,
     group: &[(Sparse, Vec<IndexEntry>)],
+    placed: &[Member],
     out: &mut PartWriter,
 ) -> Result<u64> {
     let io = |e: std::io::Error| S3Error::new(format!("compacting: {e}"));
     let mut index = IndexWriter::default();
-    let mut at = 0;
+    let mut placed = placed.iter();
     for (sp, entries) in group {
         let shard = &sp.shard;
         let mut live: Vec<Range<u64>> = Vec::new();
-        for (m, e) in shard.members.iter().zip(entries) {
+        for ((m, e), to) in shard.members.iter().zip(entries).zip(placed.by_ref()) {
             let end = m.o + span(m, shard);
             let moved = IndexEntry {
-                header_offset: at,
-                data_offset: at + (e.data_offset - e.header_offset),
+                header_offset: to.o,
+                data_offset: to.o + (e.data_offset - e.header_offset),
                 ..e.clone()
             };
             index.push(&moved).map_err(io)?;
-            at += end - m.o;
             match live.last_mut() {
                 Some(run) if run.end == m.o => run.end = end,
                 _ => live.push(m.o..end),
@@ -448,10 +461,11 @@ fn copy_group(
             ))
         })?;
     }
+    let data: u64 = group.iter().map(|(sp, _)| sp.live).sum();
     out.write_all(&[0; 1024]).map_err(io)?;
-    at += 1024;
-    let tail = index.finish(at, |b| out.write_all(b)).map_err(io)?;
-    Ok(at + tail)
+    let tar_end = data + 1024;
+    let tail = index.finish(tar_end, |b| out.write_all(b)).map_err(io)?;
+    Ok(tar_end + tail)
 }
 
 /// Writes the parts of the windows `rx` delivers that lie in `live`, in order.
@@ -582,12 +596,12 @@ mod tests {
         let dirs = shard('d', 10240, 1, vec![member("dir", 0, 512 + 1)], true);
         let older = manifest(vec![b1, dirs.clone()]);
         let newer = manifest(vec![a.clone(), b2, tiny, dirs]);
-        let sparse = sparse_shards(&[older.clone(), newer.clone()], &HashSet::new());
+        let sparse = sparse_shards(&[&older, &newer], &HashSet::new());
         assert_eq!(sparse.len(), 1);
         assert_eq!(sparse[0].shard.fingerprint, a.fingerprint);
         assert_eq!(sparse[0].live, 10240);
         let protected = HashSet::from([a.fingerprint.clone()]);
-        assert!(sparse_shards(&[older, newer], &protected).is_empty());
+        assert!(sparse_shards(&[&older, &newer], &protected).is_empty());
     }
 
     #[test]
@@ -596,7 +610,7 @@ mod tests {
         let a = shard('a', 4 * 10240 + 1024, 4, vec![big(1)], false);
         let sparse = |older: Shard| {
             let (older, newer) = (manifest(vec![older]), manifest(vec![a.clone()]));
-            sparse_shards(&[older, newer], &HashSet::new()).len()
+            sparse_shards(&[&older, &newer], &HashSet::new()).len()
         };
         assert_eq!(sparse(a.clone()), 1);
         // Another size for it, a member past its end, one off a tar block, one at the
@@ -644,7 +658,7 @@ mod tests {
             shard(fp, 10 * 10240, 10, members, false)
         };
         let m = manifest(vec![six('a'), six('b'), six('c')]);
-        assert_eq!(sparse_shards(&[m], &HashSet::new()).len(), 2);
+        assert_eq!(sparse_shards(&[&m], &HashSet::new()).len(), 2);
     }
 
     #[test]

@@ -117,23 +117,6 @@ impl Lease {
         })
     }
 
-    /// A reader's lease, written again every [`READ_REFRESH`] seconds on `store`'s
-    /// runtime until it ends; None when it could not be written (keys that may only
-    /// read): the reader reads without one.
-    pub fn take_read(store: &std::sync::Arc<Store>) -> Option<Lease> {
-        let mut lease = store.rt.block_on(Lease::take(store, Kind::Read)).ok()?;
-        let (store2, key) = (store.clone(), lease.key.clone());
-        let json = serde_json::to_vec(&Body { kind: Kind::Read }).unwrap_or_default();
-        let task = store.rt.spawn(async move {
-            loop {
-                tokio::time::sleep(std::time::Duration::from_secs(READ_REFRESH)).await;
-                let _ = store2.s3.put(&key, PutPayload::from(json.clone())).await;
-            }
-        });
-        lease.refresh = Some(task.abort_handle());
-        Some(lease)
-    }
-
     /// The other leases held now, of `kind`: now by the store's clock, as it stamped
     /// this lease (a machine whose clock runs ahead takes no live lease for stale).
     pub async fn others(&self, store: &Store, kind: Kind) -> Result<Vec<Held>> {
@@ -210,19 +193,36 @@ pub async fn held(store: &Store, now: i64, mine: Option<&Key>) -> Result<Vec<Hel
     Ok(out)
 }
 
-/// A reader's lease ([`Lease::take_read`]), ended when dropped: a mount holds one for
-/// as long as it serves, a download while it runs.
+/// A reader's lease, written again every [`READ_REFRESH`] seconds on the store's
+/// runtime and ended when dropped: a mount holds one for as long as it serves, a
+/// download while it runs.
 pub struct ReadLease {
     store: std::sync::Arc<Store>,
     lease: Option<Lease>,
 }
 
 impl ReadLease {
-    /// Takes a reader's lease on `store`'s prefix, if its keys may write one.
+    /// Takes a reader's lease on `store`'s prefix; none when it could not be written
+    /// (keys that may only read): the reader reads without one.
     pub fn take(store: &std::sync::Arc<Store>) -> ReadLease {
+        let lease = store.rt.block_on(Lease::take(store, Kind::Read)).ok();
+        let lease = lease.map(|mut lease| {
+            // The task holds the client alone, not the store: the store (and its
+            // runtime) must never be dropped last on one of the runtime's threads.
+            let (s3, key) = (store.s3.clone(), lease.key.clone());
+            let json = serde_json::to_vec(&Body { kind: Kind::Read }).unwrap_or_default();
+            let task = store.rt.spawn(async move {
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_secs(READ_REFRESH)).await;
+                    let _ = s3.put(&key, PutPayload::from(json.clone())).await;
+                }
+            });
+            lease.refresh = Some(task.abort_handle());
+            lease
+        });
         ReadLease {
             store: store.clone(),
-            lease: Lease::take_read(store),
+            lease,
         }
     }
 }

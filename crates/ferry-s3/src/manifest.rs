@@ -173,6 +173,12 @@ pub fn shard_name(fingerprint: &str) -> String {
     format!("shards/{fingerprint}.far")
 }
 
+/// The object name of its record (`shards/FP.json`, a manifest of that shard alone,
+/// written once the shard is whole).
+pub fn record_name(fingerprint: &str) -> String {
+    format!("shards/{fingerprint}.json")
+}
+
 impl Manifest {
     /// The manifest's bytes, as stored.
     pub fn encode(&self) -> Vec<u8> {

@@ -19,7 +19,7 @@ use crate::manifest::Manifest;
 use crate::store::Store;
 use crate::{Result, S3Error};
 use ferry_core::error::Reporter;
-use object_store::{ObjectStoreExt, PutPayload};
+use object_store::ObjectStoreExt;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -180,7 +180,7 @@ fn prune_leased(
         kept: kept.iter().map(|(n, _)| n.clone()).collect(),
         ..Pruned::default()
     };
-    let manifests: Vec<Manifest> = kept.iter().map(|(_, m)| m.clone()).collect();
+    let manifests: Vec<&Manifest> = kept.iter().map(|(_, m)| m).collect();
     let sparse = match opts.no_compact {
         true => Vec::new(),
         false => sparse_shards(&manifests, &legacy),
@@ -223,12 +223,8 @@ fn prune_leased(
     // (by this prune, or by one killed before it got here).
     if let (Some(name), false) = (&pointer, dead.is_empty() && out.rewritten == 0) {
         let when = ferry_core::utc::basic(crate::lease::now());
-        let key = store.key(crate::manifest::NAME);
-        let body = crate::snapshot::Newest::encode_rewritten(name, Some(&when));
-        store
-            .rt
-            .block_on(store.s3.put(&key, PutPayload::from(body)))
-            .map_err(|e| store.error(&key, "write the manifest", &e))?;
+        let written = crate::snapshot::write_newest(store, name, Some(&when));
+        store.rt.block_on(written)?;
     }
     store.rt.block_on(async {
         // Snapshots first: a prune killed midway never leaves a snapshot that names a
@@ -269,11 +265,9 @@ fn rewrite_kept(store: &Store, kept: &mut [(String, Manifest)], c: &Compacted) -
     let mut n = 0;
     for (name, m) in kept.iter_mut() {
         let Some(new) = c.rewrite(m)? else { continue };
-        let key = store.key(&crate::snapshot::object(name));
         store
             .rt
-            .block_on(store.s3.put(&key, PutPayload::from(new.encode())))
-            .map_err(|e| store.error(&key, "write the manifest", &e))?;
+            .block_on(crate::snapshot::write(store, name, &new))?;
         *m = new;
         n += 1;
     }

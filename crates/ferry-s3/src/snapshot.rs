@@ -10,7 +10,7 @@ use crate::manifest::{Manifest, MAX_STORED};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use futures::TryStreamExt;
-use object_store::ObjectStoreExt;
+use object_store::{ObjectStoreExt, PutPayload};
 
 /// What `manifest.ferry` holds: the name of the newest snapshot. (An upload from
 /// before snapshots holds its whole manifest there, zstd-compressed, still read.)
@@ -149,6 +149,31 @@ pub async fn read(store: &Store, name: &str) -> Result<Manifest> {
     let m = Manifest::decode(&bytes, &shown)?;
     named_so(&m, name, &shown)?;
     Ok(m)
+}
+
+/// Writes `m` as the snapshot `name`'s manifest (an upload's, or one a prune's
+/// compaction wrote again).
+pub async fn write(store: &Store, name: &str, m: &Manifest) -> Result<()> {
+    let key = store.key(&object(name));
+    store
+        .s3
+        .put(&key, PutPayload::from(m.encode()))
+        .await
+        .map_err(|e| store.error(&key, "write the manifest", &e))?;
+    Ok(())
+}
+
+/// Writes `manifest.ferry` naming `name` the newest; `rewritten`: when a prune wrote
+/// it again (see [`Newest::rewritten`]).
+pub async fn write_newest(store: &Store, name: &str, rewritten: Option<&str>) -> Result<()> {
+    let key = store.key(crate::manifest::NAME);
+    let body = Newest::encode_rewritten(name, rewritten);
+    store
+        .s3
+        .put(&key, PutPayload::from(body))
+        .await
+        .map_err(|e| store.error(&key, "write the manifest", &e))?;
+    Ok(())
 }
 
 /// The stored bytes of snapshot `name`'s manifest (at most [`MAX_STORED`]); `op` says

@@ -247,7 +247,7 @@ async fn sent_before(store: &Store, plan: &ShardPlan) -> Option<Shard> {
 /// there, whole.
 pub(crate) async fn recorded(store: &Store, fingerprint: &str) -> Option<Shard> {
     let name = crate::manifest::shard_name(fingerprint);
-    let record = store.key(&format!("{}.json", name.trim_end_matches(".far")));
+    let record = store.key(&crate::manifest::record_name(fingerprint));
     // A record too large to be one is not one: the shard is sent again.
     let got = store.s3.get(&record).await.ok()?;
     let bytes = gather(store, &record, "read the shard's record", got, MAX_RECORD)
@@ -266,8 +266,7 @@ pub(crate) async fn write_record(store: &Store, shard: &Shard) -> Result<()> {
         snapshot: None,
         shards: vec![shard.clone()],
     };
-    let name = shard.name();
-    let key = store.key(&format!("{}.json", name.trim_end_matches(".far")));
+    let key = store.key(&crate::manifest::record_name(&shard.fingerprint));
     store
         .s3
         .put(&key, PutPayload::from(record.encode()))
