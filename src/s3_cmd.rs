@@ -77,13 +77,21 @@ fn copy_job(args: &CopyArgs, job: &Job<'_>) -> anyhow::Result<ExitCode> {
         let done = upload(&args.src, store, &opts, &job.stats, &counting)?;
         crate::report::to_stderr(format_args!(
             "ferry s3: {} shards: {} sent ({} bytes), {} there already (holding {} \
-             unchanged members, {} bytes); snapshot {}{}",
+             unchanged members, {} bytes{}); snapshot {}{}",
             done.shards,
             done.sent,
             done.bytes_sent,
             done.kept,
             done.members_kept,
             done.bytes_kept,
+            if done.renamed > 0 {
+                format!(
+                    ", of which {} files renamed or moved, {} bytes",
+                    done.renamed, done.bytes_renamed
+                )
+            } else {
+                String::new()
+            },
             done.snapshot,
             if done.aborted > 0 {
                 format!(

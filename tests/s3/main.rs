@@ -24,6 +24,7 @@ mod objects;
 mod objects_delete;
 mod objects_read;
 mod profile;
+mod renames;
 mod snapshots;
 
 /// A temporary path as the `&str` a command line takes (the scratch paths are UTF-8).

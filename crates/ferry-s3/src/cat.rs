@@ -178,6 +178,7 @@ fn locate(store: &Store, f: Fetched, path: &[u8]) -> Result<Option<Hit>> {
         start: m.o,
         end: m.e,
         kind: m.k,
+        stored: m.is_renamed().then(|| m.stored_path()),
     }))
 }
 
@@ -352,7 +353,8 @@ fn cat_following(store: &Store, path: &[u8], out: &mut dyn Write, links: usize) 
         .next_entry()
         .map_err(|e| bad(&e))?
         .ok_or_else(|| bad(&"no member at the manifest's offset"))?;
-    if entry.path.strip_suffix(b"/").unwrap_or(&entry.path) != path {
+    let stored = hit.stored.as_deref().unwrap_or(path);
+    if entry.path.strip_suffix(b"/").unwrap_or(&entry.path) != stored {
         return Err(bad(&"the member there has another name"));
     }
     match (hit.kind, &entry.link_target) {

@@ -1,6 +1,6 @@
 //! A shard's bytes checked against the manifest on their way to the unpacker: every
-//! member the shard's tar holds must be one the manifest names for that shard, of the
-//! same kind, at the same offset, with the same mode (and size, for a file); the
+//! member the shard's tar holds must be one the manifest names for that shard at that
+//! offset, with the same stored name, kind and mode (and size, for a file); the
 //! directories above a shard's members, which every shard holds, must be directories
 //! the manifest names. A member's headers are parsed here (by the strict tar reader)
 //! and held back until they pass, so the unpacker never sees a member that does not.
@@ -65,6 +65,9 @@ enum State {
 
 /// The members of one shard, and the directories of the whole manifest.
 pub struct Expected<'m> {
+    by_offset: HashMap<u64, usize>,
+    /// By the path the shard stores them under (the first of a path), to say what is
+    /// wrong with a member found at another offset.
     by_path: HashMap<Vec<u8>, usize>,
     members: &'m [Member],
     dirs: &'m HashSet<Vec<u8>>,
@@ -74,13 +77,18 @@ pub struct Expected<'m> {
 impl<'m> Expected<'m> {
     /// What `shard` must hold; `dirs`: every directory the manifest names.
     pub fn new(shard: &'m Shard, dirs: &'m HashSet<Vec<u8>>) -> Expected<'m> {
-        let by_path = shard
+        let by_offset = shard
             .members
             .iter()
             .enumerate()
-            .map(|(i, m)| (m.path(), i))
+            .map(|(i, m)| (m.o, i))
             .collect();
+        let mut by_path = HashMap::new();
+        for (i, m) in shard.members.iter().enumerate() {
+            by_path.entry(m.stored_path()).or_insert(i);
+        }
         Expected {
+            by_offset,
             by_path,
             members: &shard.members,
             dirs,
@@ -175,7 +183,8 @@ impl<'a, R: Read> Checked<'a, R> {
         if path.is_empty() || path == b"." {
             return (kind != 1).then(|| "the tree's root, not as a directory".to_string());
         }
-        let Some(&i) = self.expected.by_path.get(path) else {
+        let at = self.expected.by_offset.get(&e.header_offset);
+        let Some(&i) = at.or_else(|| self.expected.by_path.get(path)) else {
             if kind == 1 && !self.expected.dir_shard && self.expected.dirs.contains(path) {
                 return None;
             }
@@ -187,6 +196,12 @@ impl<'a, R: Read> Checked<'a, R> {
         let m = &self.expected.members[i];
         let why = if self.seen[i] {
             "in the shard twice".to_string()
+        } else if path != m.stored_path() {
+            format!(
+                "at byte {}, where the manifest places {}",
+                e.header_offset,
+                String::from_utf8_lossy(&m.stored_path()).escape_debug()
+            )
         } else if kind != m.k {
             format!(
                 "{} in the shard, {} in the manifest",

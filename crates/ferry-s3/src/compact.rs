@@ -66,9 +66,9 @@ const MOST_KEPT: f64 = 1.4;
 
 /// The shards to compact among those the manifests `kept` (oldest first) name, the
 /// newest manifest's first, but those in `protected` and those the manifests record
-/// otherwise one from another (size, ETag, members at one offset that differ, or a
-/// member not on a tar block): each of which they name less than half the bytes
-/// and not every member; then, while the shards kept would still hold more than
+/// otherwise one from another (size, ETag, members at one offset that differ in range
+/// or stored name, or a member not on a tar block): each of which they name less than
+/// half the bytes and not every member; then, while the shards kept would still hold more than
 /// [`MOST_KEPT`] times the bytes named, the next sparsest, so that however the dead
 /// bytes are spread, the prefix stays near the size of what it keeps.
 pub fn sparse_shards(kept: &[&Manifest], protected: &HashSet<String>) -> Vec<Sparse> {
@@ -86,7 +86,8 @@ pub fn sparse_shards(kept: &[&Manifest], protected: &HashSet<String>) -> Vec<Spa
             }
             for m in &s.members {
                 let before = members.insert(m.o, m);
-                if before.is_some_and(|b| b.e != m.e) || m.o % 512 != 0 {
+                let differs = |b: &Member| b.e != m.e || b.stored_path() != m.stored_path();
+                if before.is_some_and(differs) || m.o % 512 != 0 {
                     odd.insert(&s.fingerprint);
                 }
             }
@@ -247,10 +248,11 @@ fn live_entries(store: &Store, sp: &Sparse) -> Result<Vec<IndexEntry>> {
         // member ends where its span says).
         let ends = e.data_offset.checked_add(e.stored) == Some(m.e);
         let on_blocks = e.data_offset % 512 == 0 && e.header_offset % 512 == 0;
-        if path != m.path().as_slice() || e.data_offset < e.header_offset || !ends || !on_blocks {
+        let stored = m.stored_path();
+        if path != stored || e.data_offset < e.header_offset || !ends || !on_blocks {
             return Err(bad(&format_args!(
                 "its index places {} otherwise than the manifest",
-                String::from_utf8_lossy(&m.path()).escape_debug()
+                String::from_utf8_lossy(&stored).escape_debug()
             )));
         }
         found.push(e);
@@ -275,8 +277,9 @@ fn fingerprint(group: &[(Sparse, Vec<IndexEntry>)]) -> String {
     format!("{:032x}", h.digest128())
 }
 
-/// `group`'s live members as the new shard holds them: one after another, each
-/// taking its span, in order.
+/// `group`'s live members as the new shard holds them (under the names they are
+/// stored under, whatever a snapshot names them): one after another, each taking its
+/// span, in order.
 fn layout(group: &[(Sparse, Vec<IndexEntry>)]) -> Vec<Member> {
     let mut at = 0;
     let members = group.iter().flat_map(|(sp, _)| {
@@ -290,7 +293,7 @@ fn layout(group: &[(Sparse, Vec<IndexEntry>)]) -> Vec<Member> {
             let placed = Member {
                 o: at,
                 e: at + (m.e - m.o),
-                ..m.clone()
+                ..m.renamed(&m.stored_path())
             };
             at += span;
             placed

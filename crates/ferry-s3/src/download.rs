@@ -132,14 +132,14 @@ struct Fetch {
     end_blocks: bool,
 }
 
-/// How `shard` is fetched: whole when the manifest names all it holds, else the ranges
-/// of the members it names.
+/// How `shard` is fetched: whole when the manifest names all it holds as it holds
+/// them, else the ranges of the members it names.
 fn fetch_of(shard: &Shard) -> Fetch {
     let split = |r: std::ops::Range<u64>| {
         let n = (r.end - r.start).div_ceil(RANGE);
         (0..n).map(move |i| r.start + i * RANGE..(r.start + (i + 1) * RANGE).min(r.end))
     };
-    if shard.whole() {
+    if shard.whole() && !shard.members.iter().any(Member::is_renamed) {
         return Fetch {
             view: shard.clone(),
             pieces: split(0..shard.size).collect(),
@@ -349,7 +349,9 @@ pub fn download(
             let expected = Expected::new(&fetch.view, &dirs);
             let mut stream = Checked::new(&mut ranges, expected, shown, reporter);
             let pool = Share::private(UNPACK_BUFFERS, 1 << 20);
-            let all = Selection::all();
+            // Files stored under an earlier name are made under the one named now.
+            let renamed = fetch.view.members.iter().filter(|m| m.is_renamed());
+            let all = Selection::all().naming_at(renamed.map(|m| (m.o, m.path())).collect());
             let unpacked =
                 unpack_stream_pooled(&mut stream, dst, &unpack, &all, &pool, stats, reporter)
                     .map_err(|e| named(&e))

@@ -37,6 +37,7 @@ pub mod plan;
 pub mod profile;
 pub mod prune;
 pub mod put;
+pub mod renames;
 pub mod shard;
 pub mod snapshot;
 pub mod store;

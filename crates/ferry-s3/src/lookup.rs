@@ -1,6 +1,7 @@
 //! A lookup table kept beside the cached manifest, so a warm `cat` finds its member
 //! without decompressing and parsing the whole manifest: one line per member,
-//! `HEXPATH TAB FINGERPRINT TAB START TAB END TAB KIND`, sorted by the hex of the path
+//! `HEXPATH TAB FINGERPRINT TAB START TAB END TAB KIND`, then `TAB HEXSTORED` for a file
+//! its shard holds under another name, sorted by the hex of the path
 //! (which sorts as the path's bytes do), after a first line naming the manifest's ETag.
 //! A lookup finds the line by binary search, reading only the lines it looks at. The file is local and
 //! written by ferry, but read as untrusted all the same: anything unexpected makes the
@@ -10,7 +11,7 @@ use crate::manifest::Manifest;
 use std::io::Write;
 use std::path::Path;
 
-const HEADER: &str = "ferry-s3-lookup 1";
+const HEADER: &str = "ferry-s3-lookup 2";
 
 /// Where a member is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +24,8 @@ pub struct Hit {
     pub end: u64,
     /// Its kind, in the index's numbers.
     pub kind: u8,
+    /// Its path in the shard, when the snapshot names it otherwise.
+    pub stored: Option<Vec<u8>>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -37,8 +40,12 @@ pub fn write(path: &Path, etag: &str, m: &Manifest) {
         .iter()
         .flat_map(|s| {
             s.members.iter().map(move |mb| {
+                let stored = match mb.is_renamed() {
+                    true => format!("\t{}", hex(&mb.stored_path())),
+                    false => String::new(),
+                };
                 format!(
-                    "{}\t{}\t{}\t{}\t{}\n",
+                    "{}\t{}\t{}\t{}\t{}{stored}\n",
                     hex(&mb.path()),
                     s.fingerprint,
                     mb.o,
@@ -163,6 +170,10 @@ fn parse(line: &[u8]) -> Option<Hit> {
         start: f.next()?.parse().ok()?,
         end: f.next()?.parse().ok()?,
         kind: f.next()?.parse().ok()?,
+        stored: match f.next() {
+            Some(x) => Some(crate::manifest::unhex(x)?),
+            None => None,
+        },
     };
     let sane = hit.fingerprint.len() == 32
         && hit.fingerprint.bytes().all(|b| b.is_ascii_hexdigit())

@@ -105,18 +105,20 @@ pub struct Member {
     /// A file's content hash, the xxh3-128 its shard's index records (32 hex digits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub x: Option<String>,
+    /// Its path in the shard when the snapshot names it otherwise (UTF-8): a file
+    /// renamed or moved since it was stored, found there by its metadata and content
+    /// hash, and so kept where it is (see [`crate::renames`]). Files only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sp: Option<String>,
+    /// The same in hex, when it is not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spx: Option<String>,
 }
 
 impl Member {
     /// A member with path `path`.
     pub fn with_path(path: &[u8]) -> Member {
-        let (p, px) = match std::str::from_utf8(path) {
-            Ok(s) => (Some(s.to_string()), None),
-            Err(_) => (
-                None,
-                Some(path.iter().map(|b| format!("{b:02x}")).collect()),
-            ),
-        };
+        let (p, px) = path_fields(path);
         Member {
             p,
             px,
@@ -128,6 +130,25 @@ impl Member {
             e: 0,
             f: None,
             x: None,
+            sp: None,
+            spx: None,
+        }
+    }
+
+    /// The same member named `path` by the snapshot, its path in the shard kept.
+    pub fn renamed(&self, path: &[u8]) -> Member {
+        let stored = self.stored_path();
+        let (p, px) = path_fields(path);
+        let (sp, spx) = match stored == path {
+            true => (None, None),
+            false => path_fields(&stored),
+        };
+        Member {
+            p,
+            px,
+            sp,
+            spx,
+            ..self.clone()
         }
     }
 
@@ -136,17 +157,45 @@ impl Member {
         u128::from_str_radix(self.x.as_deref()?, 16).ok()
     }
 
-    /// Its path's bytes (checked by [`Manifest::decode`]).
+    /// Its path's bytes, as the snapshot names it (checked by [`Manifest::decode`]).
     pub fn path(&self) -> Vec<u8> {
-        match (&self.p, &self.px) {
-            (Some(p), _) => p.as_bytes().to_vec(),
-            (None, Some(x)) => unhex(x).unwrap_or_default(),
-            (None, None) => Vec::new(),
-        }
+        path_of(&self.p, &self.px).unwrap_or_default()
+    }
+
+    /// Its path as its shard's tar and index hold it: [`Member::path`] but for a
+    /// renamed file.
+    pub fn stored_path(&self) -> Vec<u8> {
+        path_of(&self.sp, &self.spx).unwrap_or_else(|| self.path())
+    }
+
+    /// Whether the snapshot names it otherwise than its shard does.
+    pub fn is_renamed(&self) -> bool {
+        self.sp.is_some() || self.spx.is_some()
     }
 }
 
-fn unhex(x: &str) -> Option<Vec<u8>> {
+/// A path as a member's two fields keep it: UTF-8, or else hex.
+fn path_fields(path: &[u8]) -> (Option<String>, Option<String>) {
+    match std::str::from_utf8(path) {
+        Ok(s) => (Some(s.to_string()), None),
+        Err(_) => (
+            None,
+            Some(path.iter().map(|b| format!("{b:02x}")).collect()),
+        ),
+    }
+}
+
+/// The path two such fields give, if either is there.
+fn path_of(text: &Option<String>, hex: &Option<String>) -> Option<Vec<u8>> {
+    match (text, hex) {
+        (Some(p), _) => Some(p.as_bytes().to_vec()),
+        (None, Some(x)) => Some(unhex(x).unwrap_or_default()),
+        (None, None) => None,
+    }
+}
+
+/// The bytes of `x`, two hex digits each.
+pub(crate) fn unhex(x: &str) -> Option<Vec<u8>> {
     if x.len() % 2 != 0 {
         return None;
     }
@@ -255,18 +304,25 @@ impl Manifest {
     }
 }
 
-fn check_member(m: &Member, s: &Shard) -> std::result::Result<(), String> {
-    if m.p.is_some() == m.px.is_some() {
+/// Checks a member's path: `text` or `hex` (not both, and one unless `optional`), a
+/// plain relative path, empty only for a directory (the root); returns it.
+fn check_path(
+    text: &Option<String>,
+    hex: &Option<String>,
+    k: u8,
+    optional: bool,
+) -> std::result::Result<Vec<u8>, String> {
+    if text.is_some() && hex.is_some() || !optional && text.is_none() && hex.is_none() {
         return Err("a member with no path, or two".into());
     }
-    if let Some(x) = &m.px {
+    if let Some(x) = hex {
         if unhex(x).is_none() {
             return Err(format!("member path {x:?} is not hex"));
         }
     }
-    let path = m.path();
+    let path = path_of(text, hex).unwrap_or_default();
     let shown = String::from_utf8_lossy(&path).escape_debug().to_string();
-    if path.is_empty() && m.k != 1 {
+    if path.is_empty() && (k != 1 || optional) {
         return Err("a member with an empty path".into());
     }
     if path.len() > MAX_PATH || path.contains(&0) || path.starts_with(b"/") {
@@ -280,6 +336,18 @@ fn check_member(m: &Member, s: &Shard) -> std::result::Result<(), String> {
         return Err(format!(
             "member {shown}: path leaves the tree or is not plain"
         ));
+    }
+    Ok(path)
+}
+
+fn check_member(m: &Member, s: &Shard) -> std::result::Result<(), String> {
+    let path = check_path(&m.p, &m.px, m.k, false)?;
+    let shown = String::from_utf8_lossy(&path).escape_debug().to_string();
+    if m.is_renamed() {
+        check_path(&m.sp, &m.spx, m.k, true).map_err(|why| format!("{shown}: stored as {why}"))?;
+        if m.k != 0 || s.dirs {
+            return Err(format!("member {shown}: renamed, and not a file"));
+        }
     }
     if m.k > 6 {
         return Err(format!("member {shown}: kind {}", m.k));
@@ -349,6 +417,26 @@ mod tests {
     }
 
     #[test]
+    fn a_renamed_member_keeps_its_stored_name_until_named_so_again() {
+        let m = sample().shards[0].members[0].clone();
+        let moved = m.renamed(b"new/\xffname");
+        assert_eq!(moved.path(), b"new/\xffname");
+        assert_eq!(moved.stored_path(), b"a/b");
+        assert!(moved.is_renamed() && moved.px.is_some() && moved.sp.is_some());
+        let again = moved.renamed(b"third");
+        assert_eq!(
+            (again.path(), again.stored_path()),
+            (b"third".to_vec(), b"a/b".to_vec())
+        );
+        let home = again.renamed(b"a/b");
+        assert!(!home.is_renamed());
+        assert_eq!(home, m);
+        let mut shown = sample();
+        shown.shards[0].members[0] = moved;
+        assert_eq!(Manifest::decode(&shown.encode(), "m").unwrap(), shown);
+    }
+
+    #[test]
     fn malformed_manifests_are_refused() {
         assert!(Manifest::decode(b"not zstd", "m").is_err());
         let garbage = zstd::encode_all(&b"{\"format\": 3"[..], 1).unwrap();
@@ -391,6 +479,32 @@ mod tests {
             (
                 "snapshot name",
                 Box::new(|m| m.snapshot = Some("../x".into())),
+            ),
+            (
+                "stored as member ../x: path leaves",
+                Box::new(|m| m.shards[0].members[0].sp = Some("../x".into())),
+            ),
+            (
+                "stored as member /x: bad path",
+                Box::new(|m| m.shards[0].members[0].sp = Some("/x".into())),
+            ),
+            (
+                "stored as a member with an empty path",
+                Box::new(|m| m.shards[0].members[0].sp = Some(String::new())),
+            ),
+            (
+                "stored as a member with no path, or two",
+                Box::new(|m| {
+                    let a = &mut m.shards[0].members[0];
+                    (a.sp, a.spx) = (Some("c".into()), Some("63".into()));
+                }),
+            ),
+            (
+                "renamed, and not a file",
+                Box::new(|m| {
+                    let a = &mut m.shards[0].members[0];
+                    (a.k, a.sp) = (2, Some("c".into()));
+                }),
             ),
         ];
         for (what, change) in cases {

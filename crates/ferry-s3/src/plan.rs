@@ -211,80 +211,183 @@ pub fn fingerprint<'a>(members: impl IntoIterator<Item = &'a Planned>, dirs: boo
 /// Cuts `list` (from [`walk_tree`]) into shards of about `shard_size` bytes, keeping
 /// the shards of `old` whose members are unchanged.
 pub fn plan(list: &[Planned], old: Option<&Manifest>, shard_size: u64) -> Vec<ShardPlan> {
-    let by_path: HashMap<&[u8], usize> = list
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.path.as_slice(), i))
-        .collect();
-    let mut names: HashMap<InodeKey, Vec<usize>> = HashMap::new();
-    for (i, p) in list.iter().enumerate() {
-        if let Some(ino) = p.inode {
-            names.entry(ino).or_default().push(i);
+    Planner::new(list, old).finish(&[], shard_size)
+}
+
+/// A plan in the making: the members of the last upload kept where they are found
+/// first, then (once the caller has checked which files were renamed, see
+/// [`crate::renames`]) those found under another name, then the rest cut into shards.
+pub struct Planner<'a> {
+    list: &'a [Planned],
+    old: Option<&'a Manifest>,
+    names: HashMap<InodeKey, Vec<usize>>,
+    /// Which entries of `list` have a place.
+    taken: Vec<bool>,
+    /// The kept shards so far, by the index of the old manifest's shard.
+    shards: Vec<(usize, ShardPlan)>,
+}
+
+impl<'a> Planner<'a> {
+    /// The plan of `list` with the members of `old` kept where they are unchanged.
+    pub fn new(list: &'a [Planned], old: Option<&'a Manifest>) -> Planner<'a> {
+        let by_path: HashMap<&[u8], usize> = list
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.path.as_slice(), i))
+            .collect();
+        let mut names: HashMap<InodeKey, Vec<usize>> = HashMap::new();
+        for (i, p) in list.iter().enumerate() {
+            if let Some(ino) = p.inode {
+                names.entry(ino).or_default().push(i);
+            }
+        }
+        let mut taken = vec![false; list.len()];
+        let mut shards = Vec::new();
+        let olds = old.iter().flat_map(|m| m.shards.iter().enumerate());
+        for (at, old) in olds.filter(|(_, s)| !s.dirs) {
+            let by_member = old.members.iter().all(|m| m.f.is_some());
+            if by_member {
+                if let Some(plan) = kept_members(list, &by_path, &mut taken, old) {
+                    shards.push((at, plan));
+                }
+            } else if let Some(members) = kept(list, &by_path, &names, &taken, old) {
+                for &i in &members {
+                    taken[i] = true;
+                }
+                let plan = ShardPlan {
+                    members,
+                    fingerprint: old.fingerprint.clone(),
+                    dirs: false,
+                    kept: Some(old.clone()),
+                };
+                shards.push((at, plan));
+            }
+        }
+        Planner {
+            list,
+            old,
+            names,
+            taken,
+            shards,
         }
     }
-    let mut taken = vec![false; list.len()];
-    let mut shards = Vec::new();
-    for old in old.iter().flat_map(|m| &m.shards).filter(|s| !s.dirs) {
-        let by_member = old.members.iter().all(|m| m.f.is_some());
-        if by_member {
-            if let Some(plan) = kept_members(list, &by_path, &mut taken, old) {
-                shards.push(plan);
-            }
-        } else if let Some(members) = kept(list, &by_path, &names, &taken, old) {
-            for &i in &members {
-                taken[i] = true;
-            }
-            shards.push(ShardPlan {
-                members,
-                fingerprint: old.fingerprint.clone(),
-                dirs: false,
-                kept: Some(old.clone()),
-            });
-        }
+
+    /// The last upload's manifest.
+    pub fn old(&self) -> Option<&'a Manifest> {
+        self.old
     }
-    let mut cur: Vec<usize> = Vec::new();
-    let mut bytes = 0;
-    let close = |cur: &mut Vec<usize>, shards: &mut Vec<ShardPlan>| {
-        if !cur.is_empty() {
-            cur.sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
-            shards.push(ShardPlan {
-                fingerprint: fingerprint(cur.iter().map(|&i| &list[i]), false),
-                members: std::mem::take(cur),
-                dirs: false,
-                kept: None,
-            });
+
+    /// Whether entry `i` of the list has a place yet.
+    pub fn is_taken(&self, i: usize) -> bool {
+        self.taken[i]
+    }
+
+    /// Where the members of the last upload that stay under their own names are:
+    /// (the index of their shard in its manifest, their offset).
+    pub fn kept_places(&self) -> HashSet<(usize, u64)> {
+        let kept = self
+            .shards
+            .iter()
+            .filter_map(|(at, p)| Some((*at, p.kept.as_ref()?)));
+        kept.flat_map(|(at, k)| k.members.iter().map(move |m| (at, m.o)))
+            .collect()
+    }
+
+    /// The plan, with each `(entry, shard, member)` of `renamed` kept where the last
+    /// upload's shard `shard` holds its member `member` (the caller has made sure it
+    /// holds that file's content, and that neither is taken), and the rest cut into
+    /// shards of about `shard_size` bytes.
+    pub fn finish(mut self, renamed: &[(usize, usize, usize)], shard_size: u64) -> Vec<ShardPlan> {
+        let list = self.list;
+        for &(i, at, member) in renamed {
+            let Some(old) = self.old.and_then(|m| m.shards.get(at)) else {
+                continue;
+            };
+            let Some(record) = old.members.get(member) else {
+                continue;
+            };
+            if self.taken[i] {
+                continue;
+            }
+            self.taken[i] = true;
+            let record = record.renamed(&list[i].path);
+            match self.shards.iter_mut().find(|(a, _)| *a == at) {
+                Some((_, plan)) => {
+                    plan.members.push(i);
+                    if let Some(kept) = plan.kept.as_mut() {
+                        kept.members.push(record);
+                        kept.members.sort_by_key(|m| m.o);
+                    }
+                }
+                None => {
+                    let kept = Shard {
+                        held: Some(old.held.unwrap_or(old.members.len() as u64)),
+                        members: vec![record],
+                        ..old.clone()
+                    };
+                    let plan = ShardPlan {
+                        members: vec![i],
+                        fingerprint: old.fingerprint.clone(),
+                        dirs: false,
+                        kept: Some(kept),
+                    };
+                    self.shards.push((at, plan));
+                }
+            }
         }
-    };
-    for i in 0..list.len() {
-        if taken[i] || list[i].kind == 1 {
-            continue;
-        }
-        let group = match list[i].inode {
-            Some(ino) => names.get(&ino).cloned().unwrap_or_else(|| vec![i]),
-            None => vec![i],
+        let (taken, names) = (&mut self.taken, &self.names);
+        let mut shards: Vec<ShardPlan> = std::mem::take(&mut self.shards)
+            .into_iter()
+            .map(|(_, mut plan)| {
+                plan.members
+                    .sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
+                plan
+            })
+            .collect();
+        let mut cur: Vec<usize> = Vec::new();
+        let mut bytes = 0;
+        let close = |cur: &mut Vec<usize>, shards: &mut Vec<ShardPlan>| {
+            if !cur.is_empty() {
+                cur.sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
+                shards.push(ShardPlan {
+                    fingerprint: fingerprint(cur.iter().map(|&i| &list[i]), false),
+                    members: std::mem::take(cur),
+                    dirs: false,
+                    kept: None,
+                });
+            }
         };
-        let w: u64 = group.iter().map(|&j| weight(&list[j])).sum();
-        if bytes > 0 && bytes + w > shard_size {
-            close(&mut cur, &mut shards);
-            bytes = 0;
-        }
-        for j in group {
-            if !taken[j] {
-                taken[j] = true;
-                cur.push(j);
+        for i in 0..list.len() {
+            if taken[i] || list[i].kind == 1 {
+                continue;
             }
+            let group = match list[i].inode {
+                Some(ino) => names.get(&ino).cloned().unwrap_or_else(|| vec![i]),
+                None => vec![i],
+            };
+            let w: u64 = group.iter().map(|&j| weight(&list[j])).sum();
+            if bytes > 0 && bytes + w > shard_size {
+                close(&mut cur, &mut shards);
+                bytes = 0;
+            }
+            for j in group {
+                if !taken[j] {
+                    taken[j] = true;
+                    cur.push(j);
+                }
+            }
+            bytes += w;
         }
-        bytes += w;
+        close(&mut cur, &mut shards);
+        let dirs: Vec<usize> = (0..list.len()).filter(|&i| list[i].kind == 1).collect();
+        shards.push(ShardPlan {
+            fingerprint: fingerprint(dirs.iter().map(|&i| &list[i]), true),
+            members: dirs,
+            dirs: true,
+            kept: None,
+        });
+        shards
     }
-    close(&mut cur, &mut shards);
-    let dirs: Vec<usize> = (0..list.len()).filter(|&i| list[i].kind == 1).collect();
-    shards.push(ShardPlan {
-        fingerprint: fingerprint(dirs.iter().map(|&i| &list[i]), true),
-        members: dirs,
-        dirs: true,
-        kept: None,
-    });
-    shards
 }
 
 /// The members of `old` that stay where they are (marked `taken`), as the shard's plan;

@@ -15,7 +15,7 @@ use crate::cat::fetch_manifest;
 use crate::lease::{Kind, Lease};
 use crate::manifest::{Manifest, Shard, FORMAT, MAX_RECORD, MAX_RECORD_DECODED};
 use crate::pending;
-use crate::plan::{plan, walk_tree, Planned, ShardPlan};
+use crate::plan::{walk_tree, Planned, Planner, ShardPlan};
 use crate::shard::{pack_shard, part_size_for, PackShard};
 use crate::store::Store;
 use crate::stream_put::{put_stream, PartWriter};
@@ -70,6 +70,11 @@ pub struct Uploaded {
     pub members_kept: u64,
     /// Bytes of the members left where they were.
     pub bytes_kept: u64,
+    /// Of those members, files found under another name (renamed or moved), and
+    /// their bytes: not sent again.
+    pub renamed: u64,
+    /// Bytes of the renamed files.
+    pub bytes_renamed: u64,
     /// The snapshot this upload is.
     pub snapshot: String,
     /// Unfinished multipart uploads of a killed run aborted.
@@ -194,7 +199,17 @@ fn send_all(
 ) -> Result<(Manifest, Uploaded, Vec<Planned>)> {
     let mut out = Uploaded::default();
     let list = walk_tree(src, opts.threads, opts.filter.clone(), reporter)?;
-    let plans = plan(&list, old, opts.shard_size);
+    let planner = Planner::new(&list, old);
+    let renamed = match old {
+        Some(old) => {
+            let candidates = crate::renames::candidates(&planner, &list);
+            crate::renames::confirm(src, &list, old, &candidates, opts.threads)
+        }
+        None => Vec::new(),
+    };
+    out.renamed = renamed.len() as u64;
+    out.bytes_renamed = renamed.iter().map(|&(i, _, _)| list[i].size).sum();
+    let plans = planner.finish(&renamed, opts.shard_size);
     // At most RECORDS_AT_ONCE records read at a time: each may take MAX_RECORD bytes.
     let mut done: Vec<Option<Shard>> = store.rt.block_on(
         futures::stream::iter(plans.iter().map(|p| sent_before(store, p)))

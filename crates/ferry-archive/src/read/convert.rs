@@ -5,6 +5,7 @@ use crate::index::{IndexEntry, Kind};
 use crate::tar::{TarEntry, TarKind};
 use crate::transform::Transform;
 use ferry_core::entry::{Entry, EntryKind, Metadata, RelPath, Timestamp, Xattr};
+use std::collections::HashMap;
 
 /// A member path made relative and clean: leading `/` and `./`, empty and `.`
 /// components are dropped; `..` anywhere is refused (a member must not reach outside
@@ -51,15 +52,18 @@ pub fn stripped_path(raw: &[u8], strip: usize) -> Result<RelPath, &'static str> 
     }
 }
 
-/// How members' names change on the way out: `--transform`'s expressions first, then
-/// `--strip-components` (GNU tar's order: `s,^,X/,` with a strip of 1 leaves `d/f`
-/// as `d/f`).
+/// How members' names change on the way out: names given by where a member's headers
+/// start first (a download whose manifest names a stored file otherwise), then
+/// `--transform`'s expressions, then `--strip-components` (GNU tar's order: `s,^,X/,`
+/// with a strip of 1 leaves `d/f` as `d/f`).
 #[derive(Clone, Copy, Default)]
 pub struct Rename<'a> {
     /// Leading components dropped.
     pub strip: usize,
     /// The expressions, if any.
     pub transform: Option<&'a Transform>,
+    /// Names in place of the archive's, by the offset of a member's headers.
+    pub at: Option<&'a HashMap<u64, Vec<u8>>>,
 }
 
 impl Rename<'_> {
@@ -67,7 +71,16 @@ impl Rename<'_> {
     pub const NONE: Rename<'static> = Rename {
         strip: 0,
         transform: None,
+        at: None,
     };
+
+    /// The path of the member named `raw` whose headers start at `header_offset`.
+    fn member(self, raw: &[u8], header_offset: u64) -> Result<RelPath, &'static str> {
+        match self.at.and_then(|at| at.get(&header_offset)) {
+            Some(name) => self.path(name),
+            None => self.path(raw),
+        }
+    }
 
     /// The member path `raw` renamed, then made safe (see [`stripped_path`]); a name
     /// the transform empties is skipped as one stripped to nothing.
@@ -161,7 +174,7 @@ fn kind(
 pub fn from_tar(t: &TarEntry, rename: Rename<'_>) -> Result<Entry, &'static str> {
     let rdev = t.rdev.map_or(0, |(ma, mi)| rustix::fs::makedev(ma, mi));
     Ok(Entry {
-        path: rename.path(&t.path)?,
+        path: rename.member(&t.path, t.header_offset)?,
         kind: kind(t.kind, t.size, t.link_target.as_deref(), rdev, rename)?,
         meta: meta(
             t.mode,
@@ -185,7 +198,7 @@ fn tar_kind(k: Kind) -> TarKind {
 /// [`Rename::path`]; a hardlink's target too).
 pub fn from_index(e: &IndexEntry, rename: Rename<'_>) -> Result<Entry, &'static str> {
     Ok(Entry {
-        path: rename.path(&e.path)?,
+        path: rename.member(&e.path, e.header_offset)?,
         kind: kind(tar_kind(e.kind), e.size, Some(&e.link), e.rdev, rename)?,
         meta: meta(e.mode, e.uid, e.gid, e.mtime, e.atime, &e.xattrs),
         links: None,

@@ -121,6 +121,8 @@ pub struct Selection {
     /// Patterns whose members are left out (`--exclude`), each with whether it is
     /// anchored at the root.
     excluded: Vec<regex::bytes::Regex>,
+    /// Names given by where a member's headers start, in place of the archive's.
+    named_at: Option<std::collections::HashMap<u64, Vec<u8>>>,
 }
 
 impl Selection {
@@ -181,11 +183,21 @@ impl Selection {
         self
     }
 
+    /// The same selection, the members whose headers start at the offsets of `names`
+    /// named as it says instead of as the archive does (before any transform or
+    /// strip; names given are matched against the new names). A download from S3
+    /// names so the files its manifest keeps in a shard under an earlier name.
+    pub fn naming_at(mut self, names: std::collections::HashMap<u64, Vec<u8>>) -> Selection {
+        self.named_at = (!names.is_empty()).then_some(names);
+        self
+    }
+
     /// How members are renamed: see [`Rename`].
     pub fn renaming(&self) -> Rename<'_> {
         Rename {
             strip: self.strip,
             transform: self.transform.as_deref(),
+            at: self.named_at.as_ref(),
         }
     }
 

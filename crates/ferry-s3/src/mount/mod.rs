@@ -20,7 +20,7 @@ pub mod blocks;
 pub mod tree;
 
 use crate::cat::{fetch_bytes, no_upload, remember};
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, Member};
 use crate::store::Store;
 use crate::{Result, S3Error};
 use blocks::{BlockOptions, Blocks, ShardObject};
@@ -29,9 +29,10 @@ use ferry_archive::tree::Table;
 use ferry_mount::cache::{self, Stamp, SHARD_LIST};
 use ferry_mount::source::{keep_table, Opened, Origin};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tree::Named;
 
 /// How to mount.
 #[derive(Clone, Debug, Default)]
@@ -146,10 +147,11 @@ pub fn open(store: Arc<Store>, opts: &MountOptions) -> Result<Opened> {
     Ok(opened(shown, blocks, table, origin, built.skipped))
 }
 
-/// Which entries of shard `i`'s index the manifest `m` names: the members it lists for
-/// a shard it does not name whole, every member of one it does, and of the directories
-/// above them, those the directory shard lists (and the root).
-fn named_by(m: &Manifest) -> impl Fn(usize, &IndexEntry) -> bool + '_ {
+/// Which entries of shard `i`'s index the manifest `m` names, and as what: the members
+/// it lists for a shard it does not name whole (a renamed file under its new name),
+/// every member of one it does, and of the directories above them, those the
+/// directory shard lists (and the root).
+fn named_by(m: &Manifest) -> impl Fn(usize, &IndexEntry) -> Named + '_ {
     let dirs: HashSet<Vec<u8>> = m
         .shards
         .iter()
@@ -157,22 +159,35 @@ fn named_by(m: &Manifest) -> impl Fn(usize, &IndexEntry) -> bool + '_ {
         .flat_map(|s| &s.members)
         .map(|x| x.path())
         .collect();
-    let live: Vec<Option<HashSet<u64>>> = m
+    // Of a shard named whole, all but its renamed files are named as it holds them.
+    let live: Vec<(bool, HashMap<u64, &Member>)> = m
         .shards
         .iter()
-        .map(|s| (!s.whole()).then(|| s.members.iter().map(|x| x.o).collect()))
+        .map(|s| {
+            let listed = s.members.iter().filter(|x| !s.whole() || x.is_renamed());
+            (s.whole(), listed.map(|x| (x.o, x)).collect())
+        })
         .collect();
     move |i, e| {
         let Some(shard) = m.shards.get(i) else {
-            return false;
+            return Named::Not;
         };
         if e.kind == Kind::Dir && !shard.dirs {
             let path = e.path.strip_suffix(b"/").unwrap_or(&e.path);
-            return path.is_empty() || path == b"." || dirs.contains(path);
+            return match path.is_empty() || path == b"." || dirs.contains(path) {
+                true => Named::AsStored,
+                false => Named::Not,
+            };
         }
-        live[i]
-            .as_ref()
-            .is_none_or(|l| l.contains(&e.header_offset))
+        let (whole, listed) = &live[i];
+        match listed.get(&e.header_offset) {
+            // Not the file the manifest says it keeps there: left out.
+            Some(x) if x.stored_path() != e.path => Named::Not,
+            Some(x) if x.is_renamed() => Named::As(x.path()),
+            Some(_) => Named::AsStored,
+            None if *whole => Named::AsStored,
+            None => Named::Not,
+        }
     }
 }
 

@@ -15,7 +15,8 @@
 //! checks a local archive's (bounds, the entries tiling the tar data, the index's
 //! checksum), and a member the builder cannot place is left out and reported. Only
 //! what the manifest names is added: of a shard kept from an earlier upload, the
-//! members it lists, and of the directories every shard holds, those the directory
+//! members it lists (a file it names otherwise than the shard does under the
+//! manifest's name), and of the directories every shard holds, those the directory
 //! shard names.
 
 use super::blocks::{layout, ShardObject};
@@ -26,6 +27,16 @@ use std::io::{self, BufReader, Read};
 
 /// How many skipped members are kept to be reported.
 const SKIPPED_KEPT: usize = 1000;
+
+/// What the manifest makes of an entry of a shard's index.
+pub enum Named {
+    /// Not one of its members.
+    Not,
+    /// A member, under the name the index gives.
+    AsStored,
+    /// A member under this name (a file renamed since it was stored).
+    As(Vec<u8>),
+}
 
 /// A tree built from an upload's shards.
 pub struct Built {
@@ -53,13 +64,13 @@ impl Read for Reader<'_> {
 
 /// Builds the tree of the shards `shards` (in manifest order) whose bytes `data`
 /// holds at their addresses; `shown(i)` names shard `i` in errors. Of shard `i`'s
-/// index, only the entries `named(i, entry)` takes are added: a shard kept from an
-/// earlier upload holds members this one no longer names.
+/// index, only the entries `named(i, entry)` takes are added, under the name it
+/// gives: a shard kept from an earlier upload holds members this one no longer names.
 pub fn build(
     data: &dyn DataAt,
     shards: &[ShardObject],
     shown: impl Fn(usize) -> String,
-    named: impl Fn(usize, &IndexEntry) -> bool,
+    named: impl Fn(usize, &IndexEntry) -> Named,
 ) -> Result<Built, String> {
     let (bases, data_end) = layout(shards.iter().map(|s| s.size))
         .ok_or_else(|| "the shards are larger than 16 EiB".to_string())?;
@@ -90,8 +101,10 @@ pub fn build(
         );
         for e in Index::new(footer).entries(r) {
             let (_, mut e) = e.map_err(|e| bad(&e))?;
-            if !named(i, &e) {
-                continue;
+            match named(i, &e) {
+                Named::Not => continue,
+                Named::AsStored => {}
+                Named::As(path) => e.path = path,
             }
             e.header_offset += base;
             e.data_offset += base;
