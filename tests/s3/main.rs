@@ -26,6 +26,7 @@ mod objects_read;
 mod profile;
 mod renames;
 mod snapshots;
+mod tls;
 
 /// A temporary path as the `&str` a command line takes (the scratch paths are UTF-8).
 fn s(p: &std::path::Path) -> &str {
