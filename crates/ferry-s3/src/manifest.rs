@@ -20,6 +20,12 @@ pub const FORMAT: &str = "ferry-s3 2";
 /// fingerprints or hashes. Still read.
 pub const FORMAT_V1: &str = "ferry-s3 1";
 
+/// [`FORMAT`] with renamed members ([`Member::sp`]): written only when a manifest has
+/// one, so a ferry that knows nothing of them refuses it (by its format) instead of
+/// reading a renamed file under its stored name, or dropping the name it is stored
+/// under when it writes the manifest again.
+pub const FORMAT_RENAMED: &str = "ferry-s3 3";
+
 /// The newest snapshot's manifest under the prefix (a copy of `snapshots/NAME.ferry`).
 pub const NAME: &str = "manifest.ferry";
 
@@ -229,9 +235,32 @@ pub fn record_name(fingerprint: &str) -> String {
 }
 
 impl Manifest {
-    /// The manifest's bytes, as stored.
+    /// The manifest's bytes, as stored (in [`FORMAT_RENAMED`] when a member is
+    /// renamed, else in the format it has).
     pub fn encode(&self) -> Vec<u8> {
-        let json = serde_json::to_vec(self).unwrap_or_default();
+        /// The manifest's fields as [`Manifest`] serializes them, the format aside.
+        #[derive(Serialize)]
+        struct Stored<'a> {
+            format: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            snapshot: &'a Option<String>,
+            shards: &'a [Shard],
+        }
+        let renamed = self
+            .shards
+            .iter()
+            .any(|s| s.members.iter().any(Member::is_renamed));
+        let format = match (renamed, self.format.as_str()) {
+            (true, _) => FORMAT_RENAMED,
+            (false, FORMAT_RENAMED) => FORMAT,
+            (false, other) => other,
+        };
+        let stored = Stored {
+            format,
+            snapshot: &self.snapshot,
+            shards: &self.shards,
+        };
+        let json = serde_json::to_vec(&stored).unwrap_or_default();
         zstd::encode_all(json.as_slice(), 3).unwrap_or_default()
     }
 
@@ -258,7 +287,7 @@ impl Manifest {
 
     /// Checks what a reader relies on.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        if self.format != FORMAT && self.format != FORMAT_V1 {
+        if ![FORMAT, FORMAT_RENAMED, FORMAT_V1].contains(&self.format.as_str()) {
             return Err(format!("format {:?}, not {FORMAT:?}", self.format));
         }
         if let Some(name) = &self.snapshot {
@@ -433,7 +462,12 @@ mod tests {
         assert_eq!(home, m);
         let mut shown = sample();
         shown.shards[0].members[0] = moved;
-        assert_eq!(Manifest::decode(&shown.encode(), "m").unwrap(), shown);
+        // Written in the format an older ferry refuses; read back as it was.
+        let back = Manifest::decode(&shown.encode(), "m").unwrap();
+        assert_eq!(back.format, FORMAT_RENAMED);
+        assert_eq!(back.shards, shown.shards);
+        let plain = Manifest::decode(&sample().encode(), "m").unwrap();
+        assert_eq!(plain.format, FORMAT);
     }
 
     #[test]

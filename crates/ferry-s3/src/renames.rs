@@ -14,7 +14,10 @@
 //!
 //! Only files with one name and some content take part (a hardlinked file is packed
 //! again with its other names; an empty one costs its header alone). A stored member
-//! is claimed once: a copy of a file whose original stays is sent.
+//! is claimed once: a copy of a file whose original stays is sent. A candidate that
+//! proves not to be the stored file has been read once more than it would have been
+//! (hashed, then packed); one that cannot be opened so (`openat2`, Linux 5.6 on) is
+//! packed as new.
 
 use crate::manifest::Manifest;
 use crate::plan::{member_fingerprint, Planned, Planner};
@@ -26,59 +29,62 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-/// A file that may be a member of the last upload under another name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Candidate {
-    /// Its index in the walk's list.
-    pub entry: usize,
-    /// The members it may be: (the index of their shard in the last manifest, their
-    /// index in it).
-    pub places: Vec<(usize, usize)>,
+/// The files that may be members of the last upload under another name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Candidates {
+    /// The free members of the last upload, grouped by their metadata: (the index of
+    /// their shard in its manifest, their index in it).
+    pub groups: Vec<Vec<(usize, usize)>>,
+    /// Each candidate: its index in the walk's list, and the group of members it may
+    /// be one of.
+    pub files: Vec<(usize, usize)>,
 }
 
 /// The files of `list` not yet placed by `planner` whose metadata is that of a member
 /// of the last upload no one keeps under its own name.
-pub fn candidates(planner: &Planner<'_>, list: &[Planned]) -> Vec<Candidate> {
+pub fn candidates(planner: &Planner<'_>, list: &[Planned]) -> Candidates {
     let Some(old) = planner.old() else {
-        return Vec::new();
+        return Candidates::default();
     };
     let kept = planner.kept_places();
-    let mut by_meta: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+    let mut out = Candidates::default();
+    let mut group_of: HashMap<&str, usize> = HashMap::new();
     for (at, s) in old.shards.iter().enumerate().filter(|(_, s)| !s.dirs) {
         for (j, m) in s.members.iter().enumerate() {
             let free = m.k == 0 && m.s > 0 && m.hash().is_some() && !kept.contains(&(at, m.o));
             if let (true, Some(f)) = (free, m.f.as_deref()) {
-                by_meta.entry(f).or_default().push((at, j));
+                let next = out.groups.len();
+                let g = *group_of.entry(f).or_insert(next);
+                if g == next {
+                    out.groups.push(Vec::new());
+                }
+                out.groups[g].push((at, j));
             }
         }
     }
-    if by_meta.is_empty() {
-        return Vec::new();
+    if out.groups.is_empty() {
+        return out;
     }
-    list.iter()
+    out.files = list
+        .iter()
         .enumerate()
         .filter(|&(i, p)| !planner.is_taken(i) && p.kind == 0 && p.size > 0 && p.inode.is_none())
-        .filter_map(|(i, p)| {
-            let places = by_meta.get(member_fingerprint(p).as_str())?;
-            Some(Candidate {
-                entry: i,
-                places: places.clone(),
-            })
-        })
-        .collect()
+        .filter_map(|(i, p)| Some((i, *group_of.get(member_fingerprint(p).as_str())?)))
+        .collect();
+    out
 }
 
-/// Of `candidates`, those whose content (read beneath `src`, `threads` at a time) is
-/// one of their places' recorded hash: `(entry, shard, member)` for
+/// Of the `candidates`, those whose content (read beneath `src`, `threads` at a time)
+/// is the recorded hash of a member of their group: `(entry, shard, member)` for
 /// [`Planner::finish`], each member claimed once, in the list's order.
 pub fn confirm(
     src: &Path,
     list: &[Planned],
     old: &Manifest,
-    candidates: &[Candidate],
+    candidates: &Candidates,
     threads: usize,
 ) -> Vec<(usize, usize, usize)> {
-    if candidates.is_empty() {
+    if candidates.files.is_empty() {
         return Vec::new();
     }
     let Ok(root) = rfs::open(
@@ -88,19 +94,26 @@ pub fn confirm(
     ) else {
         return Vec::new();
     };
-    let hashes: Vec<Option<u128>> = hash_all(&root, list, candidates, threads);
-    let mut claimed: HashSet<(usize, usize)> = HashSet::new();
+    let hashes: Vec<Option<u128>> = hash_all(&root, list, &candidates.files, threads);
+    // The members of the groups asked about, by group and recorded hash; a member is
+    // taken out once claimed.
+    let mut free: HashMap<(usize, u128), Vec<(usize, usize)>> = HashMap::new();
+    let asked: HashSet<usize> = candidates.files.iter().map(|&(_, g)| g).collect();
+    for g in asked {
+        for &(at, j) in &candidates.groups[g] {
+            if let Some(h) = old.shards[at].members[j].hash() {
+                free.entry((g, h)).or_default().push((at, j));
+            }
+        }
+    }
+    for places in free.values_mut() {
+        places.reverse();
+    }
     let mut out = Vec::new();
-    for (c, hash) in candidates.iter().zip(hashes) {
-        let Some(hash) = hash else {
-            continue;
-        };
-        let recorded = |&&(at, j): &&(usize, usize)| {
-            old.shards[at].members[j].hash() == Some(hash) && !claimed.contains(&(at, j))
-        };
-        if let Some(&(at, j)) = c.places.iter().find(recorded) {
-            claimed.insert((at, j));
-            out.push((c.entry, at, j));
+    for (&(entry, g), hash) in candidates.files.iter().zip(hashes) {
+        let place = hash.and_then(|h| free.get_mut(&(g, h))?.pop());
+        if let Some((at, j)) = place {
+            out.push((entry, at, j));
         }
     }
     out
@@ -111,7 +124,7 @@ pub fn confirm(
 fn hash_all(
     root: &OwnedFd,
     list: &[Planned],
-    candidates: &[Candidate],
+    candidates: &[(usize, usize)],
     threads: usize,
 ) -> Vec<Option<u128>> {
     let next = AtomicUsize::new(0);
@@ -123,10 +136,10 @@ fn hash_all(
                 let mut mine = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Relaxed);
-                    let Some(c) = candidates.get(i) else {
+                    let Some(&(entry, _)) = candidates.get(i) else {
                         break;
                     };
-                    mine.push((i, hash_as_walked(root, &list[c.entry])));
+                    mine.push((i, hash_as_walked(root, &list[entry])));
                 }
                 found
                     .lock()
@@ -153,7 +166,14 @@ fn hash_as_walked(root: &OwnedFd, p: &Planned) -> Option<u128> {
         rfs::openat2(
             root,
             OsStr::from_bytes(&p.path),
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | noatime,
+            // Non-blocking: a fifo swapped in for the file never hangs the open (and
+            // is then no regular file).
+            OFlags::RDONLY
+                | OFlags::NOFOLLOW
+                | OFlags::CLOEXEC
+                | OFlags::NOCTTY
+                | OFlags::NONBLOCK
+                | noatime,
             Mode::empty(),
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
         )
@@ -244,10 +264,9 @@ mod tests {
         let planner = Planner::new(&after, Some(&old));
         assert!(planner.is_taken(0), "b stays where it is");
         let found = candidates(&planner, &after);
-        let entries: Vec<usize> = found.iter().map(|c| c.entry).collect();
         // y and z/a may both be a: the hash decides; b2 may not be b, which stays.
-        assert_eq!(entries, vec![4, 5]);
-        assert!(found.iter().all(|c| c.places == vec![(0, 0)]));
+        assert_eq!(found.groups, vec![vec![(0, 0)]]);
+        assert_eq!(found.files, vec![(4, 0), (5, 0)]);
         // z/a proved to be a: kept in the old shard, under its new name.
         let plans = planner.finish(&[(5, 0, 0)], 1 << 20);
         let kept = plans[0].kept.as_ref().expect("kept");
@@ -291,14 +310,17 @@ mod tests {
         let mut old = stored(&[file("was", content.len() as u64, 0)]);
         old.shards[0].members[0].x =
             Some(format!("{:032x}", ferry_core::content::hash_of(&content)));
-        let both = |at| Candidate {
-            entry: at,
-            places: vec![(0, 0)],
+        let asked = |files: Vec<(usize, usize)>| Candidates {
+            groups: vec![vec![(0, 0)]],
+            files,
         };
-        let got = confirm(dir.path(), &list, &old, &[both(0), both(1)], 2);
+        let got = confirm(dir.path(), &list, &old, &asked(vec![(0, 0), (1, 0)]), 2);
         assert_eq!(got, vec![(0, 0, 0)]);
+        // Claimed once: a second file of that content is not that member too.
+        let twice = confirm(dir.path(), &list, &old, &asked(vec![(0, 0), (0, 0)]), 1);
+        assert_eq!(twice, vec![(0, 0, 0)]);
         // Changed since the walk (its size): not confirmed.
         std::fs::write(dir.path().join("moved"), b"the same bytes, and more").unwrap();
-        assert!(confirm(dir.path(), &list, &old, &[both(0)], 1).is_empty());
+        assert!(confirm(dir.path(), &list, &old, &asked(vec![(0, 0)]), 1).is_empty());
     }
 }
