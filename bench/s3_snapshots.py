@@ -17,6 +17,9 @@ destination. Each repetition extracts the tree anew, and then:
   4. restore of the older snapshot into a fresh DST (ferry copy s3://B/ferry@FIRST DST,
      restic restore FIRST --target DST; rclone keeps no snapshots), its tree counted
      against TREE's as it was
+  4b. the restore's floor: ferry unpack - of the same tree, packed before the changes,
+     from a pipe (`cat ARCHIVE | ferry unpack - DST`: the bytes pass through ferry as
+     they do from S3), into a fresh DST on the same filesystem
   5. ferry cat of one member of the older snapshot, warm (median of 5)
   6. prune to the newest snapshot (ferry prune --keep 1; restic forget --keep-last 1
      --prune), its time and what the prefix holds after
@@ -149,6 +152,19 @@ def restore_cmd(tool, first, dst, tree, args):
     return f"restic restore --quiet {first} --target {dst}", os.path.join(dst, tree.lstrip("/"))
 
 
+def unpack_floor(archive, mnt, args):
+    """The floor of a restore here: ferry's own unpack of the same tree from a pipe
+    (the bytes through ferry as from S3, no clone or copy_file_range), warm, into a
+    fresh directory on the same filesystem."""
+    dst = os.path.join(mnt, "unpack-floor")
+    B.rmtree(dst)
+    B.sync()
+    r = run(f"cat {archive} | {args.ferry} unpack - {dst}", {}, args)
+    B.rmtree(dst)
+    B.log(f"ferry unpack - of the older tree from a pipe: {r['seconds']:.2f} s")
+    return r["seconds"]
+
+
 def cpu_split(row, key, r):
     """The CPU a step took, split: the tool's own (user + system, its children's
     included), and the rest of the machine's while it ran (Garage, the kernel's
@@ -172,6 +188,10 @@ def one_rep(rep, tar, mnt, g, args, out):
         B.sh("restic", "init", env=dict(os.environ, **env), capture=True)
     then = B.tree_stats(tree)
     out.setdefault("stats", then)
+    # The tree as it is now, packed, for the restore's floor (step 4b).
+    then_tree_archive = os.path.join(mnt, "then.far")
+    if "ferry" in args.tools:
+        B.sh(args.ferry, "pack", tree, then_tree_archive, capture=True)
     row = {t: {} for t in args.tools}
     for tool in args.tools:
         C.warm_source(tree)
@@ -218,6 +238,8 @@ def one_rep(rep, tar, mnt, g, args, out):
                   for _ in range(5)]
             row[tool]["cat_ms"] = B.median(ms)
             B.log(f"rep {rep} ferry cat {args.cat_member} of {first}, warm: {B.median(ms):.1f} ms")
+    if "ferry" in args.tools:
+        row["ferry"]["unpack_floor"] = unpack_floor(then_tree_archive, mnt, args)
     pruners = [t for t in args.tools if t != "rclone64"]
     for tool in pruners:
         prune_step(tool, "nightly", env, args, row, rep)
@@ -253,6 +275,9 @@ def print_tables(out):
         print(line)
     if "ferry" in out["tools"]:
         print(f"ferry cat of a member of the older snapshot, warm: {med('ferry', 'cat_ms'):.1f} ms")
+        if med("ferry", "unpack_floor") is not None:
+            print(f"the restore's floor, ferry unpack - of the older tree from a pipe: "
+                  f"{med('ferry', 'unpack_floor'):.2f} s")
     rows = []
     for tool in out["tools"]:
         cells = [tool]
