@@ -357,7 +357,8 @@ pub struct LsArgs {
     /// Print help.
     #[arg(long, action = clap::ArgAction::Help)]
     help: Option<bool>,
-    /// The archive (`-` for standard input).
+    /// The archive (`-` for standard input), or an upload (`s3://BUCKET/PREFIX`, a
+    /// snapshot of it `s3://BUCKET/PREFIX@NAME`, or a prefix of plain objects).
     pub archive: PathBuf,
     /// List only these members, each with everything below it; a name with `*`, `?`
     /// or `[` is a glob, as for `unpack`.
@@ -429,7 +430,8 @@ fn parse_duration(text: &str) -> Result<i64, String> {
 /// Flags of `ferry cat`.
 #[derive(Args, Debug)]
 pub struct CatArgs {
-    /// The archive (`-` for standard input).
+    /// The archive (`-` for standard input), or an upload (`s3://BUCKET/PREFIX`, a
+    /// snapshot of it `s3://BUCKET/PREFIX@NAME`, or a prefix of plain objects).
     pub archive: PathBuf,
     /// The member to print: the last member of that name, as an extraction leaves it.
     pub path: PathBuf,

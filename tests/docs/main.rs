@@ -14,6 +14,7 @@ mod common;
 
 mod completions;
 mod demo;
+mod links;
 mod man;
 
 use common::run::{run, Run, FERRY};
