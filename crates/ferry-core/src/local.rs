@@ -22,16 +22,19 @@ use rustix::io::Errno;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 mod data_in;
+mod dirs;
 pub mod link_dest;
 mod nodes;
 mod reach;
 mod reopen;
+mod root;
+pub use dirs::{is_plain, open_below};
+pub(crate) use dirs::{open_dir, open_dir_following};
 use reach::dir_error;
 pub use reach::{InTheWay, Reach};
 pub use reopen::DstMark;
@@ -621,126 +624,6 @@ impl<'a> LocalTreeSink<'a> {
             }
         }
         Ok(())
-    }
-}
-
-/// Opens the directory `name` in `parent`, never through a symlink (as the walk opens
-/// source directories too).
-pub(crate) fn open_dir(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
-    rfs::openat(
-        parent,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
-/// Opens the directory `name` in `parent`, or the one it points to if it is a symlink
-/// (`-L`).
-pub(crate) fn open_dir_following(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    rfs::openat(parent, name, flags, Mode::empty())
-}
-
-/// Opens the directory `dir` of the tree whose root is open as `root`, each component
-/// from the one above without following a symlink: `None` where one is missing or is
-/// not a directory (nothing of the tree is there). `dir` must be made of plain names
-/// (see [`is_plain`]).
-pub fn open_below(root: &OwnedFd, dir: &RelPath) -> rustix::io::Result<Option<OwnedFd>> {
-    let mut at = rustix::io::fcntl_dupfd_cloexec(root, 0)?;
-    if dir.is_root() {
-        return Ok(Some(at));
-    }
-    for name in dir.as_bytes().split(|&b| b == b'/') {
-        let name = CString::new(name).map_err(|_| rustix::io::Errno::INVAL)?;
-        at = match open_dir(&at, &name) {
-            Ok(fd) => fd,
-            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP) => {
-                return Ok(None)
-            }
-            Err(e) => return Err(e),
-        };
-    }
-    Ok(Some(at))
-}
-
-/// Whether `path` is a relative path of plain names below a tree's root: not the root
-/// itself, no empty, `.` or `..` component, no NUL. A path another ferry sends is
-/// used only if it is.
-pub fn is_plain(path: &RelPath) -> bool {
-    let plain = |c: &[u8]| !c.is_empty() && c != b"." && c != b".." && !c.contains(&0);
-    !path.is_root() && path.as_bytes().split(|&b| b == b'/').all(plain)
-}
-
-/// The destination root, and hardlinks by name.
-impl LocalTreeSink<'_> {
-    /// Makes the destination root when missing (with its missing parents, as `mkdir
-    /// -p` would) and opens it; [`TreeSink::root`] does this for a whole tree, and a
-    /// single entry is placed straight into it. Counts nothing.
-    pub fn open_root(&self) -> Result<DstDir> {
-        let shown = RelPath::root();
-        // Private until its own mode is applied after the children; missing parents
-        // are made as `mkdir -p` would.
-        let mut builder = std::fs::DirBuilder::new();
-        builder.mode(0o700);
-        let fresh = match builder.create(&self.dst) {
-            Ok(()) => true,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if let Some(parent) = self.dst.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|e| Error::dst(&shown, "create destination", e))?;
-                }
-                builder
-                    .create(&self.dst)
-                    .map_err(|e| Error::dst(&shown, "create destination", e))?;
-                true
-            }
-            Err(e) => return Err(Error::dst(&shown, "create destination", e)),
-        };
-        // A new root under a setgid parent inherits the bit; look rather than guess.
-        let plain_owner = fresh && rfs::stat(&self.dst).is_ok_and(|st| st.st_mode & 0o2000 == 0);
-        let fd = rfs::open(
-            &self.dst,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| Error::dst(&shown, "open destination", e))?;
-        let dir = DstDir {
-            inherits_acl: has_default_acl(&fd),
-            fd: Arc::new(fd),
-            fresh,
-            plain_owner,
-        };
-        let _ = self.root.set(dir.clone());
-        Ok(dir)
-    }
-
-    /// Makes and opens the destination root of a whole tree, counted if made; once
-    /// opened, the same directory again (a copy opens it before walking, to know its
-    /// inode).
-    pub fn tree_root(&self) -> Result<DstDir> {
-        if let Some(dir) = self.root.get() {
-            return Ok(dir.clone());
-        }
-        let dir = self.open_root()?;
-        if dir.fresh {
-            Stats::bump(&self.stats.dirs);
-        }
-        Ok(dir)
-    }
-
-    /// Gives a root this job created, and that no entry describes, the mode `mkdir`
-    /// would have given it (it is created private until its own entry says otherwise).
-    pub fn settle_unnamed_root(&self) -> Result<()> {
-        match self.root.get() {
-            Some(root) if root.fresh => {
-                let mode = 0o777 & !self.meta.umask();
-                rfs::fchmod(&*root.fd, Mode::from_raw_mode(mode))
-                    .at_dst(&RelPath::root(), "set mode")
-            }
-            _ => Ok(()),
-        }
     }
 }
 
