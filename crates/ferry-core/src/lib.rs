@@ -3,8 +3,11 @@
 //!
 //! Every job has one shape: a **source** pushes a stream of [`Entry`]s into a **sink**
 //! ([`TreeSink`]). `copy` is the local walker ([`walk()`]) pushing into the local-tree
-//! sink ([`LocalTreeSink`]) with no serialisation in between; other endpoints (archives,
-//! the network, object stores) are more sources and sinks of the same shape.
+//! sink ([`LocalTreeSink`]) with no serialisation in between. Other endpoints reuse the
+//! pieces, not always through the trait: `pack` and the network sender are sinks of the
+//! same walk; `unpack`, the network receiver and S3 downloads feed the local-tree sink,
+//! partly by path through methods of its own (`dir_at`, `dir_below`, `leaf_again`); an
+//! S3 upload collects its walk into a list, then packs each shard by a filtered walk.
 //!
 //! File data moves by the cheapest path the pair allows ([`data::Mover`]): clone, then
 //! `copy_file_range`, then buffered read/write; holes are kept and all-zero blocks that

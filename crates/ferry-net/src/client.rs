@@ -3,7 +3,7 @@
 //! of byte streams (an ssh child's pipes today).
 
 use crate::frame::{expect_frame, write_frame, Frame, Kind};
-use crate::manifest::{send_manifest, send_manifest_one, Manifest};
+use crate::manifest::{send_manifest, send_manifest_one, DstListing};
 use crate::proto::{
     decode_done, member_name, read_accept, read_hello, send_fatal, send_hello, unexpected, Mirror,
     Op, Request,
@@ -144,7 +144,7 @@ pub fn upload<R: Read + Send, W: Write + Send + 'static>(
     };
     let one_name = one.map(own_name).transpose()?;
     start(&mut r, &mut w, Op::Upload, remote, opts, changes, one_name)?;
-    let manifest = Manifest::read(&mut r, reporter)?;
+    let manifest = DstListing::read(&mut r, reporter)?;
     let named;
     let src = match (one, &manifest.member) {
         (Some(path), Some(member)) => {

@@ -308,9 +308,10 @@ pub fn send_manifest_one(
     }
 }
 
-/// What the receiver's destination holds, as its manifest said.
+/// What the receiver's destination holds, as its manifest frames said (named so as
+/// not to be taken for an S3 upload's manifest, `ferry_s3::manifest::Manifest`).
 #[derive(Default)]
-pub struct Manifest {
+pub struct DstListing {
     records: HashMap<RelPath, Kept>,
     /// For one file copied, the name the receiver wants it sent under (the payload of
     /// `ManifestEnd`).
@@ -330,21 +331,21 @@ impl Kept {
     }
 }
 
-impl Manifest {
+impl DstListing {
     /// Reads manifest frames up to `ManifestEnd`; messages between them go to
     /// `reporter`.
-    pub fn read(r: &mut impl Read, reporter: &dyn Reporter) -> Result<Manifest, NetError> {
+    pub fn read(r: &mut impl Read, reporter: &dyn Reporter) -> Result<DstListing, NetError> {
         Self::read_charged(r, reporter, None)
     }
 
-    /// As [`Manifest::read`], each record kept counted in `charge` (the daemon's
+    /// As [`DstListing::read`], each record kept counted in `charge` (the daemon's
     /// memory budget): past what it allows, an error saying so.
     pub fn read_charged(
         r: &mut impl Read,
         reporter: &dyn Reporter,
         mut charge: Option<&mut Charge>,
-    ) -> Result<Manifest, NetError> {
-        let mut m = Manifest::default();
+    ) -> Result<DstListing, NetError> {
+        let mut m = DstListing::default();
         loop {
             let frame = expect_frame(r)?;
             match frame.kind {

@@ -23,7 +23,7 @@
 
 use crate::deltas::{Candidate, DELTA_MIN};
 use crate::frame::PutFields;
-use crate::manifest::{Manifest, RecKind, Record};
+use crate::manifest::{DstListing, RecKind, Record};
 use crate::meta_wire::WireMeta;
 use ferry_archive::owners::OwnerNames;
 use ferry_archive::write::pack::Omit;
@@ -98,7 +98,7 @@ pub(crate) fn kind_of_byte(b: u8) -> Option<Kind> {
 
 /// The sender's plan against one manifest (see the module's doc).
 pub struct Plan<'a> {
-    manifest: &'a Manifest,
+    manifest: &'a DstListing,
     opts: PlanOptions<'a>,
     stats: &'a Stats,
     /// Members left out as up to date that have other names (their later names may be
@@ -120,7 +120,7 @@ pub struct Plan<'a> {
 
 impl<'a> Plan<'a> {
     /// A plan against `manifest`, counting in `stats`.
-    pub fn new(manifest: &'a Manifest, opts: PlanOptions<'a>, stats: &'a Stats) -> Self {
+    pub fn new(manifest: &'a DstListing, opts: PlanOptions<'a>, stats: &'a Stats) -> Self {
         Plan {
             manifest,
             opts,

@@ -22,7 +22,7 @@ use crate::beneath::{relative, Held, Root};
 use crate::charge::Charge;
 use crate::frame::{write_frame, Kind};
 use crate::handshake::read_request;
-use crate::manifest::{send_manifest, send_manifest_one, Manifest};
+use crate::manifest::{send_manifest, send_manifest_one, DstListing};
 use crate::preauth::Pending;
 use crate::proto::{encode_accept, encode_done, read_hello, send_fatal, send_hello, Op, Request};
 use crate::stream::{lock, next_frame, FrameReporter, Inbound, Outbound};
@@ -362,7 +362,7 @@ pub fn serve_pending<R: Read, W: Write + Send + 'static>(
                     .pool
                     .as_ref()
                     .map(|(pool, _)| Charge::new(pool, MEMORY_WAIT));
-                let manifest = Manifest::read_charged(&mut input, &reporter, charge.as_mut())?;
+                let manifest = DstListing::read_charged(&mut input, &reporter, charge.as_mut())?;
                 let how = SendOptions {
                     checksum: request.checksum,
                     walk: &walk,

@@ -6,7 +6,7 @@
 use crate::apply::{receive_plan, send_plan, Receiving};
 use crate::deltas::{receive_deltas, send_deltas, Rebuilding};
 use crate::frame::{Frame, Kind};
-use crate::manifest::Manifest;
+use crate::manifest::DstListing;
 use crate::plan::{Plan, PlanOptions};
 use crate::proto::Mirror;
 use crate::stream::{lock, next_frame, DataWriter, Inbound, Shared};
@@ -92,7 +92,7 @@ pub struct SendOptions<'a> {
 pub fn send_tree<W: Write + Send + 'static>(
     src: Source<'_>,
     out: &Shared<W>,
-    manifest: &Manifest,
+    manifest: &DstListing,
     how: &SendOptions<'_>,
     replies: &mut dyn FnMut() -> Result<Frame, NetError>,
     stats: &Stats,
@@ -349,7 +349,7 @@ mod tests {
         send_tree(
             from,
             &out,
-            &Manifest::default(),
+            &DstListing::default(),
             &how,
             &mut none,
             &stats,
