@@ -15,6 +15,7 @@ mod common;
 mod cluster;
 mod compaction;
 mod copy;
+mod directories;
 mod errors;
 mod garage;
 mod hostile;

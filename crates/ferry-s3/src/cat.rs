@@ -250,7 +250,8 @@ pub fn ls(
         .iter()
         .flat_map(|s| &s.members)
         .map(Row::of_member)
-        .filter(|r| wanted(&r.path))
+        // The root (a directory shard's member of empty path) is not listed.
+        .filter(|r| !r.path.is_empty() && wanted(&r.path))
         .collect();
     all.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(all)

@@ -71,7 +71,6 @@ pub struct Expected<'m> {
     by_path: HashMap<Vec<u8>, usize>,
     members: &'m [Member],
     dirs: &'m HashSet<Vec<u8>>,
-    dir_shard: bool,
 }
 
 impl<'m> Expected<'m> {
@@ -92,7 +91,6 @@ impl<'m> Expected<'m> {
             by_path,
             members: &shard.members,
             dirs,
-            dir_shard: shard.dirs,
         }
     }
 }
@@ -178,14 +176,20 @@ impl<'a, R: Read> Checked<'a, R> {
 
     /// Why member `e` may not be unpacked, if it may not.
     fn refusal(&mut self, e: &TarEntry) -> Option<String> {
-        let path = e.path.strip_suffix(b"/").unwrap_or(&e.path);
+        let path = crate::manifest::member_path(&e.path);
         let kind = kind_number(e.kind);
-        if path.is_empty() || path == b"." {
-            return (kind != 1).then(|| "the tree's root, not as a directory".to_string());
+        if path.is_empty() && kind != 1 {
+            return Some("the tree's root, not as a directory".to_string());
         }
         let at = self.expected.by_offset.get(&e.header_offset);
-        let Some(&i) = at.or_else(|| self.expected.by_path.get(path)) else {
-            if kind == 1 && !self.expected.dir_shard && self.expected.dirs.contains(path) {
+        let by_path = || match path.is_empty() {
+            true => None,
+            false => self.expected.by_path.get(path),
+        };
+        let Some(&i) = at.or_else(by_path) else {
+            // The root, and the directories above a shard's members, which every
+            // shard holds.
+            if kind == 1 && (path.is_empty() || self.expected.dirs.contains(path)) {
                 return None;
             }
             return Some(format!(

@@ -111,7 +111,7 @@ pub fn sparse_shards(kept: &[&Manifest], protected: &HashSet<String>) -> Vec<Spa
         let (shard, members) = &named[fp];
         stored += shard.size;
         let partial = shard.held.is_some_and(|held| (members.len() as u64) < held);
-        if !partial || shard.dirs || protected.contains(fp) || odd.contains(fp) {
+        if !partial || protected.contains(fp) || odd.contains(fp) {
             needed += shard.size;
             continue;
         }
@@ -168,18 +168,24 @@ pub fn compact(
             Err(e) => reporter.warn(&format!("{e}: not compacted")),
         }
     }
+    // Directories go into directory shards, files into others.
     let mut groups: Vec<Vec<(Sparse, Vec<IndexEntry>)>> = Vec::new();
-    let mut size = 0;
-    for source in sources {
-        let live = source.0.live;
-        match groups.last_mut() {
-            Some(group) if size + live <= shard_size => group.push(source),
-            _ => {
-                size = 0;
-                groups.push(vec![source]);
+    let (dirs, files): (Vec<_>, Vec<_>) = sources.into_iter().partition(|s| s.0.shard.dirs);
+    for sources in [files, dirs] {
+        let mut size = 0;
+        let mut open = false;
+        for source in sources {
+            let live = source.0.live;
+            match groups.last_mut() {
+                Some(group) if open && size + live <= shard_size => group.push(source),
+                _ => {
+                    size = 0;
+                    groups.push(vec![source]);
+                }
             }
+            open = true;
+            size += live;
         }
-        size += live;
     }
     let mut out = Compacted::default();
     for group in groups {
@@ -242,7 +248,7 @@ fn live_entries(store: &Store, sp: &Sparse) -> Result<Vec<IndexEntry>> {
         let Some(m) = wanted.get(&e.header_offset) else {
             continue;
         };
-        let path = e.path.strip_suffix(b"/").unwrap_or(&e.path);
+        let path = crate::manifest::member_path(&e.path);
         // The index is untrusted as the manifest is: its offsets must agree with the
         // member's range, checked without overflow, its data on a tar block (so the
         // member ends where its span says).
@@ -267,6 +273,7 @@ fn live_entries(store: &Store, sp: &Sparse) -> Result<Vec<IndexEntry>> {
 fn fingerprint(group: &[(Sparse, Vec<IndexEntry>)]) -> String {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(TAG);
+    h.update(&[is_dirs(group) as u8]);
     for (sp, _) in group {
         h.update(sp.shard.fingerprint.as_bytes());
         for m in &sp.shard.members {
@@ -275,6 +282,11 @@ fn fingerprint(group: &[(Sparse, Vec<IndexEntry>)]) -> String {
         }
     }
     format!("{:032x}", h.digest128())
+}
+
+/// Whether `group` is of directory shards (then so is the shard made of it).
+fn is_dirs(group: &[(Sparse, Vec<IndexEntry>)]) -> bool {
+    group.first().is_some_and(|(sp, _)| sp.shard.dirs)
 }
 
 /// `group`'s live members as the new shard holds them (under the names they are
@@ -339,7 +351,7 @@ fn write_group(store: &Arc<Store>, group: &[(Sparse, Vec<IndexEntry>)]) -> Resul
         fingerprint: fp,
         size: size.unwrap_or_default(),
         etag: put.e_tag,
-        dirs: false,
+        dirs: is_dirs(group),
         held: Some(members.len() as u64),
         members,
     };
@@ -506,8 +518,8 @@ fn copy_live(
 
 impl Compacted {
     /// `m` pointing at the new shards, None when it names none of the old ones. Its
-    /// members of a new shard are in archive order; the new shards go before the
-    /// directory shard.
+    /// members of a new shard are in archive order; the new shards of files go before
+    /// the directory shards, those of directories after them.
     pub fn rewrite(&self, m: &Manifest) -> Result<Option<Manifest>> {
         if !m.shards.iter().any(|s| self.old.contains(&s.fingerprint)) {
             return Ok(None);
@@ -534,10 +546,6 @@ impl Compacted {
                 });
             }
         }
-        let dirs = match shards.last().is_some_and(|s| s.dirs) {
-            true => shards.pop(),
-            false => None,
-        };
         for (i, mut members) in named {
             members.sort_by_key(|m| m.o);
             shards.push(Shard {
@@ -545,7 +553,8 @@ impl Compacted {
                 ..self.new[i].clone()
             });
         }
-        shards.extend(dirs);
+        // The directory shards last, as they were.
+        shards.sort_by_key(|s| s.dirs);
         let new = Manifest {
             format: FORMAT.into(),
             shards,

@@ -13,18 +13,21 @@ use std::io::Read;
 
 /// The format string the manifest begins with. In this version a shard's members are
 /// those of its members the upload still names (a rerun keeps unchanged members where
-/// they are), each with the fingerprint of its metadata and its content hash.
-pub const FORMAT: &str = "ferry-s3 2";
+/// they are), each with the fingerprint of its metadata and its content hash; a file
+/// renamed since it was stored names the path its shard holds it under
+/// ([`Member::sp`]); the directory shards are the last ones, unchanged directories
+/// kept in those they are in, and name the tree's root (the member of empty path).
+/// A ferry that knows only [`FORMAT_V2`] refuses it by its format, instead of reading
+/// a renamed file under its stored name or dropping that name when it writes again.
+pub const FORMAT: &str = "ferry-s3 3";
+
+/// The format of the ferry before: one directory shard, of every directory but the
+/// root; no renamed members. Still read.
+pub const FORMAT_V2: &str = "ferry-s3 2";
 
 /// The format an earlier ferry wrote: a shard's members are all it holds, without
 /// fingerprints or hashes. Still read.
 pub const FORMAT_V1: &str = "ferry-s3 1";
-
-/// [`FORMAT`] with renamed members ([`Member::sp`]): written only when a manifest has
-/// one, so a ferry that knows nothing of them refuses it (by its format) instead of
-/// reading a renamed file under its stored name, or dropping the name it is stored
-/// under when it writes the manifest again.
-pub const FORMAT_RENAMED: &str = "ferry-s3 3";
 
 /// The newest snapshot's manifest under the prefix (a copy of `snapshots/NAME.ferry`).
 pub const NAME: &str = "manifest.ferry";
@@ -180,6 +183,16 @@ impl Member {
     }
 }
 
+/// A member's path as the manifest names it, from the path its tar header or index
+/// entry gives: without the `/`s a directory's ends in, the root (`.`, `./`) empty.
+pub fn member_path(raw: &[u8]) -> &[u8] {
+    let path = raw.strip_suffix(b"/").unwrap_or(raw);
+    match path {
+        b"." => b"",
+        other => other,
+    }
+}
+
 /// A path as a member's two fields keep it: UTF-8, or else hex.
 fn path_fields(path: &[u8]) -> (Option<String>, Option<String>) {
     match std::str::from_utf8(path) {
@@ -235,32 +248,9 @@ pub fn record_name(fingerprint: &str) -> String {
 }
 
 impl Manifest {
-    /// The manifest's bytes, as stored (in [`FORMAT_RENAMED`] when a member is
-    /// renamed, else in the format it has).
+    /// The manifest's bytes, as stored.
     pub fn encode(&self) -> Vec<u8> {
-        /// The manifest's fields as [`Manifest`] serializes them, the format aside.
-        #[derive(Serialize)]
-        struct Stored<'a> {
-            format: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            snapshot: &'a Option<String>,
-            shards: &'a [Shard],
-        }
-        let renamed = self
-            .shards
-            .iter()
-            .any(|s| s.members.iter().any(Member::is_renamed));
-        let format = match (renamed, self.format.as_str()) {
-            (true, _) => FORMAT_RENAMED,
-            (false, FORMAT_RENAMED) => FORMAT,
-            (false, other) => other,
-        };
-        let stored = Stored {
-            format,
-            snapshot: &self.snapshot,
-            shards: &self.shards,
-        };
-        let json = serde_json::to_vec(&stored).unwrap_or_default();
+        let json = serde_json::to_vec(self).unwrap_or_default();
         zstd::encode_all(json.as_slice(), 3).unwrap_or_default()
     }
 
@@ -287,7 +277,7 @@ impl Manifest {
 
     /// Checks what a reader relies on.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        if ![FORMAT, FORMAT_RENAMED, FORMAT_V1].contains(&self.format.as_str()) {
+        if ![FORMAT, FORMAT_V2, FORMAT_V1].contains(&self.format.as_str()) {
             return Err(format!("format {:?}, not {FORMAT:?}", self.format));
         }
         if let Some(name) = &self.snapshot {
@@ -296,6 +286,7 @@ impl Manifest {
             }
         }
         let mut seen = std::collections::HashSet::new();
+        let mut dirs_begun = false;
         for (i, s) in self.shards.iter().enumerate() {
             let fp = &s.fingerprint;
             if fp.len() != 32 || !fp.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -306,9 +297,12 @@ impl Manifest {
             if !seen.insert(fp.clone()) {
                 return Err(format!("shard {fp} named twice"));
             }
-            if s.dirs && i + 1 != self.shards.len() {
-                return Err(format!("shard {fp}: the directory shard is not last"));
+            // The directory shards last (unpacked after the files, their metadata set
+            // once everything below is there).
+            if !s.dirs && dirs_begun {
+                return Err(format!("shard {fp}: after a directory shard"));
             }
+            dirs_begun |= s.dirs;
             if s.size > crate::parts::MAX_OBJECT {
                 return Err(format!("shard {fp}: size {} too large", s.size));
             }
@@ -462,12 +456,7 @@ mod tests {
         assert_eq!(home, m);
         let mut shown = sample();
         shown.shards[0].members[0] = moved;
-        // Written in the format an older ferry refuses; read back as it was.
-        let back = Manifest::decode(&shown.encode(), "m").unwrap();
-        assert_eq!(back.format, FORMAT_RENAMED);
-        assert_eq!(back.shards, shown.shards);
-        let plain = Manifest::decode(&sample().encode(), "m").unwrap();
-        assert_eq!(plain.format, FORMAT);
+        assert_eq!(Manifest::decode(&shown.encode(), "m").unwrap(), shown);
     }
 
     #[test]

@@ -244,9 +244,16 @@ impl<'a> Planner<'a> {
         let mut taken = vec![false; list.len()];
         let mut shards = Vec::new();
         let olds = old.iter().flat_map(|m| m.shards.iter().enumerate());
-        for (at, old) in olds.filter(|(_, s)| !s.dirs) {
+        for (at, old) in olds {
             let by_member = old.members.iter().all(|m| m.f.is_some());
-            if by_member {
+            if old.dirs {
+                // Unchanged directories stay in the directory shard they are in.
+                if by_member {
+                    if let Some(plan) = kept_members(list, &by_path, &mut taken, old) {
+                        shards.push((at, plan));
+                    }
+                }
+            } else if by_member {
                 if let Some(plan) = kept_members(list, &by_path, &mut taken, old) {
                     shards.push((at, plan));
                 }
@@ -336,14 +343,15 @@ impl<'a> Planner<'a> {
             }
         }
         let (taken, names) = (&mut self.taken, &self.names);
-        let mut shards: Vec<ShardPlan> = std::mem::take(&mut self.shards)
-            .into_iter()
-            .map(|(_, mut plan)| {
-                plan.members
-                    .sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
-                plan
-            })
-            .collect();
+        let (kept_dirs, mut shards): (Vec<ShardPlan>, Vec<ShardPlan>) =
+            std::mem::take(&mut self.shards)
+                .into_iter()
+                .map(|(_, mut plan)| {
+                    plan.members
+                        .sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
+                    plan
+                })
+                .partition(|plan| plan.dirs);
         let mut cur: Vec<usize> = Vec::new();
         let mut bytes = 0;
         let close = |cur: &mut Vec<usize>, shards: &mut Vec<ShardPlan>| {
@@ -379,13 +387,21 @@ impl<'a> Planner<'a> {
             bytes += w;
         }
         close(&mut cur, &mut shards);
-        let dirs: Vec<usize> = (0..list.len()).filter(|&i| list[i].kind == 1).collect();
-        shards.push(ShardPlan {
-            fingerprint: fingerprint(dirs.iter().map(|&i| &list[i]), true),
-            members: dirs,
-            dirs: true,
-            kept: None,
-        });
+        // The directory shards last: those kept, then one of the directories new or
+        // changed (of them all on a first upload, even none).
+        let dirs: Vec<usize> = (0..list.len())
+            .filter(|&i| list[i].kind == 1 && !taken[i])
+            .collect();
+        let none_kept = kept_dirs.is_empty();
+        shards.extend(kept_dirs);
+        if !dirs.is_empty() || none_kept {
+            shards.push(ShardPlan {
+                fingerprint: fingerprint(dirs.iter().map(|&i| &list[i]), true),
+                members: dirs,
+                dirs: true,
+                kept: None,
+            });
+        }
         shards
     }
 }
@@ -406,7 +422,12 @@ fn kept_members(
         };
         let p = &list[i];
         let same = m.f.as_deref() == Some(member_fingerprint(p).as_str());
-        if taken[i] || p.kind == 1 || p.kind == 3 || m.k == 3 || p.inode.is_some() || !same {
+        // A directory shard keeps directories; another, files of one name.
+        let fits = match old.dirs {
+            true => p.kind == 1 && m.k == 1,
+            false => p.kind != 1 && p.kind != 3 && m.k != 3 && p.inode.is_none(),
+        };
+        if taken[i] || !fits || !same {
             continue;
         }
         taken[i] = true;
@@ -425,7 +446,7 @@ fn kept_members(
     Some(ShardPlan {
         members,
         fingerprint: old.fingerprint.clone(),
-        dirs: false,
+        dirs: old.dirs,
         kept: Some(kept),
     })
 }
@@ -559,6 +580,35 @@ mod tests {
             .map(|&i| list[i].path.as_slice())
             .collect();
         assert_eq!(packed, vec![&b"f1"[..], b"f4", b"g", b"l1", b"l2"]);
+    }
+
+    #[test]
+    fn unchanged_directories_stay_in_their_shard_and_directory_shards_come_last() {
+        let dir = |path: &str, mtime: i64| Planned {
+            kind: 1,
+            mtime: (mtime, 0),
+            ..file(path, 0, None)
+        };
+        let mut list = vec![dir("", 1), dir("a", 1), dir("b", 1), file("a/f", 10, None)];
+        let first = plan(&list, None, 1 << 20);
+        assert!(first.last().unwrap().dirs && first.last().unwrap().members == vec![0, 1, 2]);
+        let manifest = record(&first, &list, true);
+        // b changes, a file is added: b's directory shard is new, a and the root stay.
+        list[2].mtime = (2, 0);
+        list.push(file("b/g", 5, None));
+        let second = plan(&list, Some(&manifest), 1 << 20);
+        let dirs: Vec<&ShardPlan> = second.iter().filter(|s| s.dirs).collect();
+        assert_eq!(dirs.len(), 2);
+        assert!(
+            second.iter().rev().take(2).all(|s| s.dirs),
+            "directory shards last"
+        );
+        assert!(dirs[0].kept.is_some() && dirs[0].members == vec![0, 1]);
+        assert!(dirs[1].kept.is_none() && dirs[1].members == vec![2]);
+        // Nothing changed since: the directory shard is kept and no other is made.
+        let manifest = record(&second, &list, true);
+        let third = plan(&list, Some(&manifest), 1 << 20);
+        assert!(third.iter().all(|s| s.kept.is_some()), "{third:?}");
     }
 
     #[test]

@@ -33,9 +33,10 @@ impl Omit for InShard {
 }
 
 /// The filter that walks only to `members`: exactly their paths and the directories
-/// above them (the directory shard: every directory).
+/// above them (a directory shard of every directory: every directory).
 fn filter_for(list: &[Planned], plan: &ShardPlan) -> Result<Arc<ferry_core::filter::Filter>> {
-    if plan.dirs {
+    let every_dir = list.iter().filter(|p| p.kind == 1).count() == plan.members.len();
+    if plan.dirs && every_dir {
         let mut rules = Rules::new();
         for (action, pattern) in [(Action::Include, "*/"), (Action::Exclude, "*")] {
             rules
@@ -128,6 +129,11 @@ pub fn pack_shard(
         .iter()
         .map(|&i| (list[i].path.as_slice(), &list[i]))
         .collect();
+    // A directory shard of some directories holds those above them too: they are the
+    // members of another.
+    if plan.dirs {
+        members.retain(|m| planned.contains_key(m.path().as_slice()));
+    }
     for m in &mut members {
         m.f = planned
             .get(m.path().as_slice())
@@ -144,8 +150,8 @@ pub fn pack_shard(
 }
 
 /// The manifest's members of a shard of `size` bytes from `tail`, its bytes from the
-/// index on: what the index says of each, but the directories above the members (the
-/// directory shard lists them) and the root.
+/// index on: what the index says of each, but, in a shard of files, the directories
+/// above the members (a directory shard lists them) and the root.
 fn members_of(tail: &[u8], size: u64, dirs: bool) -> Result<Vec<Member>> {
     let bad = |what: &str| S3Error::new(format!("the packed shard's index: {what}"));
     let at = tail.len().saturating_sub(FOOTER_LEN as usize);
@@ -158,11 +164,13 @@ fn members_of(tail: &[u8], size: u64, dirs: bool) -> Result<Vec<Member>> {
     let mut members = Vec::new();
     for e in Index::new(footer).entries(tail) {
         let (_, e) = e.map_err(|e| bad(&e.to_string()))?;
-        let above = !dirs && e.kind == Kind::Dir;
-        if above || e.path.is_empty() || e.path == b"." || e.path == b"./" {
+        let path = crate::manifest::member_path(&e.path);
+        // Of a shard of files, the directories above them and the root are not
+        // members; of a directory shard, the root is one (of empty path).
+        if !dirs && (e.kind == Kind::Dir || path.is_empty()) {
             continue;
         }
-        let mut m = Member::with_path(e.path.strip_suffix(b"/").unwrap_or(&e.path));
+        let mut m = Member::with_path(path);
         m.k = e.kind as u8;
         m.s = e.size;
         m.m = e.mtime;

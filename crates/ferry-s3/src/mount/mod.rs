@@ -172,9 +172,9 @@ fn named_by(m: &Manifest) -> impl Fn(usize, &IndexEntry) -> Named + '_ {
         let Some(shard) = m.shards.get(i) else {
             return Named::Not;
         };
+        let path = crate::manifest::member_path(&e.path);
         if e.kind == Kind::Dir && !shard.dirs {
-            let path = e.path.strip_suffix(b"/").unwrap_or(&e.path);
-            return match path.is_empty() || path == b"." || dirs.contains(path) {
+            return match path.is_empty() || dirs.contains(path) {
                 true => Named::AsStored,
                 false => Named::Not,
             };
@@ -182,7 +182,7 @@ fn named_by(m: &Manifest) -> impl Fn(usize, &IndexEntry) -> Named + '_ {
         let (whole, listed) = &live[i];
         match listed.get(&e.header_offset) {
             // Not the file the manifest says it keeps there: left out.
-            Some(x) if x.stored_path() != e.path => Named::Not,
+            Some(x) if x.stored_path() != path => Named::Not,
             Some(x) if x.is_renamed() => Named::As(x.path()),
             Some(_) => Named::AsStored,
             None if *whole => Named::AsStored,
