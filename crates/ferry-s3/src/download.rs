@@ -318,7 +318,15 @@ pub fn download(
             _ => None,
         },
     };
+    // With several directory shards, every directory is made before the first of them
+    // (see `crate::dirs_first`).
+    let mut dirs_made = manifest.shards.iter().filter(|s| s.dirs).count() < 2;
     for (i, shard) in wanted.iter().enumerate() {
+        if shard.dirs && !dirs_made {
+            crate::dirs_first::make_dirs(dst, &dirs, &opts.unpack, reporter)
+                .map_err(|e| S3Error::new(e.to_string()))?;
+            dirs_made = true;
+        }
         let key = store.key(&shard.name());
         let named = |e: &dyn std::fmt::Display| {
             S3Error::new(format!("s3://{}/{key}: {e}", store.loc.bucket))

@@ -25,6 +25,7 @@ pub mod checked;
 pub mod claim;
 pub mod compact;
 pub mod credential_process;
+pub mod dirs_first;
 pub mod download;
 pub mod lease;
 pub mod lookup;

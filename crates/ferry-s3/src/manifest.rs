@@ -17,12 +17,16 @@ use std::io::Read;
 /// renamed since it was stored names the path its shard holds it under
 /// ([`Member::sp`]); the directory shards are the last ones, unchanged directories
 /// kept in those they are in, and name the tree's root (the member of empty path).
-/// A ferry that knows only [`FORMAT_V2`] refuses it by its format, instead of reading
-/// a renamed file under its stored name or dropping that name when it writes again.
-pub const FORMAT: &str = "ferry-s3 3";
+/// A ferry that knows only an earlier format refuses it by its format, instead of
+/// misreading several directory shards, or a renamed file under its stored name.
+pub const FORMAT: &str = "ferry-s3 4";
 
-/// The format of the ferry before: one directory shard, of every directory but the
-/// root; no renamed members. Still read.
+/// The format of a ferry of a few days before: [`FORMAT_V2`] with renamed members.
+/// Still read.
+pub const FORMAT_V3: &str = "ferry-s3 3";
+
+/// The format before: one directory shard, of every directory but the root; no
+/// renamed members. Still read.
 pub const FORMAT_V2: &str = "ferry-s3 2";
 
 /// The format an earlier ferry wrote: a shard's members are all it holds, without
@@ -277,7 +281,7 @@ impl Manifest {
 
     /// Checks what a reader relies on.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        if ![FORMAT, FORMAT_V2, FORMAT_V1].contains(&self.format.as_str()) {
+        if ![FORMAT, FORMAT_V3, FORMAT_V2, FORMAT_V1].contains(&self.format.as_str()) {
             return Err(format!("format {:?}, not {FORMAT:?}", self.format));
         }
         if let Some(name) = &self.snapshot {

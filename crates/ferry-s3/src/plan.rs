@@ -191,14 +191,31 @@ pub fn walk_tree(
 
 /// The fingerprint of `members` (in path order) as a shard.
 pub fn fingerprint<'a>(members: impl IntoIterator<Item = &'a Planned>, dirs: bool) -> String {
+    fingerprint_of(members, dirs, true)
+}
+
+/// As [`fingerprint`]; `xattrs`: with the members' xattrs (without them, as an
+/// earlier ferry made them: a change of xattrs alone then found the shard of before,
+/// holding the old ones).
+fn fingerprint_of<'a>(
+    members: impl IntoIterator<Item = &'a Planned>,
+    dirs: bool,
+    xattrs: bool,
+) -> String {
     let mut h = Xxh3::new();
-    h.update(b"ferry-s3 shard 1");
+    h.update(match xattrs {
+        true => b"ferry-s3 shard 2",
+        false => b"ferry-s3 shard 1",
+    });
     h.update(&[dirs as u8]);
     let mut first_names: HashMap<InodeKey, &[u8]> = HashMap::new();
     for p in members {
         h.update(&(p.path.len() as u64).to_le_bytes());
         h.update(&p.path);
         hash_meta(&mut h, p);
+        if xattrs {
+            h.update(&p.xattrs.to_le_bytes());
+        }
         // Which names share an inode: each later name hashes its first name.
         let first = p.inode.map(|i| *first_names.entry(i).or_insert(&p.path));
         let first = first.unwrap_or(b"");
@@ -396,7 +413,7 @@ impl<'a> Planner<'a> {
         shards.extend(kept_dirs);
         if !dirs.is_empty() || none_kept {
             shards.push(ShardPlan {
-                fingerprint: fingerprint(dirs.iter().map(|&i| &list[i]), true),
+                fingerprint: dir_shard_fingerprint(list, &dirs),
                 members: dirs,
                 dirs: true,
                 kept: None,
@@ -404,6 +421,33 @@ impl<'a> Planner<'a> {
         }
         shards
     }
+}
+
+/// The fingerprint of a directory shard of the directories `dirs` (indices into
+/// `list`, in path order): theirs, and that of the directories above them and the
+/// root, which its tar holds too (a download and a mount take their metadata from
+/// it), so a shard found by its fingerprint holds those as they are now.
+fn dir_shard_fingerprint(list: &[Planned], dirs: &[usize]) -> String {
+    let by_path: HashMap<&[u8], usize> = list
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.kind == 1)
+        .map(|(i, p)| (p.path.as_slice(), i))
+        .collect();
+    let mut all: HashSet<usize> = dirs.iter().copied().collect();
+    for &i in dirs {
+        let mut at = list[i].path.as_slice();
+        while !at.is_empty() {
+            at = &at[..at.iter().rposition(|&b| b == b'/').unwrap_or(0)];
+            match by_path.get(at) {
+                Some(&j) if all.insert(j) => {}
+                _ => break,
+            }
+        }
+    }
+    let mut all: Vec<usize> = all.into_iter().collect();
+    all.sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
+    fingerprint(all.iter().map(|&i| &list[i]), true)
 }
 
 /// The members of `old` that stay where they are (marked `taken`), as the shard's plan;
@@ -476,7 +520,8 @@ fn kept(
                 .is_none_or(|n| n.iter().all(|j| set.contains(j)))
         })
     });
-    let same = fingerprint(members.iter().map(|&i| &list[i]), false) == old.fingerprint;
+    // A shard of that format was fingerprinted without xattrs.
+    let same = fingerprint_of(members.iter().map(|&i| &list[i]), false, false) == old.fingerprint;
     (whole && same && !members.is_empty()).then_some(members)
 }
 
@@ -615,12 +660,16 @@ mod tests {
     fn unchanged_shards_are_kept() {
         let mut list = vec![file("a", 3 << 20, None), file("b", 3 << 20, None)];
         let first = plan(&list, None, 4 << 20);
-        let manifest = record(&first, &list, false);
+        let mut manifest = record(&first, &list, false);
+        // Fingerprinted as the ferry that wrote that format did: without xattrs.
+        for (s, p) in manifest.shards.iter_mut().zip(&first) {
+            s.fingerprint = fingerprint_of(p.members.iter().map(|&i| &list[i]), p.dirs, false);
+        }
         list[1].mtime = (2, 0);
         list.push(file("c", 1, None));
         let second = plan(&list, Some(&manifest), 4 << 20);
         assert!(second[0].kept.is_some());
-        assert_eq!(second[0].fingerprint, first[0].fingerprint);
+        assert_eq!(second[0].fingerprint, manifest.shards[0].fingerprint);
         assert!(second[1].kept.is_none());
         assert_eq!(second[1].members, vec![1, 2]);
         assert_ne!(second[1].fingerprint, first[1].fingerprint);

@@ -12,7 +12,7 @@ use ferry_archive::index::{Footer, Index, Kind, FOOTER_LEN};
 use ferry_archive::write::pack::{pack_omitting, Omit, Output, PackOptions};
 use ferry_core::entry::Entry;
 use ferry_core::error::Reporter;
-use ferry_core::filter::{Action, Filter, Rules};
+use ferry_core::filter::Filter;
 use ferry_core::Stats;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::BorrowedFd;
@@ -33,22 +33,9 @@ impl Omit for InShard {
 }
 
 /// The filter that walks only to `members`: exactly their paths and the directories
-/// above them (a directory shard of every directory: every directory).
-fn filter_for(list: &[Planned], plan: &ShardPlan) -> Result<Arc<ferry_core::filter::Filter>> {
-    let every_dir = list.iter().filter(|p| p.kind == 1).count() == plan.members.len();
-    if plan.dirs && every_dir {
-        let mut rules = Rules::new();
-        for (action, pattern) in [(Action::Include, "*/"), (Action::Exclude, "*")] {
-            rules
-                .add(action, pattern.as_bytes())
-                .map_err(|e| S3Error::new(e.to_string()))?;
-        }
-        let filter = rules
-            .compile()
-            .map_err(|e| S3Error::new(e.to_string()))?
-            .ok_or_else(|| S3Error::new("no filter rules"))?;
-        return Ok(Arc::new(filter));
-    }
+/// above them (of a directory shard too: a directory the upload's rules leave out, or
+/// one made since the walk, is in none).
+fn filter_for(list: &[Planned], plan: &ShardPlan) -> Arc<ferry_core::filter::Filter> {
     let mut paths = HashSet::new();
     let mut dirs = HashSet::new();
     for &i in &plan.members {
@@ -62,7 +49,7 @@ fn filter_for(list: &[Planned], plan: &ShardPlan) -> Result<Arc<ferry_core::filt
             }
         }
     }
-    Ok(Arc::new(Filter::exactly(paths, dirs)))
+    Arc::new(Filter::exactly(paths, dirs))
 }
 
 /// How shards are packed.
@@ -103,7 +90,7 @@ pub fn pack_shard(
     };
     let pack = PackOptions {
         hash: true,
-        filter: Some(filter_for(list, plan)?),
+        filter: Some(filter_for(list, plan)),
         // Nothing clones out of a shard (downloads unpack it as a stream, mounts read
         // ranges): 4 KiB padding would only be bytes to send, store and fetch.
         align: false,
