@@ -439,10 +439,13 @@ impl Garage {
             if self.pending() > 0 {
                 return;
             }
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "the upload ended before a multipart began"
-            );
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                panic!("the upload ended ({status}) before a multipart began: {err}");
+            }
             assert!(Instant::now() < deadline, "no multipart upload began");
             std::thread::sleep(Duration::from_millis(5));
         }

@@ -107,7 +107,7 @@ pub fn pack_shard(
         reporter,
     )
     .map_err(|e| S3Error::new(e.to_string()))?;
-    add_counts(stats, &scratch, plan.dirs);
+    add_counts(stats, &scratch, plan);
     let tail = tail.lock().map(|mut t| t.take()).unwrap_or_default();
     let mut members = members_of(&tail.unwrap_or_default(), size, plan.dirs)?;
     // Each member's metadata as the plan saw it, by which a rerun keeps it.
@@ -170,13 +170,16 @@ fn members_of(tail: &[u8], size: u64, dirs: bool) -> Result<Vec<Member>> {
     Ok(members)
 }
 
-/// Adds what packing one shard did to the job's counts: directories only from the
-/// directory shard (every shard holds those above its members).
-fn add_counts(stats: &Stats, shard: &Stats, dirs: bool) {
+/// Adds what packing one shard did to the job's counts: directories only from a
+/// directory shard, its members (every shard holds those above its members, the root
+/// among them).
+fn add_counts(stats: &Stats, shard: &Stats, plan: &ShardPlan) {
     use std::sync::atomic::Ordering::Relaxed;
     let s = shard.snapshot();
-    if dirs {
-        stats.dirs.fetch_add(s.dirs, Relaxed);
+    if plan.dirs {
+        stats
+            .dirs
+            .fetch_add((plan.members.len() as u64).min(s.dirs), Relaxed);
         return;
     }
     stats.files.fetch_add(s.files, Relaxed);

@@ -246,7 +246,9 @@ pub async fn summaries(store: &Store) -> Result<Vec<Summary>> {
                 only: 0,
             };
             for (s, x) in members {
-                out.members += 1;
+                // The root (a directory shard's member of empty path) is no entry of
+                // the tree as `ls` lists it.
+                out.members += u64::from(!(s.dirs && x.path().is_empty()));
                 out.bytes += x.s;
                 if named.get(&(s.fingerprint.as_str(), x.o)) == Some(&1) {
                     out.only += x.e - x.o;
