@@ -16,7 +16,7 @@
 //! give the same object key on every run, which is how a rerun finds shards already
 //! sent.
 
-use crate::manifest::{Manifest, Shard};
+use crate::manifest::{Manifest, Member, Shard};
 use crate::{Result, S3Error};
 use ferry_core::entry::{Entry, EntryKind, InodeKey};
 use ferry_core::error::Reporter;
@@ -237,6 +237,7 @@ pub fn plan(list: &[Planned], old: Option<&Manifest>, shard_size: u64) -> Vec<Sh
 pub struct Planner<'a> {
     list: &'a [Planned],
     old: Option<&'a Manifest>,
+    by_path: HashMap<&'a [u8], usize>,
     names: HashMap<InodeKey, Vec<usize>>,
     /// Which entries of `list` have a place.
     taken: Vec<bool>,
@@ -262,34 +263,31 @@ impl<'a> Planner<'a> {
         let mut shards = Vec::new();
         let olds = old.iter().flat_map(|m| m.shards.iter().enumerate());
         for (at, old) in olds {
-            let by_member = old.members.iter().all(|m| m.f.is_some());
-            if old.dirs {
-                // Unchanged directories stay in the directory shard they are in.
-                if by_member {
-                    if let Some(plan) = kept_members(list, &by_path, &mut taken, old) {
-                        shards.push((at, plan));
-                    }
-                }
-            } else if by_member {
+            // Unchanged members (of a directory shard, directories) stay in the shard
+            // they are in; a shard of files of the first format, only whole.
+            if old.members.iter().all(|m| m.f.is_some()) {
                 if let Some(plan) = kept_members(list, &by_path, &mut taken, old) {
                     shards.push((at, plan));
                 }
-            } else if let Some(members) = kept(list, &by_path, &names, &taken, old) {
-                for &i in &members {
-                    taken[i] = true;
+            } else if !old.dirs {
+                if let Some(members) = kept(list, &by_path, &names, &taken, old) {
+                    for &i in &members {
+                        taken[i] = true;
+                    }
+                    let plan = ShardPlan {
+                        members,
+                        fingerprint: old.fingerprint.clone(),
+                        dirs: false,
+                        kept: Some(old.clone()),
+                    };
+                    shards.push((at, plan));
                 }
-                let plan = ShardPlan {
-                    members,
-                    fingerprint: old.fingerprint.clone(),
-                    dirs: false,
-                    kept: Some(old.clone()),
-                };
-                shards.push((at, plan));
             }
         }
         Planner {
             list,
             old,
+            by_path,
             names,
             taken,
             shards,
@@ -340,32 +338,24 @@ impl<'a> Planner<'a> {
                     plan.members.push(i);
                     if let Some(kept) = plan.kept.as_mut() {
                         kept.members.push(record);
-                        kept.members.sort_by_key(|m| m.o);
                     }
                 }
-                None => {
-                    let kept = Shard {
-                        held: Some(old.held.unwrap_or(old.members.len() as u64)),
-                        members: vec![record],
-                        ..old.clone()
-                    };
-                    let plan = ShardPlan {
-                        members: vec![i],
-                        fingerprint: old.fingerprint.clone(),
-                        dirs: false,
-                        kept: Some(kept),
-                    };
-                    self.shards.push((at, plan));
-                }
+                None => self
+                    .shards
+                    .push((at, kept_plan(old, vec![i], vec![record]))),
             }
         }
         let (taken, names) = (&mut self.taken, &self.names);
+        // Each kept shard's entries in path order, its records in archive order.
         let (kept_dirs, mut shards): (Vec<ShardPlan>, Vec<ShardPlan>) =
             std::mem::take(&mut self.shards)
                 .into_iter()
                 .map(|(_, mut plan)| {
                     plan.members
                         .sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
+                    if let Some(kept) = plan.kept.as_mut() {
+                        kept.members.sort_by_key(|m| m.o);
+                    }
                     plan
                 })
                 .partition(|plan| plan.dirs);
@@ -413,7 +403,7 @@ impl<'a> Planner<'a> {
         shards.extend(kept_dirs);
         if !dirs.is_empty() || none_kept {
             shards.push(ShardPlan {
-                fingerprint: dir_shard_fingerprint(list, &dirs),
+                fingerprint: dir_shard_fingerprint(list, &self.by_path, &dirs),
                 members: dirs,
                 dirs: true,
                 kept: None,
@@ -427,27 +417,56 @@ impl<'a> Planner<'a> {
 /// `list`, in path order): theirs, and that of the directories above them and the
 /// root, which its tar holds too (a download and a mount take their metadata from
 /// it), so a shard found by its fingerprint holds those as they are now.
-fn dir_shard_fingerprint(list: &[Planned], dirs: &[usize]) -> String {
-    let by_path: HashMap<&[u8], usize> = list
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.kind == 1)
-        .map(|(i, p)| (p.path.as_slice(), i))
-        .collect();
+fn dir_shard_fingerprint(
+    list: &[Planned],
+    by_path: &HashMap<&[u8], usize>,
+    dirs: &[usize],
+) -> String {
     let mut all: HashSet<usize> = dirs.iter().copied().collect();
+    if !dirs.is_empty() {
+        all.extend(by_path.get(&b""[..]));
+    }
     for &i in dirs {
-        let mut at = list[i].path.as_slice();
-        while !at.is_empty() {
-            at = &at[..at.iter().rposition(|&b| b == b'/').unwrap_or(0)];
-            match by_path.get(at) {
-                Some(&j) if all.insert(j) => {}
-                _ => break,
+        // Parents come before their children: above one already in, all are.
+        let above = parents(&list[i].path).filter_map(|at| by_path.get(at));
+        for &j in above {
+            if !all.insert(j) {
+                break;
             }
         }
     }
     let mut all: Vec<usize> = all.into_iter().collect();
     all.sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
     fingerprint(all.iter().map(|&i| &list[i]), true)
+}
+
+/// The directories above `path`, nearest first, the root aside.
+pub(crate) fn parents(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = path;
+    std::iter::from_fn(move || {
+        let slash = at.iter().rposition(|&b| b == b'/')?;
+        at = &at[..slash];
+        Some(at)
+    })
+}
+
+/// The plan of keeping `records`, members of `old` (for the entries `members` of the
+/// walk's list), where `old` holds them.
+fn kept_plan(old: &Shard, members: Vec<usize>, records: Vec<Member>) -> ShardPlan {
+    let kept = Shard {
+        fingerprint: old.fingerprint.clone(),
+        size: old.size,
+        etag: old.etag.clone(),
+        dirs: old.dirs,
+        held: Some(old.held.unwrap_or(old.members.len() as u64)),
+        members: records,
+    };
+    ShardPlan {
+        members,
+        fingerprint: old.fingerprint.clone(),
+        dirs: old.dirs,
+        kept: Some(kept),
+    }
 }
 
 /// The members of `old` that stay where they are (marked `taken`), as the shard's plan;
@@ -478,21 +497,7 @@ fn kept_members(
         members.push(i);
         records.push(m.clone());
     }
-    if members.is_empty() {
-        return None;
-    }
-    let kept = Shard {
-        held: Some(old.held.unwrap_or(old.members.len() as u64)),
-        members: records,
-        ..old.clone()
-    };
-    members.sort_by(|&a, &b| list[a].path.cmp(&list[b].path));
-    Some(ShardPlan {
-        members,
-        fingerprint: old.fingerprint.clone(),
-        dirs: old.dirs,
-        kept: Some(kept),
-    })
+    (!members.is_empty()).then(|| kept_plan(old, members, records))
 }
 
 /// The members of `old` (of [`crate::manifest::FORMAT_V1`]) if it can be kept whole.

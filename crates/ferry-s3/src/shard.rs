@@ -41,9 +41,8 @@ fn filter_for(list: &[Planned], plan: &ShardPlan) -> Arc<ferry_core::filter::Fil
     for &i in &plan.members {
         let path = &list[i].path;
         paths.insert(path.clone());
-        let mut at = path.as_slice();
-        while let Some(slash) = at.iter().rposition(|&b| b == b'/') {
-            at = &at[..slash];
+        // Above a directory already in, all are.
+        for at in crate::plan::parents(path) {
             if !dirs.insert(at.to_vec()) {
                 break;
             }
