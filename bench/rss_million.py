@@ -7,7 +7,8 @@ Makes a fresh loop-mounted filesystem with room for twice the inodes (source and
 destination live on it), creates DIRS directories of FILES/DIRS files of SIZE bytes
 (empty by default), then copies it with ferry (and any other tools asked for), and/or
 packs it with each archiver and unpacks that archiver's archive, warm cache, and reports
-peak RSS (GNU time's %M: the largest resident set of the process), wall seconds and CPU.
+peak RSS (GNU time's %M: the largest resident set of the process), wall seconds and CPU,
+and each archive's size.
 Checks the counts of every tree made.
 
     sudo bench/rss_million.py                          # 1,000,000 empty files in 1,000 dirs
@@ -126,6 +127,8 @@ def main():
                     # Unpack needs an archive: made by a pack that is measured only if asked for.
                     if "pack" in ops:
                         measure(tool, "pack", cache, A.pack_cmd(tool, src, archive, args), lambda run: None)
+                        rows[-1]["archive_bytes"] = os.path.getsize(archive) if os.path.exists(archive) else None
+                        B.write_json(out_path, results | {"runs": rows})
                     elif rep == 0 or not os.path.exists(archive):
                         B.run_measured(A.pack_cmd(tool, src, archive, args), timeout=args.timeout)
                     if "unpack" in ops:
@@ -142,10 +145,12 @@ def main():
     B.write_json(out_path, results)
     where = f"{want['dirs']:,} dirs" if want["dirs"] else "one directory"
     print(f"\n== peak RSS on {want['files']:,} files ({args.size} B each) in {where}, {args.fs} ==")
-    print(f"{'op':<7} {'tool':<12} {'cache':<5} {'seconds':>8} {'files/s':>9} {'cpu s':>7} {'peak RSS MiB':>13}  check")
+    print(f"{'op':<7} {'tool':<12} {'cache':<5} {'seconds':>8} {'files/s':>9} {'cpu s':>7} {'peak RSS MiB':>13} {'archive MB':>11}  check")
     for r in rows:
+        size = r.get("archive_bytes")
+        shown = f"{size / 1e6:>11.1f}" if size else f"{'':>11}"
         print(f"{r['op']:<7} {r['tool']:<12} {r['cache']:<5} {r['seconds']:>8.1f} {want['files'] / r['seconds']:>9,.0f} "
-              f"{(r['user'] or 0) + (r['sys'] or 0):>7.1f} {(r['maxrss_kib'] or 0) / 1024:>13.1f}  "
+              f"{(r['user'] or 0) + (r['sys'] or 0):>7.1f} {(r['maxrss_kib'] or 0) / 1024:>13.1f} {shown}  "
               f"{r['problem'] or 'ok'}")
     print(f"\nresults: {out_path}")
     if any(r["problem"] and r["tool"].startswith("ferry") for r in rows):

@@ -81,6 +81,7 @@ fn pack_job(
         dereference: args.dereference,
         restamp: args.restamp.restamp()?,
         by_name: args.restamp.by_name(),
+        times_in_index: !args.pax_times,
         ..PackOptions::default()
     };
     let to_stdout = is_dash(&args.archive);

@@ -291,6 +291,13 @@ pub struct PackArgs {
     /// default 6; bzip2 1-9, default 9).
     #[arg(long, value_name = "N")]
     pub level: Option<u32>,
+    /// Give every member's times to the nanosecond, and its atime, in a pax header, so
+    /// GNU tar and bsdtar restore them as ferry does (as `tar --format=posix`). Without
+    /// it, a member that needs a pax header for nothing else has none: its header gives
+    /// the mtime's seconds (as GNU tar's default format), and the index the rest for
+    /// ferry; a small file then costs 1 KiB, not 2.
+    #[arg(long)]
+    pub pax_times: bool,
     /// Leave out version control files and directories at any depth (.git, .svn, CVS,
     /// .hg, .bzr, _darcs and their kin), as GNU tar's --exclude-vcs does.
     #[arg(long)]

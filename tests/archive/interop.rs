@@ -83,7 +83,7 @@ fn gnu_tar_extracts_ferry_archives_exactly() {
     tree(&s.src);
     odd_xattr(&s.src);
     let archive = s.tmp.path().join("a.tar");
-    pack(&s.src, &archive, &[]);
+    pack(&s.src, &archive, &["--pax-times"]);
     build::mkdirs(&s.dst);
     peer(
         "tar",
@@ -108,7 +108,7 @@ fn bsdtar_extracts_ferry_archives_exactly() {
     let s = scratch();
     tree(&s.src);
     let archive = s.tmp.path().join("a.tar");
-    pack(&s.src, &archive, &[]);
+    pack(&s.src, &archive, &["--pax-times"]);
     build::mkdirs(&s.dst);
     peer("bsdtar", &[&"-xp", &"-C", &s.dst, &"-f", &archive]);
     assert_same_tree_with(
@@ -418,7 +418,7 @@ fn members_appended_by_tar_are_read_as_tar_reads_them() {
             build::write(&s.src.join(format!("many/member-{i}")), b"m");
         }
         let archive = s.tmp.path().join("a.far");
-        pack(&s.src, &archive, &[]);
+        pack(&s.src, &archive, &["--pax-times"]);
         std::fs::write(s.tmp.path().join("appended"), b"added by tar -r\n").expect("write");
         peer(
             appender,
@@ -722,7 +722,7 @@ fn acls_in_ferry_archives_come_out_of_gnu_tar_and_bsdtar() {
     let s = scratch();
     acl_tree(&s.src, true);
     let archive = s.tmp.path().join("acls.far");
-    pack(&s.src, &archive, &[]);
+    pack(&s.src, &archive, &["--pax-times"]);
     let gnu_all = ["--acls", "--xattrs", "--xattrs-include=*", "-xpf"];
     for (program, args) in [
         ("tar", &["--acls", "-xpf"][..]),

@@ -33,6 +33,7 @@ mod reproducible;
 mod select;
 mod sparse_claims;
 mod streams;
+mod times_in_index;
 mod zstd;
 mod zstd_memory;
 
@@ -127,10 +128,11 @@ fn pack(src: &Path, archive: &Path, args: &[&str]) -> Run {
 }
 
 /// Packs `s.src` into `s.tmp/NAME` and unpacks that into `s.dst`, both of which must
-/// succeed; returns the archive's path.
+/// succeed; returns the archive's path. The times go in pax headers (`--pax-times`),
+/// so the peers' extractions of it compare to the nanosecond too.
 fn pack_and_unpack(s: &common::Scratch, name: &str) -> std::path::PathBuf {
     let archive = s.tmp.path().join(name);
-    pack(&s.src, &archive, &[]);
+    pack(&s.src, &archive, &["--pax-times"]);
     ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
     archive
 }

@@ -38,7 +38,11 @@ use xxhash_rust::xxh3::xxh3_64;
 pub(crate) const INDEX_MAGIC: &[u8; 8] = b"FERRYIDX";
 pub(crate) const FOOTER_MAGIC: &[u8; 8] = b"FERRYEND";
 /// The index version written.
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
+/// The first version whose archives may leave a member's times to the index: where a
+/// member has no pax header, its header gives the mtime's seconds alone, and the index
+/// its nanoseconds and the atime (see `write::header`).
+pub const TIMES_IN_INDEX_SINCE: u32 = 5;
 /// The first version whose content hashes skip all-zero blocks past the first few
 /// ([`ferry_core::content`]); before it, a hash is of every logical byte, which is the
 /// same only for files of at most [`LEGACY_HASH_MAX`] bytes.
@@ -603,16 +607,20 @@ mod tests {
     fn an_index_whose_version_is_unknown_or_not_the_footers_is_refused() {
         let mut bytes = sample();
         let n = bytes.len();
-        bytes[n - 16..n - 8].copy_from_slice(&5u64.to_le_bytes());
+        let unknown = u64::from(VERSION) + 1;
+        bytes[n - 16..n - 8].copy_from_slice(&unknown.to_le_bytes());
         let mend = |b: &mut Vec<u8>| {
             let n = b.len();
             let hash = xxh3_64(&b[n - 64..n - 8]);
             b[n - 8..].copy_from_slice(&hash.to_le_bytes());
         };
         mend(&mut bytes);
-        let err = read_all(&bytes, 10240).expect_err("version 5");
-        assert!(err.0.contains("unknown index version 5"), "{err}");
-        // The footer says 1, the index's header 4.
+        let err = read_all(&bytes, 10240).expect_err("a later version");
+        assert!(
+            err.0.contains(&format!("unknown index version {unknown}")),
+            "{err}"
+        );
+        // The footer says 1, the index's header the version written.
         bytes[n - 16..n - 8].fill(0);
         mend(&mut bytes);
         let err = read_all(&bytes, 10240).expect_err("versions differ");

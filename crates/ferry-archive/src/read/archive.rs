@@ -347,14 +347,12 @@ fn agree(t: &TarEntry, e: &IndexEntry) -> Result<(), &'static str> {
     if t.link_target.as_deref().unwrap_or_default() != e.link.as_slice() {
         return Err("link target");
     }
-    if (t.mode, t.uid, t.gid, t.mtime) != (e.mode, e.uid, e.gid, e.mtime) {
+    if (t.mode, t.uid, t.gid) != (e.mode, e.uid, e.gid) {
         return Err("metadata");
     }
-    // What a stream reader would take from the headers: the atime (the mtime where
-    // none is recorded), the device number of a device, every xattr.
-    if t.atime.unwrap_or(t.mtime) != e.atime {
-        return Err("access time");
-    }
+    // What a stream reader would take from the headers (and from the index after
+    // them: see `tail`): the times, the device number of a device, every xattr.
+    t.times_agree(e.mtime, e.atime)?;
     let rdev = match t.kind {
         TarKind::CharDevice | TarKind::BlockDevice => t
             .rdev

@@ -199,20 +199,22 @@ impl<'a> Extractor<'a> {
     /// of them is the destination itself; if none is, it is settled as copy does.
     /// `stopped`: the unpack ended early, so some directories were never made; their
     /// absence is no further error. Nor is a directory whose making failed (reported
-    /// then): each member gets one error at most.
+    /// then): each member gets one error at most. Returns the directories whose
+    /// metadata could not be set.
     pub(super) fn finish(
         &self,
         dirs: impl IntoIterator<Item = Entry>,
         root_named: bool,
         stopped: bool,
-    ) {
+    ) -> Vec<RelPath> {
+        let mut failed = Vec::new();
         if !root_named {
             if let Err(err) = self.sink.settle_unnamed_root() {
                 self.reporter.error(&err);
             }
         }
         if !self.dir_metadata {
-            return;
+            return failed;
         }
         let mut cache = DirCache::new();
         let unmade =
@@ -229,10 +231,19 @@ impl<'a> Extractor<'a> {
             let dir = dir.map_err(|err| as_member_error(&e, err));
             match dir.and_then(|d| self.sink.finish_dir(&d, &e)) {
                 Err(err) if stopped && err.os.kind() == io::ErrorKind::NotFound => {}
-                Err(err) => self.reporter.error(&err),
+                Err(err) => {
+                    self.reporter.error(&err);
+                    failed.push(e.path);
+                }
                 Ok(()) => {}
             }
         }
+        failed
+    }
+
+    /// Whether directories get their metadata (see [`UnpackOptions::dir_metadata`]).
+    pub(super) fn sets_dir_metadata(&self) -> bool {
+        self.dir_metadata
     }
 }
 

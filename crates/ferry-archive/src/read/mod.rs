@@ -9,6 +9,7 @@ mod extract;
 pub mod list;
 pub mod lookup;
 pub mod order;
+mod placed;
 pub mod quote;
 mod schedule;
 pub mod select;

@@ -37,7 +37,7 @@ use crate::owners::LocalIds;
 use crate::tar::{Reader, TarEntry};
 use ferry_core::data::Mover;
 use ferry_core::delete::DeleteOptions;
-use ferry_core::entry::{Entry, EntryKind};
+use ferry_core::entry::{Entry, EntryKind, RelPath};
 use ferry_core::error::{Error, Reporter};
 use ferry_core::pool::{PoolBuf, Share};
 use ferry_core::sink::FileData;
@@ -168,8 +168,8 @@ impl Chunks<'_> {
 /// What the workers share.
 struct Workers<'x> {
     ex: &'x Extractor<'x>,
-    /// Header offsets of file members whose data was not written from the stream's
-    /// bytes, so not checked against the index after it.
+    /// Header offsets of members not placed (or, for a file, whose data was not
+    /// written from the stream's bytes), so not checked against the index after it.
     unchecked: Mutex<Vec<u64>>,
 }
 
@@ -194,6 +194,7 @@ impl Workers<'_> {
             // Made now; its metadata is set at the end.
             if let Err(err) = self.ex.make_dir(&entry, none, cache) {
                 self.ex.reporter.error(&err);
+                self.not_checked(header_offset);
             }
             return;
         }
@@ -236,9 +237,7 @@ impl Workers<'_> {
             Ok(false) => self.not_checked(header_offset),
             Err(err) => {
                 self.ex.reporter.error(&err);
-                if is_file {
-                    self.not_checked(header_offset);
-                }
+                self.not_checked(header_offset);
             }
         }
     }
@@ -323,7 +322,7 @@ pub fn unpack_stream_mirroring(
     };
     let in_flight = InFlight::default();
     let (handout, queue) = schedule::channel::<Run<'_>>(workers, &in_flight);
-    let (result, tar_end, mut dirs, mut hashes) = std::thread::scope(|s| {
+    let (result, tar_end, mut dirs, dir_offsets, mut hashes) = std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| {
                 let mut cache = DirCache::new();
@@ -347,6 +346,7 @@ pub fn unpack_stream_mirroring(
             run: Run::default(),
             links: Vec::new(),
             dirs: Vec::new(),
+            dir_offsets: Vec::new(),
             hashes: StreamHashes::default(),
         };
         let result = walk.walk(first);
@@ -355,7 +355,7 @@ pub fn unpack_stream_mirroring(
         walk.place_after_workers();
         let offset = walk.reader.offset();
         // Dropping the handout with the rest of `walk` ends the workers.
-        (result, offset, walk.dirs, walk.hashes)
+        (result, offset, walk.dirs, walk.dir_offsets, walk.hashes)
     });
     // In descending byte order of paths, which puts each directory after its
     // descendants (a path sorts after its proper prefixes) and keeps a subtree
@@ -363,12 +363,23 @@ pub fn unpack_stream_mirroring(
     // keeps its members' order, so the last one's metadata is set last, and wins.
     dirs.sort_by(|a: &Entry, b| b.path.as_bytes().cmp(a.path.as_bytes()));
     let root_named = dirs.iter().any(|e| e.path.is_root());
-    ex.finish(dirs, root_named, result.is_err());
+    let unset = ex.finish(dirs, root_named, result.is_err());
     if result.is_ok() {
         select.report_unmatched("unpack", reporter);
     }
-    let unchecked = shared.unchecked.into_inner();
-    hashes.leave_out(unchecked.unwrap_or_else(PoisonError::into_inner));
+    let mut unchecked = shared
+        .unchecked
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    // A directory whose metadata failed (said then) gets no times after the stream.
+    let unset: std::collections::HashSet<RelPath> = unset.into_iter().collect();
+    unchecked.extend(
+        dir_offsets
+            .into_iter()
+            .filter(|(path, _)| unset.contains(path))
+            .map(|(_, at)| at),
+    );
+    hashes.leave_out(unchecked);
     hashes.set_tar_end(tar_end);
     result.map(|()| hashes)
 }
@@ -392,6 +403,8 @@ struct Walk<'a, 'p, R: Read> {
     links: Vec<Entry>,
     /// Directory members, for their metadata at the end.
     dirs: Vec<Entry>,
+    /// The paths and header offsets of the directory members noted in `hashes`.
+    dir_offsets: Vec<(RelPath, u64)>,
     hashes: StreamHashes,
 }
 
@@ -494,6 +507,7 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
         let runs = runs_of(t.sparse.as_deref(), t.size);
         let header_offset = t.header_offset;
         if !matches!(entry.kind, EntryKind::File { .. }) {
+            self.note_other(t, &entry);
             self.run.members.push(Member {
                 entry,
                 header_offset,
@@ -527,9 +541,8 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
             }
             Some(Data::Held(start..start + len))
         };
-        if let Some(hash) = hasher.finish(t.size) {
-            self.hashes.push(header_offset, hash);
-        }
+        self.hashes
+            .note_placed(t, hasher.finish(t.size), &entry.path);
         if let Some(data) = data {
             self.run.members.push(Member {
                 entry,
@@ -539,6 +552,18 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
             });
         }
         Ok(())
+    }
+
+    /// Notes member `t`, not a file, placed as `entry`, for its times after the stream
+    /// (a directory only where directories get their metadata).
+    fn note_other(&mut self, t: &TarEntry, entry: &Entry) {
+        if entry.kind == EntryKind::Dir {
+            if !self.ex.sets_dir_metadata() {
+                return;
+            }
+            self.dir_offsets.push((entry.path.clone(), t.header_offset));
+        }
+        self.hashes.note_placed(t, None, &entry.path);
     }
 
     /// Hands file member `t` (as `entry`, its data stored as `runs`) to a worker alone,
@@ -595,8 +620,9 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
     /// data read from the stream as it is written.
     fn place_here(&mut self, t: &TarEntry, entry: Entry, clash: Clash) -> Result<(), ArchiveError> {
         if entry.kind == EntryKind::Dir {
-            if let Err(err) = self.ex.make_dir(&entry, clash, &mut self.cache) {
-                self.reporter.error(&err);
+            match self.ex.make_dir(&entry, clash, &mut self.cache) {
+                Ok(()) => self.note_other(t, &entry),
+                Err(err) => self.reporter.error(&err),
             }
             return Ok(());
         }
@@ -613,8 +639,9 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
             runs: &runs,
         });
         let put = self.ex.put(&entry, data, clash, &mut self.cache);
-        if let (true, Some(hash)) = (is_file && put.is_ok(), hasher.finish(t.size)) {
-            self.hashes.push(t.header_offset, hash);
+        if put.is_ok() {
+            let hash = hasher.finish(t.size).filter(|_| is_file);
+            self.hashes.note_placed(t, hash, &entry.path);
         }
         match put {
             // Reading its data failed, and the stream cannot be read on: that ends

@@ -3,31 +3,37 @@
 //! Read from a pipe, an archive's data comes before its index, so nothing can be
 //! checked as it goes by. Instead, every file member whose stored bytes all pass
 //! through the reader is hashed on the way ([`ContentHasher`], the same xxh3-128 of the
-//! logical content that `pack` records, see `ferry_core::content`), and the hash is kept with
-//! the member's header offset ([`StreamHashes`], moved to an unnamed temporary file past
-//! a few MiB, so memory does not grow with the member count). Once the tar data has
-//! ended, what follows it is read to the end ([`check_tail`]): for a ferry archive, the
-//! index and footer, spooled to a temporary file and checked as an archive file's are;
-//! then each index entry that records a hash is matched, by header offset, with the
-//! hash taken as the member streamed by. A member that differs is named to the caller:
-//! the bytes it was unpacked (or printed) from are not the ones `pack` read.
+//! logical content that `pack` records, see `ferry_core::content`), and the hash is kept
+//! with the member's header offset and the path it was placed at ([`StreamHashes`], see
+//! `placed`). Once the tar data has ended, what follows it is read to the end
+//! ([`check_tail`]): for a ferry archive, the index and footer, spooled to a temporary
+//! file and checked as an archive file's are; then each index entry is matched, by
+//! header offset, with what was noted as the member streamed by. A file whose content
+//! differs is named to the caller: the bytes it was unpacked (or printed) from are not
+//! the ones `pack` read. A member whose headers gave its times to the second alone (an
+//! archive that keeps them in its index: see `TarEntry::own_pax`) gets them exactly
+//! from its entry, where the caller unpacked it ([`check_tail_removing`]).
 //!
 //! Members whose data was not read whole (not selected, or failed) are not checked;
 //! neither are members whose index entry has no hash (data `pack` cloned or copied in
 //! the kernel without `--hash`). Anything after a plain tar's end is read and dropped,
 //! as before.
 
+pub use super::placed::{Placed, StreamHashes};
+
 use super::archive::At;
-use super::convert::safe_path;
 use crate::index::{
     Footer, Index, IndexError, Kind, FOOTER_LEN, FOOTER_MAGIC, INDEX_MAGIC, TAR_RECORD,
 };
 use ferry_core::content::ContentHash;
 use ferry_core::entry::RelPath;
 use ferry_core::error::Reporter;
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 /// Hashes a member's logical content from its stored bytes as they are read: the runs'
 /// bytes in order, with the holes before each run and after the last (the work follows
@@ -111,138 +117,6 @@ impl Read for Hashing<'_, '_> {
     }
 }
 
-/// One record: a member's header offset and its content hash.
-const RECORD: usize = 8 + 16;
-
-/// Records held in memory before they move to a temporary file (1.5 MiB).
-const HELD_RECORDS: usize = 64 << 10;
-
-/// A record as held: the hash in two halves, so a record takes 24 bytes rather than
-/// the 32 a `u128`'s alignment makes of it (a daemon holds one list per upload).
-type Held = (u64, [u64; 2]);
-
-fn held((at, hash): (u64, u128)) -> Held {
-    (at, [hash as u64, (hash >> 64) as u64])
-}
-
-fn record((at, [low, high]): Held) -> (u64, u128) {
-    (at, u128::from(high) << 64 | u128::from(low))
-}
-
-/// The content hashes of the members a stream carried, by header offset, in archive
-/// order (see the module's doc).
-#[derive(Default)]
-pub struct StreamHashes {
-    held: Vec<Held>,
-    spill: Option<BufWriter<File>>,
-    /// The first failure to write the spill file: the hashes are then incomplete, and
-    /// nothing is checked.
-    failed: Option<io::Error>,
-    /// The offset just past the end-of-archive blocks.
-    tar_end: u64,
-    /// Header offsets of members whose hash was taken but whose data was not unpacked
-    /// from those bytes (see [`StreamHashes::leave_out`]), in order.
-    left_out: Vec<u64>,
-}
-
-impl StreamHashes {
-    /// Notes the hash of the member whose headers start at `header_offset`; members
-    /// come in archive order.
-    pub fn push(&mut self, header_offset: u64, hash: u128) {
-        if self.failed.is_some() {
-            return;
-        }
-        self.held.push(held((header_offset, hash)));
-        if self.held.len() >= HELD_RECORDS {
-            if let Err(e) = self.spill_held() {
-                self.failed = Some(e);
-            }
-        }
-    }
-
-    /// Leaves the members whose headers start at `header_offsets` (in any order) out of
-    /// the check: their data was hashed as it was read, but not unpacked from those
-    /// bytes (a file found up to date, or one that failed).
-    pub fn leave_out(&mut self, mut header_offsets: Vec<u64>) {
-        header_offsets.sort_unstable();
-        self.left_out = header_offsets;
-    }
-
-    /// Sets where the tar data ended: the index of a ferry archive starts there.
-    pub fn set_tar_end(&mut self, tar_end: u64) {
-        self.tar_end = tar_end;
-    }
-
-    fn spill_held(&mut self) -> io::Result<()> {
-        let out = match &mut self.spill {
-            Some(out) => out,
-            none => none.insert(BufWriter::new(tempfile::tempfile()?)),
-        };
-        for (at, hash) in self.held.drain(..).map(record) {
-            out.write_all(&at.to_le_bytes())?;
-            out.write_all(&hash.to_le_bytes())?;
-        }
-        Ok(())
-    }
-
-    /// All records, in the order they came.
-    fn into_records(mut self) -> io::Result<Records> {
-        if let Some(e) = self.failed {
-            return Err(e);
-        }
-        let spilled = match self.spill.take() {
-            Some(out) => {
-                let mut file = out.into_inner().map_err(|e| e.into_error())?;
-                file.seek(SeekFrom::Start(0))?;
-                Some(BufReader::new(file))
-            }
-            None => None,
-        };
-        Ok(Records {
-            spilled,
-            held: self.held.into_iter(),
-            left_out: self.left_out,
-        })
-    }
-}
-
-/// The records of [`StreamHashes`], read back in order.
-struct Records {
-    spilled: Option<BufReader<File>>,
-    held: std::vec::IntoIter<Held>,
-    left_out: Vec<u64>,
-}
-
-impl Records {
-    /// The next record of a member not left out.
-    fn next(&mut self) -> io::Result<Option<(u64, u128)>> {
-        loop {
-            let next = self.next_any()?;
-            match next {
-                Some((at, _)) if self.left_out.binary_search(&at).is_ok() => {}
-                other => return Ok(other),
-            }
-        }
-    }
-
-    fn next_any(&mut self) -> io::Result<Option<(u64, u128)>> {
-        if let Some(file) = &mut self.spilled {
-            let mut rec = [0u8; RECORD];
-            match file.read_exact(&mut rec) {
-                Ok(()) => {
-                    let (at, hash) = rec.split_at(8);
-                    let at = u64::from_le_bytes(at.try_into().unwrap_or_default());
-                    let hash = u128::from_le_bytes(hash.try_into().unwrap_or_default());
-                    return Ok(Some((at, hash)));
-                }
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => self.spilled = None,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(self.held.next().map(record))
-    }
-}
-
 /// Reports, as an error of the archive (exit status 1), that it ended at `offset`
 /// with no end-of-archive blocks: a ferry archive always ends with them and its index,
 /// and a tar without them was most likely cut short (GNU tar and bsdtar say nothing,
@@ -267,6 +141,8 @@ pub struct TailCheck {
     pub checked: u64,
     /// Of those, members whose content differed (each reported as an error).
     pub differed: u64,
+    /// Members whose times the index gave finer than their headers did.
+    pub retimed: u64,
 }
 
 /// Why the end of a stream could not be checked.
@@ -281,32 +157,74 @@ pub enum TailError {
     Index(#[from] IndexError),
 }
 
-/// [`check_tail`] for a stream unpacked into `dst` that a rerun repairs (a network
-/// copy, an S3 download): each file whose content differs is removed, so the rerun,
-/// finding it missing, fetches it again, and reported as an error saying `why`.
+/// [`check_tail`] for a stream unpacked into `dst` that a rerun repairs (`unpack -`, a
+/// network copy, an S3 download): each file whose content differs is removed, so the
+/// rerun, finding it missing, fetches it again, and reported as an error saying `why`;
+/// and each member whose headers gave its times to the second alone gets them from the
+/// index, to the nanosecond, with its atime.
 pub fn check_tail_removing(
     rest: &mut dyn Read,
     hashes: StreamHashes,
-    dst: &std::path::Path,
+    dst: &Path,
     why: &str,
     reporter: &dyn Reporter,
 ) -> Result<TailCheck, TailError> {
-    check_tail(rest, hashes, reporter, &mut removing(dst, why, reporter))
+    let mut repairing = Repairing::new(dst, why, reporter);
+    check_tail_with(rest, hashes, reporter, &mut repairing)
 }
 
-/// What is done with a file whose content differs, in a stream a rerun repairs: it is
-/// removed from `dst` and reported as an error saying `why`.
-fn removing<'a>(
-    dst: &'a std::path::Path,
+/// What is done with what the index says of the members placed.
+trait Outcome {
+    /// The content of the member placed at `path` differs from what was packed.
+    fn differs(&mut self, path: &RelPath);
+    /// The member placed at `path` has these times, where its headers gave the mtime's
+    /// seconds alone.
+    fn times(&mut self, path: &RelPath, mtime: (i64, u32), atime: (i64, u32));
+}
+
+/// Only told of what differs.
+struct Told<'a>(&'a mut dyn FnMut(RelPath));
+
+impl Outcome for Told<'_> {
+    fn differs(&mut self, path: &RelPath) {
+        (self.0)(path.clone())
+    }
+    fn times(&mut self, _: &RelPath, _: (i64, u32), _: (i64, u32)) {}
+}
+
+/// A destination a rerun repairs: a file whose content differs is removed and
+/// reported as an error saying `why`; times are set.
+struct Repairing<'a> {
+    beneath: Beneath<'a>,
     why: &'a str,
     reporter: &'a dyn Reporter,
-) -> impl FnMut(RelPath) + 'a {
-    move |path: RelPath| {
-        let why = match remove_beneath(dst, &path) {
-            Ok(()) => io::Error::other(why.to_owned()),
-            Err(e) => io::Error::other(format!("{why}; removing it failed: {e}")),
+}
+
+impl<'a> Repairing<'a> {
+    fn new(dst: &'a Path, why: &'a str, reporter: &'a dyn Reporter) -> Self {
+        Repairing {
+            beneath: Beneath::new(dst),
+            why,
+            reporter,
+        }
+    }
+}
+
+impl Outcome for Repairing<'_> {
+    fn differs(&mut self, path: &RelPath) {
+        let why = match self.beneath.remove(path) {
+            Ok(()) => io::Error::other(self.why.to_owned()),
+            Err(e) => io::Error::other(format!("{}; removing it failed: {e}", self.why)),
         };
-        reporter.error(&ferry_core::error::Error::dst(&path, "verify", why));
+        self.reporter
+            .error(&ferry_core::error::Error::dst(path, "verify", why));
+    }
+
+    fn times(&mut self, path: &RelPath, mtime: (i64, u32), atime: (i64, u32)) {
+        if let Err(e) = self.beneath.set_times(path, mtime, atime) {
+            self.reporter
+                .error(&ferry_core::error::Error::dst(path, "set times", e));
+        }
     }
 }
 
@@ -317,56 +235,110 @@ fn removing<'a>(
 pub fn check_recorded_removing(
     hashes: StreamHashes,
     recorded: &[(u64, u128, RelPath)],
-    dst: &std::path::Path,
+    dst: &Path,
     why: &str,
     reporter: &dyn Reporter,
 ) -> Result<TailCheck, TailError> {
-    let mut differs = removing(dst, why, reporter);
+    let mut repairing = Repairing::new(dst, why, reporter);
     let mut records = hashes.into_records()?;
     let mut next = records.next()?;
     let mut outcome = TailCheck::default();
     for (offset, hash, path) in recorded {
-        while next.is_some_and(|(at, _)| at < *offset) {
+        while next.as_ref().is_some_and(|p| p.header_offset < *offset) {
             next = records.next()?;
         }
-        let Some((at, streamed)) = next else {
+        let Some(placed) = &next else {
             break;
         };
-        if at != *offset {
+        let Some(streamed) = placed.hash.filter(|_| placed.header_offset == *offset) else {
             continue;
-        }
+        };
         outcome.checked += 1;
         if streamed != *hash {
             outcome.differed += 1;
-            differs(path.clone());
+            repairing.differs(path);
         }
     }
     Ok(outcome)
 }
 
-/// Removes `path` below `dst`, resolving it without leaving `dst` or following a
-/// symlink.
-fn remove_beneath(dst: &std::path::Path, path: &RelPath) -> io::Result<()> {
-    use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
-    let root = rfs::open(
-        dst,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let parent = path.parent();
-    let parent = match parent.is_root() {
-        true => b".".to_vec(),
-        false => parent.as_bytes().to_vec(),
-    };
-    let dir = rfs::openat2(
-        &root,
-        parent,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
-    )?;
-    rfs::unlinkat(&dir, path.file_name(), AtFlags::empty())?;
-    Ok(())
+/// Paths below a destination, each resolved from it at the moment of use without
+/// leaving it or following a symlink; the directory of the last one is kept open
+/// for the next (a stream's members come a directory at a time).
+struct Beneath<'a> {
+    dst: &'a Path,
+    root: Option<OwnedFd>,
+    parent: Option<(RelPath, OwnedFd)>,
+}
+
+impl<'a> Beneath<'a> {
+    fn new(dst: &'a Path) -> Self {
+        Beneath {
+            dst,
+            root: None,
+            parent: None,
+        }
+    }
+
+    /// The directory `path` is in, opened `O_PATH`.
+    fn parent_of(&mut self, path: &RelPath) -> io::Result<BorrowedFd<'_>> {
+        let parent = path.parent();
+        if self.parent.as_ref().is_none_or(|(p, _)| *p != parent) {
+            self.parent = None;
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            let root = match &mut self.root {
+                Some(root) => root,
+                none => none.insert(rfs::open(self.dst, flags, Mode::empty())?),
+            };
+            let at = match parent.is_root() {
+                true => b".".to_vec(),
+                false => parent.as_bytes().to_vec(),
+            };
+            let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+            let dir = rfs::openat2(&*root, at, flags, Mode::empty(), resolve)?;
+            self.parent = Some((parent, dir));
+        }
+        match &self.parent {
+            Some((_, dir)) => Ok(dir.as_fd()),
+            None => Err(io::Error::other("no parent directory")),
+        }
+    }
+
+    /// Removes `path` (not a directory).
+    fn remove(&mut self, path: &RelPath) -> io::Result<()> {
+        let name = path.file_name().to_vec();
+        rfs::unlinkat(self.parent_of(path)?, name, AtFlags::empty())?;
+        Ok(())
+    }
+
+    /// Sets the times of `path` (of the symlink itself, for a symlink).
+    fn set_times(
+        &mut self,
+        path: &RelPath,
+        mtime: (i64, u32),
+        atime: (i64, u32),
+    ) -> io::Result<()> {
+        let ts = |(sec, nsec): (i64, u32)| rfs::Timespec {
+            tv_sec: sec,
+            tv_nsec: nsec.into(),
+        };
+        let times = rfs::Timestamps {
+            last_access: ts(atime),
+            last_modification: ts(mtime),
+        };
+        if path.is_root() {
+            rfs::utimensat(rfs::CWD, self.dst, &times, AtFlags::empty())?;
+            return Ok(());
+        }
+        let name = path.file_name().to_vec();
+        rfs::utimensat(
+            self.parent_of(path)?,
+            name,
+            &times,
+            AtFlags::SYMLINK_NOFOLLOW,
+        )?;
+        Ok(())
+    }
 }
 
 /// Reads `rest`, the input after the end-of-archive blocks, to its end; where it holds a
@@ -379,6 +351,16 @@ pub fn check_tail(
     reporter: &dyn Reporter,
     differs: &mut dyn FnMut(RelPath),
 ) -> Result<TailCheck, TailError> {
+    check_tail_with(rest, hashes, reporter, &mut Told(differs))
+}
+
+/// [`check_tail`], telling `outcome` what differs and what times to set.
+fn check_tail_with(
+    rest: &mut dyn Read,
+    hashes: StreamHashes,
+    reporter: &dyn Reporter,
+    outcome: &mut dyn Outcome,
+) -> Result<TailCheck, TailError> {
     let tar_end = hashes.tar_end;
     let mut head = Vec::with_capacity(INDEX_MAGIC.len());
     (&mut *rest)
@@ -389,21 +371,64 @@ pub fn check_tail(
         io::copy(rest, &mut io::sink())?;
         return Ok(TailCheck::default());
     }
-    let mut spool = tempfile::tempfile()?;
-    spool.write_all(&head)?;
     let most = longest_tail(tar_end);
+    // What follows the index may fail to read (garbage after a compressed stream): the
+    // index before it is still used, and the failure returned after.
+    let (spool, broke) = spool_tail(rest, &head, most)?;
+    let checked = check_spooled(&spool, tar_end, reporter, hashes, outcome);
+    match (checked, broke) {
+        (Ok(check), None) => Ok(check),
+        (Ok(_), Some(e)) => Err(e.into()),
+        (Err(_), Some(e)) => Err(e.into()),
+        (Err(e), None) => Err(e),
+    }
+}
+
+/// Spools `head` and the rest of `rest`, at most `most` bytes, to a temporary file;
+/// returns it with the error that stopped reading `rest`, if one did. More than `most`
+/// bytes is an error of the index.
+fn spool_tail(
+    rest: &mut dyn Read,
+    head: &[u8],
+    most: u64,
+) -> Result<(File, Option<io::Error>), TailError> {
+    let mut spool = tempfile::tempfile()?;
     let mut out = BufWriter::new(&mut spool);
-    io::copy(&mut (&mut *rest).take(most), &mut out)?;
+    out.write_all(head)?;
+    let mut limited = (&mut *rest).take(most);
+    let mut buf = vec![0u8; 64 << 10];
+    let broke = loop {
+        match limited.read(&mut buf) {
+            Ok(0) => break None,
+            Ok(n) => out.write_all(&buf[..n])?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Some(e),
+        }
+    };
     // Flushed here, not on drop, which would let a full disk go unnoticed.
     out.flush()?;
     drop(out);
     let len = spool.seek(SeekFrom::End(0))?;
-    if len >= most && rest.read(&mut [0u8; 1])? > 0 {
+    if broke.is_none() && len >= most && rest.read(&mut [0u8; 1])? > 0 {
         return Err(IndexError(format!(
-            "longer than the {tar_end} bytes of tar data it would describe: not read on"
+            "longer than the {} bytes of tar data it would describe: not read on",
+            most - FOOTER_LEN - TAR_RECORD
         ))
         .into());
     }
+    Ok((spool, broke))
+}
+
+/// The index and footer spooled in `spool` checked, and the members in `hashes` with
+/// them (see [`check_tail`]).
+fn check_spooled(
+    spool: &File,
+    tar_end: u64,
+    reporter: &dyn Reporter,
+    hashes: StreamHashes,
+    outcome: &mut dyn Outcome,
+) -> Result<TailCheck, TailError> {
+    let len = spool.metadata()?.len();
     let mut last = [0u8; FOOTER_LEN as usize];
     if len < FOOTER_LEN {
         return Err(IndexError("cut short: no footer".into()).into());
@@ -422,7 +447,7 @@ pub fn check_tail(
     let Some(footer) = Footer::parse(&last, tar_end + len)? else {
         return Err(IndexError("no footer after it".into()).into());
     };
-    compare(&spool, footer, hashes, differs)
+    compare(spool, footer, hashes, outcome)
 }
 
 /// The most bytes an index and footer after `tar_end` bytes of tar data can take. Every
@@ -443,16 +468,16 @@ fn footer_tar_end(footer: &[u8; FOOTER_LEN as usize]) -> u64 {
 }
 
 /// Goes through the index in `spool` (which starts at the archive's `tar_end`) and the
-/// streamed hashes side by side, both in archive order.
+/// records of the members placed side by side, both in archive order.
 fn compare(
     spool: &File,
     footer: Footer,
     hashes: StreamHashes,
-    differs: &mut dyn FnMut(RelPath),
+    outcome: &mut dyn Outcome,
 ) -> Result<TailCheck, TailError> {
     let mut records = hashes.into_records()?;
     let mut next = records.next()?;
-    let mut outcome = TailCheck::default();
+    let mut check = TailCheck::default();
     let start = footer.index_offset - footer.tar_end;
     let reader = BufReader::with_capacity(
         256 << 10,
@@ -463,26 +488,34 @@ fn compare(
     );
     for item in Index::new(footer).entries(reader) {
         let (_, e) = item?;
-        let Some(recorded) = e.hash.filter(|_| e.kind == Kind::File) else {
-            continue;
-        };
-        while next.is_some_and(|(at, _)| at < e.header_offset) {
+        while next
+            .as_ref()
+            .is_some_and(|p| p.header_offset < e.header_offset)
+        {
             next = records.next()?;
         }
-        let Some((at, streamed)) = next else {
+        let Some(placed) = next.as_ref().filter(|p| p.header_offset == e.header_offset) else {
             continue;
         };
-        if at != e.header_offset {
-            continue;
+        if let (Some(recorded), Some(streamed)) =
+            (e.hash.filter(|_| e.kind == Kind::File), placed.hash)
+        {
+            check.checked += 1;
+            if streamed != recorded {
+                check.differed += 1;
+                outcome.differs(&placed.path);
+                continue;
+            }
         }
-        outcome.checked += 1;
-        if streamed != recorded {
-            outcome.differed += 1;
-            // Named as unpacking names it.
-            differs(safe_path(&e.path).unwrap_or_else(|_| RelPath::from_bytes(e.path.clone())));
+        // Times the headers gave to the second, which the index gives exactly (in the
+        // same second: see `TarEntry::times_agree`). A hardlink has its target's.
+        let finer = e.mtime.1 != 0 || e.atime != (e.mtime.0, 0);
+        if placed.header_secs == Some(e.mtime.0) && finer && e.kind != Kind::HardLink {
+            outcome.times(&placed.path, e.mtime, e.atime);
+            check.retimed += 1;
         }
     }
-    Ok(outcome)
+    Ok(check)
 }
 
 #[cfg(test)]
@@ -491,13 +524,6 @@ mod tests {
 
     fn digest(content: &[u8]) -> u128 {
         xxhash_rust::xxh3::xxh3_128(content)
-    }
-
-    #[test]
-    fn a_held_record_gives_back_its_offset_and_whole_hash() {
-        let hash = digest(b"both halves") | 1 << 127 | 1;
-        assert_eq!(record(held((u64::MAX - 7, hash))), (u64::MAX - 7, hash));
-        assert_eq!(std::mem::size_of::<Held>(), RECORD);
     }
 
     /// Fed in any chunks, the hash is that of the logical content, holes as zeros.
@@ -528,27 +554,5 @@ mod tests {
         assert_eq!(long.finish(4), None);
         let empty = ContentHasher::new(&[]);
         assert_eq!(empty.finish(0), Some(digest(b"")));
-    }
-
-    /// Records come back in order, from the spill file and then from memory.
-    #[test]
-    fn spilled_records_read_back_in_order() {
-        let mut hashes = StreamHashes::default();
-        let n = HELD_RECORDS as u64 * 2 + 5;
-        for i in 0..n {
-            hashes.push(i * 512, u128::from(i) << 64 | 7);
-        }
-        assert!(
-            hashes.spill.is_some(),
-            "past the limit the records move out"
-        );
-        let mut records = hashes.into_records().expect("records");
-        for i in 0..n {
-            assert_eq!(
-                records.next().expect("read"),
-                Some((i * 512, u128::from(i) << 64 | 7))
-            );
-        }
-        assert_eq!(records.next().expect("read"), None);
     }
 }

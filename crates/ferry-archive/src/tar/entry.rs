@@ -82,6 +82,10 @@ pub struct TarEntry {
     pub mtime: (i64, u32),
     /// Access time, if recorded (pax `atime`, or an old GNU header's atime field).
     pub atime: Option<(i64, u32)>,
+    /// Whether a pax extended header of its own came before it. Where one did not, an
+    /// archive whose index keeps the times (index version 5 on) gives the mtime's
+    /// seconds alone here, and its nanoseconds and the atime in the index.
+    pub own_pax: bool,
     /// Logical size of the file; 0 for entries other than files.
     pub size: u64,
     /// The size the headers declare (the pax `size`, else the size field), which is
@@ -112,6 +116,29 @@ pub struct TarEntry {
     /// Every pax record that applied to it, raw: the globals not overridden, then its
     /// own records in order.
     pub pax: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TarEntry {
+    /// Whether an index's (or tree table's) `mtime` and `atime` for this member are the
+    /// ones its headers give. A member with a pax header of its own has its times
+    /// there, exact (the atime, where none is recorded, is the mtime); one without
+    /// gives the mtime's seconds, and the index may add the nanoseconds and any atime
+    /// (see [`TarEntry::own_pax`]).
+    pub fn times_agree(&self, mtime: (i64, u32), atime: (i64, u32)) -> Result<(), &'static str> {
+        if !self.own_pax && self.atime.is_none() {
+            return match self.mtime == (mtime.0, 0) {
+                true => Ok(()),
+                false => Err("modification time"),
+            };
+        }
+        if self.mtime != mtime {
+            return Err("modification time");
+        }
+        if self.atime.unwrap_or(self.mtime) != atime {
+            return Err("access time");
+        }
+        Ok(())
+    }
 }
 
 /// Extension headers seen before an entry's own header.
@@ -226,6 +253,7 @@ pub(crate) fn build(
         gname: owner_name(&pax, b"gname", header.gname())?,
         mtime,
         atime,
+        own_pax: pending.pax.is_some(),
         xattrs: pax.xattrs()?,
         pax: pax.applied(),
         path,

@@ -380,12 +380,10 @@ pub fn header_agrees(
     if t.sparse.as_deref().unwrap_or_default() != extras.runs.as_slice() {
         return Err("sparse map");
     }
-    if (t.mode, t.uid, t.gid, t.mtime) != (n.mode, n.uid, n.gid, n.mtime) {
-        return Err("mode, owner or modification time");
+    if (t.mode, t.uid, t.gid) != (n.mode, n.uid, n.gid) {
+        return Err("mode or owner");
     }
-    if t.atime.unwrap_or(t.mtime) != n.atime {
-        return Err("access time");
-    }
+    t.times_agree(n.mtime, n.atime)?;
     if t.xattrs != extras.xattrs {
         return Err("set of xattrs");
     }

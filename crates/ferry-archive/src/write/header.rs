@@ -138,6 +138,9 @@ pub struct HeaderEncoder {
     unaligned: bool,
     /// The owner names every header gives instead of this machine's names for the ids.
     owners: HeaderOwners,
+    /// Leave the times' nanoseconds and the atime to the index where they alone would
+    /// make a pax header (see [`HeaderEncoder::times_in_index`]).
+    times_in_index: bool,
 }
 
 /// Which owner names headers give: by default the names this machine has for the
@@ -171,6 +174,19 @@ impl HeaderEncoder {
         }
     }
 
+    /// This encoder, leaving the times' nanoseconds and the atime of a member that needs
+    /// no pax header for anything else to the index, so a small file costs a ustar
+    /// header and its data, as in GNU tar's own format. For archives a reader reads
+    /// with their index, or as a stream that fixes the times from the index at its end
+    /// (see `read::tail`); not for a stream whose index is not read (an S3 shard
+    /// fetched in ranges).
+    pub fn times_in_index(self, on: bool) -> Self {
+        HeaderEncoder {
+            times_in_index: on,
+            ..self
+        }
+    }
+
     /// This encoder, giving the owner names `owners` says.
     pub fn with_owners(self, owners: HeaderOwners) -> Self {
         HeaderEncoder { owners, ..self }
@@ -194,6 +210,7 @@ impl HeaderEncoder {
             names,
             unaligned,
             owners,
+            times_in_index,
         } = self;
         pax.clear();
         bytes.clear();
@@ -213,7 +230,8 @@ impl HeaderEncoder {
             group: stored(group),
         };
         let shape = shape.map(|s| (s, !*unaligned));
-        encode_into(entry, shape, at, (&owner, names), pax, bytes);
+        let names = (&owner, names);
+        encode_into(entry, shape, at, names, *times_in_index, pax, bytes);
         (bytes, owner)
     }
 }
@@ -234,6 +252,7 @@ fn encode_into(
     shape: Option<(&DataShape<'_>, bool)>,
     at: u64,
     (owner, names): (&Names, &mut OwnerNames),
+    times_in_index: bool,
     pax: &mut Vec<u8>,
     bytes: &mut Vec<u8>,
 ) {
@@ -314,13 +333,6 @@ fn encode_into(
         pax_record(pax, b"size", size_field.to_string().as_bytes());
     }
     let mtime_fits = meta.mtime.sec >= 0 && octal(&mut ustar[136..148], meta.mtime.sec as u64);
-    if !mtime_fits || meta.mtime.nsec != 0 {
-        pax_record(pax, b"mtime", time_value(meta.mtime, &mut [0; 40]));
-    }
-    // A reader takes the mtime for an atime not stored (see `tar::entry`).
-    if meta.atime != meta.mtime {
-        pax_record(pax, b"atime", time_value(meta.atime, &mut [0; 40]));
-    }
     for x in &meta.xattrs {
         pax_record(pax, &crate::tar::xattr::schily_key(&x.name), &x.value);
     }
@@ -355,6 +367,18 @@ fn encode_into(
 
     let map_blocks = pad_block(map.len() as u64);
     let aligned = shape.is_some_and(|(s, align)| align && s.stored >= ALIGN);
+    // The times to the nanosecond, and the atime, where a pax header is written anyway
+    // (or the mtime does not fit the ustar field); otherwise, in an archive that keeps
+    // them in its index, the header has the mtime's seconds alone (see docs/format.md).
+    if !times_in_index || aligned || !pax.is_empty() || !mtime_fits {
+        if !mtime_fits || meta.mtime.nsec != 0 {
+            pax_record(pax, b"mtime", time_value(meta.mtime, &mut [0; 40]));
+        }
+        // A reader takes the mtime for an atime not stored (see `tar::entry`).
+        if meta.atime != meta.mtime {
+            pax_record(pax, b"atime", time_value(meta.atime, &mut [0; 40]));
+        }
+    }
     if aligned {
         pad_to_align(pax, at + bytes.len() as u64, map_blocks);
     } else if !pax.is_empty() && pax.len() as u64 % BLOCK == 0 {

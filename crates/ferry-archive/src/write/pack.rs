@@ -67,6 +67,10 @@ pub struct PackOptions {
     /// [`PackOptions::threads`] says, so the archive's order does not depend on the
     /// filesystem or on timing.
     pub by_name: bool,
+    /// Leave the times' nanoseconds and the atime of members that need no pax header
+    /// otherwise to the index (see [`HeaderEncoder::times_in_index`]): for archives
+    /// (`ferry pack`), whose readers read the index; off for what is read without it.
+    pub times_in_index: bool,
 }
 
 impl Default for PackOptions {
@@ -80,6 +84,7 @@ impl Default for PackOptions {
             one_file_system: false,
             dereference: false,
             align: true,
+            times_in_index: false,
             restamp: Restamp::default(),
             by_name: false,
         }
@@ -259,6 +264,7 @@ fn pack_roots(
         };
         let r = &opts.restamp;
         let forced_name = |o: &Option<super::restamp::ForcedOwner>| o.as_ref()?.name.clone();
+        let headers = headers.times_in_index(opts.times_in_index);
         let headers = headers.with_owners(HeaderOwners {
             numeric: r.numeric_owner,
             user: forced_name(&r.user),
