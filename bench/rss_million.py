@@ -59,6 +59,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--out", help="JSON path (default bench/results/rss-<timestamp>.json)")
     ap.add_argument("--nice", type=int, default=-10, help="niceness of the measured commands (default -10)")
+    ap.add_argument("--pack-arg", action="append", default=[],
+                    help="extra argument for ferry pack and GNU tar -c (as in archive_bench.py)")
     args = ap.parse_args()
     B.start(args)
     tools = [t for t in args.tools.split(",") if t] + [f"ferry-j{j}" for j in args.ferry_j.split(",") if j]
@@ -68,6 +70,7 @@ def main():
     args.ferry_arg, args.limitcopy_threads = [], os.cpu_count() or 2
     # what archive_bench's pack_cmd and unpack_cmd read
     args.pack_jobs = args.unpack_jobs = args.jobs
+    args.pack_arg = args.pack_arg or []
     ops = [o for o in args.ops.split(",") if o]
     out_path = args.out or os.path.join(B.RESULTS, f"rss-{B.timestamp()}.json")
     results = {"kind": "rss_million", "started": B.timestamp(), "argv": sys.argv, "machine": B.machine_info(),

@@ -98,8 +98,10 @@ fn pack_job(
         _ => Compress::implied_by_name(&args.archive)?,
     };
     let format = compress.map(|c| c.format(args.level)).transpose()?;
-    // Nothing clones out of a compressed archive: its data needs no 4 KiB padding.
+    // Nothing clones out of a compressed archive: its data needs no 4 KiB padding;
+    // its index is compressed with the rest.
     opts.align = compress.is_none();
+    opts.pack_index = compress.is_none() && !args.plain_index;
     if format.is_none() && args.level.is_some() {
         anyhow::bail!("--level is for a compressed archive: add --zstd or -z");
     }
@@ -233,7 +235,8 @@ fn open_source(path: &Path) -> anyhow::Result<Opened> {
         let compressed =
             is_compressed(&head[..n]).with_context(|| format!("{}", path.display()))?;
         if !compressed {
-            return Ok(Opened::Source(Source::File(f)));
+            let source = Source::file(f).with_context(|| format!("{}", path.display()))?;
+            return Ok(Opened::Source(source));
         }
         // A zstd archive with a seek table (`pack --zstd`) is read where asked, as a
         // plain one is.
@@ -251,7 +254,7 @@ fn open_source(path: &Path) -> anyhow::Result<Opened> {
 
 /// The archive read from `source`, its index (if any) read and checked whole.
 fn open_archive(source: Source, path: &Path) -> anyhow::Result<Archive> {
-    let plain = matches!(source, Source::File(_));
+    let plain = matches!(source, Source::File(_) | Source::Packed(_));
     let archive = Archive::from_source(source).with_context(|| format!("{}", path.display()))?;
     if let Some(at) = archive.overwritten_at().filter(|_| plain) {
         crate::report::to_stderr(format_args!(
@@ -481,15 +484,17 @@ pub fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
             let checked = printed.and_then(|hashes| {
                 // Damaged inside the tar data (reported): no end to check past.
                 let Some(hashes) = hashes else { return Ok(()) };
-                let mut differed = false;
-                check_tail(&mut r, hashes, &reporter, &mut |_| differed = true)
-                    .map_err(tail_error)?;
+                let mut differed = None;
+                check_tail(&mut r, hashes, &reporter, &mut |name| {
+                    differed.get_or_insert(name);
+                })
+                .map_err(tail_error)?;
                 match differed {
-                    true => Err(ArchiveError::Member {
-                        path: escaped(paths[0]),
+                    Some(name) => Err(ArchiveError::Member {
+                        path: escaped(name.as_bytes()),
                         why: format!("{DAMAGED} (printed anyway)"),
                     }),
-                    false => Ok(()),
+                    None => Ok(()),
                 }
             });
             checked.map_err(anyhow::Error::from)

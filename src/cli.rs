@@ -298,6 +298,11 @@ pub struct PackArgs {
     /// ferry; a small file then costs 1 KiB, not 2.
     #[arg(long)]
     pub pax_times: bool,
+    /// Store the index as ferry did before index format 6 (and any older ferry reads):
+    /// plain, not packed in zstd frames (see docs/format.md). A small file's archive
+    /// then holds about 296 bytes of index a member, not about 50.
+    #[arg(long)]
+    pub plain_index: bool,
     /// Leave out version control files and directories at any depth (.git, .svn, CVS,
     /// .hg, .bzr, _darcs and their kin), as GNU tar's --exclude-vcs does.
     #[arg(long)]

@@ -348,7 +348,7 @@ fn owners_follow_their_names_unless_numbers_are_asked_for() {
     build::chown(&s.src.join("d"), NOBODY, 0);
     build::chown(&s.src.join("d/f"), NOBODY, 0);
     let archive = s.tmp.path().join("a.far");
-    pack(&s.src, &archive, &[]);
+    pack(&s.src, &archive, &["--plain-index"]);
     let listed = std::process::Command::new("tar")
         .arg("-tvf")
         .arg(&archive)

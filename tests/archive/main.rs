@@ -26,6 +26,7 @@ mod interop;
 mod json;
 mod order;
 mod pack_compressed;
+mod packed_index;
 mod parallel;
 mod peers;
 mod reflink;

@@ -49,7 +49,7 @@ fn linked_tree(s: &Scratch) -> PathBuf {
     build::chmod(&s.src.join("d"), 0o750);
     build::stamp_times(&s.src);
     let archive = s.tmp.path().join("a.far");
-    pack(&s.src, &archive, &[]);
+    pack(&s.src, &archive, &["--plain-index"]);
     archive
 }
 

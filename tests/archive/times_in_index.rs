@@ -150,3 +150,125 @@ fn a_damaged_member_streamed_elsewhere_is_removed_where_it_was_placed() {
         b"not the archive's"
     );
 }
+
+/// Packs `names` of `src` in that order (`pack -C SRC -T LIST`) into `archive`.
+fn pack_in_order(src: &Path, names: &[&str], archive: &Path) {
+    let list = archive.with_extension("list");
+    std::fs::write(&list, names.join("\n") + "\n").expect("write the list");
+    ferry(&[&"pack", &"-C", &src, &"-T", &list, &archive]).assert_ok();
+}
+
+/// Two members placed at one path (`--strip-components` makes `b/x` and `a/x` both
+/// `x`): the file is the later one's, with its times, and a damaged earlier one does
+/// not take the later one's file with it.
+#[test]
+fn a_member_placed_over_by_a_later_one_leaves_the_later_ones_file() {
+    let s = scratch();
+    put(&s.src.join("b/x"), b"early");
+    put(&s.src.join("a/x"), &build::pattern(9, 8192));
+    build::stamp_times(&s.src);
+    let archive = s.tmp.path().join("a.far");
+    pack_in_order(&s.src, &["b/x", "a/x"], &archive);
+    let want = std::fs::symlink_metadata(s.src.join("a/x")).expect("stat");
+    for damaged in [false, true] {
+        if damaged {
+            let mut bytes = std::fs::read(&archive).expect("read");
+            let at = bytes.windows(5).position(|w| w == b"early").expect("data");
+            bytes[at] = b'E';
+            std::fs::write(&archive, &bytes).expect("write");
+        }
+        let dst = s.tmp.path().join(format!("out-{damaged}"));
+        let r = ferry_stdin(
+            &[&"unpack", &"--strip-components", &"1", &"-", &dst],
+            &archive,
+        );
+        assert!(r.status == 0 || r.status == 1, "{r}");
+        let got = std::fs::read(dst.join("x")).expect("x is there");
+        assert_eq!(got, build::pattern(9, 8192), "damaged {damaged}");
+        let meta = std::fs::symlink_metadata(dst.join("x")).expect("stat");
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (meta.mtime(), meta.mtime_nsec()),
+            (want.mtime(), want.mtime_nsec()),
+            "damaged {damaged}"
+        );
+    }
+}
+
+/// A symlink already in DST, found up to date, and linked from outside DST (as a
+/// snapshot made with `cp -al` links it): unpacking from a pipe leaves that shared
+/// node's times as they were.
+#[test]
+fn a_node_found_up_to_date_and_linked_from_outside_keeps_its_times() {
+    if missing("tar") {
+        return;
+    }
+    let s = scratch();
+    build::mkdirs(&s.src);
+    build::symlink("nowhere", &s.src.join("l"));
+    build::stamp_times(&s.src);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]).assert_ok();
+    build::mkdirs(&s.dst);
+    peer("tar", &[&"-xf", &archive, &"-C", &s.dst]);
+    let outside = s.tmp.path().join("snapshot-l");
+    std::fs::hard_link(s.dst.join("l"), &outside).expect("link the symlink");
+    use std::os::unix::fs::MetadataExt;
+    let before = std::fs::symlink_metadata(&outside).expect("stat");
+    ferry_stdin(&[&"unpack", &"-", &s.dst], &archive).assert_ok();
+    let after = std::fs::symlink_metadata(&outside).expect("stat");
+    assert_eq!(
+        (after.mtime(), after.mtime_nsec()),
+        (before.mtime(), before.mtime_nsec())
+    );
+}
+
+/// `cat -` of several members, one damaged: whatever order they are named in, the
+/// damage is found and the member named.
+#[test]
+fn cat_from_a_pipe_names_the_damaged_member_in_any_order() {
+    let s = scratch();
+    put(&s.src.join("a/x"), b"intact");
+    put(&s.src.join("b/x"), b"damaged");
+    let archive = s.tmp.path().join("a.far");
+    pack_in_order(&s.src, &["a/x", "b/x"], &archive);
+    let mut bytes = std::fs::read(&archive).expect("read");
+    let at = bytes
+        .windows(7)
+        .position(|w| w == b"damaged")
+        .expect("data");
+    bytes[at] = b'D';
+    std::fs::write(&archive, &bytes).expect("write");
+    for order in [["a/x", "b/x"], ["b/x", "a/x"]] {
+        let r = ferry_stdin(&[&"cat", &"-", &order[0], &order[1]], &archive);
+        r.assert_status(2);
+        assert!(r.stderr.contains("member b/x"), "{order:?}: {r}");
+    }
+}
+
+/// Many symlinks with long names and targets: the index (each name in an entry and
+/// in the tree table) outweighs their headers, and a stream still reads it.
+#[test]
+fn an_index_longer_than_its_tar_data_is_read_after_a_stream() {
+    let s = scratch();
+    let dir = s.src.join("d".repeat(90)).join("e".repeat(90));
+    build::mkdirs(&dir);
+    for i in 0..300 {
+        let name = format!("{i:03}{}", "n".repeat(96));
+        build::symlink("t".repeat(100), &dir.join(name));
+    }
+    build::stamp_times(&s.src);
+    for args in [&[][..], &["--plain-index"][..]] {
+        let archive = s.tmp.path().join(format!("a{}.far", args.len()));
+        pack(&s.src, &archive, args).assert_ok();
+        let dst = s.tmp.path().join(format!("out{}", args.len()));
+        ferry_stdin(&[&"unpack", &"-", &dst], &archive).assert_ok();
+        assert_same_tree(&s.src, &dst);
+    }
+}
+
+/// Writes `data` to `path`, making its directory first.
+fn put(path: &Path, data: &[u8]) {
+    build::mkdirs(path.parent().expect("a parent"));
+    build::write(path, data);
+}

@@ -5,7 +5,7 @@
 
 use super::common::build::{pattern, write};
 use super::common::scratch;
-use super::{ferry, fuse_here, is_mounted, pack, Mounted};
+use super::{ferry, fuse_here, is_mounted, pack_plain_index, Mounted};
 use ferry_testkit::table_edit::{field, TableEdit};
 use std::path::{Path, PathBuf};
 
@@ -67,7 +67,7 @@ fn packed() -> (super::common::Scratch, PathBuf, PathBuf) {
     write(&s.src.join("b"), &[b'B'; 5000]);
     let archive = s.tmp.path().join("t.far");
     let cache = s.tmp.path().join("cache");
-    pack(&cache, &s.src, &archive);
+    pack_plain_index(&cache, &s.src, &archive);
     (s, archive, cache)
 }
 
@@ -160,7 +160,7 @@ fn the_checks_progress_never_passes_a_file_it_later_finds_lying() {
     }
     let archive = s.tmp.path().join("many.far");
     let cache = s.tmp.path().join("cache");
-    pack(&cache, &s.src, &archive);
+    pack_plain_index(&cache, &s.src, &archive);
     let bytes = std::fs::read(&archive).expect("read the archive");
 
     // The honest table passes whole, reporting progress up to every node.

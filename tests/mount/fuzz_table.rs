@@ -11,7 +11,7 @@
 
 use super::common::build::{mkdirs, sparse_file, write};
 use super::common::{scratch, trees};
-use super::{ferry, fuse_here, is_mounted, pack};
+use super::{ferry, fuse_here, is_mounted, pack_plain_index};
 use ferry_archive::tree::NodeKind;
 use ferry_mount::data::read_member;
 use ferry_testkit::table_edit::{field, TableEdit};
@@ -153,7 +153,7 @@ fn mutated_tables_never_panic_or_hang_the_mount_or_the_image_builder() {
     sparse_file(&s.src.join("holes"), 1 << 20, &[(64 << 10, b"data")]);
     let archive = s.tmp.path().join("t.far");
     let cache = s.tmp.path().join("cache");
-    pack(&cache, &s.src, &archive);
+    pack_plain_index(&cache, &s.src, &archive);
     let bytes = std::fs::read(&archive).expect("read the archive");
     let mnt = s.tmp.path().join("mnt");
     std::fs::create_dir(&mnt).expect("mkdir");

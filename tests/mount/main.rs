@@ -80,6 +80,14 @@ fn pack(cache: &Path, src: &Path, archive: &Path) {
     ferry(cache, &[&"pack", &"--no-progress", &src, &archive]).assert_ok();
 }
 
+/// As [`pack`], the index stored plain (`--plain-index`), for tests that edit its
+/// tree table in place.
+fn pack_plain_index(cache: &Path, src: &Path, archive: &Path) {
+    let args: [&dyn AsRef<std::ffi::OsStr>; 5] =
+        [&"pack", &"--no-progress", &"--plain-index", &src, &archive];
+    ferry(cache, &args).assert_ok();
+}
+
 /// Where FUSE mounts can be made: a scratch tree holding `f` ("x") packed by ferry
 /// into `t.far`, with the archive's path and the cache to use.
 fn packed_one_file() -> Option<(common::Scratch, PathBuf, PathBuf)> {

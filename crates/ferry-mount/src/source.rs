@@ -11,7 +11,7 @@ use crate::cache::{self, Stamp};
 use crate::data::{DataAt, PlainFile};
 use crate::scan::{build, Built};
 use crate::MountError;
-use ferry_archive::read::archive::{embedded_tree, EmbeddedTree, ReadAt};
+use ferry_archive::read::archive::{embedded_tree, ArchiveError, EmbeddedTree, ReadAt, Source};
 use ferry_archive::tree::{check_against_tar_reporting, Skipped, Table, TableFile, TreeBuilder};
 use ferry_seek::{Compressed, SeekIndex};
 use std::fs::File;
@@ -87,11 +87,16 @@ pub fn open(path: &Path, cache_dir: Option<&Path>) -> Result<Opened, MountError>
     let frames = ferry_seek::Frames::open(clone(&archive, path)?)
         .map_err(|e| MountError::at(path, e))?
         .map(Arc::new);
-    let source: Arc<dyn ReadAt + Send + Sync> = match &frames {
-        Some(frames) => frames.clone(),
-        None => Arc::new(clone(&archive, path)?),
+    // A plain one is read through its packed index where it has one.
+    let (source, data_len): (Arc<dyn ReadAt + Send + Sync>, u64) = match &frames {
+        Some(frames) => (frames.clone(), frames.decompressed_len()),
+        None => {
+            let at = |e: ArchiveError| MountError::at(path, e);
+            let plain = Source::file(clone(&archive, path)?).map_err(at)?;
+            let len = plain.data_len().map_err(|e| MountError::at(path, e))?;
+            (Arc::new(plain), len)
+        }
     };
-    let data_len = frames.as_ref().map_or(stamp.size, |f| f.decompressed_len());
     let embedded = embedded_tree(&*source, data_len).map_err(|e| MountError::at(path, e))?;
     let served = match embedded {
         // A table from before headers' places were recorded cannot be checked against

@@ -82,6 +82,25 @@ impl Frames {
         }))
     }
 
+    /// The zstd `frames` of `file` a caller's own table lists (contiguous in the
+    /// decompressed data from 0, each a whole zstd frame), keeping at most `budget`
+    /// bytes decompressed: for a part of a file, such as a packed ferry index. A frame
+    /// that does not decompress to the size given is an error when read.
+    pub fn zstd_frames(file: File, frames: Vec<Frame>, budget: u64) -> Frames {
+        let len = frames
+            .last()
+            .map_or(0, |f| f.out + u64::from(f.decompressed));
+        Frames {
+            file: Arc::new(file),
+            codec: Codec::Zstd,
+            frames,
+            len,
+            budget,
+            cache: Box::default(),
+            streams: Box::default(),
+        }
+    }
+
     /// The length of the decompressed data.
     pub fn decompressed_len(&self) -> u64 {
         self.len

@@ -25,6 +25,7 @@
 //! Reading never trusts a number: every count and length is checked against what is
 //! left, every offset against the tar data, before anything is allocated.
 
+pub mod packed;
 mod read;
 mod writer;
 
@@ -431,6 +432,17 @@ impl Footer {
     /// Reads the footer from the last [`FOOTER_LEN`] bytes of an archive of `file_len`
     /// bytes. `Ok(None)`: there is no ferry footer (a plain tar).
     pub fn parse(bytes: &[u8], file_len: u64) -> Result<Option<Footer>, IndexError> {
+        Footer::parse_with(bytes, file_len, false)
+    }
+
+    /// As [`Footer::parse`], taking the footer of a packed index too (version
+    /// [`packed::PACKED_VERSION`]) where `packed` says so: only a reader that then
+    /// reads it as packed does.
+    pub fn parse_with(
+        bytes: &[u8],
+        file_len: u64,
+        packed: bool,
+    ) -> Result<Option<Footer>, IndexError> {
         if bytes.len() != FOOTER_LEN as usize || &bytes[..8] != FOOTER_MAGIC {
             return Ok(None);
         }
@@ -445,6 +457,7 @@ impl Footer {
         let version = match word(5) {
             0 => 1, // version 1 wrote a zero
             v if (u64::from(OLDEST_VERSION)..=u64::from(VERSION)).contains(&v) => v as u32,
+            v if packed && v == u64::from(packed::PACKED_VERSION) => v as u32,
             v => return Err(bad(format!("unknown index version {v}"))),
         };
         let f = Footer {

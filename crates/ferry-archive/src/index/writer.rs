@@ -11,7 +11,8 @@
 
 use super::read::decode_written;
 use super::{
-    encode_entry, encode_hash, tail, write_tree, IndexEntry, COUNT_AT, HASH_AT, TREE_SINCE, VERSION,
+    encode_entry, encode_hash, tail, write_tree, IndexEntry, COUNT_AT, FOOTER_LEN, HASH_AT,
+    TREE_SINCE, VERSION,
 };
 use crate::spill::Spill;
 use std::io;
@@ -66,10 +67,20 @@ impl IndexWriter {
 
     /// Passes the index, the zeros after it and the footer to `out`, in order, for an
     /// index starting at `at`, right after the tar data; returns how many bytes.
-    pub fn finish(
+    pub fn finish(self, at: u64, mut out: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<u64> {
+        let mut after = Vec::new();
+        let len = self.finish_into(at, &mut out, &mut |tail, _| after = tail.to_vec())?;
+        out(&after)?;
+        Ok(len)
+    }
+
+    /// Passes the index to `out` and its zeros and footer, with the index's checksum,
+    /// to `after`; returns the bytes of all three.
+    fn finish_into(
         mut self,
         at: u64,
         mut out: impl FnMut(&[u8]) -> io::Result<()>,
+        after: &mut dyn FnMut(&[u8], u64),
     ) -> io::Result<u64> {
         self.bytes
             .patch(COUNT_AT as u64, &self.count.to_le_bytes())?;
@@ -86,9 +97,63 @@ impl IndexWriter {
             let entries = || decode_written(bytes.reader(), entries_len, count, VERSION);
             len += write_tree(entries, at, &mut Emit(&mut emit))?;
         }
-        let after = tail(at, at, (len, self.count, hasher.digest()), VERSION);
+        let digest = hasher.digest();
+        let tail = tail(at, at, (len, self.count, digest), VERSION);
+        after(&tail, digest);
+        Ok(len + tail.len() as u64)
+    }
+}
+
+impl IndexWriter {
+    /// [`IndexWriter::finish_packed`] where `packed`, else [`IndexWriter::finish`].
+    pub fn finish_as(
+        self,
+        packed: bool,
+        at: u64,
+        out: impl FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<u64> {
+        match packed {
+            true => self.finish_packed(at, out),
+            false => self.finish(at, out),
+        }
+    }
+
+    /// As [`IndexWriter::finish`], the index packed (see [`super::packed`]): its bytes
+    /// in zstd frames, then their table, the footer it would have had plain, the
+    /// packed trailer, zeros and a footer of version
+    /// [`PACKED_VERSION`](super::packed::PACKED_VERSION).
+    pub fn finish_packed(
+        self,
+        at: u64,
+        mut out: impl FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<u64> {
+        let mut packer = super::packed::Packer::new(&mut out)?;
+        let mut logical_tail = Vec::new();
+        let (count, mut hash) = (self.count, 0);
+        // The plain index goes to the packer; its zeros and footer are kept aside.
+        let mut taken = 0u64;
+        let plain_len = {
+            let mut to_packer = |bytes: &[u8]| {
+                taken += bytes.len() as u64;
+                packer.write(bytes)
+            };
+            self.finish_into(at, &mut to_packer, &mut |after, digest| {
+                logical_tail = after.to_vec();
+                hash = digest;
+            })?
+        };
+        let index_len = taken;
+        debug_assert_eq!(plain_len, index_len + logical_tail.len() as u64);
+        let footer = &logical_tail[logical_tail.len() - FOOTER_LEN as usize..];
+        let (packed_len, _) = packer.finish(footer, at + plain_len)?;
+        let after = tail(
+            at,
+            at,
+            (packed_len, count, hash),
+            super::packed::PACKED_VERSION,
+        );
         out(&after)?;
-        Ok(len + after.len() as u64)
+        Ok(packed_len + after.len() as u64)
     }
 }
 

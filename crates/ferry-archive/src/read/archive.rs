@@ -6,6 +6,7 @@
 //! data is used, its tar header is parsed and must agree with its index entry.
 
 use super::convert::Rename;
+use crate::index::packed::{PackedIndex, PACKED_VERSION};
 use crate::index::{Entries, Footer, Index, IndexEntry, Kind, FOOTER_LEN};
 use crate::tar::{Reader, TarEntry, TarError, TarKind};
 use ferry_core::entry::RelPath;
@@ -56,6 +57,9 @@ pub enum Source {
     /// A zstd archive with a seek table (`ferry pack --zstd`): read by decompressing the
     /// frames that hold what is asked for; offsets are those of the tar inside.
     Compressed(ferry_seek::Frames),
+    /// A plain archive file whose index is packed (see [`crate::index::packed`]): read
+    /// as the archive it would be with the index stored plain; its data as a file's.
+    Packed(Box<(File, PackedIndex)>),
 }
 
 /// Reads at an offset, from a file or what stands for one.
@@ -73,6 +77,12 @@ impl ReadAt for File {
 impl ReadAt for ferry_seek::Frames {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         ferry_seek::Frames::read_at(self, buf, offset)
+    }
+}
+
+impl ReadAt for PackedIndex {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        PackedIndex::read_at(self, buf, offset)
     }
 }
 
@@ -107,11 +117,61 @@ impl ReadAt for Source {
         match self {
             Source::File(f) => FileExt::read_at(f, buf, offset),
             Source::Compressed(c) => c.read_at(buf, offset),
+            Source::Packed(p) => read_packed(&p.0, &p.1, buf, offset),
         }
     }
 }
 
+/// Reads the archive `file` with its packed index `index` as if stored plain: the tar
+/// data from the file, the rest through the packing; short only at the end.
+fn read_packed(file: &File, index: &PackedIndex, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let (tar_end, len) = (index.tar_end(), index.logical_len());
+    let mut done = 0;
+    while done < buf.len() {
+        let pos = offset + done as u64;
+        if pos >= len {
+            break;
+        }
+        let n = if pos < tar_end {
+            let room = (buf.len() - done).min((tar_end - pos) as usize);
+            FileExt::read_at(file, &mut buf[done..done + room], pos)?
+        } else {
+            index.read_at(&mut buf[done..], pos)?
+        };
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    Ok(done)
+}
+
 impl Source {
+    /// A plain archive file, read through its packed index where it has one (see
+    /// [`crate::index::packed`]). A packed index that cannot be opened is an error, as a
+    /// damaged plain index is; one that `tar -r` wrote members over is left: the file
+    /// is then read as a plain tar, as tar reads it.
+    pub fn file(file: File) -> Result<Source, ArchiveError> {
+        let len = file.metadata()?.len();
+        if len < FOOTER_LEN + 1024 {
+            return Ok(Source::File(file));
+        }
+        let mut raw = [0u8; FOOTER_LEN as usize];
+        file.read_exact_at(&mut raw, len - FOOTER_LEN)?;
+        let footer = match Footer::parse_with(&raw, len, true) {
+            Ok(Some(f)) if f.version == PACKED_VERSION => f,
+            _ => return Ok(Source::File(file)),
+        };
+        let mut end = [0u8; 1024];
+        file.read_exact_at(&mut end, footer.tar_end - 1024)?;
+        if end.iter().any(|&b| b != 0) {
+            return Ok(Source::File(file));
+        }
+        let at = (footer.index_offset, footer.index_len);
+        let index = PackedIndex::open(&file, footer.tar_end, at)?;
+        Ok(Source::Packed(Box::new((file, index))))
+    }
+
     /// Fills `buf` from `offset`; an error if the archive ends first.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         fill_at(self, buf, offset)
@@ -122,6 +182,7 @@ impl Source {
         Ok(match self {
             Source::File(f) => f.metadata()?.len(),
             Source::Compressed(c) => c.decompressed_len(),
+            Source::Packed(p) => p.1.logical_len(),
         })
     }
 }
@@ -144,7 +205,7 @@ impl Archive {
 
     /// Uses an open archive file.
     pub fn from_file(file: File) -> Result<Archive, ArchiveError> {
-        Archive::from_source(Source::File(file))
+        Archive::from_source(Source::file(file)?)
     }
 
     /// Uses an archive read from `file`, a plain archive or a compressed one.
@@ -244,6 +305,7 @@ impl Archive {
     pub fn file(&self) -> Option<&File> {
         match &self.file {
             Source::File(f) => Some(f),
+            Source::Packed(p) => Some(&p.0),
             Source::Compressed(_) => None,
         }
     }
@@ -444,7 +506,9 @@ fn read_index(file: &Source, len: u64) -> Result<Indexed, ArchiveError> {
     }
     let mut footer = [0u8; FOOTER_LEN as usize];
     file.read_exact_at(&mut footer, len - FOOTER_LEN)?;
-    let Some(f) = Footer::parse(&footer, len)? else {
+    // A packed index's own footer is seen here only where `tar -r` wrote over it
+    // ([`Source::file`] reads the rest through the packing).
+    let Some(f) = Footer::parse_with(&footer, len, true)? else {
         return Ok(Indexed::No);
     };
     // The index ends the members where the end-of-archive blocks begin. Anything but
@@ -457,6 +521,9 @@ fn read_index(file: &Source, len: u64) -> Result<Indexed, ArchiveError> {
         return Ok(Indexed::Overwritten {
             at: blocks + i as u64,
         });
+    }
+    if f.version == PACKED_VERSION {
+        return Err(crate::index::IndexError("a packed index read as a plain one".into()).into());
     }
     let index = Index::new(f);
     for entry in index.entries(reader_at(file, index.offset(), INDEX_WINDOW)) {
@@ -480,13 +547,17 @@ pub fn embedded_tree(
     }
     let mut footer = [0u8; FOOTER_LEN as usize];
     fill_at(file, &mut footer, len - FOOTER_LEN)?;
-    let Some(f) = Footer::parse(&footer, len)? else {
+    let Some(f) = Footer::parse_with(&footer, len, true)? else {
         return Ok(None);
     };
     let mut end = [0u8; 1024];
     fill_at(file, &mut end, f.tar_end - 1024)?;
     if f.version < crate::index::TREE_SINCE || end.iter().any(|&b| b != 0) {
         return Ok(None);
+    }
+    if f.version == PACKED_VERSION {
+        let why = "a packed index read as a plain one: open the archive with Source::file";
+        return Err(crate::index::IndexError(why.into()).into());
     }
     let index_end = f.index_offset + f.index_len;
     let mut raw = [0u8; crate::tree::TRAILER_LEN as usize];

@@ -57,12 +57,14 @@ pub fn cat_stream<R: Read, Again: Read>(
         .map(|p| wanted(p))
         .collect::<Result<Vec<_>, _>>()?;
     let (found, end) = find_last(input, &asked, reporter)?;
-    let mut hashes = StreamHashes::default();
+    let mut printed_files = Vec::new();
     let mut first_error = None;
     for (path, found) in paths.iter().zip(found) {
         let printed = match found {
             None => Err(refused(path, "no such member")),
-            Some(Found::File(kept)) => print(kept, out).map(|(at, h)| hashes.push(at, h)),
+            Some(Found::File(kept)) => {
+                print(kept, out).map(|(at, h)| printed_files.push((at, h, path.to_vec())))
+            }
             Some(Found::Other(kind)) => Err(not_a_file(path, kind)),
             Some(Found::Link(target)) => print_target(path, &target, out, &mut again, reporter),
         };
@@ -72,6 +74,13 @@ pub fn cat_stream<R: Read, Again: Read>(
     }
     if let Some(e) = first_error {
         return Err(e);
+    }
+    // Noted in archive order, as the check after the stream goes through them, each
+    // under the name asked for.
+    printed_files.sort_by_key(|(at, ..)| *at);
+    let mut hashes = StreamHashes::default();
+    for (at, hash, name) in printed_files {
+        hashes.push(at, hash, &name);
     }
     Ok(end.map(|end| {
         hashes.set_tar_end(end);

@@ -9,6 +9,7 @@
 //! temporary file past a few MiB, so memory does not grow with the member count.
 
 use ferry_core::entry::RelPath;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
@@ -108,13 +109,20 @@ pub struct StreamHashes {
     /// Header offsets of members noted but not placed from the stream's bytes (see
     /// [`StreamHashes::leave_out`]), in order.
     left_out: Vec<u64>,
+    /// For each path more than one member was placed at, the header offset of the last:
+    /// the notes of the others stand for nothing there any more.
+    pub(crate) last_of_repeated: HashMap<RelPath, u64>,
+    /// Paths hardlink members of the stream linked to: nodes with other names this run
+    /// made.
+    pub(crate) linked_to: HashSet<RelPath>,
 }
 
 impl StreamHashes {
     /// Notes the hash of the data of the member whose headers start at
-    /// `header_offset` (a member printed, not placed); members come in archive order.
-    pub fn push(&mut self, header_offset: u64, hash: u128) {
-        self.note(header_offset, Some(hash), None, b"");
+    /// `header_offset` (a member printed, not placed), named `name`; members come in
+    /// archive order.
+    pub fn push(&mut self, header_offset: u64, hash: u128, name: &[u8]) {
+        self.note(header_offset, Some(hash), None, name);
     }
 
     /// Notes tar member `t`, placed at `path`, its data hashed as `hash` (a file whose
@@ -157,6 +165,18 @@ impl StreamHashes {
     pub fn leave_out(&mut self, mut header_offsets: Vec<u64>) {
         header_offsets.sort_unstable();
         self.left_out = header_offsets;
+    }
+
+    /// Notes that the member whose headers start at `header_offset` is placed at
+    /// `path`, where an earlier member was placed (or a directory an earlier member
+    /// needed): whatever was noted there before is superseded.
+    pub(crate) fn placed_again(&mut self, path: &RelPath, header_offset: u64) {
+        self.last_of_repeated.insert(path.clone(), header_offset);
+    }
+
+    /// Notes that a hardlink member links to `target` (where it was placed).
+    pub(crate) fn linked(&mut self, target: &RelPath) {
+        self.linked_to.insert(target.clone());
     }
 
     /// Sets where the tar data ended: the index of a ferry archive starts there.

@@ -477,6 +477,12 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
     fn member(&mut self, t: &TarEntry, entry: Entry) -> Result<(), ArchiveError> {
         let depends = self.router.links_ahead(&entry);
         let (route, clash) = self.router.route(&entry, self.run.members.len(), depends);
+        if clash.repeat {
+            self.hashes.placed_again(&entry.path, t.header_offset);
+        }
+        if let EntryKind::HardLink { target } = &entry.kind {
+            self.hashes.linked(target);
+        }
         if route == (Route::InOrder { first: true }) {
             self.place_after_workers();
         }

@@ -21,9 +21,11 @@
 
 pub use super::placed::{Placed, StreamHashes};
 
-use super::archive::At;
+use super::archive::{fill_at, At};
+use crate::index::packed::{PackedIndex, PACKED_VERSION};
 use crate::index::{
     Footer, Index, IndexError, Kind, FOOTER_LEN, FOOTER_MAGIC, INDEX_MAGIC, TAR_RECORD,
+    TIMES_IN_INDEX_SINCE,
 };
 use ferry_core::content::ContentHash;
 use ferry_core::entry::RelPath;
@@ -177,9 +179,18 @@ pub fn check_tail_removing(
 trait Outcome {
     /// The content of the member placed at `path` differs from what was packed.
     fn differs(&mut self, path: &RelPath);
-    /// The member placed at `path` has these times, where its headers gave the mtime's
-    /// seconds alone.
-    fn times(&mut self, path: &RelPath, mtime: (i64, u32), atime: (i64, u32));
+    /// The member placed at `path` has these times (mtime, atime), where its headers
+    /// gave the mtime's seconds alone; set where `links` allows.
+    fn times(&mut self, path: &RelPath, times: ((i64, u32), (i64, u32)), links: Links);
+}
+
+/// Which nodes a time may be set on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Links {
+    /// Any: one this run made.
+    Any,
+    /// Only one no other name links to.
+    One,
 }
 
 /// Only told of what differs.
@@ -189,7 +200,7 @@ impl Outcome for Told<'_> {
     fn differs(&mut self, path: &RelPath) {
         (self.0)(path.clone())
     }
-    fn times(&mut self, _: &RelPath, _: (i64, u32), _: (i64, u32)) {}
+    fn times(&mut self, _: &RelPath, _: ((i64, u32), (i64, u32)), _: Links) {}
 }
 
 /// A destination a rerun repairs: a file whose content differs is removed and
@@ -220,10 +231,18 @@ impl Outcome for Repairing<'_> {
             .error(&ferry_core::error::Error::dst(path, "verify", why));
     }
 
-    fn times(&mut self, path: &RelPath, mtime: (i64, u32), atime: (i64, u32)) {
-        if let Err(e) = self.beneath.set_times(path, mtime, atime) {
-            self.reporter
-                .error(&ferry_core::error::Error::dst(path, "set times", e));
+    fn times(&mut self, path: &RelPath, times: ((i64, u32), (i64, u32)), links: Links) {
+        let gone = |e: &io::Error| {
+            e.kind() == io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error())
+        };
+        match self.beneath.set_times(path, times, links) {
+            Ok(()) => {}
+            // Gone with a later member that replaced a directory above it.
+            Err(e) if gone(&e) => {}
+            Err(e) => self
+                .reporter
+                .error(&ferry_core::error::Error::dst(path, "set times", e)),
         }
     }
 }
@@ -311,12 +330,13 @@ impl<'a> Beneath<'a> {
         Ok(())
     }
 
-    /// Sets the times of `path` (of the symlink itself, for a symlink).
+    /// Sets the times (mtime, atime) of `path` (of the symlink itself, for a symlink),
+    /// where `links` allows.
     fn set_times(
         &mut self,
         path: &RelPath,
-        mtime: (i64, u32),
-        atime: (i64, u32),
+        (mtime, atime): ((i64, u32), (i64, u32)),
+        links: Links,
     ) -> io::Result<()> {
         let ts = |(sec, nsec): (i64, u32)| rfs::Timespec {
             tv_sec: sec,
@@ -331,12 +351,14 @@ impl<'a> Beneath<'a> {
             return Ok(());
         }
         let name = path.file_name().to_vec();
-        rfs::utimensat(
-            self.parent_of(path)?,
-            name,
-            &times,
-            AtFlags::SYMLINK_NOFOLLOW,
-        )?;
+        let parent = self.parent_of(path)?;
+        if links == Links::One {
+            let st = rfs::statat(parent, name.as_slice(), AtFlags::SYMLINK_NOFOLLOW)?;
+            if st.st_nlink > 1 {
+                return Ok(());
+            }
+        }
+        rfs::utimensat(parent, name, &times, AtFlags::SYMLINK_NOFOLLOW)?;
         Ok(())
     }
 }
@@ -366,7 +388,9 @@ fn check_tail_with(
     (&mut *rest)
         .take(INDEX_MAGIC.len() as u64)
         .read_to_end(&mut head)?;
-    if head != INDEX_MAGIC {
+    // A plain index starts with its magic, a packed one with a zstd frame's.
+    let packed = head.starts_with(&ZSTD_MAGIC);
+    if head != INDEX_MAGIC && !packed {
         // A plain tar (or no index): what follows is read and dropped.
         io::copy(rest, &mut io::sink())?;
         return Ok(TailCheck::default());
@@ -375,6 +399,10 @@ fn check_tail_with(
     // What follows the index may fail to read (garbage after a compressed stream): the
     // index before it is still used, and the failure returned after.
     let (spool, broke) = spool_tail(rest, &head, most)?;
+    if packed && !ends_in_footer(&spool)? {
+        // zstd data after a plain tar, not a packed index: dropped, as any other.
+        return broke.map_or(Ok(TailCheck::default()), |e| Err(e.into()));
+    }
     let checked = check_spooled(&spool, tar_end, reporter, hashes, outcome);
     match (checked, broke) {
         (Ok(check), None) => Ok(check),
@@ -411,8 +439,7 @@ fn spool_tail(
     let len = spool.seek(SeekFrom::End(0))?;
     if broke.is_none() && len >= most && rest.read(&mut [0u8; 1])? > 0 {
         return Err(IndexError(format!(
-            "longer than the {} bytes of tar data it would describe: not read on",
-            most - FOOTER_LEN - TAR_RECORD
+            "longer than {most} bytes, more than the tar data before it can need: not read on"
         ))
         .into());
     }
@@ -420,7 +447,8 @@ fn spool_tail(
 }
 
 /// The index and footer spooled in `spool` checked, and the members in `hashes` with
-/// them (see [`check_tail`]).
+/// them (see [`check_tail`]). The index is read through once to check it whole before
+/// anything is done by what it says.
 fn check_spooled(
     spool: &File,
     tar_end: u64,
@@ -444,20 +472,87 @@ fn check_spooled(
         ));
         return Ok(TailCheck::default());
     }
-    let Some(footer) = Footer::parse(&last, tar_end + len)? else {
+    let Some(footer) = Footer::parse_with(&last, tar_end + len, true)? else {
         return Err(IndexError("no footer after it".into()).into());
     };
-    compare(spool, footer, hashes, outcome)
+    // The spool holds the archive from `tar_end` on; a packed index is read as the
+    // plain one it stands for (see `index::packed`).
+    let view = match footer.version == PACKED_VERSION {
+        true => {
+            let at = (footer.index_offset - tar_end, footer.index_len);
+            let packed = PackedIndex::open(spool, tar_end, at)?;
+            let mut plain = [0u8; FOOTER_LEN as usize];
+            fill_at(&packed, &mut plain, packed.logical_len() - FOOTER_LEN)?;
+            let footer = Footer::parse(&plain, packed.logical_len())?
+                .ok_or_else(|| IndexError("packed index: no footer inside".into()))?;
+            Spooled::Packed(packed, footer)
+        }
+        false => Spooled::Plain(spool, footer),
+    };
+    let footer = view.footer();
+    for entry in Index::new(footer).entries(view.reader()) {
+        entry?;
+    }
+    compare(&view, hashes, outcome)
+}
+
+/// The index after a stream, spooled: plain, or packed.
+enum Spooled<'a> {
+    /// The spool holds the index as it is, from `tar_end` on.
+    Plain(&'a File, Footer),
+    /// The spool holds a packed index, read as the plain one.
+    Packed(PackedIndex, Footer),
+}
+
+impl Spooled<'_> {
+    fn footer(&self) -> Footer {
+        match self {
+            Spooled::Plain(_, f) | Spooled::Packed(_, f) => *f,
+        }
+    }
+
+    /// The index's entries' bytes, a window at a time.
+    fn reader(&self) -> BufReader<Box<dyn Read + '_>> {
+        let f = self.footer();
+        let inner: Box<dyn Read + '_> = match self {
+            Spooled::Plain(spool, _) => Box::new(At {
+                file: *spool,
+                pos: f.index_offset - f.tar_end,
+            }),
+            Spooled::Packed(packed, _) => Box::new(At {
+                file: packed,
+                pos: f.index_offset,
+            }),
+        };
+        BufReader::with_capacity(256 << 10, inner)
+    }
+}
+
+/// The first bytes of a zstd frame (RFC 8878), which a packed index starts with.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// Whether `spool` ends in a ferry footer's magic.
+fn ends_in_footer(spool: &File) -> io::Result<bool> {
+    let len = spool.metadata()?.len();
+    if len < FOOTER_LEN {
+        return Ok(false);
+    }
+    let mut magic = [0u8; 8];
+    spool.read_exact_at(&mut magic, len - FOOTER_LEN)?;
+    Ok(&magic == FOOTER_MAGIC)
 }
 
 /// The most bytes an index and footer after `tar_end` bytes of tar data can take. Every
 /// variable part of an index entry (path, link target, xattrs, owner names) is in the
-/// member's tar headers too, and an entry's fixed part (about 140 bytes) is smaller than
-/// the member's 512-byte header, so an index is never longer than the tar data it
-/// describes; the zeros before the footer round it up to a [`TAR_RECORD`] at most. A longer
-/// tail is not spooled to disk, however long the input goes on.
+/// member's tar headers too, and is at most twice in the index (the entry, the tree
+/// table), with fixed parts (about 140 and 128 bytes) a member: against a member's 512
+/// bytes of tar header at least, an index is never more than three times the tar data
+/// it describes; the zeros before the footer round it up to a [`TAR_RECORD`] at most. A
+/// longer tail is not spooled to disk, however long the input goes on.
 fn longest_tail(tar_end: u64) -> u64 {
-    tar_end.saturating_add(FOOTER_LEN + TAR_RECORD)
+    tar_end
+        .saturating_mul(3)
+        .saturating_add(FOOTER_LEN + TAR_RECORD)
 }
 
 /// The `tar_end` a footer's bytes give, before any check (see `Footer`).
@@ -467,26 +562,20 @@ fn footer_tar_end(footer: &[u8; FOOTER_LEN as usize]) -> u64 {
     u64::from_le_bytes(word)
 }
 
-/// Goes through the index in `spool` (which starts at the archive's `tar_end`) and the
-/// records of the members placed side by side, both in archive order.
+/// Goes through the index in `view` and the records of the members placed side by
+/// side, both in archive order.
 fn compare(
-    spool: &File,
-    footer: Footer,
-    hashes: StreamHashes,
+    view: &Spooled<'_>,
+    mut hashes: StreamHashes,
     outcome: &mut dyn Outcome,
 ) -> Result<TailCheck, TailError> {
+    let footer = view.footer();
+    let superseded = std::mem::take(&mut hashes.last_of_repeated);
+    let linked_to = std::mem::take(&mut hashes.linked_to);
     let mut records = hashes.into_records()?;
     let mut next = records.next()?;
     let mut check = TailCheck::default();
-    let start = footer.index_offset - footer.tar_end;
-    let reader = BufReader::with_capacity(
-        256 << 10,
-        At {
-            file: spool,
-            pos: start,
-        },
-    );
-    for item in Index::new(footer).entries(reader) {
+    for item in Index::new(footer).entries(view.reader()) {
         let (_, e) = item?;
         while next
             .as_ref()
@@ -497,6 +586,13 @@ fn compare(
         let Some(placed) = next.as_ref().filter(|p| p.header_offset == e.header_offset) else {
             continue;
         };
+        // A later member placed at the same path has taken this one's place.
+        if superseded
+            .get(&placed.path)
+            .is_some_and(|&last| last != placed.header_offset)
+        {
+            continue;
+        }
         if let (Some(recorded), Some(streamed)) =
             (e.hash.filter(|_| e.kind == Kind::File), placed.hash)
         {
@@ -508,11 +604,29 @@ fn compare(
             }
         }
         // Times the headers gave to the second, which the index gives exactly (in the
-        // same second: see `TarEntry::times_agree`). A hardlink has its target's.
+        // same second: see `TarEntry::times_agree`), from the version that keeps them
+        // there. A hardlink has its target's; a file only where its data was written
+        // now (all of it read); another node, or an empty file, only where no other
+        // name shares it but those the archive links to it (one found up to date may
+        // be linked from outside the destination).
         let finer = e.mtime.1 != 0 || e.atime != (e.mtime.0, 0);
-        if placed.header_secs == Some(e.mtime.0) && finer && e.kind != Kind::HardLink {
-            outcome.times(&placed.path, e.mtime, e.atime);
-            check.retimed += 1;
+        let shared = match linked_to.contains(&placed.path) {
+            true => Links::Any,
+            false => Links::One,
+        };
+        let written = match e.kind {
+            Kind::HardLink => None,
+            Kind::File if e.size == 0 => placed.hash.map(|_| shared),
+            Kind::File => placed.hash.map(|_| Links::Any),
+            Kind::Dir => Some(Links::Any),
+            _ => Some(shared),
+        };
+        let keeps_times = footer.version >= TIMES_IN_INDEX_SINCE;
+        if let Some(links) = written.filter(|_| keeps_times && finer) {
+            if placed.header_secs == Some(e.mtime.0) {
+                outcome.times(&placed.path, (e.mtime, e.atime), links);
+                check.retimed += 1;
+            }
         }
     }
     Ok(check)

@@ -71,6 +71,9 @@ pub struct PackOptions {
     /// otherwise to the index (see [`HeaderEncoder::times_in_index`]): for archives
     /// (`ferry pack`), whose readers read the index; off for what is read without it.
     pub times_in_index: bool,
+    /// Store the index packed in zstd frames (see [`crate::index::packed`]): for an
+    /// archive not compressed as a whole, read by this version of ferry on.
+    pub pack_index: bool,
 }
 
 impl Default for PackOptions {
@@ -85,6 +88,7 @@ impl Default for PackOptions {
             dereference: false,
             align: true,
             times_in_index: false,
+            pack_index: false,
             restamp: Restamp::default(),
             by_name: false,
         }
@@ -271,7 +275,8 @@ fn pack_roots(
             group: forced_name(&r.group),
         });
         let sink = ArchiveSink::new(stream, fillers, (index, headers), per_block, stats, omit)
-            .restamping(r);
+            .restamping(r)
+            .packing_index(opts.pack_index);
         let walked = match roots {
             Roots::One(src) if cfg.walks_as_tree(src) => walk(src, &sink, &cfg, reporter),
             Roots::One(src) => pack_one(src, None, &sink, &cfg, reporter),

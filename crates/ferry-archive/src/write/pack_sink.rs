@@ -93,6 +93,8 @@ pub(super) struct ArchiveSink<'s, 'env> {
     omit: Option<&'env dyn Omit>,
     /// What members get in place of what the source says.
     restamp: Option<&'env Restamp>,
+    /// Write the index packed (see [`crate::index::packed`]).
+    pack_index: bool,
 }
 
 /// Leaves out of the archive members its receiver already has: a network copy's
@@ -229,6 +231,15 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             stats,
             omit,
             restamp: None,
+            pack_index: false,
+        }
+    }
+
+    /// This sink, its index packed (see [`crate::index::packed`]) where `on`.
+    pub(super) fn packing_index(self, on: bool) -> Self {
+        ArchiveSink {
+            pack_index: on,
+            ..self
         }
     }
 
@@ -551,7 +562,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
             (Some(fd), _) => {
                 write_full(fd, &END_BLOCKS, st.pos)?;
                 let mut at = tar_end;
-                let len = index.finish(tar_end, |bytes| {
+                let len = index.finish_as(self.pack_index, tar_end, |bytes| {
                     write_full(fd, bytes, at)?;
                     at += bytes.len() as u64;
                     Ok(())
@@ -569,7 +580,7 @@ impl<'s, 'env> ArchiveSink<'s, 'env> {
                 // The tar data ends here: a compressing writer may end its frame, so
                 // the index is read without decompressing members (`pack --zstd`).
                 w.flush()?;
-                let len = index.finish(tar_end, |bytes| w.write_all(bytes))?;
+                let len = index.finish_as(self.pack_index, tar_end, |bytes| w.write_all(bytes))?;
                 w.flush()?;
                 tar_end + len
             }
