@@ -117,3 +117,98 @@ fn a_damaged_packed_index_is_refused() {
         let _ = std::fs::remove_dir_all(s.tmp.path().join("piped"));
     }
 }
+
+/// A packed archive's parts, found from its footer: where the packing starts and how
+/// long it is, and where its trailer is.
+fn parts(bytes: &[u8]) -> (usize, usize, usize) {
+    let footer = &bytes[bytes.len() - 64..];
+    let word = |i: usize| u64::from_le_bytes(footer[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+    let (at, len) = (word(0) as usize, word(1) as usize);
+    (at, len, at + len - 64)
+}
+
+/// Sets the xxh3-64 of `bytes[..56]` into `bytes[56..64]`, as a footer or trailer
+/// carries it.
+fn seal(bytes: &mut [u8]) {
+    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[..56]);
+    bytes[56..64].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// The footer inside a packed index made to say the tar data ends later (every
+/// checksum made right again, as a crafted file would): the archive is refused, so no
+/// reader takes bytes of the packing for tar data the file's own readers do not see.
+#[test]
+fn a_packed_index_whose_footer_inside_disagrees_is_refused() {
+    let s = scratch();
+    tiny_files(&s.src, 2, 20);
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]).assert_ok();
+    let mut bytes = std::fs::read(&archive).expect("read");
+    let (_, _, trailer_at) = parts(&bytes);
+    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let count = word(&bytes, trailer_at + 8) as usize;
+    let inner_at = trailer_at - 64;
+    let table_at = inner_at - 4 * count;
+    // tar_end inside, 512 later (and the index with it).
+    for field in [8, 24] {
+        let v = word(&bytes, inner_at + field) + 512;
+        bytes[inner_at + field..inner_at + field + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    seal(&mut bytes[inner_at..inner_at + 64]);
+    let table_sum = xxhash_rust::xxh3::xxh3_64(&bytes[table_at..inner_at + 64]);
+    bytes[trailer_at + 40..trailer_at + 48].copy_from_slice(&table_sum.to_le_bytes());
+    seal(&mut bytes[trailer_at..trailer_at + 64]);
+    std::fs::write(&archive, &bytes).expect("write");
+    for args in [vec!["ls"], vec!["unpack"]] {
+        let dst = s.tmp.path().join("dst");
+        let r = match args[0] {
+            "ls" => ferry(&[&"ls", &archive]),
+            _ => ferry(&[&"unpack", &archive, &dst]),
+        };
+        r.assert_status(2);
+        assert!(r.stderr.contains("disagrees"), "{args:?}: {r}");
+    }
+    let r = ferry_stdin(&[&"unpack", &"-", &s.tmp.path().join("piped")], &archive);
+    r.assert_status(2);
+    assert!(r.stderr.contains("disagrees"), "{r}");
+}
+
+/// zstd data right after a plain tar's end (a tar written with one block a record,
+/// then a .zst file after it) is not taken for a packed index: the members are
+/// unpacked and the rest dropped, as after any plain tar. A packed index cut short in
+/// a stream is an error.
+#[test]
+fn zstd_after_a_plain_tar_is_dropped_and_a_packed_index_cut_short_is_an_error() {
+    if missing("tar") || missing("zstd") {
+        return;
+    }
+    let s = scratch();
+    tiny_files(&s.src, 2, 20);
+    let tar = s.tmp.path().join("g.tar");
+    gnu_pack(&["-b1"], &tar, &s.src, &["."]);
+    let noise = s.tmp.path().join("noise");
+    build::write(&noise, &build::pattern(7, 1 << 20));
+    let zst = s.tmp.path().join("noise.zst");
+    let made = std::process::Command::new("zstd")
+        .args(["-q", "-c"])
+        .arg(&noise)
+        .output()
+        .expect("zstd");
+    assert!(made.status.success());
+    let mut bytes = std::fs::read(&tar).expect("read");
+    bytes.extend_from_slice(&made.stdout);
+    std::fs::write(&zst, &bytes).expect("write");
+    let r = ferry_stdin(&[&"unpack", &"-", &s.dst], &zst);
+    r.assert_ok();
+    assert!(s.dst.join("d001/f00019").exists(), "{r}");
+
+    let archive = s.tmp.path().join("a.far");
+    pack(&s.src, &archive, &[]).assert_ok();
+    let bytes = std::fs::read(&archive).expect("read");
+    let (at, len, _) = parts(&bytes);
+    let cut = s.tmp.path().join("cut.far");
+    std::fs::write(&cut, &bytes[..at + len / 2]).expect("write");
+    let r = ferry_stdin(&[&"unpack", &"-", &s.tmp.path().join("cut")], &cut);
+    r.assert_status(2);
+    assert!(r.stderr.contains("index"), "{r}");
+}

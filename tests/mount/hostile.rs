@@ -5,16 +5,35 @@
 use super::common::build::write;
 use super::common::run::run_python;
 use super::common::scratch;
-use super::{ferry, fuse_here, pack, Mounted};
+use super::{ferry, fuse_here, pack, pack_plain_index, Mounted};
 use std::os::unix::fs::FileExt;
 
 #[test]
 fn a_damaged_or_truncated_archive_is_refused_naming_it() {
     let s = scratch();
     write(&s.src.join("f"), &vec![1u8; 50_000]);
-    let archive = s.tmp.path().join("t.far");
     let cache = s.tmp.path().join("cache");
-    pack(&cache, &s.src, &archive);
+    // Packed (the default), a byte of its first zstd frame changed.
+    let packed = s.tmp.path().join("packed.far");
+    pack(&cache, &s.src, &packed);
+    let mnt = s.tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir");
+    let mut bytes = std::fs::read(&packed).expect("read");
+    let n = bytes.len();
+    let index_at = u64::from_le_bytes(bytes[n - 56..n - 48].try_into().expect("8")) as usize;
+    bytes[index_at + 40] ^= 0x55;
+    std::fs::write(&packed, &bytes).expect("write");
+    let r = ferry(&cache, &[&"mount", &packed, &mnt]);
+    r.assert_status(2);
+    assert!(
+        r.stderr.contains("packed.far") && r.stderr.contains("packed index"),
+        "{}",
+        r.stderr
+    );
+    std::fs::remove_dir(&mnt).expect("rmdir");
+    // Stored plain, to damage its entries and table where they lie.
+    let archive = s.tmp.path().join("t.far");
+    pack_plain_index(&cache, &s.src, &archive);
     let len = std::fs::metadata(&archive).expect("stat").len();
     let mnt = s.tmp.path().join("mnt");
     std::fs::create_dir(&mnt).expect("mkdir");

@@ -6,6 +6,7 @@
 //! After the tar data, a packed archive holds
 //!
 //! ```text
+//! marker         a zstd skippable frame holding "FERRYZIX" (MARKER)
 //! frames         zstd frames, each of FRAME bytes of the index but the last
 //! sizes          u32 compressed size of each frame
 //! logical footer the 64-byte footer the index would have stored plain
@@ -22,7 +23,7 @@
 //! and table is checked against the others and the bytes there before anything is
 //! allocated; a frame that does not decompress to its size is an error naming it.
 
-use super::{bad, IndexError, FOOTER_LEN};
+use super::{bad, Footer, IndexError, FOOTER_LEN};
 use ferry_seek::seekable::Frame;
 use ferry_seek::Frames;
 use std::fs::File;
@@ -35,6 +36,10 @@ pub const PACKED_VERSION: u32 = 6;
 /// Bytes of the index in each frame.
 const FRAME: usize = 64 << 10;
 const TRAILER_MAGIC: &[u8; 8] = b"FERRYZIX";
+/// What a packed index starts with: a zstd skippable frame (RFC 8878: magic
+/// 0x184D2A5E, length 8) holding "FERRYZIX", so a reader of a stream tells it from any
+/// other zstd data after a tar, and a zstd decoder skips it.
+pub const MARKER: [u8; 16] = *b"\x5e\x2a\x4d\x18\x08\x00\x00\x00FERRYZIX";
 const TRAILER_LEN: u64 = 64;
 /// zstd's level for the index: its fastest gives 5.8x on small files' entries.
 const LEVEL: i32 = 1;
@@ -56,12 +61,14 @@ impl<F: FnMut(&[u8]) -> io::Result<()>> Packer<F> {
         let mut compressor = zstd::bulk::Compressor::new(LEVEL)?;
         compressor.include_checksum(true)?;
         compressor.include_contentsize(true)?;
+        let mut out = out;
+        out(&MARKER)?;
         Ok(Packer {
             out,
             pending: Vec::with_capacity(FRAME),
             sizes: Vec::new(),
             compressor,
-            packed: 0,
+            packed: MARKER.len() as u64,
             len: 0,
         })
     }
@@ -136,19 +143,28 @@ pub struct PackedIndex {
 }
 
 impl PackedIndex {
-    /// Opens the packed index of `file`, whose footer (version [`PACKED_VERSION`])
-    /// places it at `at`, `len` bytes long, after `tar_end` bytes of tar data.
-    pub fn open(
-        file: &File,
-        tar_end: u64,
-        (at, len): (u64, u64),
-    ) -> Result<PackedIndex, IndexError> {
+    /// Opens the packed index of `file`, whose own footer (version [`PACKED_VERSION`])
+    /// is `physical`; `shift` is subtracted from the archive's offsets to find bytes in
+    /// `file` (0 for the archive itself; its `tar_end` for a file holding what follows
+    /// the tar data, as a stream's tail is spooled).
+    pub fn open(file: &File, physical: &Footer, shift: u64) -> Result<PackedIndex, IndexError> {
         let read = |buf: &mut [u8], off: u64| {
             file.read_exact_at(buf, off)
                 .map_err(|e| bad(format!("packed index: {e}")))
         };
-        if len < TRAILER_LEN + FOOTER_LEN {
+        let (tar_end, len) = (physical.tar_end, physical.index_len);
+        let at = physical
+            .index_offset
+            .checked_sub(shift)
+            .ok_or_else(|| bad("packed index before its file"))?;
+        let marker_len = MARKER.len() as u64;
+        if len < marker_len + TRAILER_LEN + FOOTER_LEN {
             return Err(bad("packed index shorter than its trailer"));
+        }
+        let mut marker = [0u8; MARKER.len()];
+        read(&mut marker, at)?;
+        if marker != MARKER {
+            return Err(bad("packed index does not start with its marker"));
         }
         let mut trailer = [0u8; TRAILER_LEN as usize];
         read(&mut trailer, at + len - TRAILER_LEN)?;
@@ -162,29 +178,44 @@ impl PackedIndex {
         }
         let (count, index_len, logical_len, frame, table_sum) =
             (word(0), word(1), word(2), word(3), word(4));
-        let room = len - TRAILER_LEN - FOOTER_LEN;
+        // The index it stands for is no longer than the tar data can need (see
+        // `read::tail`): a few bytes of frames claiming gigabytes are refused here.
+        let most = tar_end.saturating_mul(3).saturating_add(super::TAR_RECORD);
+        if frame != FRAME as u64 || index_len > most {
+            return Err(bad("packed index larger than its tar data can need"));
+        }
+        let room = len - marker_len - TRAILER_LEN - FOOTER_LEN;
         let table_len = count
             .checked_mul(4)
-            .filter(|&t| t <= room && frame == FRAME as u64)
+            .filter(|&t| t <= room)
             .ok_or_else(|| bad("packed index table larger than the index"))?;
         if count != index_len.div_ceil(FRAME as u64) {
             return Err(bad("packed index frame count does not fit its length"));
         }
-        let expected_end = tar_end
-            .checked_add(index_len)
-            .and_then(|e| e.checked_add(FOOTER_LEN))
-            .ok_or_else(|| bad("packed index length overflows"))?;
-        if logical_len < expected_end || logical_len - expected_end >= super::TAR_RECORD {
-            return Err(bad("packed index logical length out of place"));
-        }
         let mut table = vec![0u8; (table_len + FOOTER_LEN) as usize];
-        let table_at = at + room - table_len;
+        let table_at = at + marker_len + room - table_len;
         read(&mut table, table_at)?;
         if xxh3_64(&table) != table_sum {
             return Err(bad("packed index table checksum mismatch"));
         }
-        let mut frames = Vec::with_capacity(count as usize);
-        let (mut inp, mut out) = (at, 0u64);
+        let mut logical_footer = [0u8; FOOTER_LEN as usize];
+        logical_footer.copy_from_slice(&table[table_len as usize..]);
+        // The footer inside says what the one outside says of the tar data and index.
+        let logical = Footer::parse(&logical_footer, logical_len)?
+            .ok_or_else(|| bad("packed index: no footer inside"))?;
+        let agrees = logical.tar_end == tar_end
+            && logical.index_offset == tar_end
+            && logical.index_len == index_len
+            && logical.entries == physical.entries
+            && logical.version >= super::TIMES_IN_INDEX_SINCE
+            && logical.hash_matches(physical.index_hash);
+        if !agrees {
+            return Err(bad(
+                "packed index: the footer inside disagrees with the archive's",
+            ));
+        }
+        let mut frames = Vec::new();
+        let (mut inp, mut out) = (at + marker_len, 0u64);
         for (i, size) in table[..table_len as usize].chunks_exact(4).enumerate() {
             let compressed = u32::from_le_bytes(size.try_into().unwrap_or_default());
             let decompressed = (index_len - out).min(FRAME as u64) as u32;
@@ -197,7 +228,7 @@ impl PackedIndex {
                 out,
                 decompressed,
             });
-            inp += u64::from(compressed);
+            inp = inp.saturating_add(u64::from(compressed));
             out += u64::from(decompressed);
         }
         if inp != table_at {
@@ -208,8 +239,6 @@ impl PackedIndex {
         let handle = file
             .try_clone()
             .map_err(|e| bad(format!("packed index: {e}")))?;
-        let mut logical_footer = [0u8; FOOTER_LEN as usize];
-        logical_footer.copy_from_slice(&table[table_len as usize..]);
         Ok(PackedIndex {
             frames: Frames::zstd_frames(handle, frames, KEPT),
             tar_end,
@@ -240,18 +269,32 @@ impl PackedIndex {
         }
         let index_end = self.tar_end + self.index_len;
         let footer_at = self.logical_len - FOOTER_LEN;
-        if offset < index_end {
-            let n = buf.len().min((index_end - offset) as usize);
-            return self.frames.read_at(&mut buf[..n], offset - self.tar_end);
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = offset + done as u64;
+            let rest = &mut buf[done..];
+            let n = if pos < index_end {
+                let n = rest.len().min((index_end - pos) as usize);
+                self.frames
+                    .read_at(&mut rest[..n], pos - self.tar_end)
+                    .map_err(|e| io::Error::new(e.kind(), format!("packed index: {e}")))?
+            } else if pos < footer_at {
+                let n = rest.len().min((footer_at - pos) as usize);
+                rest[..n].fill(0);
+                n
+            } else if pos < self.logical_len {
+                let from = (pos - footer_at) as usize;
+                let n = rest.len().min(FOOTER_LEN as usize - from);
+                rest[..n].copy_from_slice(&self.logical_footer[from..from + n]);
+                n
+            } else {
+                0
+            };
+            if n == 0 {
+                break;
+            }
+            done += n;
         }
-        if offset < footer_at {
-            let n = buf.len().min((footer_at - offset) as usize);
-            buf[..n].fill(0);
-            return Ok(n);
-        }
-        let from = (offset - footer_at).min(FOOTER_LEN) as usize;
-        let n = buf.len().min(FOOTER_LEN as usize - from);
-        buf[..n].copy_from_slice(&self.logical_footer[from..from + n]);
-        Ok(n)
+        Ok(done)
     }
 }

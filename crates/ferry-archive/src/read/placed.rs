@@ -9,7 +9,7 @@
 //! temporary file past a few MiB, so memory does not grow with the member count.
 
 use ferry_core::entry::RelPath;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
@@ -112,9 +112,9 @@ pub struct StreamHashes {
     /// For each path more than one member was placed at, the header offset of the last:
     /// the notes of the others stand for nothing there any more.
     pub(crate) last_of_repeated: HashMap<RelPath, u64>,
-    /// Paths hardlink members of the stream linked to: nodes with other names this run
-    /// made.
-    pub(crate) linked_to: HashSet<RelPath>,
+    /// Paths hardlink members of the stream linked to, with how many: names of theirs
+    /// this run made.
+    pub(crate) linked_to: HashMap<RelPath, u64>,
 }
 
 impl StreamHashes {
@@ -176,7 +176,7 @@ impl StreamHashes {
 
     /// Notes that a hardlink member links to `target` (where it was placed).
     pub(crate) fn linked(&mut self, target: &RelPath) {
-        self.linked_to.insert(target.clone());
+        *self.linked_to.entry(target.clone()).or_default() += 1;
     }
 
     /// Sets where the tar data ended: the index of a ferry archive starts there.

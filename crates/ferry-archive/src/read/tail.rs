@@ -22,7 +22,7 @@
 pub use super::placed::{Placed, StreamHashes};
 
 use super::archive::{fill_at, At};
-use crate::index::packed::{PackedIndex, PACKED_VERSION};
+use crate::index::packed::{PackedIndex, MARKER, PACKED_VERSION};
 use crate::index::{
     Footer, Index, IndexError, Kind, FOOTER_LEN, FOOTER_MAGIC, INDEX_MAGIC, TAR_RECORD,
     TIMES_IN_INDEX_SINCE,
@@ -189,8 +189,8 @@ trait Outcome {
 enum Links {
     /// Any: one this run made.
     Any,
-    /// Only one no other name links to.
-    One,
+    /// Only one with at most this many names (its own and the archive's links to it).
+    AtMost(u64),
 }
 
 /// Only told of what differs.
@@ -352,9 +352,9 @@ impl<'a> Beneath<'a> {
         }
         let name = path.file_name().to_vec();
         let parent = self.parent_of(path)?;
-        if links == Links::One {
+        if let Links::AtMost(names) = links {
             let st = rfs::statat(parent, name.as_slice(), AtFlags::SYMLINK_NOFOLLOW)?;
-            if st.st_nlink > 1 {
+            if st.st_nlink > names {
                 return Ok(());
             }
         }
@@ -388,9 +388,8 @@ fn check_tail_with(
     (&mut *rest)
         .take(INDEX_MAGIC.len() as u64)
         .read_to_end(&mut head)?;
-    // A plain index starts with its magic, a packed one with a zstd frame's.
-    let packed = head.starts_with(&ZSTD_MAGIC);
-    if head != INDEX_MAGIC && !packed {
+    // A plain index starts with its magic; a packed one with its marker.
+    if head != INDEX_MAGIC && !(head == MARKER[..8] && packed_marker(rest, &mut head)?) {
         // A plain tar (or no index): what follows is read and dropped.
         io::copy(rest, &mut io::sink())?;
         return Ok(TailCheck::default());
@@ -399,10 +398,6 @@ fn check_tail_with(
     // What follows the index may fail to read (garbage after a compressed stream): the
     // index before it is still used, and the failure returned after.
     let (spool, broke) = spool_tail(rest, &head, most)?;
-    if packed && !ends_in_footer(&spool)? {
-        // zstd data after a plain tar, not a packed index: dropped, as any other.
-        return broke.map_or(Ok(TailCheck::default()), |e| Err(e.into()));
-    }
     let checked = check_spooled(&spool, tar_end, reporter, hashes, outcome);
     match (checked, broke) {
         (Ok(check), None) => Ok(check),
@@ -479,8 +474,7 @@ fn check_spooled(
     // plain one it stands for (see `index::packed`).
     let view = match footer.version == PACKED_VERSION {
         true => {
-            let at = (footer.index_offset - tar_end, footer.index_len);
-            let packed = PackedIndex::open(spool, tar_end, at)?;
+            let packed = PackedIndex::open(spool, &footer, tar_end)?;
             let mut plain = [0u8; FOOTER_LEN as usize];
             fill_at(&packed, &mut plain, packed.logical_len() - FOOTER_LEN)?;
             let footer = Footer::parse(&plain, packed.logical_len())?
@@ -528,18 +522,13 @@ impl Spooled<'_> {
     }
 }
 
-/// The first bytes of a zstd frame (RFC 8878), which a packed index starts with.
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
-
-/// Whether `spool` ends in a ferry footer's magic.
-fn ends_in_footer(spool: &File) -> io::Result<bool> {
-    let len = spool.metadata()?.len();
-    if len < FOOTER_LEN {
-        return Ok(false);
-    }
-    let mut magic = [0u8; 8];
-    spool.read_exact_at(&mut magic, len - FOOTER_LEN)?;
-    Ok(&magic == FOOTER_MAGIC)
+/// Whether `head`, the first 8 bytes of a packed index's marker, goes on (read from
+/// `rest` into `head`) as the marker does.
+fn packed_marker(rest: &mut dyn Read, head: &mut Vec<u8>) -> io::Result<bool> {
+    (&mut *rest)
+        .take((MARKER.len() - head.len()) as u64)
+        .read_to_end(head)?;
+    Ok(head[..] == MARKER[..])
 }
 
 /// The most bytes an index and footer after `tar_end` bytes of tar data can take. Every
@@ -606,14 +595,12 @@ fn compare(
         // Times the headers gave to the second, which the index gives exactly (in the
         // same second: see `TarEntry::times_agree`), from the version that keeps them
         // there. A hardlink has its target's; a file only where its data was written
-        // now (all of it read); another node, or an empty file, only where no other
-        // name shares it but those the archive links to it (one found up to date may
+        // now (all of it read); another node, or an empty file, only where it has no
+        // names but its own and the archive's links to it (one found up to date may
         // be linked from outside the destination).
         let finer = e.mtime.1 != 0 || e.atime != (e.mtime.0, 0);
-        let shared = match linked_to.contains(&placed.path) {
-            true => Links::Any,
-            false => Links::One,
-        };
+        let names = 1 + linked_to.get(&placed.path).copied().unwrap_or(0);
+        let shared = Links::AtMost(names);
         let written = match e.kind {
             Kind::HardLink => None,
             Kind::File if e.size == 0 => placed.hash.map(|_| shared),
