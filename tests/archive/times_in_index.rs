@@ -6,6 +6,7 @@
 
 use crate::common::compare::{assert_same_tree, assert_same_tree_with, Options};
 use crate::common::{build, scratch};
+use crate::edit::replace_first;
 use crate::{ferry, ferry_stdin, missing, pack, peer};
 use std::path::Path;
 
@@ -123,11 +124,7 @@ fn a_damaged_member_streamed_elsewhere_is_removed_where_it_was_placed() {
     let archive = s.tmp.path().join("a.far");
     pack(&s.src, &archive, &[]).assert_ok();
     let mut bytes = std::fs::read(&archive).expect("read");
-    let at = bytes
-        .windows(16)
-        .position(|w| w == b"the packed bytes")
-        .expect("the data is in the archive");
-    bytes[at] = b'T';
+    replace_first(&mut bytes, b"the packed bytes", b"The packed bytes");
     std::fs::write(&archive, &bytes).expect("write");
     // What the stored path would name below DST, were the stripping ignored.
     let stored_place = s.dst.join("top/victim");
@@ -173,8 +170,7 @@ fn a_member_placed_over_by_a_later_one_leaves_the_later_ones_file() {
     for damaged in [false, true] {
         if damaged {
             let mut bytes = std::fs::read(&archive).expect("read");
-            let at = bytes.windows(5).position(|w| w == b"early").expect("data");
-            bytes[at] = b'E';
+            replace_first(&mut bytes, b"early", b"Early");
             std::fs::write(&archive, &bytes).expect("write");
         }
         let dst = s.tmp.path().join(format!("out-{damaged}"));
@@ -233,11 +229,7 @@ fn cat_from_a_pipe_names_the_damaged_member_in_any_order() {
     let archive = s.tmp.path().join("a.far");
     pack_in_order(&s.src, &["a/x", "b/x"], &archive);
     let mut bytes = std::fs::read(&archive).expect("read");
-    let at = bytes
-        .windows(7)
-        .position(|w| w == b"damaged")
-        .expect("data");
-    bytes[at] = b'D';
+    replace_first(&mut bytes, b"damaged", b"Damaged");
     std::fs::write(&archive, &bytes).expect("write");
     for order in [["a/x", "b/x"], ["b/x", "a/x"]] {
         let r = ferry_stdin(&[&"cat", &"-", &order[0], &order[1]], &archive);

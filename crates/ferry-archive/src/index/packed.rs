@@ -140,6 +140,8 @@ pub struct PackedIndex {
     index_len: u64,
     logical_len: u64,
     logical_footer: [u8; FOOTER_LEN as usize],
+    /// What `logical_footer` says, checked.
+    logical: Footer,
 }
 
 impl PackedIndex {
@@ -245,7 +247,14 @@ impl PackedIndex {
             index_len,
             logical_len,
             logical_footer,
+            logical,
         })
+    }
+
+    /// The footer of the plain archive this stands for (the index's place, version,
+    /// entry count and checksum), checked against the archive's own.
+    pub fn footer(&self) -> Footer {
+        self.logical
     }
 
     /// Where the tar data ends and the index begins.

@@ -131,21 +131,14 @@ impl IndexWriter {
         let mut logical_tail = Vec::new();
         let (count, mut hash) = (self.count, 0);
         // The plain index goes to the packer; its zeros and footer are kept aside.
-        let mut taken = 0u64;
-        let plain_len = {
-            let mut to_packer = |bytes: &[u8]| {
-                taken += bytes.len() as u64;
-                packer.write(bytes)
-            };
-            self.finish_into(at, &mut to_packer, &mut |after, digest| {
+        let plain_len =
+            self.finish_into(at, |bytes| packer.write(bytes), &mut |after, digest| {
                 logical_tail = after.to_vec();
                 hash = digest;
-            })?
-        };
-        let index_len = taken;
-        debug_assert_eq!(plain_len, index_len + logical_tail.len() as u64);
+            })?;
         let footer = &logical_tail[logical_tail.len() - FOOTER_LEN as usize..];
-        let (packed_len, _) = packer.finish(footer, at + plain_len)?;
+        let (packed_len, index_len) = packer.finish(footer, at + plain_len)?;
+        debug_assert_eq!(plain_len, index_len + logical_tail.len() as u64);
         let after = tail(
             at,
             at,

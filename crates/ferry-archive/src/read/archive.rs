@@ -153,20 +153,12 @@ impl Source {
     /// is then read as a plain tar, as tar reads it.
     pub fn file(file: File) -> Result<Source, ArchiveError> {
         let len = file.metadata()?.len();
-        if len < FOOTER_LEN + 1024 {
-            return Ok(Source::File(file));
-        }
-        let mut raw = [0u8; FOOTER_LEN as usize];
-        file.read_exact_at(&mut raw, len - FOOTER_LEN)?;
-        let footer = match Footer::parse_with(&raw, len, true) {
-            Ok(Some(f)) if f.version == PACKED_VERSION => f,
-            _ => return Ok(Source::File(file)),
+        // A footer that does not parse is said by whoever reads the index.
+        let footer = match footer_of(&file, len) {
+            Ok(Some((f, None))) if f.version == PACKED_VERSION => f,
+            Ok(_) | Err(ArchiveError::Index(_)) => return Ok(Source::File(file)),
+            Err(e) => return Err(e),
         };
-        let mut end = [0u8; 1024];
-        file.read_exact_at(&mut end, footer.tar_end - 1024)?;
-        if end.iter().any(|&b| b != 0) {
-            return Ok(Source::File(file));
-        }
         let index = PackedIndex::open(&file, &footer, 0)?;
         Ok(Source::Packed(Box::new((file, index))))
     }
@@ -497,30 +489,39 @@ enum Indexed {
     Overwritten { at: u64 },
 }
 
+/// The ferry footer at the end of `file`, `len` bytes long (a packed index's too, which
+/// is seen where the archive is not read through [`Source::file`]), and where data
+/// lies in the end-of-archive blocks before the index it names, if anywhere. The index
+/// ends the members where those blocks begin; anything but zeros there is a member a
+/// tar reader sees (`tar -r` writes new ones there, over the blocks and the index
+/// after them), and the archive is then read as tar reads it. None: no footer.
+fn footer_of(
+    file: &(impl ReadAt + ?Sized),
+    len: u64,
+) -> Result<Option<(Footer, Option<u64>)>, ArchiveError> {
+    if len < FOOTER_LEN + 1024 {
+        return Ok(None);
+    }
+    let mut footer = [0u8; FOOTER_LEN as usize];
+    fill_at(file, &mut footer, len - FOOTER_LEN)?;
+    let Some(f) = Footer::parse_with(&footer, len, true)? else {
+        return Ok(None);
+    };
+    let mut end = [0u8; 1024];
+    let blocks = f.tar_end - 1024;
+    fill_at(file, &mut end, blocks)?;
+    let overwritten = end.iter().position(|&b| b != 0).map(|i| blocks + i as u64);
+    Ok(Some((f, overwritten)))
+}
+
 /// Reads the footer and, if there is one, goes through the whole index once: every
 /// entry checked, and the checksum at the end.
 fn read_index(file: &Source, len: u64) -> Result<Indexed, ArchiveError> {
-    if len < FOOTER_LEN + 1024 {
-        return Ok(Indexed::No);
-    }
-    let mut footer = [0u8; FOOTER_LEN as usize];
-    file.read_exact_at(&mut footer, len - FOOTER_LEN)?;
-    // A packed index's own footer is seen here only where `tar -r` wrote over it
-    // ([`Source::file`] reads the rest through the packing).
-    let Some(f) = Footer::parse_with(&footer, len, true)? else {
-        return Ok(Indexed::No);
+    let f = match footer_of(file, len)? {
+        None => return Ok(Indexed::No),
+        Some((_, Some(at))) => return Ok(Indexed::Overwritten { at }),
+        Some((f, None)) => f,
     };
-    // The index ends the members where the end-of-archive blocks begin. Anything but
-    // zeros there is a member a tar reader sees (`tar -r` writes new ones there, over
-    // the blocks and the index after them): the archive is then read as tar reads it.
-    let mut end = [0u8; 1024];
-    let blocks = f.tar_end - 1024;
-    file.read_exact_at(&mut end, blocks)?;
-    if let Some(i) = end.iter().position(|&b| b != 0) {
-        return Ok(Indexed::Overwritten {
-            at: blocks + i as u64,
-        });
-    }
     if f.version == PACKED_VERSION {
         // Packed, in an archive compressed since (`Source::file` reads a plain one):
         // its index is not read there, and the tar is read as tar reads it.
@@ -543,19 +544,10 @@ pub fn embedded_tree(
     file: &(impl ReadAt + ?Sized),
     len: u64,
 ) -> Result<Option<EmbeddedTree>, ArchiveError> {
-    if len < FOOTER_LEN + 1024 {
-        return Ok(None);
-    }
-    let mut footer = [0u8; FOOTER_LEN as usize];
-    fill_at(file, &mut footer, len - FOOTER_LEN)?;
-    let Some(f) = Footer::parse_with(&footer, len, true)? else {
-        return Ok(None);
+    let f = match footer_of(file, len)? {
+        Some((f, None)) if f.version >= crate::index::TREE_SINCE => f,
+        _ => return Ok(None),
     };
-    let mut end = [0u8; 1024];
-    fill_at(file, &mut end, f.tar_end - 1024)?;
-    if f.version < crate::index::TREE_SINCE || end.iter().any(|&b| b != 0) {
-        return Ok(None);
-    }
     if f.version == PACKED_VERSION {
         // Read through `Source::file`, a packed index's table is found in the plain
         // view; seen here, in a file read as it is, it is not read.

@@ -134,7 +134,7 @@ impl StreamHashes {
         hash: Option<u128>,
         path: &RelPath,
     ) {
-        let header_secs = (!t.own_pax && t.atime.is_none()).then_some(t.mtime.0);
+        let header_secs = t.seconds_only().then_some(t.mtime.0);
         if hash.is_some() || header_secs.is_some() {
             self.note(t.header_offset, hash, header_secs, path.as_bytes());
         }

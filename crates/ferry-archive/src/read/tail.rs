@@ -21,7 +21,7 @@
 
 pub use super::placed::{Placed, StreamHashes};
 
-use super::archive::{fill_at, At};
+use super::archive::At;
 use crate::index::packed::{PackedIndex, MARKER, PACKED_VERSION};
 use crate::index::{
     Footer, Index, IndexError, Kind, FOOTER_LEN, FOOTER_MAGIC, INDEX_MAGIC, TAR_RECORD,
@@ -475,10 +475,7 @@ fn check_spooled(
     let view = match footer.version == PACKED_VERSION {
         true => {
             let packed = PackedIndex::open(spool, &footer, tar_end)?;
-            let mut plain = [0u8; FOOTER_LEN as usize];
-            fill_at(&packed, &mut plain, packed.logical_len() - FOOTER_LEN)?;
-            let footer = Footer::parse(&plain, packed.logical_len())?
-                .ok_or_else(|| IndexError("packed index: no footer inside".into()))?;
+            let footer = packed.footer();
             Spooled::Packed(packed, footer)
         }
         false => Spooled::Plain(spool, footer),

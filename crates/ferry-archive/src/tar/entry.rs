@@ -119,13 +119,19 @@ pub struct TarEntry {
 }
 
 impl TarEntry {
+    /// Whether its headers give its times to the second alone: no pax header of its
+    /// own and no atime (an index from version 5 may give them exactly).
+    pub fn seconds_only(&self) -> bool {
+        !self.own_pax && self.atime.is_none()
+    }
+
     /// Whether an index's (or tree table's) `mtime` and `atime` for this member are the
     /// ones its headers give. A member with a pax header of its own has its times
     /// there, exact (the atime, where none is recorded, is the mtime); one without
     /// gives the mtime's seconds, and the index may add the nanoseconds and any atime
     /// (see [`TarEntry::own_pax`]).
     pub fn times_agree(&self, mtime: (i64, u32), atime: (i64, u32)) -> Result<(), &'static str> {
-        if !self.own_pax && self.atime.is_none() {
+        if self.seconds_only() {
             return match self.mtime == (mtime.0, 0) {
                 true => Ok(()),
                 false => Err("modification time"),

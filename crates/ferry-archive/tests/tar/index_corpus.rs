@@ -25,13 +25,18 @@ impl Reporter for Strict {
 
 /// A ferry archive of `root`, with content hashes in its index.
 fn packed(root: &std::path::Path) -> Vec<u8> {
-    let out = tempfile::tempfile().expect("tempfile");
     let opts = PackOptions {
         hash: true,
         ..PackOptions::default()
     };
+    packed_with(root, &opts)
+}
+
+/// A ferry archive of `root`, packed as `opts` say.
+fn packed_with(root: &std::path::Path, opts: &PackOptions) -> Vec<u8> {
+    let out = tempfile::tempfile().expect("tempfile");
     let to = Output::File(out.try_clone().expect("clone").into());
-    pack(root, to, &[], &opts, &Stats::default(), &Strict).expect("packed");
+    pack(root, to, &[], opts, &Stats::default(), &Strict).expect("packed");
     use std::io::{Read, Seek};
     let (mut out, mut bytes) = (out, Vec::new());
     out.rewind().expect("rewind");
@@ -120,22 +125,13 @@ fn packed_index_flips_end_in_an_error_or_the_same_entries() {
         read
     };
     for tree in [tree::tiny(), tree::basic()] {
-        let out = tempfile::tempfile().expect("tempfile");
         let opts = PackOptions {
             hash: true,
             times_in_index: true,
             pack_index: true,
             ..PackOptions::default()
         };
-        let to = Output::File(out.try_clone().expect("clone").into());
-        pack(&tree.root, to, &[], &opts, &Stats::default(), &Strict).expect("packed");
-        let bytes = {
-            use std::io::{Read, Seek};
-            let (mut out, mut bytes) = (out, Vec::new());
-            out.rewind().expect("rewind");
-            out.read_to_end(&mut bytes).expect("read");
-            bytes
-        };
+        let bytes = packed_with(&tree.root, &opts);
         let intact = entries_of(&bytes).expect("the packed archive reads");
         assert!(!intact.is_empty());
         let footer = &bytes[bytes.len() - 64..];
