@@ -33,6 +33,7 @@ mod reflink;
 mod reproducible;
 mod select;
 mod sparse_claims;
+mod sparse_maps;
 mod streams;
 mod times_in_index;
 mod zstd;

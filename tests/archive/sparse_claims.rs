@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A ustar header block for `name` of type `kind` with `size` bytes of data.
-fn header(name: &str, kind: u8, size: u64) -> [u8; 512] {
+pub(crate) fn header(name: &str, kind: u8, size: u64) -> [u8; 512] {
     let mut b = [0u8; 512];
     b[..name.len()].copy_from_slice(name.as_bytes());
     let octal = |b: &mut [u8], v: u64| {
@@ -32,13 +32,13 @@ fn header(name: &str, kind: u8, size: u64) -> [u8; 512] {
 }
 
 /// `bytes` padded with zeros to a whole number of 512-byte blocks.
-fn padded(mut bytes: Vec<u8>) -> Vec<u8> {
+pub(crate) fn padded(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes.resize(bytes.len().div_ceil(512) * 512, 0);
     bytes
 }
 
 /// One pax record `LEN key=value\n`.
-fn record(key: &str, value: &str) -> String {
+pub(crate) fn record(key: &str, value: &str) -> String {
     let body = format!(" {key}={value}\n");
     let mut len = body.len() + 1;
     while format!("{len}{body}").len() != len {

@@ -46,6 +46,7 @@ pub mod prefetch;
 pub mod preview;
 pub mod pseudo;
 pub mod sink;
+pub mod sparse;
 pub mod stamp;
 pub mod stats;
 pub mod touch;

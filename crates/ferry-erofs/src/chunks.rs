@@ -22,8 +22,8 @@ pub struct ChunkMap {
     pub blocks: Vec<u32>,
 }
 
-/// How a file of `size` bytes whose data `runs` (logical offset, length, sorted) are
-/// stored one after another from byte `start` of an archive of `archive_len` bytes is
+/// How a file of `size` bytes whose data `runs` (logical offset, length, in any
+/// order: [`ferry_core::sparse::pieces`]) are stored one after another from byte `start` of an archive of `archive_len` bytes is
 /// cut into chunks: log2 of the chunk size over the block size, and the number of
 /// chunks (each takes an 8-byte index in the image). The error says why the kernel
 /// could not be shown the file.
@@ -48,15 +48,23 @@ pub fn shape(
             "its data starts at byte {start} of the archive, not on a 512-byte boundary"
         ));
     }
+    if runs.iter().any(|r| r.0.checked_add(r.1).is_none()) {
+        return Err("a sparse region ends past the largest size a file can have".into());
+    }
     let mut chunk = BLOCK << MAX_CHUNK_BITS;
-    for &(off, len) in runs.iter().filter(|r| r.1 > 0) {
-        let end = off
-            .checked_add(len)
-            .ok_or("a sparse region ends past the largest size a file can have")?;
-        for edge in [off, end] {
+    for p in ferry_core::sparse::pieces(runs) {
+        for edge in [p.at, p.at + p.len] {
             if edge != 0 && edge < size {
                 chunk = chunk.min(1 << edge.trailing_zeros());
             }
+        }
+        if p.stored % BLOCK != 0 {
+            // Only a map out of order stores a region at such an offset.
+            return Err(format!(
+                "a sparse region's bytes are stored at byte {} of its data, not on a \
+                 512-byte boundary",
+                p.stored
+            ));
         }
     }
     if chunk < BLOCK {
@@ -84,17 +92,17 @@ pub fn map(
 ) -> Result<ChunkMap, String> {
     let (bits, count) = shape(size, start, runs, archive_len)?;
     let chunk = BLOCK << bits;
+    let pieces = ferry_core::sparse::pieces(runs);
     let mut blocks = Vec::with_capacity(count as usize);
-    let (mut run, mut phys) = (0usize, start);
+    let mut piece = 0usize;
     for k in 0..count {
         let at = k * chunk;
-        while run < runs.len() && runs[run].0 + runs[run].1 <= at {
-            phys += runs[run].1;
-            run += 1;
+        while piece < pieces.len() && pieces[piece].at + pieces[piece].len <= at {
+            piece += 1;
         }
-        let addr = match runs.get(run) {
-            Some(&(off, _)) if off <= at => {
-                let block = (phys + (at - off)) >> BLOCK_BITS;
+        let addr = match pieces.get(piece) {
+            Some(p) if p.at <= at => {
+                let block = (start + p.stored + (at - p.at)) >> BLOCK_BITS;
                 u32::try_from(block)
                     .ok()
                     .filter(|&b| b != NULL_ADDR)

@@ -60,9 +60,10 @@ impl DataAt for ferry_seek::Frames {
 }
 
 /// Fills `buf` with the logical bytes of a member from `offset`: its stored runs read
-/// through `data` (the first stored byte at `stored_at`), zeros in its holes. `runs` are
-/// (logical offset, length), in order, stored one after another; `size` is the logical
-/// size. Returns how many bytes were filled (less than asked only at the end).
+/// through `data` (the first stored byte at `stored_at`), zeros in its holes. `runs`
+/// are (logical offset, length) as the archive stores them, one after another (in any
+/// order: [`ferry_core::sparse::pieces`]); `size` is the logical size. Returns how many
+/// bytes were filled (less than asked only at the end).
 pub fn read_member(
     data: &dyn DataAt,
     stored_at: u64,
@@ -78,24 +79,22 @@ pub fn read_member(
     let want = (end - offset) as usize;
     let out = &mut buf[..want];
     out.fill(0);
-    let mut stored = stored_at;
-    for &(run_at, len) in runs {
-        let run_end = run_at + len;
-        if run_end > offset && run_at < end {
-            let from = run_at.max(offset);
-            let to = run_end.min(end);
+    for p in ferry_core::sparse::pieces(runs) {
+        if p.at >= end {
+            break;
+        }
+        let p_end = p.at + p.len;
+        if p_end > offset {
+            let from = p.at.max(offset);
+            let to = p_end.min(end);
             let dst = &mut out[(from - offset) as usize..(to - offset) as usize];
-            let got = data.read_at(dst, stored + (from - run_at))?;
+            let got = data.read_at(dst, stored_at + p.stored + (from - p.at))?;
             if got < dst.len() {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the archive ends inside the member's data",
                 ));
             }
-        }
-        stored += len;
-        if run_at >= end {
-            break;
         }
     }
     Ok(want)

@@ -339,7 +339,7 @@ impl ArchiveFs {
         self.table.extras(n).map_err(|e| self.damaged(&e))
     }
 
-    /// A file's stored runs (logical offset, length).
+    /// A file's stored runs (logical offset, length), as the archive stores them.
     fn runs(&self, n: &Node) -> Result<Vec<(u64, u64)>, Errno> {
         if n.extras.1 == 0 {
             return Ok(n.runs(&Extras::default()));
@@ -421,8 +421,16 @@ mod libc_seek {
     pub const HOLE: i32 = 4;
 }
 
+/// Where a file's data lies, in file order, whatever order its map stores runs in.
+fn in_file_order(runs: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    ferry_core::sparse::pieces(runs)
+        .iter()
+        .map(|p| (p.at, p.len))
+        .collect()
+}
+
 /// Where the first data at or after `at` starts, in a file of `size` whose data is
-/// `runs`; `None` past the last data (ENXIO).
+/// `runs` (in file order); `None` past the last data (ENXIO).
 fn seek_data(runs: &[(u64, u64)], size: u64, at: u64) -> Option<u64> {
     if at >= size {
         return None;
@@ -609,8 +617,8 @@ impl Filesystem for ArchiveFs {
             return reply.error(Errno::ENXIO);
         };
         let found = match whence {
-            libc_seek::DATA => seek_data(&runs, n.size, at),
-            libc_seek::HOLE => seek_hole(&runs, n.size, at),
+            libc_seek::DATA => seek_data(&in_file_order(&runs), n.size, at),
+            libc_seek::HOLE => seek_hole(&in_file_order(&runs), n.size, at),
             _ => return reply.error(Errno::EINVAL),
         };
         match found {

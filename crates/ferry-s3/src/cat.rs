@@ -350,10 +350,11 @@ fn cat_following(store: &Store, path: &[u8], out: &mut dyn Write, links: usize) 
     let bad = |e: &dyn std::fmt::Display| {
         S3Error::new(format!("{shown}: in s3://{}/{key}: {e}", store.loc.bucket))
     };
-    let entry = reader
+    let mut entry = reader
         .next_entry()
         .map_err(|e| bad(&e))?
         .ok_or_else(|| bad(&"no member at the manifest's offset"))?;
+    reader.lay_out(&mut entry).map_err(|e| bad(&e))?;
     let stored = hit.stored.as_deref().unwrap_or(path);
     if entry.path.strip_suffix(b"/").unwrap_or(&entry.path) != stored {
         return Err(bad(&"the member there has another name"));

@@ -17,7 +17,8 @@ use ferry_core::content::ContentHash;
 use ferry_core::entry::RelPath;
 use ferry_core::error::Reporter;
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, Write};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
 
 /// The last member found of a name asked for.
 enum Found {
@@ -156,7 +157,6 @@ fn keep<R: Read>(t: &TarEntry, reader: &mut Reader<R>) -> Result<Kept, ArchiveEr
     if copied != t.stored {
         return Err(refused(&t.path, "its data ended early"));
     }
-    file.rewind()?;
     Ok(Kept {
         file,
         runs: t.sparse.clone().unwrap_or_else(|| vec![(0, t.size)]),
@@ -167,13 +167,12 @@ fn keep<R: Read>(t: &TarEntry, reader: &mut Reader<R>) -> Result<Kept, ArchiveEr
 
 /// Prints a kept file; returns its header offset and the hash of what was printed.
 fn print(kept: Kept, out: &mut dyn Write) -> Result<(u64, u128), ArchiveError> {
-    let mut stored = BufReader::with_capacity(1 << 20, kept.file);
     let mut out = Hashing {
         out,
         hash: ContentHash::new(),
     };
-    write_runs(&kept.runs, kept.size, &mut out, |buf| {
-        stored.read_exact(buf)
+    write_runs(&kept.runs, kept.size, &mut out, |stored, buf| {
+        kept.file.read_exact_at(buf, stored)
     })?;
     Ok((kept.header_offset, out.digest()))
 }

@@ -206,19 +206,16 @@ pub fn cat(
         other => other,
     })?;
     let runs = runs_of(e.sparse_map(), e.size);
-    let mut stored_at = e.data_offset;
     let mut out = Hashing {
         out,
         hash: ContentHash::new(),
     };
-    write_runs(&runs, e.size, &mut out, |buf| {
+    write_runs(&runs, e.size, &mut out, |stored, buf| {
         // Damaged data (a compressed archive's frame) is told with the member's name.
         archive
             .source()
-            .read_exact_at(buf, stored_at)
-            .map_err(|e| io::Error::new(e.kind(), format!("member {want}: read its data: {e}")))?;
-        stored_at += buf.len() as u64;
-        Ok(())
+            .read_exact_at(buf, e.data_offset + stored)
+            .map_err(|e| io::Error::new(e.kind(), format!("member {want}: read its data: {e}")))
     })?;
     match e.hash {
         Some(recorded) if recorded != out.digest() => Err(refused(
@@ -267,12 +264,13 @@ fn last_named(
         .remove(path))
 }
 
-/// Writes a file given as runs: zeros for the holes, the runs' bytes from `read`.
+/// Writes a file given as runs (any map: [`ferry_core::sparse::pieces`]): zeros for
+/// the holes, the bytes of each piece from `read_at(stored offset, buffer)`.
 pub(crate) fn write_runs(
     runs: &[(u64, u64)],
     size: u64,
     out: &mut dyn Write,
-    mut read: impl FnMut(&mut [u8]) -> io::Result<()>,
+    mut read_at: impl FnMut(u64, &mut [u8]) -> io::Result<()>,
 ) -> Result<(), ArchiveError> {
     let mut buf = vec![0u8; 1 << 20];
     let mut pos = 0u64;
@@ -285,16 +283,16 @@ pub(crate) fn write_runs(
         }
         Ok(())
     };
-    for &(off, len) in runs {
-        zeros(out, off - pos)?;
-        let mut left = len;
-        while left > 0 {
-            let k = left.min(buf.len() as u64) as usize;
-            read(&mut buf[..k])?;
+    for p in ferry_core::sparse::pieces(runs) {
+        zeros(out, p.at - pos)?;
+        let mut done = 0u64;
+        while done < p.len {
+            let k = (p.len - done).min(buf.len() as u64) as usize;
+            read_at(p.stored + done, &mut buf[..k])?;
             out.write_all(&buf[..k])?;
-            left -= k as u64;
+            done += k as u64;
         }
-        pos = off + len;
+        pos = p.at + p.len;
     }
     zeros(out, size - pos)?;
     Ok(())

@@ -43,13 +43,10 @@ pub fn cat_by_tree(
         out,
         hash: ContentHash::new(),
     };
-    let mut stored_at = node.a;
-    write_runs(&node.runs(&extras), node.size, &mut out, |buf| {
-        source.read_exact_at(buf, stored_at).map_err(|e| {
+    write_runs(&node.runs(&extras), node.size, &mut out, |stored, buf| {
+        source.read_exact_at(buf, node.a + stored).map_err(|e| {
             std::io::Error::new(e.kind(), format!("member {want}: read its data: {e}"))
-        })?;
-        stored_at += buf.len() as u64;
-        Ok(())
+        })
     })?;
     match node.hash {
         Some(recorded) if recorded != out.digest() => Err(refused(

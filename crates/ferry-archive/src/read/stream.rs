@@ -425,6 +425,10 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
                 Err(e) => return Err(e.into()),
             };
             if let Some(entry) = self.entry(&t) {
+                let mut t = t;
+                if matches!(entry.kind, EntryKind::File { .. }) {
+                    self.reader.lay_out(&mut t)?;
+                }
                 self.member(&t, entry)?;
             }
             next = self.reader.next_entry();

@@ -693,7 +693,28 @@ fn place_member(
     let (user, group) = (tar.uname.as_deref(), tar.gname.as_deref());
     let owned = by_name.and_then(|b| b.owned(user, group, entry));
     let entry = owned.as_ref().unwrap_or(entry);
-    let runs = runs_of(e.sparse_map(), e.size);
+    let mut runs = runs_of(e.sparse_map(), e.size);
+    // A map out of order (a tar from elsewhere) is laid out in file order first.
+    let laid_out = match (&entry.kind, ferry_core::sparse::in_order(&runs)) {
+        (EntryKind::File { .. }, false) => {
+            let source = archive.source();
+            let laid = ferry_core::sparse::lay_out(&runs, |stored, buf| {
+                source.read_exact_at(buf, e.data_offset + stored)
+            });
+            match laid {
+                Ok((file, map)) => {
+                    runs = map;
+                    Some(file)
+                }
+                Err(err) => {
+                    ex.reporter
+                        .error(&Error::new(&entry.path, "read its data", err));
+                    return Ok(());
+                }
+            }
+        }
+        _ => None,
+    };
     // A compressed archive's data is decompressed as it is read: never cloned.
     let mut decompressing = archive.file().is_none().then(|| {
         let at = At {
@@ -703,6 +724,14 @@ fn place_member(
         io::BufReader::with_capacity(STREAM_BUFFER, at)
     });
     let data = match (&entry.kind, small, archive.file(), &mut decompressing) {
+        (EntryKind::File { .. }, ..) if laid_out.is_some() => {
+            laid_out.as_ref().map(|file| FileData::Range {
+                fd: file.as_fd(),
+                offset: 0,
+                runs: &runs,
+                recorded_hash: e.hash,
+            })
+        }
         (EntryKind::File { .. }, Some(bytes), ..) => Some(FileData::Bytes {
             bytes,
             runs: &runs,

@@ -58,6 +58,9 @@ pub struct Reader<R: Read> {
     listing: bool,
     /// The last entry returned is such a continuation, from this byte of its file.
     continued_at: Option<u64>,
+    /// The current entry's data laid out in file order ([`Reader::lay_out`]), and how
+    /// much of it was read: `read_data` reads it from there.
+    laid_out: Option<(std::fs::File, u64)>,
 }
 
 impl<R: Read> Reader<R> {
@@ -77,6 +80,7 @@ impl<R: Read> Reader<R> {
             warnings: Warnings::default(),
             listing: false,
             continued_at: None,
+            laid_out: None,
         }
     }
 
@@ -175,10 +179,18 @@ impl<R: Read> Reader<R> {
         let Some(buf) = buf.get_mut(..want).filter(|b| !b.is_empty()) else {
             return Ok(0);
         };
-        let result = match self.read_some(buf) {
-            Ok(0) => Err(self.error(TarErrorKind::UnexpectedEof)),
-            other => other,
+        let result = match &self.laid_out {
+            Some((file, at)) => std::os::unix::fs::FileExt::read_exact_at(file, buf, *at)
+                .map(|()| buf.len())
+                .map_err(|e| self.error(TarErrorKind::Io(e))),
+            None => match self.read_some(buf) {
+                Ok(0) => Err(self.error(TarErrorKind::UnexpectedEof)),
+                other => other,
+            },
         };
+        if let (Ok(n), Some((_, at))) = (&result, &mut self.laid_out) {
+            *at += *n as u64;
+        }
         match result {
             Ok(n) => {
                 self.remaining -= n as u64;
@@ -201,7 +213,77 @@ impl<R: Read> Reader<R> {
         TarError::new(self.offset, kind)
     }
 
+    /// Makes a sparse file whose map is out of order, repeats a run or has runs that
+    /// overlap readable in order: reads its stored data on into a temporary file, laid
+    /// out as [`ferry_core::sparse::lay_out`] says, and gives `t` the map of that
+    /// (which [`Reader::read_data`] then reads). Any other entry is left as it is. Call
+    /// it before reading any of the entry's data; an entry listed or skipped, or
+    /// indexed by its offsets in the archive, keeps its map as stored.
+    pub fn lay_out(&mut self, t: &mut TarEntry) -> Result<(), TarError> {
+        let Some(runs) = t
+            .sparse
+            .as_deref()
+            .filter(|r| !ferry_core::sparse::in_order(r))
+        else {
+            return Ok(());
+        };
+        let (mut pos, mut failed) = (0u64, None);
+        let laid = ferry_core::sparse::lay_out(runs, |at, buf| {
+            // Stored bytes that a later run overwrote are read past.
+            let read = self.skip_data(at - pos).and_then(|()| self.fill_data(buf));
+            pos = at + buf.len() as u64;
+            read.map_err(|e| {
+                failed = Some(e);
+                io::Error::other("the archive's data")
+            })
+        });
+        let (file, map) = match (laid, failed) {
+            (_, Some(e)) => return Err(e),
+            (Ok(laid), None) => laid,
+            (Err(e), None) => {
+                // The temporary file failed.
+                self.state = State::Failed;
+                return Err(self.error(TarErrorKind::Io(e)));
+            }
+        };
+        // What the last runs left unread (overwritten bytes) goes with the padding.
+        self.padding = self.padding.saturating_add(self.remaining);
+        t.stored = map.iter().map(|r| r.1).sum();
+        t.sparse = Some(map);
+        self.remaining = t.stored;
+        self.laid_out = Some((file, 0));
+        Ok(())
+    }
+
+    /// Reads past `n` bytes of the current entry's data.
+    fn skip_data(&mut self, mut n: u64) -> Result<(), TarError> {
+        let mut scratch = [0u8; 8192];
+        while n > 0 {
+            let k = n.min(scratch.len() as u64) as usize;
+            n -= self.fill_data(&mut scratch[..k]).map(|()| k as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Fills `buf` from the current entry's data.
+    fn fill_data(&mut self, mut buf: &mut [u8]) -> Result<(), TarError> {
+        while !buf.is_empty() {
+            match self.read_data(buf)? {
+                0 => {
+                    self.state = State::Failed;
+                    return Err(self.error(TarErrorKind::UnexpectedEof));
+                }
+                n => buf = &mut buf[n..],
+            }
+        }
+        Ok(())
+    }
+
     fn read_next_entry(&mut self) -> Result<Option<TarEntry>, TarError> {
+        if self.laid_out.take().is_some() {
+            // The laid-out data is in the temporary file, not in the stream.
+            self.remaining = 0;
+        }
         self.skip(self.remaining.saturating_add(self.padding))?;
         (self.remaining, self.padding) = (0, 0);
         let mut header_offset = self.offset;

@@ -11,8 +11,9 @@
 //!   run), padded with NULs to a block boundary.
 //!
 //! In every form, the stored data is the runs' bytes concatenated. A map is accepted
-//! only if its runs are sorted, do not overlap, lie inside the real size and add up to
-//! the stored data size.
+//! if its runs lie inside the real size and add up to the stored data size. Runs out of
+//! order, repeated or overlapping are read as GNU tar and bsdtar write them, each in map
+//! order, a later one's bytes winning ([`ferry_core::sparse`]); empty runs are dropped.
 
 use super::error::TarErrorKind;
 use super::header::{self, Block, Format, Header};
@@ -312,13 +313,9 @@ pub(crate) fn validate(
     if u64::try_from(runs.len()).map_or(true, |n| n > MAX_SPARSE_RUNS) {
         return Err(bad("too many runs"));
     }
-    let mut end = 0u64;
     let mut total = 0u64;
     for &(offset, len) in &runs {
-        if offset < end {
-            return Err(bad("runs overlap or are out of order"));
-        }
-        end = offset.checked_add(len).ok_or(bad("run end overflows"))?;
+        let end = offset.checked_add(len).ok_or(bad("run end overflows"))?;
         if end > realsize {
             return Err(bad("run extends past the file size"));
         }
@@ -347,8 +344,14 @@ mod tests {
             validate(vec![(0, 10), (20, 5), (30, 0)], 30, 15).unwrap(),
             vec![(0, 10), (20, 5)]
         );
-        assert!(validate(vec![(0, 10), (5, 5)], 30, 15).is_err(), "overlap");
-        assert!(validate(vec![(20, 5), (0, 10)], 30, 15).is_err(), "order");
+        // Out of order, overlapping, repeated: kept as stored, empty runs dropped.
+        let kept = |runs, size, stored| validate(runs, size, stored).unwrap();
+        assert_eq!(kept(vec![(0, 10), (5, 5)], 30, 15), vec![(0, 10), (5, 5)]);
+        assert_eq!(
+            kept(vec![(20, 5), (0, 0), (0, 5)], 30, 10),
+            vec![(20, 5), (0, 5)]
+        );
+        assert_eq!(kept(vec![(0, 5), (0, 5)], 30, 10), vec![(0, 5), (0, 5)]);
         assert!(
             validate(vec![(0, 10), (25, 10)], 30, 20).is_err(),
             "past size"

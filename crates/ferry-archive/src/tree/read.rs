@@ -547,8 +547,8 @@ impl<R: ReadAt> Table<R> {
         self.heap_bytes(n.name.0, u64::from(n.name.1))
     }
 
-    /// A node's sparse runs and xattrs, checked against the node (runs sorted, inside
-    /// its size, adding up to its stored bytes).
+    /// A node's sparse runs and xattrs, checked against the node (runs inside its
+    /// size, in any order, adding up to its stored bytes).
     pub fn extras(&self, n: &Node) -> Result<Extras, TreeError> {
         if n.extras.1 == 0 {
             return Ok(Extras::default());
