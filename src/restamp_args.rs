@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use ferry_archive::owners::LocalIds;
 use ferry_archive::transform::Transform;
+use ferry_archive::write::pax_delete::PaxDelete;
 use ferry_archive::write::restamp::{ForcedOwner, Restamp};
 use ferry_core::entry::Timestamp;
 use std::path::Path;
@@ -54,10 +55,12 @@ pub struct RestampArgs {
     /// With --mtime: only members modified after DATE get it (`tar --clamp-mtime`).
     #[arg(long, requires = "mtime")]
     pub clamp_mtime: bool,
-    /// Pax header options, as GNU tar's --pax-option, comma-separated: `delete=atime`
-    /// (no access times: a reader takes each member's mtime), `delete=ctime` (ferry
-    /// writes none), `exthdr.name=...` and `globexthdr.name=...` (ferry's names for pax
-    /// headers already hold no process id or time).
+    /// Pax header options, as GNU tar's --pax-option, comma-separated:
+    /// `delete=PATTERN` leaves out the keywords the glob matches (`atime`: no access
+    /// times; `mtime`: whole seconds; `SCHILY.xattr.NAME`, `SCHILY.acl.*`: those
+    /// attributes; `ctime`: ferry writes none), `exthdr.mtime=DATE` the pax headers' own
+    /// mtime; `exthdr.name=`, `globexthdr.name=`, `globexthdr.mtime=` change nothing
+    /// (ferry's pax header names hold no process id or time; it writes no global ones).
     #[arg(long, value_name = "LIST")]
     pub pax_option: Vec<String>,
     /// Rename members as they are written: sed's s/REGEX/REPLACEMENT/FLAGS, as GNU tar's
@@ -71,9 +74,9 @@ pub struct RestampArgs {
 impl RestampArgs {
     /// The rewrites these flags ask for.
     pub fn restamp(&self) -> anyhow::Result<Restamp> {
-        let mut drop_atime = false;
+        let mut pax = PaxOptions::default();
         for list in &self.pax_option {
-            drop_atime |= pax_options(list)?;
+            pax.add(list)?;
         }
         let user = self
             .owner
@@ -91,7 +94,9 @@ impl RestampArgs {
             numeric_owner: self.numeric_owner,
             mtime: self.mtime.as_deref().map(mtime).transpose()?,
             clamp_mtime: self.clamp_mtime,
-            drop_atime,
+            pax_delete: PaxDelete::new(&pax.delete)
+                .map_err(|why| anyhow::anyhow!("--pax-option {why}"))?,
+            pax_header_mtime: pax.header_mtime,
             sort_xattrs: self.sort == SortArg::Name,
             transform: transform_of(&self.transform)?,
         })
@@ -115,23 +120,44 @@ pub fn transform_of(options: &[String]) -> anyhow::Result<Option<Arc<Transform>>
     Ok((!transform.is_empty()).then(|| Arc::new(transform)))
 }
 
-/// One `--pax-option` list: true when it deletes the atime. Anything ferry cannot do
-/// as asked is refused, not ignored.
-fn pax_options(list: &str) -> anyhow::Result<bool> {
-    let mut drop_atime = false;
-    for option in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
-        match option.split_once('=') {
-            Some(("delete", "atime")) => drop_atime = true,
-            Some(("delete", "ctime")) => {}
-            Some(("exthdr.name" | "globexthdr.name", _)) => {}
-            _ => bail!(
-                "--pax-option {option}: ferry takes delete=atime, delete=ctime, exthdr.name= \
-                 and globexthdr.name= (its pax headers' names are already the same from one \
-                 pack to the next)"
-            ),
+/// What `--pax-option` lists ask for.
+#[derive(Default)]
+struct PaxOptions {
+    /// `delete=PATTERN` values, in order.
+    delete: Vec<String>,
+    /// `exthdr.mtime=DATE`, in seconds.
+    header_mtime: Option<u64>,
+}
+
+impl PaxOptions {
+    /// Takes one comma-separated list, as GNU tar's --pax-option. Anything ferry cannot
+    /// do as asked is refused, not ignored.
+    fn add(&mut self, list: &str) -> anyhow::Result<()> {
+        for option in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+            match option.split_once('=') {
+                Some(("delete", pattern)) => self.delete.push(pattern.to_string()),
+                Some(("exthdr.mtime", date)) => {
+                    let t = mtime(date).with_context(|| format!("--pax-option {option}"))?;
+                    // A ustar mtime field holds 11 octal digits.
+                    match u64::try_from(t.sec).ok().filter(|&s| s < 1 << 33) {
+                        Some(secs) => self.header_mtime = Some(secs),
+                        None => bail!(
+                            "--pax-option {option}: a pax header's mtime is from 1970 to 2242"
+                        ),
+                    }
+                }
+                // ferry writes no global headers, and its pax headers' names
+                // (`PaxHeaders/NAME`) hold no process id or time to begin with.
+                Some(("exthdr.name" | "globexthdr.name" | "globexthdr.mtime", _)) => {}
+                _ => bail!(
+                    "--pax-option {option}: ferry takes delete=PATTERN, exthdr.mtime=DATE, \
+                     exthdr.name=, globexthdr.name= and globexthdr.mtime= (adding keywords \
+                     with KEY=VALUE or KEY:=VALUE is not done)"
+                ),
+            }
         }
+        Ok(())
     }
-    Ok(drop_atime)
 }
 
 /// `--owner` or `--group`'s NAME, ID or NAME:ID, as GNU tar reads it (`parse_owner_group`):
@@ -294,9 +320,20 @@ mod tests {
 
     #[test]
     fn pax_options_ferry_cannot_keep_are_refused() {
+        let mut pax = PaxOptions::default();
         let recipe = "exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime";
-        assert!(pax_options(recipe).expect("the reproducible-builds recipe"));
-        assert!(pax_options("delete=mtime").is_err());
-        assert!(pax_options("comment=x").is_err());
+        pax.add(recipe).expect("the reproducible-builds recipe");
+        pax.add("delete=mtime,exthdr.mtime=@0").expect("GNU tar's");
+        assert_eq!(pax.delete, ["atime", "ctime", "mtime"]);
+        assert_eq!(pax.header_mtime, Some(0));
+        for refused in [
+            "comment=x",
+            "comment:=x",
+            "invalid=bin",
+            "linkdata",
+            "exthdr.mtime=@-1",
+        ] {
+            assert!(PaxOptions::default().add(refused).is_err(), "{refused}");
+        }
     }
 }

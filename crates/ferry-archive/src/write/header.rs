@@ -138,9 +138,19 @@ pub struct HeaderEncoder {
     unaligned: bool,
     /// The owner names every header gives instead of this machine's names for the ids.
     owners: HeaderOwners,
+    /// How members' headers are written beyond what each member says.
+    style: Style,
+}
+
+/// How headers are written beyond what each member says.
+#[derive(Clone, Copy, Debug, Default)]
+struct Style {
     /// Leave the times' nanoseconds and the atime to the index where they alone would
     /// make a pax header (see [`HeaderEncoder::times_in_index`]).
     times_in_index: bool,
+    /// The mtime of every pax header itself (`--pax-option=exthdr.mtime=`); else the
+    /// member's, as GNU tar gives it.
+    pax_header_mtime: Option<u64>,
 }
 
 /// Which owner names headers give: by default the names this machine has for the
@@ -180,11 +190,16 @@ impl HeaderEncoder {
     /// with their index, or as a stream that fixes the times from the index at its end
     /// (see `read::tail`); not for a stream whose index is not read (an S3 shard
     /// fetched in ranges).
-    pub fn times_in_index(self, on: bool) -> Self {
-        HeaderEncoder {
-            times_in_index: on,
-            ..self
-        }
+    pub fn times_in_index(mut self, on: bool) -> Self {
+        self.style.times_in_index = on;
+        self
+    }
+
+    /// This encoder, giving every pax header (not the members) the mtime `secs`, as
+    /// GNU tar's `--pax-option=exthdr.mtime=`; `None`: each member's own.
+    pub fn pax_header_mtime(mut self, secs: Option<u64>) -> Self {
+        self.style.pax_header_mtime = secs;
+        self
     }
 
     /// This encoder, giving the owner names `owners` says.
@@ -210,7 +225,7 @@ impl HeaderEncoder {
             names,
             unaligned,
             owners,
-            times_in_index,
+            style,
         } = self;
         pax.clear();
         bytes.clear();
@@ -231,7 +246,7 @@ impl HeaderEncoder {
         };
         let shape = shape.map(|s| (s, !*unaligned));
         let names = (&owner, names);
-        encode_into(entry, shape, at, names, *times_in_index, pax, bytes);
+        encode_into(entry, shape, at, names, *style, pax, bytes);
         (bytes, owner)
     }
 }
@@ -252,7 +267,7 @@ fn encode_into(
     shape: Option<(&DataShape<'_>, bool)>,
     at: u64,
     (owner, names): (&Names, &mut OwnerNames),
-    times_in_index: bool,
+    style: Style,
     pax: &mut Vec<u8>,
     bytes: &mut Vec<u8>,
 ) {
@@ -370,7 +385,7 @@ fn encode_into(
     // The times to the nanosecond, and the atime, where a pax header is written anyway
     // (or the mtime does not fit the ustar field); otherwise, in an archive that keeps
     // them in its index, the header has the mtime's seconds alone (see docs/format.md).
-    if !times_in_index || aligned || !pax.is_empty() || !mtime_fits {
+    if !style.times_in_index || aligned || !pax.is_empty() || !mtime_fits {
         if !mtime_fits || meta.mtime.nsec != 0 {
             pax_record(pax, b"mtime", time_value(meta.mtime, &mut [0; 40]));
         }
@@ -395,6 +410,10 @@ fn encode_into(
         xhdr[..11].copy_from_slice(b"PaxHeaders/");
         xhdr[11..11 + shown.len()].copy_from_slice(shown);
         xhdr[157..257].fill(0);
+        if let Some(secs) = style.pax_header_mtime {
+            xhdr[136..148].fill(0);
+            octal(&mut xhdr[136..148], secs);
+        }
         octal(&mut xhdr[124..136], pax.len() as u64);
         xhdr[156] = b'x';
         checksum(&mut xhdr);

@@ -4,5 +4,6 @@ pub mod fill;
 pub mod header;
 pub mod pack;
 mod pack_sink;
+pub mod pax_delete;
 pub mod restamp;
 pub mod stream_out;

@@ -268,7 +268,9 @@ fn pack_roots(
         };
         let r = &opts.restamp;
         let forced_name = |o: &Option<super::restamp::ForcedOwner>| o.as_ref()?.name.clone();
-        let headers = headers.times_in_index(opts.times_in_index);
+        let headers = headers
+            .times_in_index(opts.times_in_index)
+            .pax_header_mtime(r.pax_header_mtime);
         let headers = headers.with_owners(HeaderOwners {
             numeric: r.numeric_owner,
             user: forced_name(&r.user),

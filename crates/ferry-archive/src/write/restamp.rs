@@ -1,10 +1,11 @@
 //! What `pack` writes in place of what the source says, so that an archive comes out
 //! the same wherever and whenever it is made: GNU tar's `--owner`, `--group`,
-//! `--numeric-owner`, `--mtime` (with `--clamp-mtime`) and `--pax-option=delete=atime`,
+//! `--numeric-owner`, `--mtime` (with `--clamp-mtime`) and `--pax-option` ([`super::pax_delete`]),
 //! and `--transform`'s new names (see [`super::transform`]). Together with a walk in
 //! name order (`--sort=name`), two packs of one tree, or of two copies of it, are the
 //! same bytes.
 
+use super::pax_delete::PaxDelete;
 use crate::read::convert::{safe_path, trim_trailing_slashes};
 use crate::transform::Transform;
 use ferry_core::entry::{Entry, EntryKind, RelPath, Timestamp};
@@ -37,8 +38,10 @@ pub struct Restamp {
     pub mtime: Option<Timestamp>,
     /// `--clamp-mtime`: [`Restamp::mtime`] only for members modified after it.
     pub clamp_mtime: bool,
-    /// `--pax-option=delete=atime`: no access times; a reader takes the mtime for it.
-    pub drop_atime: bool,
+    /// `--pax-option=delete=PATTERN`: the keywords left out, and so what they carry.
+    pub pax_delete: PaxDelete,
+    /// `--pax-option=exthdr.mtime=DATE`: every pax header's own mtime (seconds).
+    pub pax_header_mtime: Option<u64>,
     /// Extended attributes in the order of their names, not the filesystem's.
     pub sort_xattrs: bool,
     /// `--transform`: new names for members and link targets.
@@ -51,7 +54,7 @@ impl Restamp {
         self.user.as_ref().is_none_or(|u| u.id.is_none())
             && self.group.as_ref().is_none_or(|g| g.id.is_none())
             && self.mtime.is_none()
-            && !self.drop_atime
+            && self.pax_delete.is_empty()
             && !self.sort_xattrs
             && self.transform.is_none()
     }
@@ -76,9 +79,7 @@ impl Restamp {
                 m.mtime = t;
             }
         }
-        if self.drop_atime {
-            m.atime = m.mtime;
-        }
+        self.pax_delete.apply(m);
         if self.sort_xattrs {
             m.xattrs.sort_by(|a, b| a.name.cmp(&b.name));
         }
@@ -166,7 +167,7 @@ mod tests {
         let r = Restamp {
             mtime: Some(Timestamp { sec: 100, nsec: 0 }),
             clamp_mtime: true,
-            drop_atime: true,
+            pax_delete: PaxDelete::new(&["atime".to_string()]).expect("a pattern"),
             ..Restamp::default()
         };
         let early = r.apply(&entry(b"a", 50)).expect("applies").into_owned();
