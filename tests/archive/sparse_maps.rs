@@ -272,3 +272,50 @@ fn check_mounts(m: &Map, archive: &Path, dir: &Path, want: &[u8], case: &str) {
     drop(mounted);
     let _ = ferry_command(&[&"umount", &at]).output();
 }
+
+/// Read-ahead sends a directory's small files stored whole into the kernel's cache
+/// once one of them is read: a file whose stored bytes add up to its size but whose
+/// map is out of order or repeats a run is not stored whole, and must read as the
+/// peers make it.
+#[test]
+fn read_ahead_leaves_files_stored_out_of_order_to_their_own_reads() {
+    if !fuse_here() {
+        return;
+    }
+    let s = scratch();
+    let fill = |c: u8| vec![c; 512];
+    let strip_end = |mut t: Vec<u8>| {
+        t.truncate(t.len() - 1024);
+        t
+    };
+    let mut tar = padded([header("a", b'0', 5).to_vec(), b"hello".to_vec()].concat());
+    tar.extend(strip_end(sparse_tar(
+        "b",
+        1024,
+        &[(512, &fill(b'B')), (0, &fill(b'A')), (1024, &[])],
+    )));
+    tar.extend(strip_end(sparse_tar(
+        "c",
+        1024,
+        &[(0, &fill(b'X')), (0, &fill(b'Y')), (1024, &[])],
+    )));
+    tar.extend([0u8; 1024]);
+    let archive = s.tmp.path().join("a.tar");
+    std::fs::write(&archive, &tar).unwrap();
+    let at = s.tmp.path().join("m");
+    let mounted = Mounted::made_by(&at, || ferry(&[&"mount", &archive, &at]));
+    // The kernel takes cached data only for files it knows: look them all up first.
+    for e in std::fs::read_dir(&mounted.at).unwrap() {
+        std::fs::metadata(e.unwrap().path()).unwrap();
+    }
+    assert_eq!(std::fs::read(mounted.at.join("a")).unwrap(), b"hello");
+    // Give the read-ahead, which follows the answer, time to send what it would.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let want_b = [fill(b'A'), fill(b'B')].concat();
+    let want_c = [fill(b'Y'), vec![0; 512]].concat();
+    assert_file(&mounted.at.join("b"), &want_b, "b through the mount");
+    assert_file(&mounted.at.join("c"), &want_c, "c through the mount");
+    ferry(&[&"unpack", &archive, &s.dst]).assert_ok();
+    assert_file(&s.dst.join("b"), &want_b, "b unpacked");
+    assert_file(&s.dst.join("c"), &want_c, "c unpacked");
+}

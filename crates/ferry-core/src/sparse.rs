@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::FileExt;
 
 /// One run of a sparse map: (offset in the file, length).
@@ -100,12 +101,15 @@ pub fn pieces(runs: &[Run]) -> Vec<Piece> {
         .collect()
 }
 
-/// Copies the bytes of a map's [`pieces`] into a new temporary file, in file order,
+/// Copies the bytes of a map's [`pieces`] into a new unnamed temporary file in `dir`
+/// (the destination being written, so it takes room where the file will; else, or
+/// where `dir`'s filesystem makes no unnamed files, in `TMPDIR`), in file order,
 /// reading each with `read(stored offset, buffer)`, in the order they are stored (so a
 /// stream can be read on, skipping what later runs overwrote). Returns the file and
 /// the map of what it holds, which is [`in_order`].
 pub fn lay_out(
     runs: &[Run],
+    dir: Option<BorrowedFd<'_>>,
     mut read: impl FnMut(u64, &mut [u8]) -> io::Result<()>,
 ) -> io::Result<(File, Vec<Run>)> {
     let pieces = pieces(runs);
@@ -116,7 +120,10 @@ pub fn lay_out(
         at += p.len;
     }
     placed.sort_unstable();
-    let file = tempfile::tempfile()?;
+    let file = match dir.map(unnamed_in) {
+        Some(Ok(file)) => file,
+        _ => tempfile::tempfile()?,
+    };
     let mut buf = vec![0u8; 1 << 20];
     for (stored, len, to) in placed {
         let mut done = 0u64;
@@ -128,6 +135,18 @@ pub fn lay_out(
         }
     }
     Ok((file, pieces.iter().map(|p| (p.at, p.len)).collect()))
+}
+
+/// An unnamed file (`O_TMPFILE`) in directory `dir`.
+fn unnamed_in(dir: BorrowedFd<'_>) -> io::Result<File> {
+    use rustix::fs::{openat, Mode, OFlags};
+    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+    Ok(File::from(openat(
+        dir,
+        ".",
+        flags,
+        Mode::from_raw_mode(0o600),
+    )?))
 }
 
 #[cfg(test)]
@@ -211,7 +230,8 @@ mod tests {
     fn a_laid_out_map_holds_the_last_bytes_written_in_file_order() {
         let stored: Vec<u8> = (0..30).collect();
         let runs = [(10, 10), (0, 5), (15, 15)];
-        let (file, map) = lay_out(&runs, |at, buf| {
+        let dir = std::fs::File::open(std::env::temp_dir()).unwrap();
+        let (file, map) = lay_out(&runs, Some(std::os::fd::AsFd::as_fd(&dir)), |at, buf| {
             buf.copy_from_slice(&stored[at as usize..at as usize + buf.len()]);
             Ok(())
         })

@@ -2,6 +2,7 @@
 //! compressed archive) its decompressed stream, and how a member's logical bytes are
 //! put together from its stored runs.
 
+use ferry_core::sparse::Piece;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -59,15 +60,14 @@ impl DataAt for ferry_seek::Frames {
     }
 }
 
-/// Fills `buf` with the logical bytes of a member from `offset`: its stored runs read
-/// through `data` (the first stored byte at `stored_at`), zeros in its holes. `runs`
-/// are (logical offset, length) as the archive stores them, one after another (in any
-/// order: [`ferry_core::sparse::pieces`]); `size` is the logical size. Returns how many
+/// Fills `buf` with the logical bytes of a member from `offset`: its `pieces` (in file
+/// order, from [`ferry_core::sparse::pieces`]) read through `data`, the first stored
+/// byte at `stored_at`, zeros in its holes; `size` is the logical size. Returns how many
 /// bytes were filled (less than asked only at the end).
 pub fn read_member(
     data: &dyn DataAt,
     stored_at: u64,
-    runs: &[(u64, u64)],
+    pieces: &[Piece],
     size: u64,
     offset: u64,
     buf: &mut [u8],
@@ -79,22 +79,21 @@ pub fn read_member(
     let want = (end - offset) as usize;
     let out = &mut buf[..want];
     out.fill(0);
-    for p in ferry_core::sparse::pieces(runs) {
+    // The first piece that ends after `offset`.
+    let first = pieces.partition_point(|p| p.at + p.len <= offset);
+    for p in &pieces[first..] {
         if p.at >= end {
             break;
         }
-        let p_end = p.at + p.len;
-        if p_end > offset {
-            let from = p.at.max(offset);
-            let to = p_end.min(end);
-            let dst = &mut out[(from - offset) as usize..(to - offset) as usize];
-            let got = data.read_at(dst, stored_at + p.stored + (from - p.at))?;
-            if got < dst.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the archive ends inside the member's data",
-                ));
-            }
+        let from = p.at.max(offset);
+        let to = (p.at + p.len).min(end);
+        let dst = &mut out[(from - offset) as usize..(to - offset) as usize];
+        let got = data.read_at(dst, stored_at + p.stored + (from - p.at))?;
+        if got < dst.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the archive ends inside the member's data",
+            ));
         }
     }
     Ok(want)
@@ -119,16 +118,24 @@ mod tests {
     fn runs_and_holes_read_back_as_the_file() {
         // Logical file of 20 bytes: "abcd" at 2, "xyz" at 10, hole to the end.
         let data = Bytes(b"____abcdxyz".to_vec());
-        let runs = [(2, 4), (10, 3)];
         let mut logical = [0u8; 20];
         logical[2..6].copy_from_slice(b"abcd");
         logical[10..13].copy_from_slice(b"xyz");
-        for off in 0..22u64 {
-            for len in 0..22usize {
-                let mut buf = vec![0xffu8; len];
-                let n = read_member(&data, 4, &runs, 20, off, &mut buf).expect("read");
-                let want = &logical[(off as usize).min(20)..(off as usize + len).min(20)];
-                assert_eq!(&buf[..n], want, "offset {off} length {len}");
+        // The same file stored in order, and stored as "xyz" first, then "abcd" with
+        // its last byte written again by a later run ("d" at 5).
+        let stored_out_of_order = Bytes(b"____xyzabcDd".to_vec());
+        for (data, runs) in [
+            (&data, &[(2, 4), (10, 3)][..]),
+            (&stored_out_of_order, &[(10, 3), (2, 4), (5, 1)][..]),
+        ] {
+            let pieces = ferry_core::sparse::pieces(runs);
+            for off in 0..22u64 {
+                for len in 0..22usize {
+                    let mut buf = vec![0xffu8; len];
+                    let n = read_member(data, 4, &pieces, 20, off, &mut buf).expect("read");
+                    let want = &logical[(off as usize).min(20)..(off as usize + len).min(20)];
+                    assert_eq!(&buf[..n], want, "{runs:?}: offset {off} length {len}");
+                }
             }
         }
     }
@@ -137,6 +144,7 @@ mod tests {
     fn data_cut_short_is_an_error() {
         let data = Bytes(b"ab".to_vec());
         let mut buf = [0u8; 4];
-        assert!(read_member(&data, 0, &[(0, 4)], 4, 0, &mut buf).is_err());
+        let whole = ferry_core::sparse::pieces(&[(0, 4)]);
+        assert!(read_member(&data, 0, &whole, 4, 0, &mut buf).is_err());
     }
 }

@@ -26,6 +26,7 @@ use ferry_archive::read::tail::ContentHasher;
 use ferry_archive::tree::read::Extras;
 use ferry_archive::tree::{Here, Node, NodeKind, Table, TreeError};
 use ferry_core::entry::escaped;
+use ferry_core::sparse::Piece;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo, InitFlags,
     KernelConfig, Notifier, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
@@ -38,7 +39,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// How a mount behaves.
@@ -84,6 +85,8 @@ pub struct ArchiveFs {
     verified: Arc<gate::Gate>,
     /// What each node is once extracted here: the tree shown is the one `unpack` makes.
     here: Here,
+    /// The last file whose map was out of order, laid out ([`ArchiveFs::pieces`]).
+    laid_out: Mutex<Option<(u32, Arc<[Piece]>)>>,
     opts: Options,
 }
 
@@ -115,6 +118,7 @@ impl ArchiveFs {
             damaged: Arc::new(AtomicBool::new(false)),
             verified: Arc::new(gate::Gate::open()),
             here: Here::for_this_process(opts.numeric_owner),
+            laid_out: Mutex::new(None),
             opts,
         }
         .check_later(check_later)
@@ -287,6 +291,9 @@ impl ArchiveFs {
         }
         let extras = self.table.extras(n).map_err(|e| self.damaged(&e))?;
         let runs = n.runs(&extras);
+        if !ferry_core::sparse::in_order(&runs) {
+            return self.check_laid_out(n, &runs);
+        }
         let mut hasher = ContentHasher::new(&runs);
         let mut buf = vec![0u8; (n.b.min(1 << 20)) as usize];
         let mut at = 0u64;
@@ -315,6 +322,36 @@ impl ArchiveFs {
         self.checked(n, read.map(|()| hasher.finish(n.size)))
     }
 
+    /// [`ArchiveFs::check_content`] of a file whose map is out of order: its pieces
+    /// hashed in file order.
+    fn check_laid_out(&self, n: &Node, runs: &[(u64, u64)]) -> Result<(), Errno> {
+        let pieces = ferry_core::sparse::pieces(runs);
+        let in_order: Vec<(u64, u64)> = pieces.iter().map(|p| (p.at, p.len)).collect();
+        let mut hasher = ContentHasher::new(&in_order);
+        let mut buf = vec![0u8; 1 << 20];
+        for p in &pieces {
+            let mut done = 0u64;
+            while done < p.len {
+                let k = (p.len - done).min(buf.len() as u64) as usize;
+                match self.data.read_at(&mut buf[..k], n.a + p.stored + done) {
+                    Ok(got) if got == k => hasher.update(&buf[..k]),
+                    Ok(_) => {
+                        return self.checked(n, Err("the archive ends inside its data".into()))
+                    }
+                    Err(e) => {
+                        self.log(format_args!(
+                            "{}: read to check its hash: {e}",
+                            escaped(&self.table.path_of(n.id))
+                        ));
+                        return Err(Errno::EIO);
+                    }
+                }
+                done += k as u64;
+            }
+        }
+        self.checked(n, Ok(hasher.finish(n.size)))
+    }
+
     /// Records what checking file `n`'s content found: the hash of what was read, or
     /// why it could not be read.
     fn checked(&self, n: &Node, hashed: Result<Option<u128>, String>) -> Result<(), Errno> {
@@ -339,12 +376,26 @@ impl ArchiveFs {
         self.table.extras(n).map_err(|e| self.damaged(&e))
     }
 
-    /// A file's stored runs (logical offset, length), as the archive stores them.
-    fn runs(&self, n: &Node) -> Result<Vec<(u64, u64)>, Errno> {
-        if n.extras.1 == 0 {
-            return Ok(n.runs(&Extras::default()));
+    /// Where a file's data lies and is stored, in file order
+    /// ([`ferry_core::sparse::pieces`]). A map out of order (a tar from elsewhere) is
+    /// laid out once and kept for the next reads of the same file.
+    fn pieces(&self, n: &Node) -> Result<Arc<[Piece]>, Errno> {
+        let runs = match n.extras.1 {
+            0 => n.runs(&Extras::default()),
+            _ => n.runs(&self.extras(n)?),
+        };
+        if ferry_core::sparse::in_order(&runs) {
+            return Ok(ferry_core::sparse::pieces(&runs).into());
         }
-        Ok(n.runs(&self.extras(n)?))
+        let mut laid = self.laid_out.lock().unwrap_or_else(|e| e.into_inner());
+        match &*laid {
+            Some((id, pieces)) if *id == n.id => Ok(pieces.clone()),
+            _ => {
+                let pieces: Arc<[Piece]> = ferry_core::sparse::pieces(&runs).into();
+                *laid = Some((n.id, pieces.clone()));
+                Ok(pieces)
+            }
+        }
     }
 
     /// Lists directory `ino` from entry `offset` on (0 and 1 are `.` and `..`, entry
@@ -421,36 +472,29 @@ mod libc_seek {
     pub const HOLE: i32 = 4;
 }
 
-/// Where a file's data lies, in file order, whatever order its map stores runs in.
-fn in_file_order(runs: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    ferry_core::sparse::pieces(runs)
-        .iter()
-        .map(|p| (p.at, p.len))
-        .collect()
-}
-
 /// Where the first data at or after `at` starts, in a file of `size` whose data is
-/// `runs` (in file order); `None` past the last data (ENXIO).
-fn seek_data(runs: &[(u64, u64)], size: u64, at: u64) -> Option<u64> {
+/// `pieces`; `None` past the last data (ENXIO).
+fn seek_data(pieces: &[Piece], size: u64, at: u64) -> Option<u64> {
     if at >= size {
         return None;
     }
-    runs.iter()
-        .find(|&&(o, l)| o + l > at && l > 0)
-        .map(|&(o, _)| o.max(at))
+    pieces
+        .iter()
+        .find(|p| p.at + p.len > at)
+        .map(|p| p.at.max(at))
 }
 
 /// Where the first hole at or after `at` starts (the end of the file counts as one).
-fn seek_hole(runs: &[(u64, u64)], size: u64, at: u64) -> Option<u64> {
+fn seek_hole(pieces: &[Piece], size: u64, at: u64) -> Option<u64> {
     if at >= size {
         return None;
     }
     let mut pos = at;
-    for &(o, l) in runs {
-        if o > pos {
+    for p in pieces {
+        if p.at > pos {
             break;
         }
-        pos = pos.max(o + l);
+        pos = pos.max(p.at + p.len);
     }
     Some(pos.min(size))
 }
@@ -573,14 +617,14 @@ impl Filesystem for ArchiveFs {
         if let Err(e) = self.check_content(&n) {
             return reply.error(e);
         }
-        let runs = match self.runs(&n) {
-            Ok(r) => r,
+        let pieces = match self.pieces(&n) {
+            Ok(p) => p,
             Err(e) => return reply.error(e),
         };
         READ_BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
             buf.resize(size as usize, 0);
-            match read_member(&*self.data, n.a, &runs, n.size, offset, &mut buf) {
+            match read_member(&*self.data, n.a, &pieces, n.size, offset, &mut buf) {
                 Ok(got) => reply.data(&buf[..got]),
                 Err(e) => {
                     self.log(format_args!(
@@ -609,16 +653,16 @@ impl Filesystem for ArchiveFs {
             Ok(_) => return reply.error(Errno::EINVAL),
             Err(e) => return reply.error(e),
         };
-        let runs = match self.runs(&n) {
-            Ok(r) => r,
+        let pieces = match self.pieces(&n) {
+            Ok(p) => p,
             Err(e) => return reply.error(e),
         };
         let Ok(at) = u64::try_from(offset) else {
             return reply.error(Errno::ENXIO);
         };
         let found = match whence {
-            libc_seek::DATA => seek_data(&in_file_order(&runs), n.size, at),
-            libc_seek::HOLE => seek_hole(&in_file_order(&runs), n.size, at),
+            libc_seek::DATA => seek_data(&pieces, n.size, at),
+            libc_seek::HOLE => seek_hole(&pieces, n.size, at),
             _ => return reply.error(Errno::EINVAL),
         };
         match found {

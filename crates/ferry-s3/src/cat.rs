@@ -354,7 +354,7 @@ fn cat_following(store: &Store, path: &[u8], out: &mut dyn Write, links: usize) 
         .next_entry()
         .map_err(|e| bad(&e))?
         .ok_or_else(|| bad(&"no member at the manifest's offset"))?;
-    reader.lay_out(&mut entry).map_err(|e| bad(&e))?;
+    reader.lay_out(&mut entry, None).map_err(|e| bad(&e))?;
     let stored = hit.stored.as_deref().unwrap_or(path);
     if entry.path.strip_suffix(b"/").unwrap_or(&entry.path) != stored {
         return Err(bad(&"the member there has another name"));

@@ -44,6 +44,7 @@ use ferry_core::sink::FileData;
 use ferry_core::Stats;
 use std::io::{self, BufRead, Read};
 use std::ops::Range;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::{mpsc, Mutex, PoisonError};
 
@@ -426,10 +427,21 @@ impl<'p, R: Read> Walk<'_, 'p, R> {
             };
             if let Some(entry) = self.entry(&t) {
                 let mut t = t;
-                if matches!(entry.kind, EntryKind::File { .. }) {
-                    self.reader.lay_out(&mut t)?;
+                let dir = Some(self.ex.root.fd().as_fd());
+                let laid = match entry.kind {
+                    EntryKind::File { .. } => self.reader.lay_out(&mut t, dir),
+                    _ => Ok(()),
+                };
+                match laid {
+                    Ok(()) => self.member(&t, entry)?,
+                    Err(e) if self.reader.has_failed() => return Err(broken(&entry, e.into())),
+                    // No room for the laid-out copy: this member is left out.
+                    Err(e) => self.reporter.error(&Error::new(
+                        &entry.path,
+                        "unpack",
+                        io::Error::other(format!("lay out its sparse map: {e}")),
+                    )),
                 }
-                self.member(&t, entry)?;
             }
             next = self.reader.next_entry();
             super::warnings::report(&mut self.reader, self.reporter);

@@ -698,7 +698,8 @@ fn place_member(
     let laid_out = match (&entry.kind, ferry_core::sparse::in_order(&runs)) {
         (EntryKind::File { .. }, false) => {
             let source = archive.source();
-            let laid = ferry_core::sparse::lay_out(&runs, |stored, buf| {
+            let dir = Some(ex.root.fd().as_fd());
+            let laid = ferry_core::sparse::lay_out(&runs, dir, |stored, buf| {
                 source.read_exact_at(buf, e.data_offset + stored)
             });
             match laid {

@@ -214,12 +214,19 @@ impl<R: Read> Reader<R> {
     }
 
     /// Makes a sparse file whose map is out of order, repeats a run or has runs that
-    /// overlap readable in order: reads its stored data on into a temporary file, laid
-    /// out as [`ferry_core::sparse::lay_out`] says, and gives `t` the map of that
-    /// (which [`Reader::read_data`] then reads). Any other entry is left as it is. Call
-    /// it before reading any of the entry's data; an entry listed or skipped, or
-    /// indexed by its offsets in the archive, keeps its map as stored.
-    pub fn lay_out(&mut self, t: &mut TarEntry) -> Result<(), TarError> {
+    /// overlap readable in order: reads its stored data on into a temporary file in
+    /// `dir` (see [`ferry_core::sparse::lay_out`]), laid out in file order, and gives `t`
+    /// the map of that (which [`Reader::read_data`] then reads). Any other entry is left
+    /// as it is. Call it before reading any of the entry's data; an entry listed or
+    /// skipped, or indexed by its offsets in the archive, keeps its map as stored.
+    ///
+    /// When the temporary file fails (no room), the stream is still usable: `t` is left
+    /// as it was and the rest of its data is skipped by the next [`Reader::next_entry`].
+    pub fn lay_out(
+        &mut self,
+        t: &mut TarEntry,
+        dir: Option<std::os::fd::BorrowedFd<'_>>,
+    ) -> Result<(), TarError> {
         let Some(runs) = t
             .sparse
             .as_deref()
@@ -228,7 +235,7 @@ impl<R: Read> Reader<R> {
             return Ok(());
         };
         let (mut pos, mut failed) = (0u64, None);
-        let laid = ferry_core::sparse::lay_out(runs, |at, buf| {
+        let laid = ferry_core::sparse::lay_out(runs, dir, |at, buf| {
             // Stored bytes that a later run overwrote are read past.
             let read = self.skip_data(at - pos).and_then(|()| self.fill_data(buf));
             pos = at + buf.len() as u64;
@@ -240,11 +247,8 @@ impl<R: Read> Reader<R> {
         let (file, map) = match (laid, failed) {
             (_, Some(e)) => return Err(e),
             (Ok(laid), None) => laid,
-            (Err(e), None) => {
-                // The temporary file failed.
-                self.state = State::Failed;
-                return Err(self.error(TarErrorKind::Io(e)));
-            }
+            // The temporary file failed: the stream has lost nothing.
+            (Err(e), None) => return Err(self.error(TarErrorKind::Io(e))),
         };
         // What the last runs left unread (overwritten bytes) goes with the padding.
         self.padding = self.padding.saturating_add(self.remaining);

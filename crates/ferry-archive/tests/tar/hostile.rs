@@ -513,7 +513,7 @@ fn sparse_maps_out_of_order_or_overlapping_are_laid_out_as_written_in_map_order(
     let mut t = reader.next_entry().unwrap().unwrap();
     assert_eq!(t.sparse.as_deref(), Some(&[(10, 10), (0, 5), (15, 10)][..]));
     assert_eq!(t.stored, 25);
-    reader.lay_out(&mut t).unwrap();
+    reader.lay_out(&mut t, None).unwrap();
     assert_eq!(t.sparse.as_deref(), Some(&[(0, 5), (10, 5), (15, 10)][..]));
     assert_eq!(t.stored, 20);
     let mut data = Vec::new();
@@ -530,7 +530,7 @@ fn sparse_maps_out_of_order_or_overlapping_are_laid_out_as_written_in_map_order(
     let cut = &a[..2048 + 12];
     let mut reader = Reader::new(cut);
     let mut t = reader.next_entry().unwrap().unwrap();
-    let err = reader.lay_out(&mut t).expect_err("cut short");
+    let err = reader.lay_out(&mut t, None).expect_err("cut short");
     assert!(matches!(err.kind, TarErrorKind::UnexpectedEof), "{err}");
     assert!(reader.next_entry().is_err(), "errors are sticky");
 }

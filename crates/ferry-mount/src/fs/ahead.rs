@@ -63,11 +63,20 @@ impl ArchiveFs {
                 let Ok(n) = self.table.node(d.node) else {
                     continue;
                 };
-                // Stored whole (no holes to rebuild), small, and not known to be bad.
+                // Stored whole (no holes to rebuild, its bytes in order), small, and
+                // not known to be bad.
+                let in_order = || {
+                    n.extras.1 == 0
+                        || self
+                            .table
+                            .extras(&n)
+                            .is_ok_and(|x| ferry_core::sparse::in_order(&x.runs))
+                };
                 if n.b == n.size
                     && n.size > 0
                     && n.size <= SMALL_FILE.min(budget)
                     && self.check_state(n.id) & BAD == 0
+                    && in_order()
                 {
                     budget -= n.size;
                     files.push(n);
