@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Peak RSS of ferry on a tree of 1,000,000 files: `copy` (issue 2's target: < 64 MiB),
 and `pack` and `unpack` beside GNU tar and bsdtar (issue 3's: < 32 MiB whatever the
-archive size).
+archive size), and `mount` of ferry's archive: the time until it answers, then one
+`find MNT -printf '%s'` on a fresh mount (every directory read, every entry looked up
+and statted), with the mount process's peak RSS.
 
 Makes a fresh loop-mounted filesystem with room for twice the inodes (source and
 destination live on it), creates DIRS directories of FILES/DIRS files of SIZE bytes
@@ -15,6 +17,7 @@ Checks the counts of every tree made.
     sudo bench/rss_million.py --dirs 1 --files 1000000 # all in one directory
     sudo bench/rss_million.py --tools ferry,cp,rsync --size 100
     sudo bench/rss_million.py --ops pack,unpack --size 100   # ferry, tar, bsdtar
+    sudo bench/rss_million.py --ops pack,mount --archivers ferry --dirs 1
 """
 import argparse
 import os
@@ -40,13 +43,30 @@ def make_tree(root, files, dirs, size):
             os.close(fd)
 
 
+def daemon_hwm_kib(ferry, mnt):
+    """Peak RSS (VmHWM) of the ferry process serving the mount at `mnt`, if found."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if os.fsencode(ferry) in argv and os.fsencode(mnt) in argv and b"mount" in argv:
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            return int(line.split()[1])
+        except OSError:
+            continue
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=1_000_000)
     ap.add_argument("--dirs", type=int, default=1000)
     ap.add_argument("--size", type=int, default=0, help="bytes per file (default 0: empty)")
     ap.add_argument("--fs", default="ext4", help="ext4 (made with -N for 2x the entries) or xfs")
-    ap.add_argument("--ops", default="copy", help="comma list of copy, pack, unpack (unpack packs first)")
+    ap.add_argument("--ops", default="copy",
+                    help="comma list of copy, pack, unpack, mount (unpack and mount pack first; mount: ferry only)")
     ap.add_argument("--tools", default="ferry", help="copy's tools: comma list, as in copy_bench.py")
     ap.add_argument("--archivers", default="ferry,tar,bsdtar", help="pack's and unpack's tools")
     ap.add_argument("-j", "--jobs", type=int, help="ferry -j (default: ferry's own)")
@@ -72,6 +92,7 @@ def main():
     args.pack_jobs = args.unpack_jobs = args.jobs
     args.pack_arg = args.pack_arg or []
     ops = [o for o in args.ops.split(",") if o]
+    needs_archive = {"pack", "unpack", "mount"} & set(ops)
     out_path = args.out or os.path.join(B.RESULTS, f"rss-{B.timestamp()}.json")
     results = {"kind": "rss_million", "started": B.timestamp(), "argv": sys.argv, "machine": B.machine_info(),
                "ferry": dict(B.ferry_identity(built), snapshot=args.ferry), "runs": []}
@@ -106,6 +127,23 @@ def main():
             B.log(f"{op} {tool} {cache}: {run['seconds']:.1f} s, peak RSS {(run['maxrss_kib'] or 0) / 1024:.1f} MiB"
                   + (f"  PROBLEM: {problem}" if problem else ""))
 
+        def mount_and_walk(archive, cache):
+            mnt = os.path.join(lfs.mnt, "mnt")
+            os.makedirs(mnt, exist_ok=True)
+            if cache == "warm":
+                A.read_file(archive)
+            measure("ferry", "mount", cache, [args.ferry, "mount", archive, mnt],
+                    lambda run: None if os.path.ismount(mnt) else "not mounted")
+            entries = want["files"] + want["dirs"] + 1  # and the root
+            measure("ferry", "find", cache, ["sh", "-c", f"find '{mnt}' -printf '%s\\n' | wc -l"],
+                    lambda run: None if run["stdout"].strip() == str(entries)
+                    else f"find listed {run['stdout'].strip()} entries, not {entries}")
+            rows[-1]["mount_hwm_kib"] = daemon_hwm_kib(args.ferry, mnt)
+            B.write_json(out_path, results | {"runs": rows})
+            hwm = rows[-1]["mount_hwm_kib"]
+            B.log(f"mount process peak RSS: {hwm / 1024:.1f} MiB" if hwm else "mount process not found")
+            B.run_measured([args.ferry, "umount", mnt], timeout=120)
+
         for cache in args.cache.split(","):
             if cache == "warm":
                 C.warm_source(src)
@@ -118,7 +156,7 @@ def main():
                     B.rmtree(dst)
                     run_copy = c[0] if not c[1] else ["sh", "-c", c[0]]
                     measure(tool, "copy", cache, run_copy, lambda run: C.check_copy(tool, want, dst, run))
-            for tool in [t for t in args.archivers.split(",") if t] if {"pack", "unpack"} & set(ops) else []:
+            for tool in [t for t in args.archivers.split(",") if t] if needs_archive else []:
                 if not tool.startswith("ferry") and not B.which(tool):
                     B.log(f"{tool}: not installed, skipped")
                     continue
@@ -140,6 +178,8 @@ def main():
                             A.read_file(archive)
                         measure(tool, "unpack", cache, A.unpack_cmd(tool, archive, dst, args),
                                 lambda run: C.check_copy(tool, want, dst, run))
+                    if "mount" in ops and tool == "ferry":
+                        mount_and_walk(archive, cache)
                 if os.path.exists(archive):
                     os.unlink(archive)
         B.rmtree(dst)
@@ -152,9 +192,12 @@ def main():
     for r in rows:
         size = r.get("archive_bytes")
         shown = f"{size / 1e6:>11.1f}" if size else f"{'':>11}"
+        rss = r.get("mount_hwm_kib") or r["maxrss_kib"] or 0
         print(f"{r['op']:<7} {r['tool']:<12} {r['cache']:<5} {r['seconds']:>8.1f} {want['files'] / r['seconds']:>9,.0f} "
-              f"{(r['user'] or 0) + (r['sys'] or 0):>7.1f} {(r['maxrss_kib'] or 0) / 1024:>13.1f} {shown}  "
+              f"{(r['user'] or 0) + (r['sys'] or 0):>7.1f} {rss / 1024:>13.1f} {shown}  "
               f"{r['problem'] or 'ok'}")
+    if any(r["op"] == "find" for r in rows):
+        print("(find: the peak RSS is the mount process's; its cpu is find's)")
     print(f"\nresults: {out_path}")
     if any(r["problem"] and r["tool"].startswith("ferry") for r in rows):
         sys.exit("FERRY CORRECTNESS FAILURE (see above)")
