@@ -203,3 +203,31 @@ fn metadata_set_through_a_twin_does_not_make_the_other_name_look_rewritten() {
     }
     assert_same_tree(&s.src, &s.dst);
 }
+
+/// An existing DST that is empty is written as a new one is (nothing looked up before
+/// each file is made), yet stays what it was: under its setgid bit new files would
+/// take its group, so each is still given its source's, and the copy is exact.
+#[test]
+fn an_existing_empty_destination_is_written_as_new_and_its_setgid_bit_still_counts() {
+    if !is_root() {
+        crate::common::skip("giving files a group of their own needs root");
+        return;
+    }
+    let s = scratch();
+    trees::mixed(&s.src);
+    std::fs::create_dir(&s.dst).unwrap();
+    std::os::unix::fs::chown(&s.dst, Some(0), Some(65534)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&s.dst, std::fs::Permissions::from_mode(0o2750)).unwrap();
+    let r = copy_ok(&s.src, &s.dst, &["--json"]);
+    assert_same_tree(&s.src, &s.dst);
+    let c = trees::count(&s.src);
+    // The root was there: it is not counted as made.
+    r.json()
+        .assert_counts(&[("files", c.files), ("dirs", c.dirs - 1), ("errors", 0)]);
+    // And the second run finds everything in place.
+    let again = copy_ok(&s.src, &s.dst, &["--json"]);
+    again
+        .json()
+        .assert_counts(&[("files", 0), ("skipped", c.files + c.others)]);
+}

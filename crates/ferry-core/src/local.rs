@@ -72,6 +72,8 @@ pub struct LocalTreeSink<'a> {
     reporter: &'a dyn Reporter,
     /// The destination root, once [`TreeSink::root`] has made it.
     root: std::sync::OnceLock<DstDir>,
+    /// The root was made by this job (it may also be fresh for being empty).
+    root_made: std::sync::atomic::AtomicBool,
     /// When the job began, by the clock of file timestamps: a node changed since was
     /// written by this job (or beside it).
     started: Timestamp,
@@ -97,7 +99,8 @@ enum Settled {
 #[derive(Clone)]
 pub struct DstDir {
     fd: Arc<OwnedFd>,
-    /// Created by this job, so it was empty: no need to look before creating.
+    /// Created by this job, or (the root) empty when the job began: no need to look
+    /// before creating.
     fresh: bool,
     /// Created by this job below directories also created by it, so no setgid bit was
     /// inherited and new nodes in it belong to this process's user and group.
@@ -209,6 +212,7 @@ impl<'a> LocalTreeSink<'a> {
             stats,
             reporter,
             root: std::sync::OnceLock::new(),
+            root_made: std::sync::atomic::AtomicBool::new(false),
             started: job_start(),
             changes: None,
             in_the_way: None,

@@ -21,7 +21,7 @@ impl LocalTreeSink<'_> {
         // are made as `mkdir -p` would.
         let mut builder = std::fs::DirBuilder::new();
         builder.mode(0o700);
-        let fresh = match builder.create(&self.dst) {
+        let made = match builder.create(&self.dst) {
             Ok(()) => true,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -36,14 +36,20 @@ impl LocalTreeSink<'_> {
             }
             Err(e) => return Err(Error::dst(&shown, "create destination", e)),
         };
-        // A new root under a setgid parent inherits the bit; look rather than guess.
-        let plain_owner = fresh && rfs::stat(&self.dst).is_ok_and(|st| st.st_mode & 0o2000 == 0);
         let fd = rfs::open(
             &self.dst,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
         .map_err(|e| Error::dst(&shown, "open destination", e))?;
+        // A root that was there but empty holds nothing to look up either: nothing is
+        // looked for before each entry is made in it (a million files unpacked into
+        // one directory that existed paid a failed stat each).
+        let fresh = made || is_empty_dir(&fd);
+        // A new root under a setgid parent inherits the bit; look rather than guess.
+        let plain_owner = fresh && rfs::fstat(&fd).is_ok_and(|st| st.st_mode & 0o2000 == 0);
+        self.root_made
+            .store(made, std::sync::atomic::Ordering::Relaxed);
         let dir = DstDir {
             inherits_acl: has_default_acl(&fd),
             fd: Arc::new(fd),
@@ -62,7 +68,7 @@ impl LocalTreeSink<'_> {
             return Ok(dir.clone());
         }
         let dir = self.open_root()?;
-        if dir.fresh {
+        if self.root_made.load(std::sync::atomic::Ordering::Relaxed) {
             Stats::bump(&self.stats.dirs);
         }
         Ok(dir)
@@ -72,7 +78,7 @@ impl LocalTreeSink<'_> {
     /// would have given it (it is created private until its own entry says otherwise).
     pub fn settle_unnamed_root(&self) -> Result<()> {
         match self.root.get() {
-            Some(root) if root.fresh => {
+            Some(root) if self.root_made.load(std::sync::atomic::Ordering::Relaxed) => {
                 let mode = 0o777 & !self.meta.umask();
                 rfs::fchmod(&*root.fd, Mode::from_raw_mode(mode))
                     .at_dst(&RelPath::root(), "set mode")
@@ -80,4 +86,12 @@ impl LocalTreeSink<'_> {
             _ => Ok(()),
         }
     }
+}
+
+/// Whether directory `fd` holds nothing but `.` and `..` (false when it cannot be read).
+fn is_empty_dir(fd: &rustix::fd::OwnedFd) -> bool {
+    let Ok(mut dir) = rfs::Dir::read_from(fd) else {
+        return false;
+    };
+    dir.all(|e| e.is_ok_and(|e| matches!(e.file_name().to_bytes(), b"." | b"..")))
 }
