@@ -707,12 +707,15 @@ impl TreeSink for LocalTreeSink<'_> {
     fn finish_dir(&self, dir: &DstDir, entry: &Entry) -> Result<()> {
         // A directory that was there before may have xattrs the source lacks, and one
         // made here an ACL its parent passed on.
-        let have = if dir.fresh && !dir.inherits_acl {
+        // A root that was there, though empty (so fresh), was not made here.
+        let made = dir.fresh
+            && (!entry.path.is_root() || self.root_made.load(std::sync::atomic::Ordering::Relaxed));
+        let have = if made && !dir.inherits_acl {
             Vec::new()
         } else {
             xattrs_now(&xattr::Node::Fd(dir.fd.as_fd()), &entry.path)?
         };
-        if let (Some(c), false) = (self.changes, dir.fresh) {
+        if let (Some(c), false) = (self.changes, made) {
             let st = rfs::fstat(&*dir.fd).at_dst(&entry.path, "stat destination")?;
             let differs = self.meta.differences(&st, &entry.meta, &have, Kind::Dir);
             if !differs.is_empty() {
