@@ -66,8 +66,14 @@ pub fn sparse_tar(name: &str, size: u64, runs: &[(u64, &[u8])]) -> Vec<u8> {
     for (_, bytes) in runs {
         data.extend_from_slice(bytes);
     }
+    sparse_member(&pax, data)
+}
+
+/// The archive of one sparse member as GNU tar lays it out: its pax header of `pax`
+/// records, the ustar header of its stand-in name, its `data`, then the end blocks.
+pub(crate) fn sparse_member(pax: &str, data: Vec<u8>) -> Vec<u8> {
     let mut out = header("./PaxHeaders/x", b'x', pax.len() as u64).to_vec();
-    out.extend(padded(pax.into_bytes()));
+    out.extend(padded(pax.as_bytes().to_vec()));
     out.extend(header("./GNUSparseFile.0/x", b'0', data.len() as u64));
     out.extend(padded(data));
     out.extend([0u8; 1024]);

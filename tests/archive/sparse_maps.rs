@@ -7,7 +7,7 @@
 
 use crate::common::mounted::Mounted;
 use crate::common::{fuse_here, is_root, scratch, skip};
-use crate::sparse_claims::{header, padded, record, sparse_tar};
+use crate::sparse_claims::{header, padded, record, sparse_member, sparse_tar};
 use crate::{ferry, ferry_command, ferry_stdin, missing};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
@@ -126,13 +126,7 @@ fn sparse_tar_01(name: &str, m: &Map) -> Vec<u8> {
         record("GNU.sparse.map", &map.join(",")),
     ]
     .concat();
-    let data: Vec<u8> = m.runs.iter().flat_map(|r| r.1.clone()).collect();
-    let mut out = header("./PaxHeaders/x", b'x', pax.len() as u64).to_vec();
-    out.extend(padded(pax.into_bytes()));
-    out.extend(header("./GNUSparseFile.0/x", b'0', data.len() as u64));
-    out.extend(padded(data));
-    out.extend([0u8; 1024]);
-    out
+    sparse_member(&pax, m.runs.iter().flat_map(|r| r.1.clone()).collect())
 }
 
 fn assert_file(path: &Path, want: &[u8], what: &str) {
