@@ -463,8 +463,7 @@ impl<'a, S: TreeSink> Walker<'a, S> {
                     name,
                 } => self.enter(parent, pinned, name, last.as_ref()),
                 Job::Leaves { node, open, names } => {
-                    self.leaves(&node, &open, &names);
-                    self.complete(node.clone(), Some(open.dst.clone()));
+                    self.leaves_job(&node, &open, &names);
                     Some((node, open))
                 }
             };
@@ -703,10 +702,15 @@ impl<'a, S: TreeSink> Walker<'a, S> {
         while let Some(job) = self.queue.leaves_over(MAX_QUEUED_NAMES) {
             let _busy = Busy(&self.queue);
             if let Job::Leaves { node, open, names } = job {
-                self.leaves(&node, &open, &names);
-                self.complete(node, Some(open.dst.clone()));
+                self.leaves_job(&node, &open, &names);
             }
         }
+    }
+
+    /// Does a job of leaves: pushes them, then counts the job done in their directory.
+    fn leaves_job(&self, node: &Arc<Node<S::Dir>>, open: &Opened<S::Dir>, names: &[Name]) {
+        self.leaves(node, open, names);
+        self.complete(node.clone(), Some(open.dst.clone()));
     }
 
     /// With [`WalkConfig::dereference`]: gives the symlink `n` of `node` the kind of

@@ -23,16 +23,26 @@ pub struct ChunkMap {
 }
 
 /// How a file of `size` bytes whose data `runs` (logical offset, length, in any
-/// order: [`ferry_core::sparse::pieces`]) are stored one after another from byte `start` of an archive of `archive_len` bytes is
-/// cut into chunks: log2 of the chunk size over the block size, and the number of
-/// chunks (each takes an 8-byte index in the image). The error says why the kernel
-/// could not be shown the file.
+/// order: [`ferry_core::sparse::pieces`]) are stored one after another from byte
+/// `start` of an archive of `archive_len` bytes is cut into chunks: log2 of the chunk
+/// size over the block size, and the number of chunks (each takes an 8-byte index in
+/// the image). The error says why the kernel could not be shown the file.
 pub fn shape(
     size: u64,
     start: u64,
     runs: &[(u64, u64)],
     archive_len: u64,
 ) -> Result<(u32, u64), String> {
+    shape_of(size, start, runs, archive_len).map(|(bits, count, _)| (bits, count))
+}
+
+/// [`shape`], with the pieces it found.
+fn shape_of(
+    size: u64,
+    start: u64,
+    runs: &[(u64, u64)],
+    archive_len: u64,
+) -> Result<(u32, u64, Vec<ferry_core::sparse::Piece>), String> {
     let stored = runs
         .iter()
         .try_fold(0u64, |sum, r| sum.checked_add(r.1))
@@ -51,8 +61,9 @@ pub fn shape(
     if runs.iter().any(|r| r.0.checked_add(r.1).is_none()) {
         return Err("a sparse region ends past the largest size a file can have".into());
     }
+    let pieces = ferry_core::sparse::pieces(runs);
     let mut chunk = BLOCK << MAX_CHUNK_BITS;
-    for p in ferry_core::sparse::pieces(runs) {
+    for p in &pieces {
         for edge in [p.at, p.at + p.len] {
             if edge != 0 && edge < size {
                 chunk = chunk.min(1 << edge.trailing_zeros());
@@ -80,7 +91,7 @@ pub fn shape(
             "{count} chunks of {chunk} bytes (more than {MAX_CHUNKS})"
         ));
     }
-    Ok(((chunk >> BLOCK_BITS).trailing_zeros(), count))
+    Ok(((chunk >> BLOCK_BITS).trailing_zeros(), count, pieces))
 }
 
 /// The chunk map of a file (the arguments as for [`shape`]).
@@ -90,9 +101,8 @@ pub fn map(
     runs: &[(u64, u64)],
     archive_len: u64,
 ) -> Result<ChunkMap, String> {
-    let (bits, count) = shape(size, start, runs, archive_len)?;
+    let (bits, count, pieces) = shape_of(size, start, runs, archive_len)?;
     let chunk = BLOCK << bits;
-    let pieces = ferry_core::sparse::pieces(runs);
     let mut blocks = Vec::with_capacity(count as usize);
     let mut piece = 0usize;
     for k in 0..count {

@@ -291,54 +291,33 @@ impl ArchiveFs {
         }
         let extras = self.table.extras(n).map_err(|e| self.damaged(&e))?;
         let runs = n.runs(&extras);
-        if !ferry_core::sparse::in_order(&runs) {
-            return self.check_laid_out(n, &runs);
-        }
-        let mut hasher = ContentHasher::new(&runs);
-        let mut buf = vec![0u8; (n.b.min(1 << 20)) as usize];
-        let mut at = 0u64;
-        let read = loop {
-            if at == n.b {
-                break Ok(());
-            }
-            let k = buf.len().min((n.b - at) as usize);
-            match self.data.read_at(&mut buf[..k], n.a + at) {
-                Ok(got) if got == k => {
-                    hasher.update(&buf[..k]);
-                    at += k as u64;
-                }
-                Ok(_) => break Err("the archive ends inside its data".to_string()),
-                Err(e) => {
-                    // Not marked bad: a read that failed (a server that did not answer)
-                    // may work the next time.
-                    self.log(format_args!(
-                        "{}: read to check its hash: {e}",
-                        escaped(&self.table.path_of(n.id))
-                    ));
-                    return Err(Errno::EIO);
-                }
-            }
+        // The stored bytes are hashed in file order: as they lie, or for a map out of
+        // order (a tar from elsewhere), each piece where it is stored.
+        type Runs = Vec<(u64, u64)>;
+        let (in_file_order, stored): (Runs, Runs) = match ferry_core::sparse::in_order(&runs) {
+            true => (runs, vec![(0, n.b)]),
+            false => ferry_core::sparse::pieces(&runs)
+                .iter()
+                .map(|p| ((p.at, p.len), (p.stored, p.len)))
+                .unzip(),
         };
-        self.checked(n, read.map(|()| hasher.finish(n.size)))
-    }
-
-    /// [`ArchiveFs::check_content`] of a file whose map is out of order: its pieces
-    /// hashed in file order.
-    fn check_laid_out(&self, n: &Node, runs: &[(u64, u64)]) -> Result<(), Errno> {
-        let pieces = ferry_core::sparse::pieces(runs);
-        let in_order: Vec<(u64, u64)> = pieces.iter().map(|p| (p.at, p.len)).collect();
-        let mut hasher = ContentHasher::new(&in_order);
-        let mut buf = vec![0u8; 1 << 20];
-        for p in &pieces {
+        let mut hasher = ContentHasher::new(&in_file_order);
+        let mut buf = vec![0u8; (n.b.min(1 << 20)) as usize];
+        for (from, len) in stored {
             let mut done = 0u64;
-            while done < p.len {
-                let k = (p.len - done).min(buf.len() as u64) as usize;
-                match self.data.read_at(&mut buf[..k], n.a + p.stored + done) {
-                    Ok(got) if got == k => hasher.update(&buf[..k]),
+            while done < len {
+                let k = buf.len().min((len - done) as usize);
+                match self.data.read_at(&mut buf[..k], n.a + from + done) {
+                    Ok(got) if got == k => {
+                        hasher.update(&buf[..k]);
+                        done += k as u64;
+                    }
                     Ok(_) => {
                         return self.checked(n, Err("the archive ends inside its data".into()))
                     }
                     Err(e) => {
+                        // Not marked bad: a read that failed (a server that did not
+                        // answer) may work the next time.
                         self.log(format_args!(
                             "{}: read to check its hash: {e}",
                             escaped(&self.table.path_of(n.id))
@@ -346,7 +325,6 @@ impl ArchiveFs {
                         return Err(Errno::EIO);
                     }
                 }
-                done += k as u64;
             }
         }
         self.checked(n, Ok(hasher.finish(n.size)))

@@ -259,13 +259,11 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
-    /// Reads past `n` bytes of the current entry's data.
-    fn skip_data(&mut self, mut n: u64) -> Result<(), TarError> {
-        let mut scratch = [0u8; 8192];
-        while n > 0 {
-            let k = n.min(scratch.len() as u64) as usize;
-            n -= self.fill_data(&mut scratch[..k]).map(|()| k as u64)?;
-        }
+    /// Reads past `n` bytes of the current entry's data (at most what is left of it).
+    fn skip_data(&mut self, n: u64) -> Result<(), TarError> {
+        let n = n.min(self.remaining);
+        self.skip(n).inspect_err(|_| self.state = State::Failed)?;
+        self.remaining -= n;
         Ok(())
     }
 
